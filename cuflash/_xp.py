@@ -1,0 +1,90 @@
+"""Array-module helpers: which of NumPy or CuPy an array belongs to, and the dtypes we accept.
+
+CuPy is optional. Nothing here imports it eagerly in a way that fails: with no CuPy installed,
+or CuPy installed on a machine without a GPU, the CPU path works unchanged.
+"""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+try:  # bfloat16 for NumPy/CuPy arrays comes from ml_dtypes.
+    import ml_dtypes
+
+    bfloat16 = np.dtype(ml_dtypes.bfloat16)
+except ImportError:  # pragma: no cover - exercised only without ml_dtypes
+    bfloat16 = None
+
+#: dtypes attention accepts, by name.
+DTYPES = {"float16": np.dtype(np.float16), "float32": np.dtype(np.float32),
+          "float64": np.dtype(np.float64)}
+if bfloat16 is not None:
+    DTYPES["bfloat16"] = bfloat16
+
+
+def dtype_name(dtype) -> str:
+    """'float16', 'bfloat16', 'float32' or 'float64' (or NumPy's own name for anything else)."""
+    dt = np.dtype(dtype)
+    return "bfloat16" if bfloat16 is not None and dt == bfloat16 else dt.name
+
+
+def resolve_dtype(name_or_dtype) -> np.dtype:
+    """The NumPy dtype for a name such as 'bfloat16', raising ValueError on an unknown name."""
+    if isinstance(name_or_dtype, str):
+        if name_or_dtype not in DTYPES:
+            raise ValueError(f"unknown dtype {name_or_dtype!r}; valid: {sorted(DTYPES)}")
+        return DTYPES[name_or_dtype]
+    return np.dtype(name_or_dtype)
+
+
+def accum_dtype(dtype) -> np.dtype:
+    """float64 for float64 inputs, float32 for everything else (float16/bfloat16/float32)."""
+    return np.dtype(np.float64) if np.dtype(dtype) == np.float64 else np.dtype(np.float32)
+
+
+@functools.lru_cache(maxsize=None)
+def cupy_module():
+    """The cupy module, or None when CuPy is not importable."""
+    try:
+        import cupy
+    except Exception:  # ImportError, or a broken CUDA install raising at import
+        return None
+    return cupy
+
+
+def is_cupy_array(x) -> bool:
+    cp = cupy_module()
+    return cp is not None and isinstance(x, cp.ndarray)
+
+
+def gpu_available() -> bool:
+    """True when CuPy imports and sees at least one CUDA device."""
+    cp = cupy_module()
+    if cp is None:
+        return False
+    try:
+        return cp.cuda.runtime.getDeviceCount() > 0
+    except Exception:
+        return False
+
+
+def array_module(**arrays):
+    """numpy or cupy, from keyword-named arrays; TypeError naming them when they mix or are not arrays."""
+    kinds = {}
+    for name, a in arrays.items():
+        if is_cupy_array(a):
+            kinds[name] = "cupy"
+        elif isinstance(a, np.ndarray):
+            kinds[name] = "numpy"
+        else:
+            raise TypeError(f"{name} must be a numpy.ndarray or cupy.ndarray, got {type(a).__name__}")
+    if len(set(kinds.values())) > 1:
+        desc = ", ".join(f"{n}: {k}" for n, k in kinds.items())
+        raise TypeError(f"inputs mix NumPy and CuPy arrays ({desc}); move them to one device first")
+    return cupy_module() if "cupy" in kinds.values() else np
+
+
+def to_numpy(x) -> np.ndarray:
+    """A NumPy copy (or view) of a NumPy or CuPy array."""
+    return x.get() if is_cupy_array(x) else np.asarray(x)

@@ -1,0 +1,142 @@
+"""Public attention functions. NumPy arrays run the CPU twin; CuPy arrays run the CUDA kernels."""
+from __future__ import annotations
+
+import numpy as np
+
+from . import checks, twin
+from ._xp import accum_dtype, dtype_name
+from .tile import default_tile
+
+
+def _backend(xp):
+    """The module with forward/backward for this array module: the twin, or the GPU ops."""
+    if xp is np:
+        return None
+    from .gpu import ops  # imported only for CuPy arrays
+    return ops
+
+
+def attention(q, k, v, *, causal=False, scale=None, tile=None, return_lse=False):
+    """Exact attention softmax(scale · q kᵀ) v, tiled: the T×S scores never reach device memory.
+
+    Parameters
+    ----------
+    q : array (..., T, d)
+        Queries: NumPy (runs the CPU twin) or CuPy (runs the CUDA kernels). float16, bfloat16,
+        float32 or float64; d a multiple of 8 from 16 to 256.
+    k, v : arrays (..., S, d)
+        Keys and values, same dtype and device as q. S may differ from T. Leading dims broadcast
+        against q's as in NumPy.
+    causal : bool
+        Mask aligned to the bottom-right corner: query i sees key j iff j <= i + S - T (as in
+        FlashAttention-2). With S < T the first T - S queries see no key: their output is 0 and
+        their lse is -inf.
+    scale : float, optional
+        Multiplies q kᵀ; default 1/sqrt(d). Must be finite and > 0.
+    tile : TileConfig, optional
+        Tile sizes; default ``default_tile(d, dtype)``.
+    return_lse : bool
+        Also return the log-sum-exp of each row's scaled scores (natural log).
+
+    Returns
+    -------
+    out : array (lead..., T, d), q's dtype, where lead is the broadcast of the leading dims.
+    lse : array (lead..., T), float32 (float64 for float64 inputs); only with ``return_lse``.
+    """
+    p = checks.check_qkv(q, k, v, causal=causal, scale=scale)
+    tile = checks.check_tile(tile) or default_tile(p.d, p.dtype)
+    xp = p.xp
+    if p.T == 0:
+        out = xp.empty(p.lead + (0, p.d), dtype=p.dtype)
+        lse = xp.empty(p.lead + (0,), dtype=accum_dtype(p.dtype))
+        return (out, lse) if return_lse else out
+    q3, k3, v3 = (checks.flatten(x, p.lead, xp) for x in (q, k, v))
+    ops = _backend(xp)
+    if ops is None:
+        out3, lse3 = twin.forward(q3, k3, v3, causal=p.causal, scale=p.scale,
+                                  block_m=tile.block_m, block_n=tile.block_n)
+    else:
+        out3, lse3 = ops.forward(q3, k3, v3, causal=p.causal, scale=p.scale, tile=tile)
+    out = out3.reshape(p.lead + (p.T, p.d))
+    return (out, lse3.reshape(p.lead + (p.T,))) if return_lse else out
+
+
+def attention_backward(dout, q, k, v, out, lse, *, causal=False, scale=None, tile=None,
+                       deterministic=False):
+    """Gradients of ``sum(dout · attention(q, k, v))`` with respect to q, k and v.
+
+    P is recomputed tile by tile from q, k and lse; no T×S matrix is stored.
+
+    Parameters
+    ----------
+    dout : array (lead..., T, d)
+        Gradient of the output, same dtype and device as q.
+    q, k, v : the forward's inputs, shapes (..., T, d), (..., S, d), (..., S, d).
+    out : array (lead..., T, d)
+        The forward's output.
+    lse : array (lead..., T)
+        The forward's log-sum-exp (``attention(..., return_lse=True)``), float32 (float64 for
+        float64 inputs).
+    causal, scale : as in the forward (they must be the same).
+    tile : TileConfig, optional
+        Default ``default_tile(d, dtype, backward=True)``.
+    deterministic : bool
+        False (default, as FlashAttention-2): dQ is summed over key tiles with float atomics in
+        device memory, so its bits can vary from run to run. True: a second pass sums dQ in a
+        fixed order (identical bits every run, about 40% more arithmetic). The CPU twin mirrors
+        both orders.
+
+    Returns
+    -------
+    dq, dk, dv : arrays shaped and typed like q, k and v (summed over broadcast leading dims).
+    """
+    p = checks.check_qkv(q, k, v, causal=causal, scale=scale)
+    tile = checks.check_tile(tile) or default_tile(p.d, p.dtype, backward=True)
+    xp = p.xp
+    full = p.lead + (p.T, p.d)
+    checks.check_same("dout", dout, "the output", full, p.dtype, xp)
+    checks.check_same("out", out, "the forward's output", full, p.dtype, xp)
+    checks.check_same("lse", lse, "the forward's lse", p.lead + (p.T,), accum_dtype(p.dtype), xp)
+    if not isinstance(deterministic, (bool, np.bool_)):
+        raise TypeError(f"deterministic must be a bool, got {deterministic!r}")
+    if p.T == 0:
+        full_k = p.lead + (p.S, p.d)
+        zeros = (xp.zeros(full, p.dtype), xp.zeros(full_k, p.dtype), xp.zeros(full_k, p.dtype))
+        return tuple(checks.unbroadcast(g, x.shape, xp) for g, x in zip(zeros, (q, k, v)))
+    q3, k3, v3, do3, o3 = (checks.flatten(x, p.lead, xp) for x in (q, k, v, dout, out))
+    lse3 = xp.ascontiguousarray(lse).reshape(-1, p.T)
+    ops = _backend(xp)
+    kw = dict(causal=p.causal, scale=p.scale, deterministic=bool(deterministic))
+    if ops is None:
+        grads = twin.backward(do3, q3, k3, v3, o3, lse3, block_m=tile.block_m,
+                              block_n=tile.block_n, **kw)
+    else:
+        grads = ops.backward(do3, q3, k3, v3, o3, lse3, tile=tile, **kw)
+    shapes = (full, p.lead + (p.S, p.d), p.lead + (p.S, p.d))
+    return tuple(checks.unbroadcast(g.reshape(s), x.shape, xp)
+                 for g, s, x in zip(grads, shapes, (q, k, v)))
+
+
+def attention_vjp(q, k, v, **kwargs):
+    """``(out, vjp)`` where ``vjp(dout) -> (dq, dk, dv)``: the handle autodiff code expects.
+
+    Keyword arguments: causal, scale, tile (forward), backward_tile and deterministic (backward).
+    The forward's lse is kept for the backward; nothing T×S is.
+    """
+    bwd_tile = kwargs.pop("backward_tile", None)
+    deterministic = kwargs.pop("deterministic", False)
+    unknown = set(kwargs) - {"causal", "scale", "tile"}
+    if unknown:
+        raise TypeError(f"attention_vjp got unexpected keyword arguments {sorted(unknown)}; "
+                        f"valid: causal, scale, tile, backward_tile, deterministic")
+    out, lse = attention(q, k, v, return_lse=True, **kwargs)
+
+    def vjp(dout):
+        return attention_backward(dout, q, k, v, out, lse, causal=kwargs.get("causal", False),
+                                  scale=kwargs.get("scale"), tile=bwd_tile,
+                                  deterministic=deterministic)
+
+    return out, vjp
+
+
+__all__ = ["attention", "attention_backward", "attention_vjp", "dtype_name"]

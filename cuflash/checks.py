@@ -1,0 +1,128 @@
+"""Argument checks at the Python boundary: every error names the argument, its value and what is valid."""
+from __future__ import annotations
+
+import dataclasses
+import math
+import numbers
+
+import numpy as np
+
+from ._xp import DTYPES, array_module, dtype_name
+from .tile import TileConfig
+
+#: head dims the kernels are built for: every multiple of 8 from 16 to 256.
+SUPPORTED_HEAD_DIMS = tuple(range(16, 257, 8))
+
+
+@dataclasses.dataclass(frozen=True)
+class Problem:
+    """Shapes of one attention call after checking. Leading dims are broadcast and flattened to
+    ``batch``; the kernels and the twin see (batch, T, d) and (batch, S, d)."""
+
+    xp: object          # numpy or cupy
+    dtype: np.dtype
+    lead: tuple         # broadcast leading dims (out has shape lead + (T, d))
+    T: int
+    S: int
+    d: int
+    scale: float
+    causal: bool
+
+    @property
+    def batch(self) -> int:
+        return int(np.prod(self.lead, dtype=np.int64))
+
+
+def _check_dtype(name, a):
+    dt = a.dtype
+    if dt.kind != "f" and dtype_name(dt) != "bfloat16":
+        raise TypeError(f"{name} has dtype {dtype_name(dt)}; attention needs floating point: "
+                        f"one of {sorted(DTYPES)}")
+    if dtype_name(dt) not in DTYPES:
+        raise TypeError(f"{name} has dtype {dtype_name(dt)}; supported: {sorted(DTYPES)}")
+
+
+def _head_dims_text() -> str:
+    return f"a multiple of 8 from 16 to 256 ({', '.join(map(str, SUPPORTED_HEAD_DIMS))})"
+
+
+def check_scale(scale, d: int) -> float:
+    if scale is None:
+        return 1.0 / math.sqrt(d)
+    if isinstance(scale, bool) or not isinstance(scale, numbers.Real):
+        raise TypeError(f"scale must be a real number or None, got {scale!r}")
+    s = float(scale)
+    if not math.isfinite(s) or s <= 0:
+        raise ValueError(f"scale={scale!r} must be finite and > 0")
+    return s
+
+
+def check_tile(tile, name: str = "tile"):
+    if tile is not None and not isinstance(tile, TileConfig):
+        raise TypeError(f"{name} must be a cuflash.TileConfig or None, got {type(tile).__name__}")
+    return tile
+
+
+def check_qkv(q, k, v, *, causal, scale) -> Problem:
+    """Check q (..., T, d), k (..., S, d), v (..., S, d) and return the Problem they pose."""
+    xp = array_module(q=q, k=k, v=v)
+    for name, a in (("q", q), ("k", k), ("v", v)):
+        if a.ndim < 2:
+            raise ValueError(f"{name} must have at least 2 dims (..., seq_len, head_dim); "
+                             f"got shape {tuple(a.shape)}")
+        _check_dtype(name, a)
+    if not (q.dtype == k.dtype == v.dtype):
+        raise TypeError(f"q, k, v must share one dtype; got q: {dtype_name(q.dtype)}, "
+                        f"k: {dtype_name(k.dtype)}, v: {dtype_name(v.dtype)}")
+    d = q.shape[-1]
+    if k.shape[-1] != d or v.shape[-1] != d:
+        raise ValueError(f"head_dim must match: q.shape[-1]={d}, k.shape[-1]={k.shape[-1]}, "
+                         f"v.shape[-1]={v.shape[-1]}")
+    if d not in SUPPORTED_HEAD_DIMS:
+        raise ValueError(f"head_dim={d} is not supported; head_dim must be {_head_dims_text()}")
+    if k.shape[-2] != v.shape[-2]:
+        raise ValueError(f"k and v must have the same sequence length: k.shape={tuple(k.shape)}, "
+                         f"v.shape={tuple(v.shape)}")
+    try:
+        lead = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    except ValueError:
+        raise ValueError(f"leading dims of q {tuple(q.shape[:-2])}, k {tuple(k.shape[:-2])} and "
+                         f"v {tuple(v.shape[:-2])} do not broadcast") from None
+    T, S = q.shape[-2], k.shape[-2]
+    if S == 0 and T > 0:
+        raise ValueError(f"k and v have seq_len 0 but q has seq_len {T}: "
+                         f"each query needs at least one key")
+    if not isinstance(causal, (bool, np.bool_)):
+        raise TypeError(f"causal must be a bool, got {causal!r}")
+    return Problem(xp, q.dtype, tuple(lead), T, S, d, check_scale(scale, d), bool(causal))
+
+
+def check_same(name, a, ref_name, shape, dtype, xp):
+    """`a` must be an array of module xp with the given shape and dtype."""
+    array_module(**{name: a})
+    if (xp is np) != isinstance(a, np.ndarray):
+        raise TypeError(f"{name} is on a different device from {ref_name}")
+    if tuple(a.shape) != tuple(shape):
+        raise ValueError(f"{name} must have shape {tuple(shape)} (as {ref_name}), got {tuple(a.shape)}")
+    if a.dtype != dtype:
+        raise TypeError(f"{name} must have dtype {dtype_name(dtype)}, got {dtype_name(a.dtype)}")
+
+
+def flatten(x, lead, xp):
+    """Broadcast x (..., n, d) to lead + (n, d) and view it as a C-contiguous (batch, n, d) array.
+
+    Copies only when x is broadcast, non-contiguous or Fortran-ordered."""
+    x = xp.broadcast_to(x, tuple(lead) + tuple(x.shape[-2:]))
+    return xp.ascontiguousarray(x).reshape((-1,) + tuple(x.shape[-2:]))
+
+
+def unbroadcast(g, shape, xp):
+    """Sum a gradient of shape lead + (n, d) back to an input's own (broadcast) shape."""
+    if tuple(g.shape) == tuple(shape):
+        return g
+    extra = g.ndim - len(shape)
+    axes = list(range(extra)) + [extra + i for i, s in enumerate(shape[:-2]) if s == 1
+                                 and g.shape[extra + i] != 1]
+    acc = g.astype(np.float64 if g.dtype == np.float64 else np.float32).sum(
+        axis=tuple(axes), keepdims=True)
+    return acc.reshape(shape).astype(g.dtype)

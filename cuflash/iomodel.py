@@ -1,0 +1,151 @@
+"""IO model: predicted device-memory bytes and FLOPs of naive and tiled attention.
+
+FlashAttention (Dao et al. 2022), Theorem 2: standard attention moves Θ(N·d + N²) bytes, the
+tiled algorithm Θ(N²·d²/M) for on-chip memory M. Here the constants are exact: the tiled
+counts follow the loops of the kernels and the CPU twin (``cuflash.twin``), which counts the bytes
+it moves and must agree with these functions to the byte. With block_m ≈ M/d query rows per
+tile, K and V are read ⌈T/block_m⌉ times, which is the N²d²/M term.
+
+The naive counts follow ``cuflash.naive`` pass by pass (each elementwise step reads and writes the
+T×S matrix once); they count the T×S passes and the operand reads, and leave out vectors of
+length T. Neither model knows about the L2 cache: a K/V tile read by several thread blocks at
+once may come from L2 rather than DRAM (issue: measured bytes, ``hbm_bytes``).
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+
+from ._xp import accum_dtype, resolve_dtype
+from .tile import TileConfig
+from .twin import kv_end, q_start
+
+
+@dataclasses.dataclass(frozen=True)
+class Traffic:
+    """Predicted device-memory traffic and arithmetic of one pass."""
+
+    bytes_read: int
+    bytes_written: int
+    flops: float
+
+    @property
+    def bytes_total(self) -> int:
+        return self.bytes_read + self.bytes_written
+
+    def __add__(self, other: "Traffic") -> "Traffic":
+        return Traffic(self.bytes_read + other.bytes_read,
+                       self.bytes_written + other.bytes_written, self.flops + other.flops)
+
+
+def visible_pairs(T: int, S: int, causal: bool) -> int:
+    """Number of (query, key) pairs whose score is used: T·S, or the bottom-right causal count."""
+    if not causal:
+        return T * S
+    i = np.arange(T, dtype=np.int64)
+    return int(np.clip(i + S - T + 1, 0, S).sum())
+
+
+def attention_flops(batch: int, T: int, S: int, d: int, causal: bool, backward: bool = False) -> float:
+    """FLOPs by the usual convention: 4·B·d per visible score pair forward (two matrix
+    products), 2.5× that backward (five). Causal with T = S is about half the non-causal count."""
+    f = 4.0 * batch * d * visible_pairs(T, S, causal)
+    return 2.5 * f if backward else f
+
+
+def _kv_rows(T, S, causal, block_m, block_n):
+    """Key rows one batch entry's forward loads: Σ over query tiles of the K/V rows visited."""
+    rows = 0
+    for i0 in range(0, T, block_m):
+        end = kv_end(min(T, i0 + block_m), T, S, causal)
+        rows += min(S, math.ceil(end / block_n) * block_n)
+    return rows
+
+
+def _q_rows(T, S, causal, block_m, block_n):
+    """Query rows one batch entry's backward main pass loads: Σ over key tiles of rows visited."""
+    return sum(T - min(T, q_start(j0, T, S, block_m, causal)) for j0 in range(0, S, block_n))
+
+
+def flash_forward(batch, T, S, d, dtype, causal, tile: TileConfig) -> Traffic:
+    """Bytes of the tiled forward: Q once, K and V once per query tile, O and lse once."""
+    e = resolve_dtype(dtype).itemsize
+    a = accum_dtype(resolve_dtype(dtype)).itemsize
+    kv = _kv_rows(T, S, causal, tile.block_m, tile.block_n)
+    read = batch * (T * d * e + 2 * kv * d * e)
+    written = batch * (T * d * e + T * a)
+    return Traffic(read, written, attention_flops(batch, T, S, d, causal))
+
+
+def flash_backward(batch, T, S, d, dtype, causal, tile: TileConfig, deterministic=True) -> Traffic:
+    """Bytes of the tiled backward (preprocess, main pass, and the dQ pass or accumulator)."""
+    e = resolve_dtype(dtype).itemsize
+    a = accum_dtype(resolve_dtype(dtype)).itemsize
+    bm, bn = tile.block_m, tile.block_n
+    # preprocess: D = rowsum(dO ∘ O): read dO and O, write D
+    read = 2 * T * d * e
+    written = T * a
+    # main pass: K, V once; per key tile the Q, dO rows (and lse, D) it visits; dK, dV once
+    q_rows = _q_rows(T, S, causal, bm, bn)
+    read += 2 * S * d * e + q_rows * (2 * d * e + 2 * a)
+    written += 2 * S * d * e
+    if deterministic:
+        # dQ pass: Q, dO, lse, D once; K and V per query tile visited; dQ once
+        read += T * (2 * d * e + 2 * a) + 2 * _kv_rows(T, S, causal, bm, bn) * d * e
+        written += T * d * e
+    else:
+        # float accumulator: zeroed, read-modify-written per visit, read once and converted
+        written += T * d * a + q_rows * d * a + T * d * e
+        read += q_rows * d * a + T * d * a
+    flops = attention_flops(batch, T, S, d, causal, backward=True)
+    return Traffic(batch * read, batch * written, flops)
+
+
+def naive_forward(batch, T, S, d, dtype, causal) -> Traffic:
+    """Bytes of ``naive_attention``: operand reads plus the passes over the T×S matrix."""
+    e = resolve_dtype(dtype).itemsize
+    ts = T * S * e
+    # matmul writes S; scale r+w; max r; subtract r+w; exp r+w; sum r; divide r+w; matmul reads P
+    reads, writes = 7, 5
+    mask = 0
+    if causal:
+        reads, writes, mask = reads + 1, writes + 1, T * S   # where(mask, s, -inf) and the mask
+    read = batch * ((T + S) * d * e + S * d * e + reads * ts + mask)
+    written = batch * (writes * ts + T * d * e)
+    return Traffic(read, written, attention_flops(batch, T, S, d, causal))
+
+
+def naive_backward(batch, T, S, d, dtype, causal) -> Traffic:
+    """Bytes of ``naive_attention_backward`` (it recomputes P with the forward's passes)."""
+    e = resolve_dtype(dtype).itemsize
+    ts = T * S * e
+    fwd = naive_forward(batch, T, S, d, dtype, causal)
+    fwd_out = T * d * e * batch                      # the forward's P·V product is not done
+    # dV: r P; dP: w; D: r P, r dP, w P∘dP, r it; dP -= D: r+w; dP *= P: 2r+w; *= scale: r+w;
+    # dQ: r dS; dK: r dS
+    reads, writes = 1 + 3 + 1 + 2 + 1 + 1 + 1, 1 + 1 + 1 + 1 + 1
+    read = batch * (reads * ts + 3 * T * d * e + 2 * S * d * e)   # dout twice, q; v, k
+    read += fwd.bytes_read - batch * (ts + S * d * e)             # minus the forward's P·V reads
+    written = batch * (writes * ts + T * d * e + 2 * S * d * e)
+    written += fwd.bytes_written - fwd_out
+    return Traffic(read, written, attention_flops(batch, T, S, d, causal, backward=True))
+
+
+def predict(method: str, pass_: str, batch, T, S, d, dtype, causal, tile=None,
+            deterministic=True) -> Traffic:
+    """Dispatch on method ('naive' or 'flash') and pass ('forward', 'backward' or 'both')."""
+    if pass_ not in ("forward", "backward", "both"):
+        raise ValueError(f"pass_={pass_!r} must be 'forward', 'backward' or 'both'")
+    if method == "naive":
+        fwd = naive_forward(batch, T, S, d, dtype, causal)
+        bwd = naive_backward(batch, T, S, d, dtype, causal)
+    elif method == "flash":
+        if tile is None:
+            raise ValueError("the flash IO model needs a TileConfig")
+        fwd = flash_forward(batch, T, S, d, dtype, causal, tile)
+        bwd = flash_backward(batch, T, S, d, dtype, causal, tile, deterministic)
+    else:
+        raise ValueError(f"method={method!r} must be 'naive' or 'flash'")
+    return {"forward": fwd, "backward": bwd, "both": fwd + bwd}[pass_]

@@ -1,0 +1,93 @@
+"""Naive (materialized) attention: the T×S score matrix is written to memory and read back.
+
+This is the baseline of every experiment and, in float64 on NumPy, the oracle of every test
+(``cuflash.oracle``). It runs in the input's own array module (NumPy or CuPy) and precision: each
+step's result is rounded to the input dtype, as a framework's eager ops would do. On NumPy,
+16-bit matrix products are computed in float32 and rounded (as cuBLAS does with float32
+accumulation), since NumPy has no fast 16-bit matmul.
+
+Memory traffic per step is written beside it for B·T·S scores of `e` bytes each (``iomodel``
+counts the same passes).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import checks
+from ._xp import accum_dtype
+
+
+def _matmul(a, b, xp):
+    if xp is np and a.dtype.itemsize < 4:
+        return (a.astype(np.float32) @ b.astype(np.float32)).astype(a.dtype)
+    out = a @ b
+    return out.astype(a.dtype, copy=False)
+
+
+def visible(T: int, S: int, xp):
+    """(T, S) bool mask of the causal pattern, bottom-right aligned: query i sees key j <= i + S - T."""
+    i = xp.arange(T)[:, None]
+    j = xp.arange(S)[None, :]
+    return j <= i + (S - T)
+
+
+def _probabilities(q, k, problem):
+    """Materialized softmax(scale · q kᵀ) with its lse; (…, T, S) in q's dtype and (…, T) lse.
+
+    In-place steps keep the peak at one T×S matrix (two when causal). ``iomodel.naive_forward``
+    counts the passes written beside each line (TS = B·T·S elements of e bytes).
+    """
+    xp, dt = problem.xp, q.dtype
+    acc = accum_dtype(dt)
+    neg_inf = xp.asarray(-np.inf, dtype=dt)
+    s = _matmul(q, xp.swapaxes(k, -1, -2), xp)          # read q, k; write TS
+    s *= xp.asarray(problem.scale, dtype=dt)            # read TS, write TS
+    if problem.causal:                                  # read TS (+ T·S mask bytes), write TS
+        s = xp.where(visible(problem.T, problem.S, xp), s, neg_inf)
+    m = s.max(axis=-1, keepdims=True)                   # read TS
+    s -= xp.where(m == neg_inf, xp.zeros_like(m), m)    # read TS, write TS (rows with no key: m=-inf)
+    p = xp.exp(s, out=s)                                # read TS, write TS
+    l = p.sum(axis=-1, keepdims=True, dtype=acc)        # read TS
+    p /= xp.where(l == 0, xp.ones_like(l), l).astype(dt)  # read TS, write TS
+    with np.errstate(divide="ignore"):
+        lse = (m.astype(acc) + xp.log(l))[..., 0]       # -inf where the row sees no key
+    return p, lse
+
+
+def naive_attention(q, k, v, *, causal=False, scale=None, return_lse=False):
+    """softmax(scale · q kᵀ) v with the T×S matrices written out.
+
+    q: (..., T, d); k, v: (..., S, d) -> out: (..., T, d) in q's dtype; lse (..., T) float32
+    (float64 for float64 inputs) when ``return_lse``. Arguments as in :func:`cuflash.attention`.
+    """
+    problem = checks.check_qkv(q, k, v, causal=causal, scale=scale)
+    xp = problem.xp
+    p, lse = _probabilities(q, k, problem)
+    out = _matmul(p, v, xp)                                  # read T·S·e + S·d, write T·d
+    out = xp.broadcast_to(out, problem.lead + (problem.T, problem.d))
+    if return_lse:
+        return out, xp.broadcast_to(lse, problem.lead + (problem.T,))
+    return out
+
+
+def naive_attention_backward(dout, q, k, v, *, causal=False, scale=None):
+    """Gradients (dq, dk, dv) of ``sum(dout · naive_attention(q, k, v))``, materialized.
+
+    dout: (..., T, d) like the output. Returns arrays shaped like q, k, v (summed over broadcast
+    leading dims), in their dtype. The T×S probabilities and their gradient are written out.
+    """
+    problem = checks.check_qkv(q, k, v, causal=causal, scale=scale)
+    xp, dt = problem.xp, q.dtype
+    checks.check_same("dout", dout, "the output", problem.lead + (problem.T, problem.d), dt, xp)
+    p, _ = _probabilities(q, k, problem)                 # the forward's passes
+    dv = _matmul(xp.swapaxes(p, -1, -2), dout, xp)       # read TS, dout; write dv
+    dp = _matmul(dout, xp.swapaxes(v, -1, -2), xp)       # read dout, v; write TS
+    acc = accum_dtype(dt)
+    D = (p * dp).sum(axis=-1, keepdims=True, dtype=acc)  # read 2 TS, write TS, read TS
+    dp -= D.astype(dt)                                   # read TS, write TS
+    dp *= p                                              # read 2 TS, write TS: dS = P ∘ (dP - D)
+    dp *= xp.asarray(problem.scale, dtype=dt)            # read TS, write TS
+    dq = _matmul(dp, k, xp)                              # read TS, k; write dq
+    dk = _matmul(xp.swapaxes(dp, -1, -2), q, xp)         # read TS, q; write dk
+    return (checks.unbroadcast(dq, q.shape, xp), checks.unbroadcast(dk, k.shape, xp),
+            checks.unbroadcast(dv, v.shape, xp))

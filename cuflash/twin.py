@@ -1,0 +1,208 @@
+"""CPU tiled twin: FlashAttention-2's algorithm in NumPy, tile by tile, as the kernels run it.
+
+Read it beside ``kernels_cu/flash_fwd.cu`` and ``kernels_cu/flash_bwd.cu``: the same names
+(block_m, block_n, m, l, lse, D), the same loop bounds, the same causal skipping, the same rounding
+of P and dS to the input dtype before the matrix products that consume them. Tensors are
+(batch, T, d) for queries and (batch, S, d) for keys; the batch is vectorized, the tiles are loops.
+
+Every load from and store to the input and output arrays goes through a :class:`ByteCounter`,
+so the twin measures the device-memory traffic the IO model (``cuflash.iomodel``) predicts.
+
+Precision: float16/bfloat16/float32 inputs accumulate in float32; float64 inputs in float64.
+Causal masking is bottom-right aligned: query i sees key j iff j <= i + S - T.
+"""
+from __future__ import annotations
+
+import collections
+
+import numpy as np
+
+from ._xp import accum_dtype
+
+
+class ByteCounter:
+    """Bytes loaded from and stored to named arrays in device memory (here: NumPy arrays)."""
+
+    def __init__(self):
+        self.read = collections.Counter()
+        self.written = collections.Counter()
+
+    def load(self, name, a, acc):
+        self.read[name] += a.nbytes
+        return a.astype(acc)
+
+    def store(self, name, dst, index, value):
+        dst[index] = value
+        self.written[name] += dst[index].nbytes
+
+    def add(self, name, dst, index, value):
+        """Read-modify-write of dst[index] (the atomic dQ accumulation of the kernels)."""
+        self.read[name] += dst[index].nbytes
+        dst[index] += value
+        self.written[name] += dst[index].nbytes
+
+    @property
+    def bytes_read(self) -> int:
+        return sum(self.read.values())
+
+    @property
+    def bytes_written(self) -> int:
+        return sum(self.written.values())
+
+
+def _round(x, dtype, acc):
+    """Round to the input dtype and back, as the kernels do before a tensor-core product."""
+    return x.astype(dtype).astype(acc) if np.dtype(dtype).itemsize < 4 else x
+
+
+def kv_end(i1: int, T: int, S: int, causal: bool) -> int:
+    """One past the last key a query tile ending at row i1 (exclusive) can see."""
+    return min(S, max(0, i1 + S - T)) if causal else S
+
+
+def q_start(j0: int, T: int, S: int, block_m: int, causal: bool) -> int:
+    """First query row, rounded down to the block_m grid, that can see a key tile starting at j0."""
+    if not causal:
+        return 0
+    first = max(0, j0 - (S - T))
+    return (first // block_m) * block_m
+
+
+def _mask(s, i0, j0, T, S):
+    """Scores of (i, j) pairs that the causal pattern hides become -inf."""
+    i = np.arange(i0, i0 + s.shape[-2])[:, None]
+    j = np.arange(j0, j0 + s.shape[-1])[None, :]
+    return np.where(j <= i + (S - T), s, -np.inf)
+
+
+def _needs_mask(i0, j1, T, S, causal):
+    """A tile needs masking when its last key lies past the diagonal of its first query."""
+    return causal and (j1 - 1) > i0 + (S - T)
+
+
+def forward(q, k, v, *, causal, scale, block_m, block_n, counter=None):
+    """out (batch, T, d) in q's dtype and lse (batch, T) in the accumulation dtype.
+
+    Algorithm 1 of FlashAttention-2: for each Q tile, stream K/V tiles, keep the running row max
+    m and row sum l, rescale the accumulator, divide by l once at the end.
+    """
+    counter = counter or ByteCounter()
+    B, T, d = q.shape
+    S = k.shape[1]
+    dt, acc = q.dtype, accum_dtype(q.dtype)
+    out = np.empty((B, T, d), dtype=dt)
+    lse = np.empty((B, T), dtype=acc)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        for i0 in range(0, T, block_m):
+            i1 = min(T, i0 + block_m)
+            q_i = counter.load("q", q[:, i0:i1], acc)                   # (B, bm, d)
+            m = np.full((B, i1 - i0), -np.inf, dtype=acc)               # running max
+            l = np.zeros((B, i1 - i0), dtype=acc)                       # running sum
+            o = np.zeros((B, i1 - i0, d), dtype=acc)                    # unnormalized output
+            for j0 in range(0, kv_end(i1, T, S, causal), block_n):
+                j1 = min(S, j0 + block_n)
+                k_j = counter.load("k", k[:, j0:j1], acc)               # (B, bn, d)
+                v_j = counter.load("v", v[:, j0:j1], acc)
+                # -- S_ij = scale · Q_i K_jᵀ, masked on the diagonal tiles
+                s = (q_i @ k_j.transpose(0, 2, 1)) * acc.type(scale)
+                if _needs_mask(i0, j1, T, S, causal):
+                    s = _mask(s, i0, j0, T, S)
+                # -- update m and l; rows that have seen no key yet keep m = -inf, use 0 instead
+                m_new = np.maximum(m, s.max(axis=-1))
+                m_safe = np.where(m_new == -np.inf, 0, m_new).astype(acc)
+                p = np.exp(s - m_safe[..., None])                       # P_ij
+                alpha = np.exp(m - m_safe)                              # rescales old l and o
+                l = alpha * l + p.sum(axis=-1)
+                o = alpha[..., None] * o + _round(p, dt, acc) @ v_j
+                m = m_new
+            # -- O_i = o / l, lse_i = m + log l (rows that saw no key: O = 0, lse = -inf)
+            counter.store("out", out, (slice(None), slice(i0, i1)),
+                          np.where(l[..., None] == 0, 0, o / l[..., None]).astype(dt))
+            counter.store("lse", lse, (slice(None), slice(i0, i1)), (m + np.log(l)).astype(acc))
+    return out, lse
+
+
+def backward(dout, q, k, v, out, lse, *, causal, scale, block_m, block_n, deterministic=True,
+             counter=None):
+    """(dq, dk, dv), each shaped and typed like its input; P is recomputed from q, k and lse.
+
+    Algorithm 2 of FlashAttention-2: D = rowsum(dO ∘ O) first; then, for each K/V tile, stream
+    the Q/dO tiles, recompute P = exp(S - lse), accumulate dV and dK in place. dQ is summed either
+    by a read-modify-write per (Q tile, K/V tile) pair into a float accumulator (the kernels'
+    atomic mode, ``deterministic=False``) or by a second pass with one Q tile resident that loops
+    over K/V tiles (``deterministic=True``: a fixed summation order, more recomputation).
+    """
+    counter = counter or ByteCounter()
+    B, T, d = q.shape
+    S = k.shape[1]
+    dt, acc = q.dtype, accum_dtype(q.dtype)
+    sc = acc.type(scale)
+    dq = np.empty((B, T, d), dtype=dt)
+    dk = np.empty((B, S, d), dtype=dt)
+    dv = np.empty((B, S, d), dtype=dt)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        # -- preprocess: D_i = rowsum(dO_i ∘ O_i)
+        D = np.empty((B, T), dtype=acc)
+        for i0 in range(0, T, block_m):
+            i1 = min(T, i0 + block_m)
+            prod = counter.load("dout", dout[:, i0:i1], acc) * counter.load("out", out[:, i0:i1], acc)
+            counter.store("D", D, (slice(None), slice(i0, i1)), prod.sum(axis=-1))
+        dq_acc = None
+        if not deterministic:
+            dq_acc = np.empty((B, T, d), dtype=acc)
+            counter.store("dq_accum", dq_acc, Ellipsis, 0)
+
+        def recompute(q_i, k_j, v_j, do_i, lse_i, D_i, i0, j0):
+            """P_ij and dS_ij of one tile pair, from Q_i, K_j, lse_i (no stored P)."""
+            s = (q_i @ k_j.transpose(0, 2, 1)) * sc
+            if _needs_mask(i0, j0 + k_j.shape[1], T, S, causal):
+                s = _mask(s, i0, j0, T, S)
+            lse_safe = np.where(lse_i == -np.inf, np.inf, lse_i)   # rows that saw no key: P = 0
+            p = np.exp(s - lse_safe[..., None])
+            dp = do_i @ v_j.transpose(0, 2, 1)                      # dP_ij = dO_i V_jᵀ
+            ds = p * (dp - D_i[..., None])                          # dS_ij = P ∘ (dP - D)
+            return p, ds
+
+        # -- main pass: one K/V tile resident, Q/dO tiles streamed
+        for j0 in range(0, S, block_n):
+            j1 = min(S, j0 + block_n)
+            k_j = counter.load("k", k[:, j0:j1], acc)
+            v_j = counter.load("v", v[:, j0:j1], acc)
+            dk_j = np.zeros((B, j1 - j0, d), dtype=acc)
+            dv_j = np.zeros((B, j1 - j0, d), dtype=acc)
+            for i0 in range(q_start(j0, T, S, block_m, causal), T, block_m):
+                i1 = min(T, i0 + block_m)
+                q_i = counter.load("q", q[:, i0:i1], acc)
+                do_i = counter.load("dout", dout[:, i0:i1], acc)
+                lse_i = counter.load("lse", lse[:, i0:i1], acc)
+                D_i = counter.load("D", D[:, i0:i1], acc)
+                p, ds = recompute(q_i, k_j, v_j, do_i, lse_i, D_i, i0, j0)
+                dv_j += _round(p, dt, acc).transpose(0, 2, 1) @ do_i     # dV_j += P_ijᵀ dO_i
+                ds_r = _round(ds, dt, acc)
+                dk_j += ds_r.transpose(0, 2, 1) @ q_i                    # dK_j += dS_ijᵀ Q_i
+                if not deterministic:                                    # dQ_i += dS_ij K_j
+                    counter.add("dq_accum", dq_acc, (slice(None), slice(i0, i1)),
+                                (ds_r @ k_j) * sc)
+            counter.store("dk", dk, (slice(None), slice(j0, j1)), (dk_j * sc).astype(dt))
+            counter.store("dv", dv, (slice(None), slice(j0, j1)), dv_j.astype(dt))
+
+        if not deterministic:
+            # -- convert the float accumulator to the input dtype
+            counter.store("dq", dq, Ellipsis, counter.load("dq_accum", dq_acc, acc).astype(dt))
+            return dq, dk, dv
+        # -- dQ pass: one Q tile resident, K/V tiles streamed (as the forward)
+        for i0 in range(0, T, block_m):
+            i1 = min(T, i0 + block_m)
+            q_i = counter.load("q", q[:, i0:i1], acc)
+            do_i = counter.load("dout", dout[:, i0:i1], acc)
+            lse_i = counter.load("lse", lse[:, i0:i1], acc)
+            D_i = counter.load("D", D[:, i0:i1], acc)
+            dq_i = np.zeros((B, i1 - i0, d), dtype=acc)
+            for j0 in range(0, kv_end(i1, T, S, causal), block_n):
+                j1 = min(S, j0 + block_n)
+                k_j = counter.load("k", k[:, j0:j1], acc)
+                v_j = counter.load("v", v[:, j0:j1], acc)
+                _, ds = recompute(q_i, k_j, v_j, do_i, lse_i, D_i, i0, j0)
+                dq_i += _round(ds, dt, acc) @ k_j
+            counter.store("dq", dq, (slice(None), slice(i0, i1)), (dq_i * sc).astype(dt))
+    return dq, dk, dv
