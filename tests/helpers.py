@@ -1,0 +1,68 @@
+"""Test helpers: seeded inputs on either array module, and the oracle pass criterion
+err(got) <= 2 · err(naive in the same precision) + floor(dtype)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from cuflash._xp import bfloat16, dtype_name, to_numpy
+from cuflash.oracle import rel_error
+
+#: Absolute slack added to 2 · err(naive), per dtype (a few units in the last place relative to
+#: the largest output entry): it only matters where the naive error happens to be ~0, e.g. the
+#: float64 naive path, which *is* the oracle.
+FLOORS = {"float64": 1e-12, "float32": 1e-6, "float16": 1e-3, "bfloat16": 8e-3}
+
+_NO_BF16 = pytest.mark.skipif(bfloat16 is None, reason="ml_dtypes not installed (no bfloat16)")
+
+#: dtype parameters with short ids; bfloat16 is skipped without ml_dtypes.
+DTYPES = {"float16": np.dtype(np.float16), "bfloat16": bfloat16,
+          "float32": np.dtype(np.float32), "float64": np.dtype(np.float64)}
+SHORT = {"float16": "f16", "bfloat16": "bf16", "float32": "f32", "float64": "f64"}
+
+
+def dtype_param(name):
+    """A pytest.param for the dtype called `name` (e.g. 'bfloat16'), id like 'bf16'."""
+    marks = [_NO_BF16] if name == "bfloat16" else []
+    return pytest.param(DTYPES[name], id=SHORT[name], marks=marks)
+
+
+ALL_DTYPES = [dtype_param(n) for n in ("float16", "bfloat16", "float32", "float64")]
+
+
+def randn(xp, shape, dtype, seed):
+    """Standard-normal array of `shape`, rounded to `dtype`, made with NumPy and moved to `xp`."""
+    a = np.random.default_rng(seed).standard_normal(shape).astype(dtype)
+    return xp.asarray(a)
+
+
+def make_inputs(xp, shape_q, shape_k, dtype, seed):
+    """q (shape_q), k and v (shape_k): fresh standard-normal inputs of `dtype` on `xp`."""
+    rng = np.random.default_rng(seed)
+    q = rng.standard_normal(shape_q).astype(dtype)
+    k = rng.standard_normal(shape_k).astype(dtype)
+    v = rng.standard_normal(shape_k).astype(dtype)
+    return xp.asarray(q), xp.asarray(k), xp.asarray(v)
+
+
+def assert_matches_oracle(got, oracle_ref, naive_got, *, dtype, name):
+    """err(got) <= 2 · err(naive_got) + FLOORS[dtype], errors relative to the float64 oracle.
+
+    Also: got has the oracle's shape, and -inf (lse of rows that see no key) sits exactly where
+    the oracle has it.
+    """
+    dname = dtype_name(dtype)
+    got_np = to_numpy(got)
+    ref = np.asarray(oracle_ref, dtype=np.float64)
+    assert tuple(got_np.shape) == tuple(ref.shape), \
+        f"{name} ({dname}): shape {tuple(got_np.shape)}, oracle {tuple(ref.shape)}"
+    got64 = got_np.astype(np.float64)
+    bad_inf = np.isneginf(got64) != np.isneginf(ref)
+    assert not bad_inf.any(), (f"{name} ({dname}, shape {ref.shape}): -inf at "
+                               f"{np.argwhere(bad_inf)[:5].tolist()} differs from the oracle")
+    err = rel_error(got_np, ref)
+    err_naive = rel_error(naive_got, ref)
+    bound = 2 * err_naive + FLOORS[dname]
+    assert err <= bound, (f"{name} ({dname}, shape {tuple(ref.shape)}): rel. error {err:.3e} > "
+                          f"2 × naive error {err_naive:.3e} + floor {FLOORS[dname]:.0e} "
+                          f"= {bound:.3e}")

@@ -1,0 +1,104 @@
+"""Forward pass against the float64 oracle: odd shapes, S != T, every dtype, causal and not,
+several tiles. Pass criterion: err <= 2 · err(naive, same precision) + floor (helpers.py)."""
+import numpy as np
+import pytest
+
+import cuflash
+from cuflash import TileConfig
+from cuflash._xp import accum_dtype, dtype_name, to_numpy
+from cuflash.oracle import oracle_attention, rel_error
+
+from helpers import ALL_DTYPES, assert_matches_oracle, dtype_param, make_inputs
+
+# (T, S, d): every T and S in {1, 17, 97, 257, 1000} and every d in {16, 32, 64, 72, 128, 256}
+# appears; S < T, S = T and S > T all appear; each shape runs with every dtype × causal.
+SHAPES = [(1, 1, 16), (1, 257, 32), (17, 1, 72), (17, 97, 64), (97, 17, 128), (97, 97, 256),
+          (257, 1000, 16), (1000, 257, 72), (257, 257, 32), (1000, 1000, 64), (1000, 1000, 256)]
+
+
+def _lead(T, S, d):
+    return (2,) if T * S * d <= 2_000_000 else (1,)
+
+
+def _id(shape):
+    return "T{}_S{}_d{}".format(*shape)
+
+
+def check_forward(xp, T, S, d, dtype, causal, tile=None, lead=None, seed=0):
+    lead = _lead(T, S, d) if lead is None else lead
+    q, k, v = make_inputs(xp, lead + (T, d), lead + (S, d), dtype, seed)
+    out, lse = cuflash.attention(q, k, v, causal=causal, tile=tile, return_lse=True)
+    assert out.dtype == np.dtype(dtype)
+    assert lse.dtype == accum_dtype(dtype)
+    assert out.shape == lead + (T, d) and lse.shape == lead + (T,)
+    ref_out, ref_lse = oracle_attention(q, k, v, causal=causal)
+    naive_out, naive_lse = cuflash.naive_attention(q, k, v, causal=causal, return_lse=True)
+    name = f"out T={T} S={S} d={d} causal={causal} tile={tile}"
+    assert_matches_oracle(out, ref_out, naive_out, dtype=dtype, name=name)
+    assert_matches_oracle(lse, ref_lse, naive_lse, dtype=dtype, name="lse " + name[4:])
+    assert not np.isnan(to_numpy(out)).any() and not np.isnan(to_numpy(lse)).any()
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("dtype", ALL_DTYPES)
+@pytest.mark.parametrize("shape", SHAPES, ids=_id)
+def test_forward_matches_oracle(xp, shape, dtype, causal):
+    check_forward(xp, *shape, dtype, causal, seed=SHAPES.index(shape))
+
+
+# Tiles the CUDA SIMT kernels accept (single stage; see cuflash/gpu/plan.py) for these head dims,
+# so the same cases run on the GPU; the twin reads only block_m and block_n.
+SIMT_TILES = [TileConfig(16, 16, 2, 1), TileConfig(16, 64, 4, 1), TileConfig(32, 32, 4, 1),
+              TileConfig(64, 16, 4, 1), TileConfig(128, 32, 4, 1), TileConfig(32, 128, 4, 1)]
+MMA_TILES = [TileConfig(64, 64, 4, 2, "mma"), TileConfig(128, 64, 4, 2, "mma")]
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("shape", [(97, 257, 72), (257, 97, 16), (1, 97, 64)], ids=_id)
+@pytest.mark.parametrize("dtype", [dtype_param("float32"), dtype_param("bfloat16")])
+@pytest.mark.parametrize("tile", SIMT_TILES, ids=TileConfig.short)
+def test_forward_tiles(xp, tile, dtype, shape, causal):
+    check_forward(xp, *shape, dtype, causal, tile=tile, seed=1)
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("shape", [(97, 257, 64), (257, 97, 128)], ids=_id)
+@pytest.mark.parametrize("dtype", [dtype_param("float16"), dtype_param("bfloat16")])
+@pytest.mark.parametrize("tile", MMA_TILES, ids=TileConfig.short)
+def test_forward_mma_tiles(xp, tile, dtype, shape, causal):
+    check_forward(xp, *shape, dtype, causal, tile=tile, seed=2)
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("block_n", [16, 32, 64, 128, 256])
+@pytest.mark.parametrize("block_m", [16, 32, 64, 128, 256])
+def test_twin_any_block_sizes(block_m, block_n, causal):
+    """The twin (NumPy only) with every power-of-two tile, including ones no kernel launches."""
+    check_forward(np, 97, 257, 72, np.float32, causal, tile=TileConfig(block_m, block_n), seed=3)
+    check_forward(np, 257, 97, 32, np.float64, causal, tile=TileConfig(block_m, block_n), seed=4)
+
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES)
+def test_default_tile_is_used(xp, dtype):
+    """tile=None is the same computation as tile=default_tile(d, dtype)."""
+    q, k, v = make_inputs(xp, (2, 97, 72), (2, 130, 72), dtype, seed=5)
+    a = cuflash.attention(q, k, v, causal=True)
+    b = cuflash.attention(q, k, v, causal=True, tile=cuflash.default_tile(72, dtype))
+    np.testing.assert_array_equal(to_numpy(a), to_numpy(b))
+
+
+# Sanity bound for the materialized baseline itself (it is the yardstick of the criterion):
+# rounding-level error only, a generous multiple of each dtype's unit roundoff.
+NAIVE_TOL = {"float16": 1e-2, "bfloat16": 6e-2, "float32": 1e-5, "float64": 1e-13}
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("dtype", ALL_DTYPES)
+def test_naive_close_to_oracle(xp, dtype, causal):
+    q, k, v = make_inputs(xp, (2, 97, 64), (2, 257, 64), dtype, seed=6)
+    ref_out, ref_lse = oracle_attention(q, k, v, causal=causal)
+    out, lse = cuflash.naive_attention(q, k, v, causal=causal, return_lse=True)
+    assert out.dtype == np.dtype(dtype) and lse.dtype == accum_dtype(dtype)
+    tol = NAIVE_TOL[dtype_name(dtype)]
+    assert rel_error(out, ref_out) <= tol
+    assert rel_error(lse, ref_lse) <= tol
