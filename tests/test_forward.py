@@ -79,9 +79,10 @@ def test_twin_any_block_sizes(block_m, block_n, causal):
 
 
 @pytest.mark.parametrize("dtype", ALL_DTYPES)
-def test_default_tile_is_used(xp, dtype):
-    """tile=None is the same computation as tile=default_tile(d, dtype)."""
-    q, k, v = make_inputs(xp, (2, 97, 72), (2, 130, 72), dtype, seed=5)
+def test_twin_default_tile_is_used(dtype):
+    """On the twin, tile=None is the same computation as tile=default_tile(d, dtype) (on the GPU
+    the default also depends on the device's shared memory)."""
+    q, k, v = make_inputs(np, (2, 97, 72), (2, 130, 72), dtype, seed=5)
     a = cuflash.attention(q, k, v, causal=True)
     b = cuflash.attention(q, k, v, causal=True, tile=cuflash.default_tile(72, dtype))
     np.testing.assert_array_equal(to_numpy(a), to_numpy(b))

@@ -1,0 +1,296 @@
+"""Bad inputs raise the documented exception type with a message that names the argument and the
+bad value (and, where it helps, what is valid)."""
+import re
+
+import numpy as np
+import pytest
+
+import cuflash
+from cuflash import TileConfig
+from cuflash._xp import cupy_module, to_numpy
+
+from helpers import make_inputs, randn
+
+
+def qkv(xp, T=7, S=9, d=16, dtype=np.float32, lead=(2,)):
+    return make_inputs(xp, lead + (T, d), lead + (S, d), dtype, seed=200)
+
+
+def _esc(text):
+    return re.escape(text)
+
+
+def to_list(a):
+    return to_numpy(a).tolist()
+
+
+# -- shapes ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("which", ["q", "k", "v"])
+def test_rank_too_small(xp, which):
+    args = dict(zip("qkv", qkv(xp, S=7)))
+    args[which] = randn(xp, (16,), np.float32, seed=201)
+    with pytest.raises(ValueError, match=rf"{which} must have at least 2 dims.*\(16,\)"):
+        cuflash.attention(**args)
+
+
+@pytest.mark.parametrize("which,shape", [("k", (2, 9, 32)), ("v", (2, 9, 24))])
+def test_head_dims_must_match(xp, which, shape):
+    q, k, v = qkv(xp)
+    args = dict(q=q, k=k, v=v)
+    args[which] = randn(xp, shape, np.float32, seed=202)
+    with pytest.raises(ValueError, match=rf"head_dim must match.*{which}\.shape\[-1\]={shape[-1]}"):
+        cuflash.attention(**args)
+
+
+def test_leading_dims_must_broadcast(xp):
+    q = randn(xp, (2, 7, 16), np.float32, seed=203)
+    k, v = (randn(xp, (3, 9, 16), np.float32, seed=s) for s in (204, 205))
+    with pytest.raises(ValueError, match=_esc("leading dims of q (2,), k (3,) and v (3,) do not "
+                                              "broadcast")):
+        cuflash.attention(q, k, v)
+
+
+def test_k_v_sequence_lengths_must_match(xp):
+    q, k, _ = qkv(xp)
+    v = randn(xp, (2, 10, 16), np.float32, seed=206)
+    with pytest.raises(ValueError, match=_esc("k and v must have the same sequence length: "
+                                              "k.shape=(2, 9, 16), v.shape=(2, 10, 16)")):
+        cuflash.attention(q, k, v)
+
+
+def test_no_keys_for_some_queries(xp):
+    q, _, _ = qkv(xp)
+    k, v = (randn(xp, (2, 0, 16), np.float32, seed=s) for s in (207, 208))
+    with pytest.raises(ValueError, match="seq_len 0 but q has seq_len 7"):
+        cuflash.attention(q, k, v)
+
+
+@pytest.mark.parametrize("d", [12, 20, 260, 8, 100])
+def test_unsupported_head_dim(xp, d):
+    q, k, v = qkv(xp, d=d)
+    with pytest.raises(ValueError, match=rf"head_dim={d} is not supported.*16, 24, 32, .*248, 256"):
+        cuflash.attention(q, k, v)
+
+
+# -- dtypes and array types -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("which", ["q", "k", "v"])
+@pytest.mark.parametrize("bad", [np.int32, np.int64, np.bool_, np.complex64, np.uint8],
+                         ids=lambda t: np.dtype(t).name)
+def test_non_float_dtype(xp, which, bad):
+    args = dict(zip("qkv", qkv(xp)))
+    args[which] = args[which].astype(bad)
+    name = np.dtype(bad).name
+    with pytest.raises(TypeError, match=rf"{which} has dtype {name}; attention needs floating "
+                                        rf"point.*float16"):
+        cuflash.attention(**args)
+
+
+def test_mixed_dtypes(xp):
+    q, k, v = qkv(xp)
+    with pytest.raises(TypeError, match=_esc("q, k, v must share one dtype; got q: float32, "
+                                             "k: float16, v: float32")):
+        cuflash.attention(q, k.astype(np.float16), v)
+
+
+@pytest.mark.parametrize("which", ["q", "k", "v"])
+def test_python_lists_rejected(which):
+    args = dict(zip("qkv", qkv(np)))
+    args[which] = args[which].tolist()
+    with pytest.raises(TypeError, match=rf"{which} must be a numpy.ndarray or cupy.ndarray, "
+                                        rf"got list"):
+        cuflash.attention(**args)
+
+
+@pytest.mark.gpu
+def test_mixed_numpy_and_cupy():
+    cp = cupy_module()
+    q, k, v = qkv(np)
+    with pytest.raises(TypeError, match=_esc("inputs mix NumPy and CuPy arrays (q: numpy, "
+                                             "k: cupy, v: numpy)")):
+        cuflash.attention(q, cp.asarray(k), v)
+
+
+@pytest.mark.gpu
+def test_backward_arrays_on_another_device():
+    cp = cupy_module()
+    q, k, v = qkv(cp)
+    out, lse = cuflash.attention(q, k, v, return_lse=True)
+    with pytest.raises(TypeError, match="dout is on a different device"):
+        cuflash.attention_backward(cp.asnumpy(out), q, k, v, out, lse)
+    with pytest.raises(TypeError, match="lse is on a different device"):
+        cuflash.attention_backward(out, q, k, v, out, cp.asnumpy(lse))
+
+
+# -- scalar arguments -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("scale", [0, 0.0, -0.5, float("inf"), float("-inf"), float("nan")],
+                         ids=repr)
+def test_bad_scale_value(xp, scale):
+    with pytest.raises(ValueError, match=rf"scale={re.escape(repr(scale))} must be finite and > 0"):
+        cuflash.attention(*qkv(xp), scale=scale)
+
+
+@pytest.mark.parametrize("scale", ["0.5", True, [0.5], 1j], ids=repr)
+def test_bad_scale_type(xp, scale):
+    with pytest.raises(TypeError, match=rf"scale must be a real number or None, got "
+                                        rf"{re.escape(repr(scale))}"):
+        cuflash.attention(*qkv(xp), scale=scale)
+
+
+@pytest.mark.parametrize("causal", [1, 0, "yes", None, 1.0], ids=repr)
+def test_causal_must_be_bool(xp, causal):
+    with pytest.raises(TypeError, match=rf"causal must be a bool, got {re.escape(repr(causal))}"):
+        cuflash.attention(*qkv(xp), causal=causal)
+
+
+def test_deterministic_must_be_bool(xp):
+    q, k, v = qkv(xp)
+    out, lse = cuflash.attention(q, k, v, return_lse=True)
+    with pytest.raises(TypeError, match="deterministic must be a bool, got 1"):
+        cuflash.attention_backward(out, q, k, v, out, lse, deterministic=1)
+
+
+# -- TileConfig -----------------------------------------------------------------------------------
+
+_BAD_TILES = [
+    ("block_m", 48, "TileConfig.block_m=48 must be a power of two in 16..256"),
+    ("block_m", 8, "TileConfig.block_m=8 must be a power of two"),
+    ("block_m", 512, "TileConfig.block_m=512 must be a power of two in 16..256"),
+    ("block_n", 0, "TileConfig.block_n=0 must be a power of two"),
+    ("block_n", 64.0, "TileConfig.block_n=64.0 must be a power of two"),
+    ("block_m", True, "TileConfig.block_m=True must be a power of two"),
+    ("num_warps", 3, "TileConfig.num_warps=3 must be one of 1, 2, 4, 8, 16"),
+    ("num_warps", True, "TileConfig.num_warps=True must be one of"),
+    ("num_warps", 32, "TileConfig.num_warps=32 must be one of"),
+    ("num_stages", 0, "TileConfig.num_stages=0 must be one of 1, 2, 3, 4"),
+    ("num_stages", 5, "TileConfig.num_stages=5 must be one of"),
+    ("num_stages", True, "TileConfig.num_stages=True must be one of"),
+    ("kernel", "foo", "TileConfig.kernel='foo' must be one of \\('simt', 'mma'\\)"),
+    ("kernel", "SIMT", "TileConfig.kernel='SIMT' must be one of"),
+]
+
+
+@pytest.mark.parametrize("field,value,match", _BAD_TILES,
+                         ids=[f"{f}={v!r}" for f, v, _ in _BAD_TILES])
+def test_invalid_tile_config(field, value, match):
+    with pytest.raises(ValueError, match=match):
+        TileConfig(**{field: value})
+
+
+def test_tile_replace_is_checked():
+    with pytest.raises(ValueError, match="TileConfig.block_n=24"):
+        TileConfig().replace(block_n=24)
+
+
+@pytest.mark.parametrize("tile", [(64, 64), {"block_m": 64}, "simt", 64], ids=repr)
+def test_tile_of_wrong_type(xp, tile):
+    q, k, v = qkv(xp)
+    typename = type(tile).__name__
+    with pytest.raises(TypeError, match=rf"tile must be a cuflash.TileConfig or None, got {typename}"):
+        cuflash.attention(q, k, v, tile=tile)
+    out, lse = cuflash.attention(q, k, v, return_lse=True)
+    with pytest.raises(TypeError, match=rf"tile must be a cuflash.TileConfig or None, got {typename}"):
+        cuflash.attention_backward(out, q, k, v, out, lse, tile=tile)
+
+
+# -- attention_backward's extra arrays ------------------------------------------------------------
+
+def _fwd(xp, dtype=np.float32):
+    q, k, v = qkv(xp, dtype=dtype)
+    out, lse = cuflash.attention(q, k, v, return_lse=True)
+    return q, k, v, out, lse
+
+
+@pytest.mark.parametrize("which", ["dout", "out"])
+@pytest.mark.parametrize("shape", [(2, 7, 32), (2, 8, 16), (7, 16), (1, 2, 7, 16)], ids=str)
+def test_backward_wrong_shape(xp, which, shape):
+    q, k, v, out, lse = _fwd(xp)
+    args = dict(dout=out, out=out)
+    args[which] = randn(xp, shape, np.float32, seed=209)
+    with pytest.raises(ValueError, match=rf"{which} must have shape {_esc(str((2, 7, 16)))}.*"
+                                         rf"got {_esc(str(shape))}"):
+        cuflash.attention_backward(args["dout"], q, k, v, args["out"], lse)
+
+
+@pytest.mark.parametrize("shape", [(2, 8), (7,), (2, 7, 1), (2, 7, 16)], ids=str)
+def test_backward_wrong_lse_shape(xp, shape):
+    q, k, v, out, lse = _fwd(xp)
+    with pytest.raises(ValueError, match=rf"lse must have shape {_esc(str((2, 7)))}.*"
+                                         rf"got {_esc(str(shape))}"):
+        cuflash.attention_backward(out, q, k, v, out, randn(xp, shape, np.float32, seed=210))
+
+
+@pytest.mark.parametrize("which", ["dout", "out"])
+def test_backward_wrong_dtype(xp, which):
+    q, k, v, out, lse = _fwd(xp)
+    args = dict(dout=out, out=out)
+    args[which] = out.astype(np.float64)
+    with pytest.raises(TypeError, match=rf"{which} must have dtype float32, got float64"):
+        cuflash.attention_backward(args["dout"], q, k, v, args["out"], lse)
+
+
+@pytest.mark.parametrize("dtype,lse_dtype,expected", [
+    (np.float32, np.float64, "float32"), (np.float16, np.float16, "float32"),
+    (np.float64, np.float32, "float64")], ids=["f32-f64", "f16-f16", "f64-f32"])
+def test_backward_wrong_lse_dtype(xp, dtype, lse_dtype, expected):
+    q, k, v, out, lse = _fwd(xp, dtype)
+    got = np.dtype(lse_dtype).name
+    with pytest.raises(TypeError, match=rf"lse must have dtype {expected}, got {got}"):
+        cuflash.attention_backward(out, q, k, v, out, lse.astype(lse_dtype))
+
+
+def test_backward_list_argument(xp):
+    q, k, v, out, lse = _fwd(xp)
+    with pytest.raises(TypeError, match="dout must be a numpy.ndarray or cupy.ndarray, got list"):
+        cuflash.attention_backward(to_list(out), q, k, v, out, lse)
+    with pytest.raises(TypeError, match="lse must be a numpy.ndarray or cupy.ndarray, got tuple"):
+        cuflash.attention_backward(out, q, k, v, out, tuple(to_list(lse)))
+
+
+def test_backward_checks_q_k_v_too(xp):
+    q, k, v, out, lse = _fwd(xp)
+    with pytest.raises(ValueError, match=r"head_dim=12 is not supported"):
+        cuflash.attention_backward(out[..., :12], q[..., :12], k[..., :12], v[..., :12],
+                                   out[..., :12], lse)
+
+
+# -- attention_vjp --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("kwargs,bad", [({"foo": 1}, "['foo']"), ({"return_lse": True},
+                                        "['return_lse']"), ({"block_m": 64, "z": 0},
+                                        "['block_m', 'z']")], ids=["foo", "return_lse", "two"])
+def test_vjp_unknown_keywords(xp, kwargs, bad):
+    with pytest.raises(TypeError, match=rf"unexpected keyword arguments {_esc(bad)}.*valid: "
+                                        rf"causal, scale, tile, backward_tile, deterministic"):
+        cuflash.attention_vjp(*qkv(xp), **kwargs)
+
+
+def test_vjp_checks_its_arguments_up_front(xp):
+    """Bad backward arguments are reported by attention_vjp itself, named as the caller wrote them."""
+    with pytest.raises(TypeError, match="backward_tile must be a cuflash.TileConfig or None, got str"):
+        cuflash.attention_vjp(*qkv(xp), backward_tile="simt")
+    with pytest.raises(TypeError, match="deterministic must be a bool, got 'yes'"):
+        cuflash.attention_vjp(*qkv(xp), deterministic="yes")
+    with pytest.raises(TypeError, match="causal must be a bool, got 2"):
+        cuflash.attention_vjp(*qkv(xp), causal=2)
+
+
+def test_vjp_dout_is_checked(xp):
+    q, k, v = qkv(xp)
+    _, vjp = cuflash.attention_vjp(q, k, v)
+    with pytest.raises(ValueError, match=_esc("dout must have shape (2, 7, 16)")):
+        vjp(randn(xp, (2, 7, 32), np.float32, seed=211))
+
+
+# -- the naive baseline checks the same way -------------------------------------------------------
+
+def test_naive_checks_arguments(xp):
+    q, k, v = qkv(xp)
+    with pytest.raises(TypeError, match="causal must be a bool"):
+        cuflash.naive_attention(q, k, v, causal="no")
+    with pytest.raises(ValueError, match="head_dim must match"):
+        cuflash.naive_attention(q, k[..., :8], v)
+    with pytest.raises(ValueError, match=_esc("dout must have shape (2, 7, 16)")):
+        cuflash.naive_attention_backward(q[:, :3], q, k, v)
