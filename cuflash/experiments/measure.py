@@ -1,0 +1,287 @@
+"""Measuring one point: time, peak memory above the inputs, and error against the float64 oracle.
+
+GPU: time from CUDA events after warm-up (``cupyx.profiler.benchmark``'s gpu_times); peak memory
+from a tracking allocator installed around one call (CuPy's pool keeps no high-water mark), minus
+the bytes in use before it (the inputs). CPU: wall time (``time.perf_counter``) and the
+``tracemalloc`` peak above the inputs. Inputs are random normal, generated once per point.
+
+Only the pass named by the point is measured: a backward point times ``attention_backward`` alone,
+given the forward's out and lse computed beforehand (naive: ``naive_attention_backward`` alone).
+"""
+from __future__ import annotations
+
+import dataclasses
+import gc
+import sys
+import time
+import tracemalloc
+from typing import Any, Callable
+
+import numpy as np
+
+from .. import api, naive, oracle
+from .._xp import cupy_module, resolve_dtype
+from .points import Point
+from .schema import Measure
+
+
+class Unavailable(Exception):
+    """The method cannot run here (no torch, no GPU, a backend refusing the shape or dtype)."""
+
+
+_OOM_TEXT = ("out of memory", "cudaerrormemoryallocation", "cublas_status_alloc_failed",
+             "cuda_error_out_of_memory")
+
+
+def is_oom(exc: BaseException) -> bool:
+    """True for MemoryError, CuPy's OutOfMemoryError and CUDA errors whose text says out of memory."""
+    if isinstance(exc, MemoryError):
+        return True
+    cp = cupy_module()
+    if cp is not None and isinstance(exc, cp.cuda.memory.OutOfMemoryError):
+        return True
+    text = f"{type(exc).__name__}: {exc}".lower()
+    return any(t in text for t in _OOM_TEXT)
+
+
+@dataclasses.dataclass
+class Call:
+    """The measured call of one point, ready to run."""
+
+    fn: Callable[[], Any]
+    """Runs the measured pass once and returns its outputs."""
+    kind: str
+    """'cupy', 'torch' or 'cpu': how time and memory are read."""
+    outputs: Callable[[Any], tuple]
+    """Outputs of ``fn`` as NumPy arrays: (out,), (dq, dk, dv) or (out, dq, dk, dv)."""
+
+
+# -- inputs ----------------------------------------------------------------------------------------
+
+def make_inputs(point: Point, seed: int, on_host: bool = False) -> dict:
+    """q, k, v (and dout for a backward pass): random normal (batch, heads, T|S, d) arrays in the
+    point's dtype, NumPy on the CPU and CuPy on the GPU (``on_host``: NumPy copied to the GPU, so
+    no kernel runs to make them)."""
+    dtype = resolve_dtype(point.dtype)
+    shapes = {"q": (point.batch, point.heads, point.seq_len, point.head_dim),
+              "k": (point.batch, point.heads, point.kv_len, point.head_dim),
+              "v": (point.batch, point.heads, point.kv_len, point.head_dim)}
+    if point.pass_ != "forward":
+        shapes["dout"] = shapes["q"]
+    gpu = point.device == "gpu"
+    cp = cupy_module() if gpu else None
+    if gpu and cp is None:
+        raise Unavailable("CuPy is not importable, so nothing runs on the GPU")
+    if gpu and not on_host:
+        rng = cp.random.default_rng(seed)
+        return {n: rng.standard_normal(s, dtype=cp.float32).astype(dtype) for n, s in shapes.items()}
+    rng = np.random.default_rng(seed)
+    host = {n: rng.standard_normal(s, dtype=np.float32).astype(dtype) for n, s in shapes.items()}
+    return {n: cp.asarray(a) for n, a in host.items()} if gpu else host
+
+
+def _to_numpy(x) -> np.ndarray:
+    return x.get() if hasattr(x, "get") and not isinstance(x, np.ndarray) else np.asarray(x)
+
+
+# -- the measured call -----------------------------------------------------------------------------
+
+def build_call(point: Point, inputs: dict) -> Call:
+    """The callable measured at this point (setup such as the forward's out/lse done here)."""
+    if point.method_name == "torch_sdpa":
+        from .torch_sdpa import build_call as torch_call
+        return torch_call(point, inputs)
+    kind = "cupy" if point.device == "gpu" else "cpu"
+    q, k, v = inputs["q"], inputs["k"], inputs["v"]
+    dout = inputs.get("dout")
+    c = point.causal
+
+    def as_numpy(result):
+        return tuple(_to_numpy(x) for x in (result if isinstance(result, tuple) else (result,)))
+
+    if point.method_name == "naive":
+        fwd = lambda: naive.naive_attention(q, k, v, causal=c)                      # noqa: E731
+        bwd = lambda: naive.naive_attention_backward(dout, q, k, v, causal=c)       # noqa: E731
+        if point.pass_ == "forward":
+            return Call(fwd, kind, as_numpy)
+        if point.pass_ == "backward":
+            return Call(bwd, kind, as_numpy)
+        return Call(lambda: (fwd(),) + bwd(), kind, as_numpy)
+
+    # flash and twin: cuflash.attention on the point's arrays (NumPy arrays run the CPU twin)
+    det = bool(point.deterministic)
+    if point.pass_ == "forward":
+        return Call(lambda: api.attention(q, k, v, causal=c, tile=point.fwd_tile), kind, as_numpy)
+    if point.pass_ == "backward":
+        out, lse = api.attention(q, k, v, causal=c, return_lse=True)   # default tile; not measured
+        return Call(lambda: api.attention_backward(dout, q, k, v, out, lse, causal=c,
+                                                   tile=point.bwd_tile, deterministic=det),
+                    kind, as_numpy)
+
+    def both():
+        o, lse_ = api.attention(q, k, v, causal=c, tile=point.fwd_tile, return_lse=True)
+        return (o,) + api.attention_backward(dout, q, k, v, o, lse_, causal=c,
+                                             tile=point.bwd_tile, deterministic=det)
+    return Call(both, kind, as_numpy)
+
+
+# -- time ------------------------------------------------------------------------------------------
+
+def time_call(call: Call, repeats: int, warmup: int, max_seconds: float) -> list[float]:
+    """Milliseconds of each timed call (after ``warmup`` untimed ones); fewer than ``repeats``
+    when ``max_seconds`` runs out (always at least one)."""
+    if call.kind in ("cupy", "torch"):
+        from cupyx.profiler import benchmark
+        res = benchmark(call.fn, (), n_repeat=repeats, n_warmup=warmup, max_duration=max_seconds,
+                        name="cuflash")
+        return [float(t) * 1e3 for t in np.asarray(res.gpu_times)[0]]
+    for _ in range(warmup):
+        call.fn()
+    times: list[float] = []
+    start = time.perf_counter()
+    while len(times) < repeats:
+        t0 = time.perf_counter()
+        call.fn()
+        times.append((time.perf_counter() - t0) * 1e3)
+        if time.perf_counter() - start > max_seconds:
+            break
+    return times
+
+
+def summarize(times_ms) -> dict:
+    """Median, 20th and 80th percentile of the timed calls, in ms."""
+    t = np.asarray(times_ms, dtype=np.float64)
+    return {"repeats": len(t), "time_ms_median": float(np.median(t)),
+            "time_ms_p20": float(np.percentile(t, 20)), "time_ms_p80": float(np.percentile(t, 80))}
+
+
+# -- memory ----------------------------------------------------------------------------------------
+
+def _cupy_peak(fn):
+    """Run fn once with a tracking allocator; (result, peak bytes of the pool above the start)."""
+    cp = cupy_module()
+    pool = cp.get_default_memory_pool()
+    cp.cuda.Device().synchronize()
+    base = pool.used_bytes()
+    peak = base
+
+    def malloc(size):
+        nonlocal peak
+        mem = pool.malloc(size)
+        peak = max(peak, pool.used_bytes())
+        return mem
+
+    previous = cp.cuda.get_allocator()
+    cp.cuda.set_allocator(malloc)
+    try:
+        result = fn()
+        cp.cuda.Device().synchronize()
+    finally:
+        cp.cuda.set_allocator(previous)
+    return result, peak - base
+
+
+def _torch_peak(fn):
+    import torch
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    base = torch.cuda.memory_allocated()
+    result = fn()
+    torch.cuda.synchronize()
+    return result, torch.cuda.max_memory_allocated() - base
+
+
+def _cpu_peak(fn):
+    """(result, tracemalloc peak above the start): NumPy reports its buffers to tracemalloc."""
+    started = not tracemalloc.is_tracing()
+    if started:
+        tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        base = tracemalloc.get_traced_memory()[0]
+        result = fn()
+        peak = tracemalloc.get_traced_memory()[1] - base
+    finally:
+        if started:
+            tracemalloc.stop()
+    return result, peak
+
+
+def peak_memory(call: Call):
+    """(result, peak bytes above the inputs) of one call."""
+    return {"cupy": _cupy_peak, "torch": _torch_peak, "cpu": _cpu_peak}[call.kind](call.fn)
+
+
+# -- error -----------------------------------------------------------------------------------------
+
+def oracle_error(point: Point, inputs: dict, outputs: tuple) -> float:
+    """Largest rel_error of the outputs against the float64 oracle (backward: over dq, dk, dv)."""
+    host = {n: _to_numpy(a) for n, a in inputs.items()}
+    refs: tuple = ()
+    if point.pass_ in ("forward", "both"):
+        refs += (oracle.oracle_attention(host["q"], host["k"], host["v"], causal=point.causal)[0],)
+    if point.pass_ in ("backward", "both"):
+        refs += oracle.oracle_backward(host["dout"], host["q"], host["k"], host["v"],
+                                       causal=point.causal)
+    if len(refs) != len(outputs):
+        raise RuntimeError(f"{point.method} returned {len(outputs)} arrays, expected {len(refs)}")
+    return max(oracle.rel_error(x, ref) for x, ref in zip(outputs, refs))
+
+
+# -- one point -------------------------------------------------------------------------------------
+
+def free_device_memory() -> None:
+    """Return cached blocks of CuPy's pools (and torch's, if loaded) between points."""
+    gc.collect()
+    cp = cupy_module()
+    if cp is not None:
+        try:
+            cp.get_default_memory_pool().free_all_blocks()
+            cp.get_default_pinned_memory_pool().free_all_blocks()
+        except Exception:
+            pass
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        try:
+            if torch.cuda.is_initialized():
+                torch.cuda.empty_cache()
+        except Exception:
+            pass
+
+
+def measure_point(point: Point, cfg: Measure) -> dict:
+    """Measure one point; exceptions propagate (the runner classifies OOM, unavailable, error).
+
+    Order: one call under the memory probe (its outputs give the error), then warm-up and timing.
+    """
+    row: dict = {}
+    if point.device == "gpu":
+        from .._xp import gpu_available
+        if not gpu_available():
+            raise Unavailable("no CUDA GPU is visible to CuPy")
+    inputs = make_inputs(point, cfg.seed)
+    call = build_call(point, inputs)
+    want_error = cfg.error and point.scores <= cfg.error_limit
+    if cfg.memory or want_error:
+        if cfg.memory:
+            result, row["peak_mem_bytes"] = peak_memory(call)
+        else:
+            result = call.fn()
+        if want_error:
+            row["error_rel"] = oracle_error(point, inputs, call.outputs(result))
+        del result
+    if cfg.time:
+        row.update(summarize(time_call(call, cfg.repeats, cfg.warmup, cfg.max_seconds)))
+    return row
+
+
+def classify(exc: BaseException) -> tuple[str, str]:
+    """(status, note) for an exception raised while measuring one point."""
+    text = f"{type(exc).__name__}: {exc}".strip().replace("\n", " ")
+    if len(text) > 300:
+        text = text[:297] + "..."
+    if isinstance(exc, Unavailable):
+        return "unavailable", str(exc)
+    if is_oom(exc):
+        return "oom", text
+    return "error", text

@@ -1,0 +1,419 @@
+"""Figures from a results CSV: lines (with fitted log-log slopes and OOM marks) and heatmaps.
+
+Only the rows are read (``results.read_rows``) and the plot specs of the experiment, so a CSV and
+its ``experiment.yaml`` are enough to redraw everything. Matplotlib is used through its Agg canvas
+(no pyplot, no display, no global backend change). PNGs are written beside the CSV.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import matplotlib
+import numpy as np
+from matplotlib import colors as mcolors
+from matplotlib import ticker
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from .results import human_bytes
+from .schema import AXIS_COLUMNS, PASSES, Plot
+
+#: Axis labels, with units.
+LABELS = {
+    "seq_len": "sequence length T (queries)", "kv_len": "key length S", "head_dim": "head dim d",
+    "batch": "batch", "heads": "heads", "dtype": "dtype", "causal": "causal", "pass": "pass",
+    "method": "method", "block_m": "block_m (query rows per tile)",
+    "block_n": "block_n (key rows per tile)", "num_warps": "warps per block",
+    "num_stages": "pipeline stages",
+    "time_ms_median": "time (ms, median)", "time_ms_p20": "time (ms, 20th percentile)",
+    "time_ms_p80": "time (ms, 80th percentile)", "tflops": "throughput (TFLOP/s)",
+    "gbps": "predicted bytes / time (GB/s)", "peak_mem_bytes": "peak memory above inputs",
+    "error_rel": "max relative error vs float64 oracle", "pred_bytes": "predicted DRAM bytes",
+    "pred_bytes_read": "predicted DRAM bytes read", "pred_bytes_written": "predicted DRAM bytes written",
+    "flops": "FLOPs", "hbm_bytes": "measured DRAM bytes (ncu)",
+    "hbm_bytes_read": "measured DRAM bytes read (ncu)",
+    "hbm_bytes_written": "measured DRAM bytes written (ncu)", "hbm_gbps": "measured DRAM GB/s",
+    "hbm_pred_ratio": "measured / predicted DRAM bytes", "repeats": "timed calls",
+}
+BYTE_COLUMNS = {"peak_mem_bytes", "pred_bytes", "pred_bytes_read", "pred_bytes_written",
+                "hbm_bytes", "hbm_bytes_read", "hbm_bytes_written"}
+POW2_COLUMNS = {"seq_len", "kv_len", "head_dim", "block_m", "block_n", "num_warps", "batch",
+                "heads"}
+#: Columns that may split a line or a heatmap cell when the plot does not fix them (in order).
+SPLIT_COLUMNS = AXIS_COLUMNS + ("method", "tile", "kernel", "block_m", "block_n", "num_warps",
+                                "num_stages", "deterministic", "backend", "device_name")
+_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+_LINESTYLES = ("-", "--", ":", "-.")
+
+
+def label(column: str) -> str:
+    return LABELS.get(column, column)
+
+
+def short_int(v) -> str:
+    """256, 1k, 128k for powers-of-two sizes; plain numbers otherwise."""
+    if isinstance(v, (int, np.integer)) and v >= 1024 and v % 1024 == 0:
+        return f"{v // 1024}k"
+    if isinstance(v, float) and v.is_integer():
+        return short_int(int(v))
+    return str(v)
+
+
+def fmt_value(column: str, v) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return ""
+    if column in BYTE_COLUMNS:
+        return human_bytes(v)
+    if isinstance(v, float):
+        return f"{v:.3g}"
+    return str(v)
+
+
+def _facet_text(keys, values) -> str:
+    return ", ".join(f"{k}={v}" for k, v in zip(keys, values))
+
+
+# -- row selection ---------------------------------------------------------------------------------
+
+def select(rows: list[dict], plot: Plot) -> list[dict]:
+    """Rows passing the plot's filter."""
+    out = rows
+    for col, vals in plot.filter:
+        out = [r for r in out if r.get(col) in vals]
+    return out
+
+
+def with_ratio(rows: list[dict], plot: Plot) -> list[dict]:
+    """Rows whose y is replaced by the ratio to the baseline method at the same point.
+
+    numerator=B: y := y(B) / y(row) (a speedup when y is a time); denominator=B: y := y(row) / y(B).
+    The baseline's own rows are dropped; rows with no baseline at their point too."""
+    base = plot.ratio_numerator or plot.ratio_denominator
+    if base is None:
+        return rows
+
+    def at(r):
+        return tuple(r.get(c) for c in AXIS_COLUMNS)
+
+    ref = {at(r): r[plot.y] for r in rows
+           if r.get("method") == base and r.get("status") == "ok" and r.get(plot.y)}
+    out = []
+    for r in rows:
+        if r.get("method") == base or r.get("status") != "ok" or not r.get(plot.y):
+            continue
+        b = ref.get(at(r))
+        if b is None:
+            continue
+        out.append(dict(r, **{plot.y: b / r[plot.y] if plot.ratio_numerator else r[plot.y] / b}))
+    return out
+
+
+def ratio_label(plot: Plot) -> str:
+    if plot.ratio_numerator:
+        return f"{label(plot.y)}: {plot.ratio_numerator} / method"
+    if plot.ratio_denominator:
+        return f"{label(plot.y)}: method / {plot.ratio_denominator}"
+    return label(plot.y)
+
+
+def split_columns(rows: list[dict], fixed: set, cell) -> list[str]:
+    """Columns to add to ``cell(row)`` so no two ok rows share a cell (e.g. x value of one line)."""
+    extra: list[str] = []
+    for col in SPLIT_COLUMNS:
+        if col in fixed:
+            continue
+        groups: dict = {}
+        for r in rows:
+            groups.setdefault((cell(r), tuple(r.get(c) for c in extra)), []).append(r)
+        if all(len(g) == 1 for g in groups.values()):
+            break
+        if any(len({r.get(col) for r in g}) > 1 for g in groups.values()):
+            extra.append(col)
+    return extra
+
+
+def _rank(column: str, value):
+    """Sort key of one value: passes in pipeline order, everything else by value."""
+    if column == "pass" and value in PASSES:
+        return (0, PASSES.index(value))
+    return (value is None, value)
+
+
+def _sorted_unique(values, columns=None):
+    """Distinct values (or tuples of values of ``columns``) in a reader-friendly order; method
+    labels keep the order of ``rows`` (the experiment's order)."""
+    vals = list(dict.fromkeys(values))
+    if columns is None:
+        key = lambda v: (v is None, v)                                            # noqa: E731
+    else:
+        key = lambda t: tuple((0,) if c == "method" else _rank(c, v)              # noqa: E731
+                              for c, v in zip(columns, t))
+    try:
+        return sorted(vals, key=key)
+    except TypeError:
+        return sorted(vals, key=str)
+
+
+# -- axes formatting -------------------------------------------------------------------------------
+
+def _format_axis(ax, which: str, column: str, log: bool, values) -> None:
+    axis = ax.xaxis if which == "x" else ax.yaxis
+    setter = ax.set_xscale if which == "x" else ax.set_yscale
+    if log:
+        setter("log", base=2 if column in POW2_COLUMNS else 10)
+    if column in BYTE_COLUMNS:
+        axis.set_major_formatter(ticker.FuncFormatter(lambda v, _: human_bytes(v) if v > 0 else "0"))
+        if log:
+            axis.set_minor_formatter(ticker.NullFormatter())
+    elif column in POW2_COLUMNS:
+        vals = sorted({v for v in values if v is not None})
+        if vals and len(vals) <= 14:
+            axis.set_major_locator(ticker.FixedLocator(vals))
+            axis.set_minor_locator(ticker.NullLocator())
+        axis.set_major_formatter(ticker.FuncFormatter(lambda v, _: short_int(int(v))
+                                                      if v >= 1 else f"{v:g}"))
+
+
+# -- line plots ------------------------------------------------------------------------------------
+
+def _fit_slope(xs, ys):
+    """(slope, intercept) of log y against log x, least squares; None with < 2 usable points."""
+    pts = [(x, y) for x, y in zip(xs, ys) if x and y and x > 0 and y > 0]
+    if len({x for x, _ in pts}) < 2:
+        return None
+    lx, ly = np.log([p[0] for p in pts]), np.log([p[1] for p in pts])
+    slope, intercept = np.polyfit(lx, ly, 1)
+    return float(slope), float(intercept)
+
+
+def draw_line(rows: list[dict], plot: Plot, path: Path, env: dict | None = None) -> Path:
+    rows = select(rows, plot)
+    is_ratio = bool(plot.ratio_numerator or plot.ratio_denominator)
+    ok = [r for r in with_ratio(rows, plot)
+          if r.get("status") == "ok" and r.get(plot.y) is not None and r.get(plot.x) is not None]
+    ooms = [] if is_ratio else [r for r in rows if r.get("status") == "oom"]
+    series_cols = [c for c in (plot.hue, plot.style) if c]
+    fixed = {plot.x, *series_cols, *plot.col, *(c for c, _ in plot.filter)}
+    extra = split_columns(ok, fixed, lambda r: (tuple(r.get(c) for c in plot.col),
+                                                tuple(r.get(c) for c in series_cols),
+                                                r.get(plot.x)))
+    key_cols = series_cols + extra
+    facets = _sorted_unique((tuple(r.get(c) for c in plot.col) for r in ok + ooms),
+                            plot.col) or [()]
+    hues = ([h for (h,) in _sorted_unique(((r.get(plot.hue),) for r in ok + ooms),
+                                           (plot.hue,))] if plot.hue else [None])
+    styles = ([s for (s,) in _sorted_unique(((r.get(plot.style),) for r in ok + ooms),
+                                             (plot.style,))] if plot.style else [None])
+    cycle = [c["color"] for c in matplotlib.rcParams["axes.prop_cycle"]]
+    color = {h: cycle[i % len(cycle)] for i, h in enumerate(hues)}
+    ncols = min(len(facets), 3)
+    nrows = math.ceil(len(facets) / ncols)
+    fig = Figure(figsize=(6.0 * ncols, 4.6 * nrows + 0.6), layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
+    gpu_mem = _gpu_memory(env, rows) if plot.y == "peak_mem_bytes" and not is_ratio else None
+    for ax, facet in zip(axes, facets):
+        in_facet = [r for r in ok if tuple(r.get(c) for c in plot.col) == facet]
+        oom_facet = [r for r in ooms if tuple(r.get(c) for c in plot.col) == facet]
+        keys = _sorted_unique((tuple(r.get(c) for c in key_cols) for r in in_facet + oom_facet),
+                              key_cols)
+        for key in keys:
+            kv = dict(zip(key_cols, key))
+            pts = sorted((r for r in in_facet if tuple(r.get(c) for c in key_cols) == key),
+                         key=lambda r: r[plot.x])
+            hue = kv.get(plot.hue) if plot.hue else None
+            sty = styles.index(kv.get(plot.style)) if plot.style else 0
+            name = " ".join(str(kv[c]) for c in series_cols) or plot.y
+            if extra:
+                name += " (" + _facet_text(extra, [kv[c] for c in extra]) + ")"
+            xs = [r[plot.x] for r in pts]
+            ys = [r[plot.y] for r in pts]
+            fit = _fit_slope(xs, ys) if plot.logx and plot.logy and plot.slope else None
+            if fit is not None:
+                name += f"  slope {fit[0]:.2f}"
+            c = color.get(hue, cycle[0])
+            if pts:
+                ax.plot(xs, ys, color=c, linestyle=_LINESTYLES[sty % len(_LINESTYLES)],
+                        marker=_MARKERS[sty % len(_MARKERS)], markersize=5, label=name)
+                if plot.y == "time_ms_median" and not is_ratio and all(r.get("time_ms_p20") is not None
+                                                      and r.get("time_ms_p80") is not None
+                                                      for r in pts):
+                    ax.fill_between(xs, [r["time_ms_p20"] for r in pts],
+                                    [r["time_ms_p80"] for r in pts], color=c, alpha=0.15,
+                                    linewidth=0)
+            failed = [r for r in oom_facet if tuple(r.get(c) for c in key_cols) == key
+                      and r.get(plot.x) is not None]
+            if failed:
+                _mark_oom(ax, failed, plot, pts, fit, c, with_label=not pts, name=name)
+        if gpu_mem:
+            ax.axhline(gpu_mem, color="0.4", linestyle="--", linewidth=1,
+                       label=f"GPU memory ({human_bytes(gpu_mem)})")
+        if plot.identity:
+            lo, hi = _limits([r[plot.x] for r in in_facet] + [r[plot.y] for r in in_facet])
+            if lo is not None:
+                ax.plot([lo, hi], [lo, hi], color="0.5", linestyle=":", linewidth=1,
+                        label="y = x")
+        _format_axis(ax, "x", plot.x, plot.logx, [r.get(plot.x) for r in in_facet + oom_facet])
+        _format_axis(ax, "y", plot.y, plot.logy, [r.get(plot.y) for r in in_facet])
+        ax.set_xlabel(label(plot.x))
+        ax.set_ylabel(ratio_label(plot) if is_ratio else label(plot.y))
+        if plot.col:
+            ax.set_title(_facet_text(plot.col, facet), fontsize=10)
+        ax.grid(True, which="major", alpha=0.3)
+        if is_ratio:
+            ax.axhline(1.0, color="0.6", linewidth=0.8)
+        if not in_facet and not oom_facet:
+            ax.text(0.5, 0.5, "no successful measurements", transform=ax.transAxes,
+                    ha="center", va="center", color="0.5")
+        elif ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=8)
+    for ax in axes[len(facets):]:
+        ax.set_visible(False)
+    fig.suptitle(_title(plot))
+    fig.savefig(path, dpi=110)
+    return path
+
+
+def _limits(values):
+    vals = [v for v in values if v is not None and v > 0]
+    return (min(vals), max(vals)) if vals else (None, None)
+
+
+def _gpu_memory(env: dict | None, rows: list[dict]) -> int | None:
+    """Total memory of the GPU the rows ran on (from env.json), for a reference line."""
+    if not env or not any(r.get("device") == "gpu" for r in rows):
+        return None
+    mems = [e.get("gpu_mem_bytes") for e in env.get("runs", []) if e.get("gpu_mem_bytes")]
+    return max(mems) if mems else None
+
+
+def _mark_oom(ax, failed, plot: Plot, pts, fit, color, with_label: bool, name: str) -> None:
+    """An × at the first size that ran out of memory, where the fitted line says it would be."""
+    r = min(failed, key=lambda r: r[plot.x])
+    x = r[plot.x]
+    if fit is not None:
+        y = math.exp(fit[1] + fit[0] * math.log(x))
+    elif pts:
+        y = pts[-1][plot.y]
+    else:
+        y = None
+    if y is None:          # nothing ran: put the mark on the bottom edge
+        ax.plot([x], [0.02], transform=ax.get_xaxis_transform(), marker="x", color=color,
+                markersize=11, markeredgewidth=2.5, linestyle="none",
+                label=f"{name}: out of memory" if with_label else None)
+        ax.annotate(f"OOM at {plot.x}={short_int(x)}", (x, 0.02),
+                    xycoords=("data", "axes fraction"), xytext=(6, 8),
+                    textcoords="offset points", fontsize=8, color=color)
+        return
+    ax.plot([x], [y], marker="x", color=color, markersize=11, markeredgewidth=2.5,
+            linestyle="none")
+    if pts:
+        ax.plot([pts[-1][plot.x], x], [pts[-1][plot.y], y], color=color, linestyle=":",
+                linewidth=1)
+    note = f"OOM at {plot.x}={short_int(x)}" + (
+        f"\n(would need ~{human_bytes(y)})" if fit is not None and plot.y in BYTE_COLUMNS else "")
+    ax.annotate(note, (x, y), xytext=(-8, 10), textcoords="offset points", fontsize=8,
+                color=color, ha="right")
+
+
+def _title(plot: Plot) -> str:
+    if plot.title:
+        return plot.title
+    text = f"{ratio_label(plot)} vs {label(plot.x)}" if plot.kind == "line" else (
+        f"{', '.join(label(v) for v in plot.value)} over {plot.x} × {plot.y}")
+    if plot.filter:
+        text += "  [" + ", ".join(f"{c}={'|'.join(map(str, v))}" for c, v in plot.filter) + "]"
+    return text
+
+
+# -- heatmaps --------------------------------------------------------------------------------------
+
+def draw_heatmap(rows: list[dict], plot: Plot, path: Path, env: dict | None = None) -> Path:
+    rows = select(rows, plot)
+    cell_rows = [r for r in rows if r.get(plot.x) is not None and r.get(plot.y) is not None]
+    ok = [r for r in cell_rows if r.get("status") == "ok"]
+    fixed = {plot.x, plot.y, *plot.col, *(c for c, _ in plot.filter)}
+    extra = split_columns(ok, fixed, lambda r: (tuple(r.get(c) for c in plot.col),
+                                                r.get(plot.x), r.get(plot.y)))
+    facet_cols = list(plot.col) + extra
+    facets = _sorted_unique((tuple(r.get(c) for c in facet_cols) for r in cell_rows),
+                            facet_cols) or [()]
+    xs = _sorted_unique(r[plot.x] for r in cell_rows)
+    ys = _sorted_unique(r[plot.y] for r in cell_rows)
+    nv = len(plot.value)
+    w = max(3.2, 0.85 * len(xs) + 2.4)
+    h = max(2.6, 0.55 * len(ys) + 1.6)
+    fig = Figure(figsize=(w * nv, h * len(facets) + 0.6), layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(len(facets), nv, squeeze=False)
+    for fi, facet in enumerate(facets):
+        in_facet = [r for r in cell_rows if tuple(r.get(c) for c in facet_cols) == facet]
+        for vi, value in enumerate(plot.value):
+            ax = axes[fi][vi]
+            grid = np.full((len(ys), len(xs)), np.nan)
+            status = {}
+            for r in in_facet:
+                i, j = ys.index(r[plot.y]), xs.index(r[plot.x])
+                if r.get("status") == "ok" and r.get(value) is not None:
+                    grid[i, j] = r[value]
+                else:
+                    status[(i, j)] = r.get("status") or "?"
+            _heat_panel(ax, grid, status, value, xs, ys)
+            ax.set_xlabel(label(plot.x))
+            ax.set_ylabel(label(plot.y))
+            head = label(value)
+            if facet_cols:
+                head = f"{head}\n{_facet_text(facet_cols, facet)}"
+            ax.set_title(head, fontsize=10)
+    fig.suptitle(_title(plot))
+    fig.savefig(path, dpi=110)
+    return path
+
+
+def _heat_panel(ax, grid, status, value, xs, ys) -> None:
+    finite = grid[np.isfinite(grid)]
+    norm = None
+    if finite.size and finite.min() > 0 and finite.max() / finite.min() > 10:
+        norm = mcolors.LogNorm(finite.min(), finite.max())
+    cmap = matplotlib.colormaps["viridis"].copy()
+    cmap.set_bad("0.92")
+    im = ax.imshow(np.ma.masked_invalid(grid), origin="lower", aspect="auto", cmap=cmap,
+                   norm=norm)
+    cbar = ax.figure.colorbar(im, ax=ax, shrink=0.9)
+    if value in BYTE_COLUMNS:
+        cbar.ax.yaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: human_bytes(v)))
+    ax.set_xticks(range(len(xs)), [short_int(x) for x in xs])
+    ax.set_yticks(range(len(ys)), [short_int(y) for y in ys])
+    for i in range(len(ys)):
+        for j in range(len(xs)):
+            v = grid[i, j]
+            if np.isfinite(v):
+                rgba = im.cmap(im.norm(v))
+                lum = 0.299 * rgba[0] + 0.587 * rgba[1] + 0.114 * rgba[2]
+                ax.text(j, i, fmt_value(value, float(v)), ha="center", va="center", fontsize=8,
+                        color="black" if lum > 0.5 else "white")
+            elif (i, j) in status:
+                ax.text(j, i, status[(i, j)], ha="center", va="center", fontsize=8, color="0.3")
+
+
+# -- all plots -------------------------------------------------------------------------------------
+
+def plot_path(out_dir: Path, plot: Plot, index: int) -> Path:
+    name = plot.name or f"{index:02d}_{'_'.join(plot.value) if plot.kind == 'heatmap' else plot.y}" \
+                        f"_vs_{plot.x}" + (f"_ratio_{plot.ratio_numerator or plot.ratio_denominator}"
+                                          if plot.ratio_numerator or plot.ratio_denominator else "")
+    return Path(out_dir) / f"{name}.png"
+
+
+def draw_all(rows: list[dict], plots, out_dir, env: dict | None = None) -> list[Path]:
+    """Draw every plot of an experiment from its rows; returns the PNG paths."""
+    paths = []
+    for i, plot in enumerate(plots):
+        path = plot_path(out_dir, plot, i)
+        draw = draw_heatmap if plot.kind == "heatmap" else draw_line
+        paths.append(draw(rows, plot, path, env))
+    return paths
+
+
+__all__ = ["draw_all", "draw_line", "draw_heatmap", "select", "with_ratio", "label"]

@@ -1,0 +1,180 @@
+"""Points: one measurement each. An experiment expands into an ordered list of them.
+
+A point fixes the shapes (seq_len T, kv_len S, head_dim d, batch, heads), the dtype, causal, the
+pass and the method variant (tile, deterministic, torch backend). Its ``key`` is what a results
+row is matched on when a run resumes.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+
+from ..tile import TileConfig, default_tile
+from .schema import Experiment
+
+#: Columns that identify a point; a results row with the same values is the same point.
+KEY_COLUMNS = ("method", "backend", "tile", "deterministic", "seq_len", "kv_len", "head_dim",
+               "batch", "heads", "dtype", "causal", "pass")
+
+
+def fmt(value) -> str:
+    """How a value is written in the CSV (and compared on resume): '' for None, YAML booleans."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
+
+
+@dataclasses.dataclass(frozen=True)
+class Point:
+    """One measurement: method variant × shapes × dtype × causal × pass."""
+
+    method: str            # label, e.g. 'flash' or 'torch_cudnn'
+    method_name: str       # 'naive', 'flash', 'twin' or 'torch_sdpa'
+    backend: str           # torch backend ('flash', 'cudnn', 'efficient', 'math') or ''
+    seq_len: int
+    kv_len: int
+    head_dim: int
+    batch: int
+    heads: int
+    dtype: str
+    causal: bool
+    pass_: str             # 'forward', 'backward' or 'both'
+    device: str            # where it runs: 'gpu' or 'cpu'
+    fwd_tile: TileConfig | None = None   # flash/twin: tile of the forward call (if measured)
+    bwd_tile: TileConfig | None = None   # flash/twin: tile of the backward call (if measured)
+    deterministic: bool | None = None    # flash/twin backward only
+
+    @property
+    def bh(self) -> int:
+        """batch · heads: the flattened batch the kernels and the IO model see."""
+        return self.batch * self.heads
+
+    @property
+    def scores(self) -> int:
+        """batch · heads · T · S: entries of the score matrix naive attention materializes."""
+        return self.bh * self.seq_len * self.kv_len
+
+    def tiles_used(self) -> tuple[TileConfig, ...]:
+        return tuple(t for t in (self.fwd_tile, self.bwd_tile) if t is not None)
+
+    def tile_label(self) -> str:
+        """'mma_m128_n64_w4_s2' (one tile), 'fwd … / bwd …' (two) or '' (none); twin: 'm64_n64'."""
+        def short(t):
+            return f"m{t.block_m}_n{t.block_n}" if self.method_name == "twin" else t.short()
+        tiles = self.tiles_used()
+        if not tiles:
+            return ""
+        if len(tiles) == 1 or short(tiles[0]) == short(tiles[1]):
+            return short(tiles[0])
+        return f"fwd {short(tiles[0])} / bwd {short(tiles[1])}"
+
+    def columns(self) -> dict:
+        """The point's own CSV columns (axes and method)."""
+        tiles = self.tiles_used()
+        one = tiles[0] if tiles and len({t for t in tiles}) == 1 else None
+        twin = self.method_name == "twin"
+        return {
+            "method": self.method, "method_name": self.method_name, "backend": self.backend,
+            "tile": self.tile_label(),
+            "kernel": one.kernel if one and not twin else None,
+            "block_m": one.block_m if one else None, "block_n": one.block_n if one else None,
+            "num_warps": one.num_warps if one and not twin else None,
+            "num_stages": one.num_stages if one and not twin else None,
+            "deterministic": self.deterministic,
+            "seq_len": self.seq_len, "kv_len": self.kv_len, "head_dim": self.head_dim,
+            "batch": self.batch, "heads": self.heads, "dtype": self.dtype, "causal": self.causal,
+            "pass": self.pass_, "device": self.device,
+        }
+
+    def key(self) -> tuple[str, ...]:
+        cols = self.columns()
+        return tuple(fmt(cols[c]) for c in KEY_COLUMNS)
+
+    def group(self) -> tuple[str, ...]:
+        """The key without the sizes that grow along a sweep (for skipping after an OOM)."""
+        cols = self.columns()
+        return tuple(fmt(cols[c]) for c in KEY_COLUMNS if c not in ("seq_len", "kv_len", "batch"))
+
+    def describe(self) -> str:
+        text = (f"{self.method} {self.pass_} T={self.seq_len}"
+                + (f" S={self.kv_len}" if self.kv_len != self.seq_len else "")
+                + f" d={self.head_dim} b={self.batch} h={self.heads} {self.dtype}"
+                + (" causal" if self.causal else ""))
+        if self.method_name in ("flash", "twin"):
+            text += f" [{self.tile_label()}" + (
+                f", det={fmt(self.deterministic)}]" if self.deterministic is not None else "]")
+        return text
+
+    def to_json(self) -> str:
+        d = dataclasses.asdict(self)
+        for k in ("fwd_tile", "bwd_tile"):
+            d[k] = dataclasses.asdict(getattr(self, k)) if getattr(self, k) else None
+        return json.dumps(d, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> "Point":
+        d = json.loads(text)
+        for k in ("fwd_tile", "bwd_tile"):
+            d[k] = TileConfig(**d[k]) if d[k] else None
+        return cls(**d)
+
+
+def resolve_device(exp: Experiment) -> str:
+    """'gpu' or 'cpu': where naive and flash run for this experiment."""
+    if exp.device != "auto":
+        return exp.device
+    from .._xp import gpu_available
+    return "gpu" if gpu_available() else "cpu"
+
+
+def _variants(method, d: int, dtype: str, pass_: str):
+    """(backend, fwd_tile, bwd_tile, deterministic) for one method entry at one (d, dtype, pass)."""
+    if method.name == "naive":
+        yield "", None, None, None
+    elif method.name == "torch_sdpa":
+        for b in method.backends:
+            yield b, None, None, None
+    else:
+        fwd = pass_ in ("forward", "both")
+        bwd = pass_ in ("backward", "both")
+        for partial in method.tiles:
+            fields = dict(partial or ())
+            ft = default_tile(d, dtype).replace(**fields) if fwd else None
+            bt = default_tile(d, dtype, backward=True).replace(**fields) if bwd else None
+            for det in (method.deterministic if bwd else (None,)):
+                yield "", ft, bt, det
+
+
+def enumerate_points(exp: Experiment, device: str | None = None) -> list[Point]:
+    """Every point of the experiment, in run order: per configuration, T ascending, then methods
+    (so an interrupted run has every method at the smaller sizes, and OOM skipping sees sizes
+    grow). Duplicates (e.g. deterministic on a forward pass) are dropped."""
+    device = device or resolve_device(exp)
+    ax = exp.axes
+    seen, points = set(), []
+    for pass_ in ax.passes:
+        for dtype in ax.dtype:
+            for d in ax.head_dim:
+                for causal in ax.causal:
+                    for heads in ax.heads_for(d):
+                        for T in ax.seq_len:
+                            for S in ax.kv_lens(T):
+                                for batch in ax.batches(T):
+                                    for m in exp.methods:
+                                        if m.passes is not None and pass_ not in m.passes:
+                                            continue
+                                        where = ("cpu" if m.name == "twin" else
+                                                 "gpu" if m.name == "torch_sdpa" else device)
+                                        for backend, ft, bt, det in _variants(m, d, dtype, pass_):
+                                            label = f"{m.label}_{backend}" if backend else m.label
+                                            p = Point(label, m.name, backend, T, S, d, batch,
+                                                      heads, dtype, causal, pass_, where, ft, bt,
+                                                      det)
+                                            if p.key() not in seen:
+                                                seen.add(p.key())
+                                                points.append(p)
+    return points

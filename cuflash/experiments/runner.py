@@ -1,0 +1,248 @@
+"""Running an experiment: every point measured once, one CSV row each, then the plots.
+
+The results folder (default ``results/<name>/``) holds ``results.csv``, ``env.json`` (the
+environment of each run), ``experiment.yaml`` (the experiment as run, after ``--set``; enough with
+the CSV to redraw the plots) and the PNGs. Rerunning into the same folder resumes: points already
+there are skipped, earlier 'error' rows are measured again.
+
+One point's failure is data, not the end of the run: out of memory is a row with status 'oom'
+(larger sizes of the same method then become 'oom-skipped' without trying), a method that cannot
+run here is 'unavailable', anything else is 'error' with the message. A schema error stops the run
+before anything is measured.
+"""
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import time
+from pathlib import Path
+from typing import Callable
+
+import yaml
+
+from .. import iomodel
+from ..tile import default_tile
+from . import env as envmod
+from . import results
+from .measure import classify, free_device_memory, measure_point
+from .points import KEY_COLUMNS, Point, enumerate_points, resolve_device
+from .results import human_bytes
+from .schema import Experiment
+
+RESULTS_CSV = "results.csv"
+SPEC_YAML = "experiment.yaml"
+_SIZE_COLUMNS = ("seq_len", "kv_len", "batch")
+
+
+@dataclasses.dataclass
+class RunSummary:
+    """What a run did: where its files are and how many points ended how."""
+
+    out_dir: Path
+    csv: Path
+    plots: list[Path]
+    measured: int = 0
+    skipped: int = 0
+    statuses: dict = dataclasses.field(default_factory=dict)
+    plot_error: str | None = None
+
+
+def default_out_dir(exp: Experiment) -> Path:
+    return Path("results") / exp.name
+
+
+def predicted(p: Point) -> iomodel.Traffic:
+    """Predicted bytes and FLOPs of the point's measured pass (``cuflash.iomodel``).
+
+    naive and torch 'math' use the naive model; flash and twin the tiled model with their tiles;
+    torch's fused backends the tiled model with cuflash's default tiles (atomic dQ, as FA2)."""
+    args = (p.bh, p.seq_len, p.kv_len, p.head_dim, p.dtype, p.causal)
+    if p.method_name == "naive" or (p.method_name == "torch_sdpa" and p.backend == "math"):
+        return iomodel.predict("naive", p.pass_, *args)
+    if p.method_name == "torch_sdpa":
+        fwd_tile, bwd_tile, det = (default_tile(p.head_dim, p.dtype),
+                                   default_tile(p.head_dim, p.dtype, backward=True), False)
+    else:
+        fwd_tile, bwd_tile, det = p.fwd_tile, p.bwd_tile, bool(p.deterministic)
+    total = None
+    if p.pass_ in ("forward", "both"):
+        total = iomodel.predict("flash", "forward", *args, tile=fwd_tile)
+    if p.pass_ in ("backward", "both"):
+        bwd = iomodel.predict("flash", "backward", *args, tile=bwd_tile, deterministic=det)
+        total = bwd if total is None else total + bwd
+    return total
+
+
+def _group_of_row(row: dict) -> tuple[str, ...]:
+    return tuple(row.get(c) or "" for c in KEY_COLUMNS if c not in _SIZE_COLUMNS)
+
+
+def _scores_of_row(row: dict) -> int:
+    return int(row["batch"]) * int(row["heads"]) * int(row["seq_len"]) * int(row["kv_len"])
+
+
+def _fmt_seconds(s: float) -> str:
+    s = int(round(s))
+    return f"{s // 3600}h{s // 60 % 60:02d}m" if s >= 3600 else (
+        f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s")
+
+
+def write_spec(exp: Experiment, out_dir: Path) -> Path:
+    """Store the experiment as run (after overrides) beside the results, for ``cuflash plot``."""
+    raw = dict(exp.raw or {})
+    raw["name"] = exp.name
+    path = out_dir / SPEC_YAML
+    path.write_text(f"# {exp.name}: as run from {exp.source}\n"
+                    f"# redraw the plots: cuflash plot {out_dir / RESULTS_CSV}\n"
+                    + yaml.safe_dump(raw, sort_keys=False))
+    return path
+
+
+def run(exp: Experiment, out_dir=None, *, log: Callable[[str], None] = print,
+        measure: Callable = measure_point, hbm: Callable | None = None,
+        draw: bool = True) -> RunSummary:
+    """Measure every point of ``exp`` not already in ``out_dir``'s CSV, then draw the plots.
+
+    ``measure(point, measure_cfg) -> dict`` and ``hbm(point_json, timeout_s) -> NcuBytes`` are
+    parameters so tests can count or fake calls.
+    """
+    from .._xp import gpu_available
+    device = resolve_device(exp)
+    if device == "gpu" and not gpu_available():
+        raise RuntimeError(f"{exp.source}: device: gpu, but no CUDA GPU is visible to CuPy; "
+                           f"use device: cpu or auto")
+    if hbm is None:
+        from .ncu import measure_hbm as hbm
+    out_dir = Path(out_dir) if out_dir is not None else default_out_dir(exp)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    points = enumerate_points(exp, device)
+    csv_path = out_dir / RESULTS_CSV
+    write_spec(exp, out_dir)
+    environment = envmod.collect(device)
+    run_id = envmod.record(out_dir, exp.name, environment)
+    gpu_name = envmod.device_name(environment)
+
+    # Resume: keep every finished row except errors (measured again), and the OOM frontier.
+    _, old = results.read_raw(csv_path)
+    keep = [r for r in old if r.get("status") in results.STATUSES and r["status"] != "error"]
+    done = {results.row_key(r) for r in keep}
+    oom_at: dict[tuple, tuple[int, int]] = {}
+    for r in keep:
+        if r["status"] == "oom":
+            g, size = _group_of_row(r), (_scores_of_row(r), int(r["seq_len"]))
+            oom_at[g] = min(oom_at.get(g, size), size)
+    cfg = exp.measure
+    summary = RunSummary(out_dir, csv_path, [])
+    todo = [p for p in points if p.key() not in done]
+    summary.skipped = len(points) - len(todo)
+    if summary.skipped:
+        log(f"resuming {csv_path}: {summary.skipped} of {len(points)} points already there")
+    log(f"{exp.name}: {len(todo)} points to measure on {gpu_name if device == 'gpu' else 'cpu'}"
+        f" -> {csv_path}")
+
+    spent, n_measured = 0.0, 0
+    with results.Writer(csv_path, keep, rewrite=bool(old) or not csv_path.exists()) as writer:
+        for i, p in enumerate(todo, 1):
+            row = {**p.columns(), "run": run_id,
+                   "device_name": gpu_name if p.device == "gpu" else envmod.device_name(
+                       {"device": "cpu", "cpu_count": environment.get("cpu_count")})}
+            frontier = oom_at.get(p.group())
+            t0 = time.perf_counter()
+            if cfg.oom_skip and frontier and p.scores >= frontier[0] and p.seq_len >= frontier[1]:
+                row["status"] = "oom-skipped"
+                row["note"] = (f"not tried: {p.method} ran out of memory at "
+                               f"seq_len={frontier[1]} in this configuration")
+            else:
+                try:
+                    row.update(measure(p, cfg))
+                    row["status"] = "ok"
+                except KeyboardInterrupt:
+                    raise
+                except Exception as exc:  # one point's failure is recorded, the run goes on
+                    row["status"], row["note"] = classify(exc)
+                    if row["status"] == "oom":
+                        size = (p.scores, p.seq_len)
+                        oom_at[p.group()] = min(oom_at.get(p.group(), size), size)
+                finally:
+                    free_device_memory()
+                if row["status"] == "ok" and cfg.hbm_bytes:
+                    _add_hbm(row, p, cfg, hbm)
+                n_measured += 1
+                spent += time.perf_counter() - t0
+            _add_predictions(row, p)
+            row["timestamp"] = datetime.datetime.now().isoformat(timespec="seconds")
+            writer.write(row)
+            summary.statuses[row["status"]] = summary.statuses.get(row["status"], 0) + 1
+            summary.measured += 1
+            eta = spent / max(n_measured, 1) * (len(todo) - i)
+            log(f"[{summary.skipped + i}/{len(points)}] {p.describe()}: {_short_result(row)}"
+                f"  (ETA {_fmt_seconds(eta)})")
+    if draw and exp.plots:
+        from .plots import draw_all
+        try:
+            summary.plots = draw_all(results.read_rows(csv_path), exp.plots, out_dir,
+                                     envmod.load(out_dir))
+        except Exception as exc:  # the measurements are safe in the CSV; say what broke
+            summary.plot_error = f"{type(exc).__name__}: {exc}"
+            log(f"plotting failed ({summary.plot_error}); redraw with: cuflash plot {csv_path}")
+    return summary
+
+
+def _add_hbm(row: dict, p: Point, cfg, hbm) -> None:
+    """Measured DRAM bytes through ncu (GPU points); a note instead when that is impossible."""
+    if p.device != "gpu":
+        row["note"] = "hbm_bytes: not measured on the CPU"
+        return
+    from .ncu import NcuUnavailable
+    try:
+        b = hbm(p.to_json(), cfg.ncu_timeout_s)
+    except NcuUnavailable as exc:
+        row["note"] = str(exc)
+        return
+    except Exception as exc:
+        row["note"] = f"hbm_bytes unavailable: {type(exc).__name__}: {exc}"[:300]
+        return
+    row.update(hbm_bytes_read=b.bytes_read, hbm_bytes_written=b.bytes_written,
+               hbm_bytes=b.bytes_total, hbm_kernels=len(b.kernels))
+
+
+def _add_predictions(row: dict, p: Point) -> None:
+    """Predicted bytes and FLOPs, and the rates they imply at the measured time."""
+    try:
+        t = predicted(p)
+    except Exception as exc:
+        row["note"] = (row.get("note") or "") + f" (no prediction: {exc})"
+        return
+    row.update(pred_bytes_read=t.bytes_read, pred_bytes_written=t.bytes_written,
+               pred_bytes=t.bytes_total, flops=int(round(t.flops)))
+    ms = row.get("time_ms_median")
+    if ms:
+        row["tflops"] = t.flops / (ms * 1e-3) / 1e12
+        row["gbps"] = t.bytes_total / (ms * 1e-3) / 1e9
+        if row.get("hbm_bytes") is not None:
+            row["hbm_gbps"] = row["hbm_bytes"] / (ms * 1e-3) / 1e9
+    if row.get("hbm_bytes") is not None and t.bytes_total:
+        row["hbm_pred_ratio"] = row["hbm_bytes"] / t.bytes_total
+
+
+def _short_result(row: dict) -> str:
+    if row["status"] != "ok":
+        note = row.get("note") or ""
+        return f"{row['status']}" + (f" ({note[:120]})" if note else "")
+    parts = []
+    if row.get("time_ms_median") is not None:
+        parts.append(f"{row['time_ms_median']:.3g} ms")
+        if row.get("tflops"):
+            parts.append(f"{row['tflops']:.3g} TFLOP/s")
+    if row.get("peak_mem_bytes") is not None:
+        parts.append(f"peak {human_bytes(row['peak_mem_bytes'])}")
+    if row.get("error_rel") is not None:
+        parts.append(f"err {row['error_rel']:.2g}")
+    if row.get("hbm_bytes") is not None:
+        parts.append(f"hbm {human_bytes(row['hbm_bytes'])}")
+    if row.get("note"):
+        parts.append(f"({row['note']})")
+    return ", ".join(parts) or "ok"
+
+
+__all__ = ["run", "RunSummary", "predicted", "default_out_dir"]

@@ -1,0 +1,709 @@
+"""Experiment files: YAML in, validated frozen dataclasses out.
+
+An experiment file declares what to sweep (``axes``), what to run at each point (``methods``), what
+to record (``measure``) and what to draw (``plots``). Every key has a default; a file holds only
+what differs. Anything unknown, mistyped or impossible is a :class:`SchemaError` naming the file,
+the key path (``methods[1].grid.block_m``) and the valid choices, raised before anything runs::
+
+    name: tile_ablation            # default: the file's stem; results go to results/<name>/
+    device: auto                   # auto | gpu | cpu
+    axes:
+      seq_len: [1024, 2048]        # an int or a list of ints
+      kv_len: seq_len              # 'seq_len' (default) or ints
+      head_dim: [64, 128]
+      batch: 1                     # ints, or {tokens: 16384} for batch = tokens // seq_len
+      heads: 8                     # ints, or {model_dim: 2048} for heads = model_dim // head_dim
+      dtype: float16               # float16 | bfloat16 | float32 | float64
+      causal: false
+      pass: [forward, backward]    # forward | backward | both
+    methods:
+      - naive
+      - name: flash
+        grid: {block_m: [64, 128], num_warps: 4}   # or a list of such grids (their union)
+        deterministic: false
+      - {name: torch_sdpa, backends: [flash, cudnn]}
+    measure: {repeats: 10, warmup: 3}
+    plots:
+      - {x: seq_len, y: peak_mem_bytes, logx: true, logy: true, col: pass}
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+import itertools
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .._xp import DTYPES
+from ..checks import SUPPORTED_HEAD_DIMS
+from ..tile import KERNELS, TileConfig, default_tile
+
+DEVICES = ("auto", "gpu", "cpu")
+METHODS = ("naive", "flash", "twin", "torch_sdpa")
+PASSES = ("forward", "backward", "both")
+TORCH_BACKENDS = ("flash", "cudnn", "efficient", "math")
+TILE_FIELDS = ("block_m", "block_n", "num_warps", "num_stages", "kernel")
+TILE_CHOICES = {"block_m": (16, 32, 64, 128, 256), "block_n": (16, 32, 64, 128, 256),
+                "num_warps": (1, 2, 4, 8, 16), "num_stages": (1, 2, 3, 4), "kernel": KERNELS}
+PLOT_KINDS = ("line", "heatmap")
+#: Opt-in shared memory per block assumed when no GPU is visible (H100/H200, sm_90).
+DEFAULT_SMEM_LIMIT = 232448
+
+# -- CSV columns, by what produces them (``results.COLUMNS`` orders them) --------------------------
+AXIS_COLUMNS = ("seq_len", "kv_len", "head_dim", "batch", "heads", "dtype", "causal", "pass")
+METHOD_COLUMNS = ("method", "method_name", "backend", "tile", "kernel", "block_m", "block_n",
+                  "num_warps", "num_stages", "deterministic")
+ALWAYS_COLUMNS = ("status", "note", "device", "device_name", "run", "timestamp",
+                  "pred_bytes_read", "pred_bytes_written", "pred_bytes", "flops")
+TIME_COLUMNS = ("repeats", "time_ms_median", "time_ms_p20", "time_ms_p80", "tflops", "gbps")
+MEMORY_COLUMNS = ("peak_mem_bytes",)
+ERROR_COLUMNS = ("error_rel",)
+HBM_COLUMNS = ("hbm_bytes_read", "hbm_bytes_written", "hbm_bytes", "hbm_pred_ratio",
+               "hbm_kernels")
+HBM_TIME_COLUMNS = ("hbm_gbps",)
+
+
+class SchemaError(ValueError):
+    """A bad experiment file: the message names the file, the key path and what would be valid."""
+
+    def __init__(self, source: str, path: str, message: str):
+        self.source, self.path = source, path
+        super().__init__(f"{source}: {path or '<top level>'}: {message}")
+
+
+# -- the dataclasses --------------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class Axes:
+    """What is swept. Every combination is one point (per method variant)."""
+
+    seq_len: tuple[int, ...] = (1024,)
+    kv_len: tuple[int | str, ...] = ("seq_len",)
+    """Key lengths: ints, or 'seq_len' for S = T."""
+    head_dim: tuple[int, ...] = (64,)
+    batch: tuple[int, ...] = (1,)
+    batch_tokens: int | None = None
+    """When set, batch = batch_tokens // seq_len (``batch: {tokens: N}``) and ``batch`` is unused."""
+    heads: tuple[int, ...] = (8,)
+    heads_model_dim: int | None = None
+    """When set, heads = heads_model_dim // head_dim (``heads: {model_dim: N}``)."""
+    dtype: tuple[str, ...] = ("float16",)
+    causal: tuple[bool, ...] = (False,)
+    passes: tuple[str, ...] = ("forward",)
+
+    def batches(self, seq_len: int) -> tuple[int, ...]:
+        return (self.batch_tokens // seq_len,) if self.batch_tokens else self.batch
+
+    def heads_for(self, head_dim: int) -> tuple[int, ...]:
+        return (self.heads_model_dim // head_dim,) if self.heads_model_dim else self.heads
+
+    def kv_lens(self, seq_len: int) -> tuple[int, ...]:
+        return tuple(dict.fromkeys(seq_len if s == "seq_len" else s for s in self.kv_len))
+
+
+@dataclasses.dataclass(frozen=True)
+class Method:
+    """One entry of ``methods``: what runs, and the variants it expands into."""
+
+    name: str
+    """'naive', 'flash', 'twin' or 'torch_sdpa'."""
+    label: str
+    """Name in results and legends (default: the method's name; torch_sdpa: 'torch_<backend>')."""
+    tiles: tuple[tuple[tuple[str, Any], ...] | None, ...] = (None,)
+    """Partial TileConfigs (field, value) pairs, filled from ``default_tile``; None = the default."""
+    deterministic: tuple[bool, ...] = (False,)
+    backends: tuple[str, ...] = ()
+    passes: tuple[str, ...] | None = None
+    """Restrict this method to some of the swept passes (None: all of them)."""
+
+    def labels(self) -> tuple[str, ...]:
+        """Row labels this entry produces (one per torch backend, else one)."""
+        if self.name == "torch_sdpa":
+            return tuple(f"{self.label}_{b}" for b in self.backends)
+        return (self.label,)
+
+
+@dataclasses.dataclass(frozen=True)
+class Measure:
+    """What is recorded at each point and how."""
+
+    repeats: int = 10
+    """Timed calls (median, p20 and p80 are reported)."""
+    warmup: int = 3
+    """Untimed calls before timing (compilation, caches, allocator)."""
+    max_seconds: float = 10.0
+    """Stop timing a point after this many seconds (at least one timed call)."""
+    time: bool = True
+    memory: bool = True
+    error: bool = True
+    error_limit: int = 2 ** 24
+    """Largest batch·heads·T·S for which the float64 oracle is run; above it error_rel is blank."""
+    hbm_bytes: bool = False
+    """Measure DRAM bytes with Nsight Compute (one extra process per point; GPU only)."""
+    ncu_timeout_s: float = 600.0
+    seed: int = 0
+    oom_skip: bool = True
+    """After a method runs out of memory, record larger sizes of it as 'oom-skipped' untried."""
+
+    def columns(self) -> tuple[str, ...]:
+        """Measurement columns this configuration fills."""
+        cols = ALWAYS_COLUMNS
+        if self.time:
+            cols += TIME_COLUMNS
+        if self.memory:
+            cols += MEMORY_COLUMNS
+        if self.error:
+            cols += ERROR_COLUMNS
+        if self.hbm_bytes:
+            cols += HBM_COLUMNS + (HBM_TIME_COLUMNS if self.time else ())
+        return cols
+
+
+@dataclasses.dataclass(frozen=True)
+class Plot:
+    """One figure drawn from the results."""
+
+    x: str
+    y: str
+    """Column on the vertical axis (a heatmap's rows)."""
+    kind: str = "line"
+    hue: str | None = "method"
+    style: str | None = None
+    col: tuple[str, ...] = ()
+    """Facets: one panel per combination of these columns' values."""
+    value: tuple[str, ...] = ()
+    """Heatmap only: the column(s) written in the cells, one panel each, side by side."""
+    logx: bool = False
+    logy: bool = False
+    filter: tuple[tuple[str, tuple[Any, ...]], ...] = ()
+    """Keep rows whose column equals the value (or one of the values)."""
+    title: str = ""
+    name: str = ""
+    """File name (without .png); default from the index, y and x."""
+    ratio_numerator: str | None = None
+    """Plot (this method's y) / (each row's y), matched on the axis columns (e.g. a speedup)."""
+    ratio_denominator: str | None = None
+    """Plot (each row's y) / (this method's y), matched on the axis columns."""
+    slope: bool = True
+    """Annotate the least-squares slope of each line on log-log axes."""
+    identity: bool = False
+    """Draw y = x (e.g. measured against predicted bytes)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Experiment:
+    """A validated experiment file."""
+
+    name: str
+    source: str
+    description: str = ""
+    device: str = "auto"
+    axes: Axes = Axes()
+    methods: tuple[Method, ...] = ()
+    measure: Measure = Measure()
+    plots: tuple[Plot, ...] = ()
+    raw: Any = dataclasses.field(default=None, compare=False, repr=False)
+    """The mapping it was read from, after ``--set`` overrides (stored beside the results)."""
+
+    def labels(self) -> tuple[str, ...]:
+        return tuple(lab for m in self.methods for lab in m.labels())
+
+    def columns(self) -> tuple[str, ...]:
+        """Every column the results of this experiment can hold values in."""
+        return AXIS_COLUMNS + METHOD_COLUMNS + self.measure.columns()
+
+
+# -- reading one value ------------------------------------------------------------------------------
+
+class _Reader:
+    """Validation helpers that know the file name, so every error can name it and the key path."""
+
+    def __init__(self, source: str):
+        self.source = source
+
+    def fail(self, path: str, message: str):
+        raise SchemaError(self.source, path, message)
+
+    def mapping(self, value, path: str, keys) -> dict:
+        if value is None:
+            return {}
+        if not isinstance(value, dict):
+            self.fail(path, f"expected a mapping with keys from {sorted(keys)}, "
+                            f"got {_show(value)}")
+        for key in value:
+            if key not in keys:
+                where = f"{path}.{key}" if path else str(key)
+                self.fail(where, f"unknown key {key!r}; valid keys: {sorted(keys)}")
+        return value
+
+    def as_list(self, value, path: str) -> list:
+        if isinstance(value, (list, tuple)):
+            if not value:
+                self.fail(path, "the list is empty; give at least one value")
+            return list(value)
+        return [value]
+
+    def ints(self, value, path: str, minimum: int = 1, choices=None) -> tuple[int, ...]:
+        out = []
+        for i, v in enumerate(self.as_list(value, path)):
+            where = f"{path}[{i}]" if isinstance(value, (list, tuple)) else path
+            if not _is_int(v):
+                self.fail(where, f"expected an integer{_choices_text(choices)}, got {_show(v)}")
+            if choices is not None and v not in choices:
+                self.fail(where, f"{v} is not valid; valid: {list(choices)}")
+            if v < minimum:
+                self.fail(where, f"{v} must be >= {minimum}")
+            out.append(int(v))
+        return tuple(out)
+
+    def int_(self, value, path: str, minimum: int = 0) -> int:
+        if not _is_int(value):
+            self.fail(path, f"expected an integer >= {minimum}, got {_show(value)}")
+        if value < minimum:
+            self.fail(path, f"{value} must be >= {minimum}")
+        return int(value)
+
+    def number(self, value, path: str, minimum: float = 0.0) -> float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+            self.fail(path, f"expected a number > {minimum}, got {_show(value)}")
+        if value <= minimum:
+            self.fail(path, f"{value} must be > {minimum}")
+        return float(value)
+
+    def bool_(self, value, path: str) -> bool:
+        if not isinstance(value, bool):
+            self.fail(path, f"expected true or false, got {_show(value)}")
+        return value
+
+    def bools(self, value, path: str) -> tuple[bool, ...]:
+        vals = self.as_list(value, path)
+        for i, v in enumerate(vals):
+            if not isinstance(v, bool):
+                where = f"{path}[{i}]" if isinstance(value, (list, tuple)) else path
+                self.fail(where, f"expected true or false, got {_show(v)}")
+        return tuple(dict.fromkeys(vals))
+
+    def choice(self, value, path: str, choices) -> str:
+        if not isinstance(value, str) or value not in choices:
+            self.fail(path, f"{_show(value)} is not valid; valid: {list(choices)}")
+        return value
+
+    def choices(self, value, path: str, choices) -> tuple[str, ...]:
+        vals = self.as_list(value, path)
+        for i, v in enumerate(vals):
+            where = f"{path}[{i}]" if isinstance(value, (list, tuple)) else path
+            self.choice(v, where, choices)
+        return tuple(dict.fromkeys(vals))
+
+    def string(self, value, path: str) -> str:
+        if not isinstance(value, str):
+            self.fail(path, f"expected a string, got {_show(value)}")
+        return value
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _show(v) -> str:
+    return f"{v!r} ({type(v).__name__})"
+
+
+def _choices_text(choices) -> str:
+    return f" from {list(choices)}" if choices is not None else ""
+
+
+# -- sections ---------------------------------------------------------------------------------------
+
+_TOP_KEYS = ("name", "description", "device", "axes", "methods", "measure", "plots")
+_AXES_KEYS = ("seq_len", "kv_len", "head_dim", "batch", "heads", "dtype", "causal", "pass")
+_METHOD_KEYS = {"naive": ("name", "label", "pass"),
+                "flash": ("name", "label", "pass", "grid", "deterministic"),
+                "twin": ("name", "label", "pass", "grid", "deterministic"),
+                "torch_sdpa": ("name", "label", "pass", "backends")}
+_MEASURE_KEYS = tuple(f.name for f in dataclasses.fields(Measure))
+_PLOT_KEYS = ("x", "y", "kind", "hue", "style", "col", "value", "logx", "logy", "filter", "title",
+              "name", "ratio", "slope", "identity")
+
+
+def _axes(r: _Reader, raw) -> Axes:
+    raw = r.mapping(raw, "axes", _AXES_KEYS)
+    kw: dict[str, Any] = {}
+    if "seq_len" in raw:
+        kw["seq_len"] = tuple(sorted(set(r.ints(raw["seq_len"], "axes.seq_len"))))
+    if "kv_len" in raw:
+        kv = []
+        val = raw["kv_len"]
+        for i, v in enumerate(r.as_list(val, "axes.kv_len")):
+            where = f"axes.kv_len[{i}]" if isinstance(val, list) else "axes.kv_len"
+            if v == "seq_len":
+                kv.append("seq_len")
+            elif _is_int(v) and v >= 1:
+                kv.append(int(v))
+            else:
+                r.fail(where, f"expected a positive integer or 'seq_len', got {_show(v)}")
+        kw["kv_len"] = tuple(dict.fromkeys(kv))
+    if "head_dim" in raw:
+        kw["head_dim"] = r.ints(raw["head_dim"], "axes.head_dim", choices=SUPPORTED_HEAD_DIMS)
+    if "batch" in raw:
+        if isinstance(raw["batch"], dict):
+            m = r.mapping(raw["batch"], "axes.batch", ("tokens",))
+            if "tokens" not in m:
+                r.fail("axes.batch", "a mapping here needs 'tokens' (batch = tokens // seq_len)")
+            kw["batch_tokens"] = r.int_(m["tokens"], "axes.batch.tokens", minimum=1)
+        else:
+            kw["batch"] = r.ints(raw["batch"], "axes.batch")
+    if "heads" in raw:
+        if isinstance(raw["heads"], dict):
+            m = r.mapping(raw["heads"], "axes.heads", ("model_dim",))
+            if "model_dim" not in m:
+                r.fail("axes.heads", "a mapping here needs 'model_dim' "
+                                     "(heads = model_dim // head_dim)")
+            kw["heads_model_dim"] = r.int_(m["model_dim"], "axes.heads.model_dim", minimum=1)
+        else:
+            kw["heads"] = r.ints(raw["heads"], "axes.heads")
+    if "dtype" in raw:
+        kw["dtype"] = r.choices(raw["dtype"], "axes.dtype", tuple(DTYPES))
+    if "causal" in raw:
+        kw["causal"] = r.bools(raw["causal"], "axes.causal")
+    if "pass" in raw:
+        kw["passes"] = r.choices(raw["pass"], "axes.pass", PASSES)
+    axes = Axes(**kw)
+    for T in axes.seq_len:
+        if axes.batch_tokens and (axes.batch_tokens % T or axes.batch_tokens < T):
+            r.fail("axes.batch.tokens", f"tokens={axes.batch_tokens} is not a multiple of "
+                                        f"seq_len={T}; batch = tokens // seq_len must be exact")
+    for d in axes.head_dim:
+        if axes.heads_model_dim and (axes.heads_model_dim % d or axes.heads_model_dim < d):
+            r.fail("axes.heads.model_dim", f"model_dim={axes.heads_model_dim} is not a multiple "
+                                           f"of head_dim={d}")
+    return axes
+
+
+def _grid(r: _Reader, raw, path: str, fields) -> tuple[tuple[tuple[str, Any], ...], ...]:
+    """Partial tiles of one grid mapping (the cartesian product of its lists)."""
+    raw = r.mapping(raw, path, fields)
+    if not raw:
+        r.fail(path, f"an empty grid; give lists for some of {list(fields)}")
+    axes = []
+    for field in fields:
+        if field not in raw:
+            continue
+        where = f"{path}.{field}"
+        if field == "kernel":
+            vals = r.choices(raw[field], where, KERNELS)
+        else:
+            vals = r.ints(raw[field], where, choices=TILE_CHOICES[field])
+        axes.append([(field, v) for v in dict.fromkeys(vals)])
+    return tuple(tuple(combo) for combo in itertools.product(*axes))
+
+
+def _method(r: _Reader, raw, i: int, axes: Axes) -> Method:
+    path = f"methods[{i}]"
+    if isinstance(raw, str):
+        raw = {"name": raw}
+    if not isinstance(raw, dict):
+        r.fail(path, f"expected a method name from {list(METHODS)} or a mapping with 'name', "
+                     f"got {_show(raw)}")
+    if "name" not in raw:
+        r.fail(path, f"missing 'name'; valid names: {list(METHODS)}")
+    name = r.choice(raw["name"], f"{path}.name", METHODS)
+    r.mapping(raw, path, _METHOD_KEYS[name])
+    kw: dict[str, Any] = {"name": name,
+                          "label": "torch" if name == "torch_sdpa" else name}
+    if "label" in raw:
+        label = r.string(raw["label"], f"{path}.label")
+        if not re.fullmatch(r"[A-Za-z0-9_.+-]+", label):
+            r.fail(f"{path}.label", f"{label!r} must be letters, digits and _ . + - only")
+        kw["label"] = label
+    if "pass" in raw:
+        kw["passes"] = r.choices(raw["pass"], f"{path}.pass", PASSES)
+        extra = set(kw["passes"]) - set(axes.passes)
+        if extra:
+            r.fail(f"{path}.pass", f"{sorted(extra)} not in axes.pass {list(axes.passes)}")
+    if "grid" in raw:
+        fields = TILE_FIELDS if name == "flash" else ("block_m", "block_n")
+        grids = raw["grid"]
+        tiles = []
+        if isinstance(grids, list):
+            if not grids:
+                r.fail(f"{path}.grid", "the list of grids is empty")
+            for j, g in enumerate(grids):
+                tiles += _grid(r, g, f"{path}.grid[{j}]", fields)
+        else:
+            tiles += _grid(r, grids, f"{path}.grid", fields)
+        kw["tiles"] = tuple(dict.fromkeys(tiles))
+    if "deterministic" in raw:
+        kw["deterministic"] = r.bools(raw["deterministic"], f"{path}.deterministic")
+    if name == "torch_sdpa":
+        kw["backends"] = (r.choices(raw["backends"], f"{path}.backends", TORCH_BACKENDS)
+                          if "backends" in raw else TORCH_BACKENDS)
+    return Method(**kw)
+
+
+def _check_tiles(r: _Reader, method: Method, i: int, axes: Axes, smem_limit: int) -> None:
+    """Every tile of a flash/twin grid must make a TileConfig (and, for flash, pass
+    ``cuflash.gpu.plan.check_tile``) at every swept head_dim, dtype and pass."""
+    if method.tiles == (None,):
+        return
+    grid_path = f"methods[{i}].grid"
+    check = None
+    if method.name == "flash":
+        from ..gpu.plan import check_tile as check
+    passes = method.passes or axes.passes
+    for j, partial in enumerate(method.tiles):
+        fields = dict(partial)
+        for d in axes.head_dim:
+            for dt in axes.dtype:
+                for p in passes:
+                    for backward in {"forward": (False,), "backward": (True,),
+                                     "both": (False, True)}[p]:
+                        try:
+                            tile = default_tile(d, dt, backward=backward).replace(**fields)
+                            if check is not None:
+                                check(tile, d, dt, backward=backward, smem_limit=smem_limit)
+                        except ValueError as exc:
+                            which = "backward" if backward else "forward"
+                            given = ", ".join(f"{k}={v}" for k, v in partial)
+                            r.fail(grid_path,
+                                   f"tile {{{given}}} cannot run the {which} pass at head_dim={d}, "
+                                   f"dtype={dt} (smem limit {smem_limit} bytes): {exc}. Remove it "
+                                   f"from the grid or split the grid into a list of valid grids")
+
+
+def _measure(r: _Reader, raw) -> Measure:
+    raw = r.mapping(raw, "measure", _MEASURE_KEYS)
+    kw: dict[str, Any] = {}
+    for key, val in raw.items():
+        path = f"measure.{key}"
+        if key in ("repeats",):
+            kw[key] = r.int_(val, path, minimum=1)
+        elif key in ("warmup", "seed"):
+            kw[key] = r.int_(val, path, minimum=0)
+        elif key == "error_limit":
+            kw[key] = r.int_(val, path, minimum=1)
+        elif key in ("max_seconds", "ncu_timeout_s"):
+            kw[key] = r.number(val, path)
+        else:
+            kw[key] = r.bool_(val, path)
+    return Measure(**kw)
+
+
+def _plot(r: _Reader, raw, i: int, columns: tuple[str, ...], labels: tuple[str, ...],
+          methods: tuple[Method, ...]) -> Plot:
+    path = f"plots[{i}]"
+    raw = r.mapping(raw, path, _PLOT_KEYS)
+    if not raw:
+        r.fail(path, "a plot needs at least 'x' and 'y'")
+
+    def column(key):
+        val = raw[key]
+        if not isinstance(val, str) or val not in columns:
+            r.fail(f"{path}.{key}", f"{_show(val)} is not a column these measurements produce; "
+                                    f"valid: {list(columns)}")
+        return val
+
+    for key in ("x", "y"):
+        if key not in raw:
+            r.fail(path, f"missing {key!r} (a column from {list(columns)})")
+    kw: dict[str, Any] = {"x": column("x"), "y": column("y")}
+    if "kind" in raw:
+        kw["kind"] = r.choice(raw["kind"], f"{path}.kind", PLOT_KINDS)
+    heat = kw.get("kind") == "heatmap"
+    for key in ("hue", "style"):
+        if key in raw:
+            if heat:
+                r.fail(f"{path}.{key}", f"a heatmap has no {key}; facet with 'col' instead")
+            kw[key] = None if raw[key] is None else column(key)
+    if heat:
+        kw["hue"] = None
+    for key in ("col", "value"):
+        if key in raw:
+            vals = r.as_list(raw[key], f"{path}.{key}")
+            for j, v in enumerate(vals):
+                if not isinstance(v, str) or v not in columns:
+                    where = f"{path}.{key}[{j}]" if isinstance(raw[key], list) else f"{path}.{key}"
+                    r.fail(where, f"{_show(v)} is not a column these measurements produce; "
+                                  f"valid: {list(columns)}")
+            kw[key] = tuple(vals)
+    if heat and not kw.get("value"):
+        r.fail(f"{path}.value", f"a heatmap needs 'value': the column(s) written in its cells, "
+                                f"from {list(columns)}")
+    if not heat and "value" in raw:
+        r.fail(f"{path}.value", "'value' is for kind: heatmap; a line plot draws 'y'")
+    for key in ("logx", "logy", "slope", "identity"):
+        if key in raw:
+            kw[key] = r.bool_(raw[key], f"{path}.{key}")
+    for key in ("title", "name"):
+        if key in raw:
+            kw[key] = r.string(raw[key], f"{path}.{key}")
+    if kw.get("name") and not re.fullmatch(r"[A-Za-z0-9_.-]+", kw["name"]):
+        r.fail(f"{path}.name", f"{kw['name']!r} must be letters, digits and _ . - only")
+    if "filter" in raw:
+        filt = r.mapping(raw["filter"], f"{path}.filter", columns)
+        kw["filter"] = tuple((c, tuple(r.as_list(v, f"{path}.filter.{c}")))
+                             for c, v in filt.items())
+        for c, vals in kw["filter"]:
+            if c == "method":
+                for v in vals:
+                    if v not in labels:
+                        r.fail(f"{path}.filter.method", f"{v!r} is not a method label of this "
+                                                        f"experiment; valid: {list(labels)}")
+    if "ratio" in raw:
+        rat = r.mapping(raw["ratio"], f"{path}.ratio", ("numerator", "denominator"))
+        if len(rat) != 1:
+            r.fail(f"{path}.ratio", "give exactly one of 'numerator' (baseline / row, e.g. a "
+                                    "speedup) or 'denominator' (row / baseline)")
+        (which, label), = rat.items()
+        if label not in labels:
+            r.fail(f"{path}.ratio.{which}", f"{_show(label)} is not a method label of this "
+                                            f"experiment; valid: {list(labels)}")
+        owner = next(m for m in methods if label in m.labels())
+        if len(owner.tiles) > 1 or len(owner.deterministic) > 1:
+            r.fail(f"{path}.ratio.{which}", f"method {label!r} has several tiles or "
+                                            f"deterministic values, so it is not one baseline "
+                                            f"per point; give it its own entry with one tile")
+        kw[f"ratio_{which}"] = label
+    return Plot(**kw)
+
+
+def build(raw, source: str = "<experiment>", *, default_name: str = "experiment",
+          smem_limit: int | None = DEFAULT_SMEM_LIMIT) -> Experiment:
+    """Validate a parsed experiment mapping. ``smem_limit=None`` skips the kernel tile checks
+    (used when only plotting)."""
+    r = _Reader(source)
+    raw_top = r.mapping(raw, "", _TOP_KEYS)
+    name = r.string(raw_top.get("name", default_name), "name")
+    if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
+        r.fail("name", f"{name!r} must be letters, digits and _ . - only (it names a folder)")
+    description = r.string(raw_top.get("description", ""), "description")
+    device = r.choice(raw_top.get("device", "auto"), "device", DEVICES)
+    axes = _axes(r, raw_top.get("axes"))
+    raw_methods = raw_top.get("methods", ["naive", "flash"])
+    if not isinstance(raw_methods, list) or not raw_methods:
+        r.fail("methods", f"expected a non-empty list of methods from {list(METHODS)}, "
+                          f"got {_show(raw_methods)}")
+    methods = tuple(_method(r, m, i, axes) for i, m in enumerate(raw_methods))
+    seen: dict[str, int] = {}
+    for i, m in enumerate(methods):
+        for lab in m.labels():
+            if lab in seen:
+                r.fail(f"methods[{i}].label", f"label {lab!r} is also used by methods[{seen[lab]}]; "
+                                              f"give each entry its own label")
+            seen[lab] = i
+        if smem_limit is not None:
+            _check_tiles(r, m, i, axes, smem_limit)
+    measure = _measure(r, raw_top.get("measure"))
+    exp = Experiment(name=name, source=source, description=description, device=device,
+                     axes=axes, methods=methods, measure=measure)
+    raw_plots = raw_top.get("plots", [])
+    if not isinstance(raw_plots, list):
+        r.fail("plots", f"expected a list of plots, got {_show(raw_plots)}")
+    plots = tuple(_plot(r, p, i, exp.columns(), exp.labels(), methods)
+                  for i, p in enumerate(raw_plots))
+    return dataclasses.replace(exp, plots=plots, raw=copy.deepcopy(raw_top))
+
+
+# -- --set overrides --------------------------------------------------------------------------------
+
+_STEP = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)((?:\[\d+\])*)")
+
+
+def parse_override(text: str) -> tuple[list, Any]:
+    """``'axes.seq_len=[256,512]'`` -> (['axes', 'seq_len'], [256, 512]); the value is YAML."""
+    if "=" not in text:
+        raise ValueError(f"--set {text!r}: expected KEY.PATH=VALUE, e.g. axes.seq_len=[256,512]")
+    key, _, value = text.partition("=")
+    steps: list = []
+    for part in key.strip().split("."):
+        m = _STEP.fullmatch(part)
+        if not m:
+            raise ValueError(f"--set {text!r}: bad key path {key!r}; use names, dots and [index], "
+                             f"e.g. methods[1].grid.block_m")
+        steps.append(m.group(1))
+        steps += [int(i) for i in re.findall(r"\[(\d+)\]", m.group(2))]
+    try:
+        parsed = yaml.safe_load(value)
+    except yaml.YAMLError as exc:
+        raise ValueError(f"--set {text!r}: the value is not valid YAML: {exc}") from None
+    return steps, parsed
+
+
+def apply_overrides(raw, overrides) -> dict:
+    """A copy of ``raw`` with each ``KEY.PATH=VALUE`` override set (missing mappings are made)."""
+    out = copy.deepcopy(raw) if raw is not None else {}
+    for text in overrides:
+        steps, value = parse_override(text)
+        node = out
+        for depth, step in enumerate(steps):
+            last = depth == len(steps) - 1
+            where = _path_text(steps[:depth + 1])
+            if isinstance(step, int):
+                if not isinstance(node, list) or step >= len(node):
+                    raise ValueError(f"--set {text!r}: {where} does not exist "
+                                     f"({_path_text(steps[:depth])} has "
+                                     f"{len(node) if isinstance(node, list) else 'no'} items)")
+                if last:
+                    node[step] = value
+                else:
+                    if isinstance(node[step], str):  # 'naive' shorthand -> {name: naive}
+                        node[step] = {"name": node[step]}
+                    node = node[step]
+            else:
+                if not isinstance(node, dict):
+                    raise ValueError(f"--set {text!r}: {_path_text(steps[:depth])} is not a "
+                                     f"mapping, cannot set {step!r} in it")
+                if last:
+                    node[step] = value
+                else:
+                    node = node.setdefault(step, {} if not isinstance(steps[depth + 1], int)
+                                           else [])
+    return out
+
+
+def _path_text(steps) -> str:
+    text = ""
+    for s in steps:
+        text += f"[{s}]" if isinstance(s, int) else (f".{s}" if text else s)
+    return text
+
+
+# -- loading ----------------------------------------------------------------------------------------
+
+def device_smem_limit() -> int:
+    """Opt-in shared memory per block of the current GPU, or DEFAULT_SMEM_LIMIT without one."""
+    from .._xp import cupy_module, gpu_available
+    if gpu_available():
+        try:
+            dev = cupy_module().cuda.Device()
+            return int(dev.attributes["MaxSharedMemoryPerBlockOptin"])
+        except Exception:
+            pass
+    return DEFAULT_SMEM_LIMIT
+
+
+def load(path, overrides=(), *, smem_limit: int | None | str = "device") -> Experiment:
+    """Read, override and validate an experiment file. ``smem_limit='device'`` (default) checks
+    tiles against the visible GPU (232448 bytes without one); None skips the tile checks."""
+    path = Path(path)
+    source = str(path) + (" (with --set " + ", ".join(overrides) + ")" if overrides else "")
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise SchemaError(str(path), "", f"cannot read the file: {exc.strerror}") from None
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise SchemaError(str(path), "", f"not valid YAML: {exc}") from None
+    try:
+        raw = apply_overrides(raw, overrides)
+    except ValueError as exc:
+        raise SchemaError(source, "--set", str(exc)) from None
+    if smem_limit == "device":
+        smem_limit = device_smem_limit()
+    stem = path.stem if path.name != "experiment.yaml" else path.parent.name
+    return build(raw, source, default_name=stem, smem_limit=smem_limit)
