@@ -7,6 +7,7 @@ its ``experiment.yaml`` are enough to redraw everything. Matplotlib is used thro
 from __future__ import annotations
 
 import math
+import textwrap
 from pathlib import Path
 
 import matplotlib
@@ -110,6 +111,8 @@ def with_ratio(rows: list[dict], plot: Plot) -> list[dict]:
 
 
 def ratio_label(plot: Plot) -> str:
+    if plot.ratio_numerator and plot.y.startswith("time_ms"):
+        return f"speedup over {plot.ratio_numerator} ({plot.ratio_numerator} time / time)"
     if plot.ratio_numerator:
         return f"{label(plot.y)}: {plot.ratio_numerator} / method"
     if plot.ratio_denominator:
@@ -133,26 +136,32 @@ def split_columns(rows: list[dict], fixed: set, cell) -> list[str]:
     return extra
 
 
-def _rank(column: str, value):
-    """Sort key of one value: passes in pipeline order, everything else by value."""
+def _rank(column: str, value, order: dict):
+    """Sort key of one value: methods in experiment order, passes in pipeline order, None last,
+    everything else by value."""
+    if column == "method" and value in order:
+        return (0, order[value])
     if column == "pass" and value in PASSES:
         return (0, PASSES.index(value))
-    return (value is None, value)
+    return (1 if value is None else 0, value)
 
 
-def _sorted_unique(values, columns=None):
-    """Distinct values (or tuples of values of ``columns``) in a reader-friendly order; method
-    labels keep the order of ``rows`` (the experiment's order)."""
+def _sorted_unique(values, columns=None, order: dict | None = None):
+    """Distinct values (or tuples of the values of ``columns``) in a reader-friendly order.
+    ``order`` maps method labels to their rank (their order in the experiment)."""
     vals = list(dict.fromkeys(values))
     if columns is None:
         key = lambda v: (v is None, v)                                            # noqa: E731
     else:
-        key = lambda t: tuple((0,) if c == "method" else _rank(c, v)              # noqa: E731
-                              for c, v in zip(columns, t))
+        key = lambda t: tuple(_rank(c, v, order or {}) for c, v in zip(columns, t))  # noqa: E731
     try:
         return sorted(vals, key=key)
     except TypeError:
         return sorted(vals, key=str)
+
+
+def _method_order(rows: list[dict]) -> dict:
+    return {m: i for i, m in enumerate(dict.fromkeys(r.get("method") for r in rows))}
 
 
 # -- axes formatting -------------------------------------------------------------------------------
@@ -199,12 +208,13 @@ def draw_line(rows: list[dict], plot: Plot, path: Path, env: dict | None = None)
                                                 tuple(r.get(c) for c in series_cols),
                                                 r.get(plot.x)))
     key_cols = series_cols + extra
+    order = _method_order(rows)
     facets = _sorted_unique((tuple(r.get(c) for c in plot.col) for r in ok + ooms),
-                            plot.col) or [()]
+                            plot.col, order) or [()]
     hues = ([h for (h,) in _sorted_unique(((r.get(plot.hue),) for r in ok + ooms),
-                                           (plot.hue,))] if plot.hue else [None])
+                                           (plot.hue,), order)] if plot.hue else [None])
     styles = ([s for (s,) in _sorted_unique(((r.get(plot.style),) for r in ok + ooms),
-                                             (plot.style,))] if plot.style else [None])
+                                             (plot.style,), order)] if plot.style else [None])
     cycle = [c["color"] for c in matplotlib.rcParams["axes.prop_cycle"]]
     color = {h: cycle[i % len(cycle)] for i, h in enumerate(hues)}
     ncols = min(len(facets), 3)
@@ -217,7 +227,7 @@ def draw_line(rows: list[dict], plot: Plot, path: Path, env: dict | None = None)
         in_facet = [r for r in ok if tuple(r.get(c) for c in plot.col) == facet]
         oom_facet = [r for r in ooms if tuple(r.get(c) for c in plot.col) == facet]
         keys = _sorted_unique((tuple(r.get(c) for c in key_cols) for r in in_facet + oom_facet),
-                              key_cols)
+                              key_cols, order)
         for key in keys:
             kv = dict(zip(key_cols, key))
             pts = sorted((r for r in in_facet if tuple(r.get(c) for c in key_cols) == key),
@@ -225,8 +235,9 @@ def draw_line(rows: list[dict], plot: Plot, path: Path, env: dict | None = None)
             hue = kv.get(plot.hue) if plot.hue else None
             sty = styles.index(kv.get(plot.style)) if plot.style else 0
             name = " ".join(str(kv[c]) for c in series_cols) or plot.y
-            if extra:
-                name += " (" + _facet_text(extra, [kv[c] for c in extra]) + ")"
+            shown = [(c, kv[c]) for c in extra if kv[c] is not None]
+            if shown:
+                name += " (" + _facet_text(*zip(*shown)) + ")"
             xs = [r[plot.x] for r in pts]
             ys = [r[plot.y] for r in pts]
             fit = _fit_slope(xs, ys) if plot.logx and plot.logy and plot.slope else None
@@ -267,12 +278,19 @@ def draw_line(rows: list[dict], plot: Plot, path: Path, env: dict | None = None)
             ax.text(0.5, 0.5, "no successful measurements", transform=ax.transAxes,
                     ha="center", va="center", color="0.5")
         elif ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=8)
+            many = len(ax.get_legend_handles_labels()[0]) > 8
+            ax.legend(fontsize=7 if many else 8, ncol=2 if many else 1)
     for ax in axes[len(facets):]:
         ax.set_visible(False)
-    fig.suptitle(_title(plot))
+    _suptitle(fig, _title(plot))
     fig.savefig(path, dpi=110)
     return path
+
+
+def _suptitle(fig, text: str) -> None:
+    """The figure title, wrapped to the figure's width."""
+    width = max(40, int(fig.get_figwidth() * 11))
+    fig.suptitle("\n".join(textwrap.wrap(text, width)))
 
 
 def _limits(values):
@@ -313,8 +331,8 @@ def _mark_oom(ax, failed, plot: Plot, pts, fit, color, with_label: bool, name: s
                 linewidth=1)
     note = f"OOM at {plot.x}={short_int(x)}" + (
         f"\n(would need ~{human_bytes(y)})" if fit is not None and plot.y in BYTE_COLUMNS else "")
-    ax.annotate(note, (x, y), xytext=(-8, 10), textcoords="offset points", fontsize=8,
-                color=color, ha="right")
+    ax.annotate(note, (x, y), xytext=(-10, -6), textcoords="offset points", fontsize=8,
+                color=color, ha="right", va="top")
 
 
 def _title(plot: Plot) -> str:
@@ -338,7 +356,7 @@ def draw_heatmap(rows: list[dict], plot: Plot, path: Path, env: dict | None = No
                                                 r.get(plot.x), r.get(plot.y)))
     facet_cols = list(plot.col) + extra
     facets = _sorted_unique((tuple(r.get(c) for c in facet_cols) for r in cell_rows),
-                            facet_cols) or [()]
+                            facet_cols, _method_order(rows)) or [()]
     xs = _sorted_unique(r[plot.x] for r in cell_rows)
     ys = _sorted_unique(r[plot.y] for r in cell_rows)
     nv = len(plot.value)
@@ -366,7 +384,7 @@ def draw_heatmap(rows: list[dict], plot: Plot, path: Path, env: dict | None = No
             if facet_cols:
                 head = f"{head}\n{_facet_text(facet_cols, facet)}"
             ax.set_title(head, fontsize=10)
-    fig.suptitle(_title(plot))
+    _suptitle(fig, _title(plot))
     fig.savefig(path, dpi=110)
     return path
 
@@ -376,8 +394,7 @@ def _heat_panel(ax, grid, status, value, xs, ys) -> None:
     norm = None
     if finite.size and finite.min() > 0 and finite.max() / finite.min() > 10:
         norm = mcolors.LogNorm(finite.min(), finite.max())
-    cmap = matplotlib.colormaps["viridis"].copy()
-    cmap.set_bad("0.92")
+    cmap = matplotlib.colormaps["viridis"].with_extremes(bad="0.92")
     im = ax.imshow(np.ma.masked_invalid(grid), origin="lower", aspect="auto", cmap=cmap,
                    norm=norm)
     cbar = ax.figure.colorbar(im, ax=ax, shrink=0.9)

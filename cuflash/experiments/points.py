@@ -9,8 +9,8 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from ..tile import TileConfig, default_tile
-from .schema import Experiment
+from ..tile import TileConfig
+from .schema import Experiment, device_smem_limit, library_tile
 
 #: Columns that identify a point; a results row with the same values is the same point.
 KEY_COLUMNS = ("method", "backend", "tile", "deterministic", "seq_len", "kv_len", "head_dim",
@@ -131,8 +131,9 @@ def resolve_device(exp: Experiment) -> str:
     return "gpu" if gpu_available() else "cpu"
 
 
-def _variants(method, d: int, dtype: str, pass_: str):
-    """(backend, fwd_tile, bwd_tile, deterministic) for one method entry at one (d, dtype, pass)."""
+def _variants(method, d: int, dtype: str, pass_: str, smem_limit: int | None):
+    """(backend, fwd_tile, bwd_tile, deterministic) for one method entry at one (d, dtype, pass).
+    Tile fields a grid leaves out are the library's defaults for a device with ``smem_limit``."""
     if method.name == "naive":
         yield "", None, None, None
     elif method.name == "torch_sdpa":
@@ -143,17 +144,20 @@ def _variants(method, d: int, dtype: str, pass_: str):
         bwd = pass_ in ("backward", "both")
         for partial in method.tiles:
             fields = dict(partial or ())
-            ft = default_tile(d, dtype).replace(**fields) if fwd else None
-            bt = default_tile(d, dtype, backward=True).replace(**fields) if bwd else None
+            ft = library_tile(d, dtype, False, smem_limit, **fields) if fwd else None
+            bt = library_tile(d, dtype, True, smem_limit, **fields) if bwd else None
             for det in (method.deterministic if bwd else (None,)):
                 yield "", ft, bt, det
 
 
-def enumerate_points(exp: Experiment, device: str | None = None) -> list[Point]:
+def enumerate_points(exp: Experiment, device: str | None = None,
+                     smem_limit: int | None | str = "device") -> list[Point]:
     """Every point of the experiment, in run order: per configuration, T ascending, then methods
     (so an interrupted run has every method at the smaller sizes, and OOM skipping sees sizes
     grow). Duplicates (e.g. deterministic on a forward pass) are dropped."""
     device = device or resolve_device(exp)
+    if smem_limit == "device":
+        smem_limit = device_smem_limit() if device == "gpu" else None
     ax = exp.axes
     seen, points = set(), []
     for pass_ in ax.passes:
@@ -169,7 +173,9 @@ def enumerate_points(exp: Experiment, device: str | None = None) -> list[Point]:
                                             continue
                                         where = ("cpu" if m.name == "twin" else
                                                  "gpu" if m.name == "torch_sdpa" else device)
-                                        for backend, ft, bt, det in _variants(m, d, dtype, pass_):
+                                        for backend, ft, bt, det in _variants(
+                                                m, d, dtype, pass_,
+                                                None if m.name == "twin" else smem_limit):
                                             label = f"{m.label}_{backend}" if backend else m.label
                                             p = Point(label, m.name, backend, T, S, d, batch,
                                                       heads, dtype, causal, pass_, where, ft, bt,

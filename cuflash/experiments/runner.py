@@ -164,7 +164,8 @@ def run(exp: Experiment, out_dir=None, *, log: Callable[[str], None] = print,
                         size = (p.scores, p.seq_len)
                         oom_at[p.group()] = min(oom_at.get(p.group(), size), size)
                 finally:
-                    free_device_memory()
+                    if p.device == "gpu":
+                        free_device_memory()
                 if row["status"] == "ok" and cfg.hbm_bytes:
                     _add_hbm(row, p, cfg, hbm)
                 n_measured += 1

@@ -75,6 +75,17 @@ class SchemaError(ValueError):
         super().__init__(f"{source}: {path or '<top level>'}: {message}")
 
 
+def library_tile(head_dim: int, dtype: str, backward: bool, smem_limit: int | None,
+                 **fields) -> TileConfig:
+    """The library's default tile for (head_dim, dtype, pass) on a device with ``smem_limit``
+    bytes of shared memory per block (None: no device), with ``fields`` replaced."""
+    try:
+        tile = default_tile(head_dim, dtype, backward=backward, smem_limit=smem_limit)
+    except TypeError:  # a default_tile without the smem_limit argument
+        tile = default_tile(head_dim, dtype, backward=backward)
+    return tile.replace(**fields) if fields else tile
+
+
 # -- the dataclasses --------------------------------------------------------------------------------
 
 @dataclasses.dataclass(frozen=True)
@@ -463,7 +474,7 @@ def _check_tiles(r: _Reader, method: Method, i: int, axes: Axes, smem_limit: int
                     for backward in {"forward": (False,), "backward": (True,),
                                      "both": (False, True)}[p]:
                         try:
-                            tile = default_tile(d, dt, backward=backward).replace(**fields)
+                            tile = library_tile(d, dt, backward, smem_limit, **fields)
                             if check is not None:
                                 check(tile, d, dt, backward=backward, smem_limit=smem_limit)
                         except ValueError as exc:
