@@ -16,6 +16,13 @@ def _backend(xp):
     return ops
 
 
+def _default(p, backward):
+    """Default tile for this problem; on the GPU, one that fits the device's shared memory."""
+    ops = _backend(p.xp)
+    limit = None if ops is None else ops.smem_limit()
+    return default_tile(p.d, p.dtype, backward=backward, smem_limit=limit)
+
+
 def attention(q, k, v, *, causal=False, scale=None, tile=None, return_lse=False):
     """Exact attention softmax(scale · q kᵀ) v, tiled: the T×S scores never reach device memory.
 
@@ -44,7 +51,7 @@ def attention(q, k, v, *, causal=False, scale=None, tile=None, return_lse=False)
     lse : array (lead..., T), float32 (float64 for float64 inputs); only with ``return_lse``.
     """
     p = checks.check_qkv(q, k, v, causal=causal, scale=scale)
-    tile = checks.check_tile(tile) or default_tile(p.d, p.dtype)
+    tile = checks.check_tile(tile) or _default(p, backward=False)
     xp = p.xp
     if p.T == 0:
         out = xp.empty(p.lead + (0, p.d), dtype=p.dtype)
@@ -91,7 +98,7 @@ def attention_backward(dout, q, k, v, out, lse, *, causal=False, scale=None, til
     dq, dk, dv : arrays shaped and typed like q, k and v (summed over broadcast leading dims).
     """
     p = checks.check_qkv(q, k, v, causal=causal, scale=scale)
-    tile = checks.check_tile(tile) or default_tile(p.d, p.dtype, backward=True)
+    tile = checks.check_tile(tile) or _default(p, backward=True)
     xp = p.xp
     full = p.lead + (p.T, p.d)
     checks.check_same("dout", dout, "the output", full, p.dtype, xp)
@@ -123,8 +130,10 @@ def attention_vjp(q, k, v, **kwargs):
     Keyword arguments: causal, scale, tile (forward), backward_tile and deterministic (backward).
     The forward's lse is kept for the backward; nothing T×S is.
     """
-    bwd_tile = kwargs.pop("backward_tile", None)
+    bwd_tile = checks.check_tile(kwargs.pop("backward_tile", None), "backward_tile")
     deterministic = kwargs.pop("deterministic", False)
+    if not isinstance(deterministic, (bool, np.bool_)):
+        raise TypeError(f"deterministic must be a bool, got {deterministic!r}")
     unknown = set(kwargs) - {"causal", "scale", "tile"}
     if unknown:
         raise TypeError(f"attention_vjp got unexpected keyword arguments {sorted(unknown)}; "

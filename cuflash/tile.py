@@ -42,7 +42,7 @@ class TileConfig:
 
     kernel: str = "simt"
     """Kernel family: 'simt' (CUDA cores, every dtype and head_dim) or 'mma' (tensor cores,
-    float16/bfloat16, head_dim a multiple of 16)."""
+    float16/bfloat16)."""
 
     def __post_init__(self):
         for name in ("block_m", "block_n"):
@@ -71,35 +71,66 @@ class TileConfig:
 
 
 def mma_capable(head_dim: int, dtype) -> bool:
-    """Whether the tensor-core kernels cover this head_dim and dtype."""
-    return dtype_name(dtype) in ("float16", "bfloat16") and head_dim % 16 == 0
+    """Whether the tensor-core kernels cover this head_dim and dtype (every supported head_dim:
+    the kernels pad it to a multiple of 32 with zeros)."""
+    return dtype_name(dtype) in ("float16", "bfloat16")
 
 
-def default_tile(head_dim: int, dtype, *, backward: bool = False) -> TileConfig:
-    """The tile the library uses when ``tile=None``, per (head_dim, dtype, pass).
-
-    Each choice and its reason sits beside it; measurements behind the tensor-core choices are in
-    NOTES.md. The CPU twin reads only block_m and block_n, so the same default serves it.
+def tile_candidates(head_dim: int, dtype, *, backward: bool = False) -> list[TileConfig]:
+    """Tiles for (head_dim, dtype, pass), preferred first; ``default_tile`` takes the first that
+    fits the device. The reason for each first choice sits beside it; measurements are in NOTES.md.
     """
     name = dtype_name(dtype)
-    if mma_capable(head_dim, dtype):
+    if mma_capable(head_dim, dtype) and not (backward and head_dim > 128):
         if not backward:
-            # Forward, tensor cores: 4 warps × 16 query rows each = 64 rows; d <= 128 affords
-            # 2 m-tiles per warp (128 rows) so each K/V fragment read from shared memory feeds two
-            # mma's, halving shared-memory traffic per FLOP (FlashAttention-2 uses 128×64 at d=128).
+            # Forward, tensor cores. Each warp owns 16·MT query rows and keeps S (16·MT × block_n)
+            # and O (16·MT × d) in registers. d <= 64: MT = 2 (128 rows, 4 warps) fits in 225
+            # registers and lets each K/V fragment read from shared memory feed two mma's.
+            # d <= 128: MT = 2 spills (255 registers + 164 B), so MT = 1 (64 rows, 184 registers,
+            # two blocks per SM). d > 128: O alone takes 128 registers; block_n = 32 keeps S small.
             if head_dim <= 64:
-                return TileConfig(128, 128, 4, 2, "mma")
-            if head_dim <= 128:
-                return TileConfig(128, 64, 4, 2, "mma")
-            return TileConfig(64, 64, 4, 2, "mma")
-        # Backward, tensor cores: one warp per 16 keys of the resident K/V tile; 64 keys × 64
-        # queries keeps dK and dV accumulators plus S^T and dP^T within 255 registers at d <= 128.
-        if head_dim <= 128:
-            return TileConfig(64, 64, 4, 2, "mma")
-        return TileConfig(32, 64, 4, 2, "mma")
+                first = [TileConfig(128, 64, 4, 2, "mma")]
+            elif head_dim <= 128:
+                first = [TileConfig(64, 64, 4, 2, "mma")]
+            else:
+                first = [TileConfig(64, 32, 4, 2, "mma")]
+            return first + [TileConfig(64, 32, 4, 1, "mma"), TileConfig(32, 32, 2, 1, "mma")]
+        # Backward, tensor cores: one warp per 16 keys of the resident K/V tile (block_n = 64
+        # with 4 warps) holds dK and dV (2 × 16 × d floats) plus Sᵀ and dPᵀ (2 × 16 × block_m).
+        # d <= 64: block_m = 64 fits in 240 registers. d <= 128: block_m = 64 spills (254
+        # registers + 24 B), block_m = 32 does not (242). Larger d falls back to CUDA cores.
+        first = TileConfig(64 if head_dim <= 64 else 32, 64, 4, 2, "mma")
+        return [first, first.replace(num_stages=1), TileConfig(32, 32, 2, 1, "mma")]
     # CUDA-core (SIMT) path: every dtype and head_dim. Tiles hold float (double for float64)
-    # copies in shared memory, so large head dims and float64 take smaller tiles to fit 227 KB.
+    # copies in shared memory (Q, K, V and P tiles: about (block_m + 2·block_n)·d·4 bytes), so
+    # wide rows (float64, or d > 128) take smaller tiles to fit 227 KB, and smaller GPUs
+    # (sm_86/sm_89: 99 KB) take the later entries.
     wide = name == "float64" or head_dim > 128
+    very_wide = name == "float64" and head_dim > 128
     if not backward:
-        return TileConfig(32 if wide else 64, 64, 4 if wide else 8, 1, "simt")
-    return TileConfig(32, 32 if wide else 64, 4, 1, "simt")
+        first = ([TileConfig(32, 32, 4, 1)] if very_wide else
+                 [TileConfig(32, 64, 4, 1)] if wide else [TileConfig(64, 64, 8, 1)])
+        return first + [TileConfig(32, 32, 4, 1), TileConfig(16, 32, 2, 1), TileConfig(16, 16, 1, 1)]
+    first = ([TileConfig(16, 16, 4, 1)] if very_wide else
+             [TileConfig(32, 32, 4, 1)] if wide else [TileConfig(32, 64, 4, 1)])
+    return first + [TileConfig(32, 32, 4, 1), TileConfig(16, 16, 2, 1), TileConfig(16, 16, 1, 1)]
+
+
+def default_tile(head_dim: int, dtype, *, backward: bool = False,
+                 smem_limit: int | None = None) -> TileConfig:
+    """The tile used when ``tile=None``: the first of ``tile_candidates`` that the kernels accept
+    within ``smem_limit`` bytes of shared memory per block (no limit: the first candidate; the
+    CPU twin reads only block_m and block_n)."""
+    cands = tile_candidates(head_dim, dtype, backward=backward)
+    if smem_limit is None:
+        return cands[0]
+    from .gpu.plan import check_tile  # the kernels' constraints live with the kernels
+    errors = []
+    for cand in cands:
+        try:
+            check_tile(cand, head_dim, dtype, backward=backward, smem_limit=smem_limit)
+            return cand
+        except ValueError as exc:
+            errors.append(str(exc))
+    raise ValueError(f"no tile fits head_dim={head_dim}, dtype={dtype_name(dtype)} in "
+                     f"{smem_limit} bytes of shared memory:\n" + "\n".join(errors))

@@ -1,0 +1,126 @@
+"""Launch the forward and backward kernels on CuPy arrays (batch, T, d), on CuPy's current stream.
+
+Called by ``cuflash.api`` after the arguments are checked and flattened; shapes here are
+(batch, T, d) for q, out, dout and (batch, S, d) for k, v, all C-contiguous.
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+
+import numpy as np
+
+from .._xp import accum_dtype, dtype_name
+from . import build, plan
+
+_LOG2E = 1.4426950408889634
+_MAX_GRID_Y = 65535
+_POISON = [False]
+
+
+@contextlib.contextmanager
+def poisoned_outputs():
+    """Within this block every output buffer is filled with NaN before the kernels run, so a
+    test can check that the kernels wrote every element (inputs finite => outputs finite)."""
+    _POISON.append(True)
+    try:
+        yield
+    finally:
+        _POISON.pop()
+
+
+def _empty(shape, dtype):
+    cp = _cp()
+    out = cp.empty(shape, dtype=dtype)
+    if _POISON[-1]:
+        out.fill(float("nan"))
+    return out
+
+
+def _cp():
+    import cupy
+    return cupy
+
+
+def smem_limit(device_id: int | None = None) -> int:
+    """Opt-in shared memory per block of a device, in bytes."""
+    cp = _cp()
+    dev = cp.cuda.Device(device_id) if device_id is not None else cp.cuda.Device()
+    return int(dev.attributes["MaxSharedMemoryPerBlockOptin"])
+
+
+def _aligned(x):
+    """x itself when its data is 16-byte aligned (the kernels load 16 bytes at a time), else a copy."""
+    return x if x.data.ptr % 16 == 0 else x.copy()
+
+
+def _batches(B: int):
+    """Batch ranges small enough for gridDim.y."""
+    for b0 in range(0, B, _MAX_GRID_Y):
+        yield b0, min(B, b0 + _MAX_GRID_Y)
+
+
+def _launch(spec, grid_x, B, args_of):
+    """Launch `spec` over the batch in chunks of at most 65535 (gridDim.y)."""
+    cp = _cp()
+    dev = cp.cuda.Device().id
+    plan.validate(spec, smem_limit(dev))
+    kern = build.get_kernel(spec, dev)
+    smem = spec.smem_bytes()
+    for b0, b1 in _batches(B):
+        kern((grid_x, b1 - b0), (spec.threads(),), args_of(b0, b1) + (np.int32(smem),),
+             shared_mem=smem)
+
+
+def forward(q, k, v, *, causal, scale, tile):
+    """out (batch, T, d) in q's dtype, lse (batch, T) float32 (float64 for float64 inputs)."""
+    cp = _cp()
+    B, T, d = q.shape
+    S = k.shape[1]
+    dt = dtype_name(q.dtype)
+    acc = accum_dtype(q.dtype)
+    (spec,) = plan.specs_for(dt, d, tile, causal, backward=False)
+    q, k, v = _aligned(q), _aligned(k), _aligned(v)
+    out = _empty(q.shape, q.dtype)
+    lse = _empty((B, T), acc)
+    grid_x = math.ceil(T / tile.block_m)
+    _launch(spec, grid_x, B, lambda b0, b1: (
+        q[b0:b1], k[b0:b1], v[b0:b1], out[b0:b1], lse[b0:b1], np.int32(T), np.int32(S),
+        np.int32(d), acc.type(scale * _LOG2E)))
+    return out, lse
+
+
+def backward(dout, q, k, v, out, lse, *, causal, scale, tile, deterministic):
+    """(dq, dk, dv) shaped like q, k, v; P recomputed from q, k, lse."""
+    cp = _cp()
+    B, T, d = q.shape
+    S = k.shape[1]
+    dt = dtype_name(q.dtype)
+    acc = accum_dtype(q.dtype)
+    specs = plan.specs_for(dt, d, tile, causal, backward=True, deterministic=deterministic)
+    dout, q, k, v, out = (_aligned(x) for x in (dout, q, k, v, out))
+    lse = cp.ascontiguousarray(lse, dtype=acc)
+    dev = cp.cuda.Device().id
+
+    # -- D = rowsum(dO ∘ O): one warp per row, 8 rows per block
+    D = _empty((B, T), acc)
+    rows = B * T
+    build.get_preprocess(dt, dev)((math.ceil(rows / 8),), (256,),
+                                  (out, dout, D, np.int64(rows), np.int32(d)))
+
+    dk = _empty(k.shape, k.dtype)
+    dv = _empty(v.shape, v.dtype)
+    sc, sl2 = acc.type(scale), acc.type(scale * _LOG2E)
+    dkdv = specs[0]
+    dq_accum = cp.zeros((B, T, d), dtype=acc) if dkdv.atomic_dq else cp.empty((1, 1, 1), dtype=acc)
+    _launch(dkdv, math.ceil(S / tile.block_n), B, lambda b0, b1: (
+        q[b0:b1], k[b0:b1], v[b0:b1], dout[b0:b1], lse[b0:b1], D[b0:b1], dk[b0:b1], dv[b0:b1],
+        dq_accum[b0:b1] if dkdv.atomic_dq else dq_accum, np.int32(T), np.int32(S), np.int32(d),
+        sc, sl2))
+    if dkdv.atomic_dq:
+        return dq_accum.astype(q.dtype), dk, dv
+    dq = _empty(q.shape, q.dtype)
+    _launch(specs[1], math.ceil(T / tile.block_m), B, lambda b0, b1: (
+        q[b0:b1], k[b0:b1], v[b0:b1], dout[b0:b1], lse[b0:b1], D[b0:b1], dq[b0:b1],
+        np.int32(T), np.int32(S), np.int32(d), sc, sl2))
+    return dq, dk, dv

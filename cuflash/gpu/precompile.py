@@ -1,0 +1,116 @@
+"""``python -m cuflash compile``: build every kernel specialization with NVRTC, no GPU needed.
+
+It compiles what the defaults can pick for the chosen architecture (every dtype × supported
+head_dim × causal × pass, deduplicated: specializations are per padded head_dim), plus the
+TileConfigs the shipped experiments name, and prints registers, spills and shared memory of each.
+Exit status: 1 on a compile error, 2 with ``--fail-on-spills`` when a default kernel spills.
+"""
+from __future__ import annotations
+
+import argparse
+import concurrent.futures as cf
+import os
+import sys
+from pathlib import Path
+
+from .._xp import DTYPES
+from ..checks import SUPPORTED_HEAD_DIMS
+from ..tile import TileConfig, default_tile
+from . import build, plan
+
+
+def default_specs(arch: str) -> list[plan.KernelSpec]:
+    """Every specialization the defaults can pick on a GPU of this architecture."""
+    limit = plan.SMEM_LIMIT[arch]
+    specs = {}
+    for dt in DTYPES:
+        for d in SUPPORTED_HEAD_DIMS:
+            for backward in (False, True):
+                try:
+                    tile = default_tile(d, dt, backward=backward, smem_limit=limit)
+                except ValueError:
+                    continue   # nothing fits this GPU (reported by the library at call time)
+                for causal in (False, True):
+                    for det in ((True, False) if backward else (True,)):
+                        for s in plan.specs_for(dt, d, tile, causal, backward, det):
+                            specs[s.name] = s
+    return list(specs.values())
+
+
+def experiment_specs(root: Path | None = None) -> list[plan.KernelSpec]:
+    """Specializations named by the TileConfig grids of the shipped experiments/*.yaml."""
+    try:
+        from ..experiments.schema import tile_grid_points
+    except ImportError:
+        return []
+    root = root or Path(__file__).resolve().parents[2] / "experiments"
+    specs = {}
+    for path in sorted(root.glob("*.yaml")):
+        for dt, d, tile, causal, backward, det in tile_grid_points(path):
+            for s in plan.specs_for(dt, d, tile, causal, backward, det):
+                specs[s.name] = s
+    return list(specs.values())
+
+
+def _compile(args):
+    spec, arch, src = args
+    try:
+        return spec, build.compile_offline(src, spec.name, arch, spec.smem_bytes()), None
+    except RuntimeError as exc:
+        return spec, None, str(exc)
+
+
+def run(arch: str, fail_on_spills: bool, jobs: int, include_experiments: bool = True,
+        out=sys.stdout) -> int:
+    defaults = default_specs(arch)
+    names = {s.name for s in defaults}
+    extra = [s for s in (experiment_specs() if include_experiments else []) if s.name not in names]
+    todo = [(s, arch, build.source(s)) for s in defaults + extra]
+    failures, spilled = [], []
+    print(f"compiling {len(todo)} kernels for {arch} ({len(defaults)} default, {len(extra)} from "
+          f"experiments) with {jobs} processes", file=out)
+    print(f"{'kernel':64} {'regs':>4} {'spill':>6} {'stack':>5} {'smem':>7}", file=out)
+    with cf.ProcessPoolExecutor(max_workers=jobs) as pool:
+        for spec, rep, err in pool.map(_compile, todo):
+            if err:
+                failures.append(err)
+                print(f"{spec.name:64} FAILED", file=out)
+                continue
+            flag = ""
+            if rep.spills and spec.name in names:
+                spilled.append(spec.name)
+                flag = "  <- spills (default)"
+            print(f"{spec.name:64} {rep.registers:>4} {rep.spills:>6} {rep.stack_bytes:>5} "
+                  f"{spec.smem_bytes():>7}{flag}", file=out)
+    for dt in DTYPES:
+        try:
+            build.compile_offline(build.preprocess_source(dt), build.preprocess_name(dt), arch)
+        except RuntimeError as exc:
+            failures.append(str(exc))
+    for f in failures:
+        print(f, file=out)
+    print(f"{len(todo) - len(failures)} compiled, {len(failures)} failed, "
+          f"{len(spilled)} default kernels spill", file=out)
+    if failures:
+        return 1
+    if fail_on_spills and spilled:
+        return 2
+    return 0
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="cuflash compile", description=__doc__.splitlines()[0])
+    ap.add_argument("--arch", default="sm_90", choices=sorted(plan.SMEM_LIMIT),
+                    help="target architecture (default sm_90)")
+    ap.add_argument("--fail-on-spills", action="store_true",
+                    help="exit 2 if a kernel the defaults pick spills registers")
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+                    help="compiler processes (default: CPU count)")
+    ap.add_argument("--no-experiments", action="store_true",
+                    help="only the defaults, not the experiments' tile grids")
+    args = ap.parse_args(argv)
+    return run(args.arch, args.fail_on_spills, args.jobs, not args.no_experiments)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

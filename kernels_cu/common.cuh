@@ -1,0 +1,77 @@
+// cuflash: numeric helpers shared by every kernel. Compiled by NVRTC (no <cuda.h>, no libc).
+#pragma once
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+
+namespace cuflash {
+
+// Softmax runs in base 2: scores are kept as s·scale·log2(e) so that p = 2^(s - m) is one ex2
+// instruction; lse is converted back to natural log when written.
+constexpr double kLog2e = 1.4426950408889634074;
+constexpr double kLn2 = 0.6931471805599453094;
+
+template <typename Acc> struct Num;
+template <> struct Num<float> {
+    static __device__ __forceinline__ float exp2(float x) { return exp2f(x); }
+    static __device__ __forceinline__ float log2(float x) { return log2f(x); }
+    static __device__ __forceinline__ float inf() { return __int_as_float(0x7f800000); }
+    static __device__ __forceinline__ float max(float a, float b) { return fmaxf(a, b); }
+};
+template <> struct Num<double> {
+    static __device__ __forceinline__ double exp2(double x) { return ::exp2(x); }
+    static __device__ __forceinline__ double log2(double x) { return ::log2(x); }
+    static __device__ __forceinline__ double inf() { return __longlong_as_double(0x7ff0000000000000LL); }
+    static __device__ __forceinline__ double max(double a, double b) { return fmax(a, b); }
+};
+
+// -- conversions between the storage type T and the accumulator type Acc
+template <typename Acc> __device__ __forceinline__ Acc to_acc(__half x) { return Acc(__half2float(x)); }
+template <typename Acc> __device__ __forceinline__ Acc to_acc(__nv_bfloat16 x) { return Acc(__bfloat162float(x)); }
+template <typename Acc> __device__ __forceinline__ Acc to_acc(float x) { return Acc(x); }
+template <typename Acc> __device__ __forceinline__ Acc to_acc(double x) { return Acc(x); }
+
+template <typename T> struct Store;
+template <> struct Store<__half> {
+    static __device__ __forceinline__ __half from(float x) { return __float2half_rn(x); }
+};
+template <> struct Store<__nv_bfloat16> {
+    static __device__ __forceinline__ __nv_bfloat16 from(float x) { return __float2bfloat16_rn(x); }
+};
+template <> struct Store<float> {
+    static __device__ __forceinline__ float from(float x) { return x; }
+};
+template <> struct Store<double> {
+    static __device__ __forceinline__ double from(double x) { return x; }
+};
+
+// Round an accumulator value to the storage precision and back: the kernels feed P and dS to
+// their matrix products in T's precision (what the tensor cores take), and the CPU twin does the
+// same, so both compute one function.
+template <typename T, typename Acc>
+__device__ __forceinline__ Acc round_to(Acc x) {
+    if constexpr (sizeof(T) < 4) return to_acc<Acc>(Store<T>::from(float(x)));
+    else return x;
+}
+
+// 16 bytes of T from global memory, converted to Acc. `g` must be 16-byte aligned.
+template <typename T, typename Acc>
+__device__ __forceinline__ void load16(const T* g, Acc (&out)[16 / sizeof(T)]) {
+    constexpr int E = 16 / sizeof(T);
+    uint4 raw = *reinterpret_cast<const uint4*>(g);
+    const T* vals = reinterpret_cast<const T*>(&raw);
+#pragma unroll
+    for (int e = 0; e < E; ++e) out[e] = to_acc<Acc>(vals[e]);
+}
+
+// A 16-byte vector of Acc in shared memory (4 floats or 2 doubles).
+template <typename Acc> struct Vec16;
+template <> struct Vec16<float> { using type = float4; };
+template <> struct Vec16<double> { using type = double2; };
+
+template <typename Acc>
+__device__ __forceinline__ void lds16(const Acc* s, Acc (&out)[16 / sizeof(Acc)]) {
+    using V = typename Vec16<Acc>::type;
+    *reinterpret_cast<V*>(out) = *reinterpret_cast<const V*>(s);
+}
+
+}  // namespace cuflash

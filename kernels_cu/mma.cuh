@@ -1,0 +1,107 @@
+// cuflash: tensor-core building blocks (sm_80+): cp.async, ldmatrix, mma.sync m16n8k16.
+//
+// Fragment layouts of mma.m16n8k16 (PTX ISA, "Matrix Fragments for mma.m16n8k16"), for lane
+// l with g = l / 4 and t = l % 4:
+//   A (16×16, row-major), 4 regs of 2 elements: a0 = (g, 2t..2t+1), a1 = (g+8, 2t..),
+//       a2 = (g, 2t+8..), a3 = (g+8, 2t+8..)
+//   B (16×8, "col": element (k, n) with k fastest), 2 regs: b0 = (k 2t..2t+1, n g), b1 = (k 2t+8.., n g)
+//   C (16×8 float), 4 values: c0, c1 = (g, 2t..2t+1), c2, c3 = (g+8, 2t..2t+1)
+// So the C fragments of two adjacent n-tiles are, element for element, the A fragment of one
+// k-step: the softmax output P feeds the next product without leaving registers.
+#pragma once
+#include "common.cuh"
+
+namespace cuflash {
+
+__device__ __forceinline__ unsigned smem_addr(const void* p) {
+    return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+
+// 16 bytes global -> shared, asynchronously; zero-filled when !valid (no global read then).
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(smem)),
+                 "l"(gmem), "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+
+// Four 8×8 b16 matrices from shared memory; lane l gives the row address of matrix l / 8.
+__device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const void* smem) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_addr(smem)));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(unsigned (&r)[4], const void* smem) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_addr(smem)));
+}
+
+// c += a · b for one 16×8×16 product with float accumulators.
+template <typename T>
+__device__ __forceinline__ void mma16816(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1);
+template <>
+__device__ __forceinline__ void mma16816<__half>(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+        "{%8, %9}, {%0, %1, %2, %3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+template <>
+__device__ __forceinline__ void mma16816<__nv_bfloat16>(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+        "{%8, %9}, {%0, %1, %2, %3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Two floats rounded to T and packed into one register, lo in the low half.
+template <typename T> __device__ __forceinline__ unsigned pack2(float lo, float hi);
+template <> __device__ __forceinline__ unsigned pack2<__half>(float lo, float hi) {
+    __half2 h = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<unsigned*>(&h);
+}
+template <> __device__ __forceinline__ unsigned pack2<__nv_bfloat16>(float lo, float hi) {
+    __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<unsigned*>(&h);
+}
+
+// The A fragment of k-step kk from the C fragments of n-tiles 2kk and 2kk+1 (see the header).
+template <typename T>
+__device__ __forceinline__ void c_to_a(unsigned (&a)[4], const float (&c0)[4], const float (&c1)[4]) {
+    a[0] = pack2<T>(c0[0], c0[1]);
+    a[1] = pack2<T>(c0[2], c0[3]);
+    a[2] = pack2<T>(c1[0], c1[1]);
+    a[3] = pack2<T>(c1[2], c1[3]);
+}
+
+// Shared-memory addresses for ldmatrix, tiles stored row-major with row stride LDS elements.
+// A fragment (16 rows × 16 k) at (r0, k0); also B fragments of two n-tiles through .trans
+// when the stored rows are k (V in P·V: rows = keys, cols = head dim).
+template <int LDS, typename T>
+__device__ __forceinline__ const T* frag_a_addr(const T* s, int r0, int k0, int lane) {
+    return s + (r0 + (lane & 7) + ((lane >> 3) & 1) * 8) * LDS + k0 + (lane >> 4) * 8;
+}
+// B fragments of two n-tiles (n0..n0+15) × one k-step (k0..k0+15) when the stored rows are n
+// (K in Q·Kᵀ: rows = keys, cols = head dim): regs 0, 1 -> n-tile n0, regs 2, 3 -> n-tile n0+8.
+template <int LDS, typename T>
+__device__ __forceinline__ const T* frag_b_addr(const T* s, int n0, int k0, int lane) {
+    return s + (n0 + (lane & 7) + (lane >> 4) * 8) * LDS + k0 + ((lane >> 3) & 1) * 8;
+}
+
+// Issue cp.async for a ROWS × DP tile (global row stride d) into shared memory (row stride LDS);
+// rows >= rows_valid and columns >= d are zero-filled.
+template <int ROWS, int DP, int LDS, int NT, typename T>
+__device__ __forceinline__ void cp_async_tile(T* s, const T* g, int rows_valid, int d) {
+    constexpr int CPR = DP / 8;  // 16-byte chunks per row
+    for (int c = threadIdx.x; c < ROWS * CPR; c += NT) {
+        const int r = c / CPR, col = (c % CPR) * 8;
+        const bool valid = r < rows_valid && col < d;
+        cp_async16(s + r * LDS + col, valid ? g + size_t(r) * d + col : g, valid);
+    }
+}
+
+}  // namespace cuflash

@@ -1,0 +1,191 @@
+// cuflash: tile operations of the CUDA-core (SIMT) kernels, so that flash_fwd.cu and
+// flash_bwd.cu read as the algorithm. Every tile lives in shared memory as Acc (float, or double
+// for float64 inputs), rows padded by one 16-byte vector so that consecutive rows start in
+// different banks. The thread mappings here are mirrored by cuflash/gpu/plan.py (validity checks).
+#pragma once
+#include "common.cuh"
+
+namespace cuflash {
+
+// Load rows [0, rows_valid) of a ROWS × d tile of T (global, row stride d) into shared memory as
+// Acc (row stride LD). Rows past rows_valid become 0: finite, so 0·x never makes a NaN, and a
+// key row of zeros is masked anyway. Columns d..LD-1 are left alone (zeroed once at kernel start).
+template <typename T, typename Acc, int ROWS, int LD, int NT>
+__device__ __forceinline__ void load_tile(Acc* s, const T* g, int rows_valid, int d) {
+    constexpr int E = 16 / sizeof(T);  // elements per 16-byte load; d % 8 == 0, so d % E == 0
+    const int chunks = d / E;
+    for (int c = threadIdx.x; c < ROWS * chunks; c += NT) {
+        const int r = c / chunks;
+        const int col = (c - r * chunks) * E;
+        Acc vals[E];
+        if (r < rows_valid) {
+            load16<T, Acc>(g + size_t(r) * d + col, vals);
+        } else {
+#pragma unroll
+            for (int e = 0; e < E; ++e) vals[e] = Acc(0);
+        }
+#pragma unroll
+        for (int e = 0; e < E; ++e) s[r * LD + col + e] = vals[e];
+    }
+}
+
+// Load `rows_valid` entries of a per-row vector, filling the rest of ROWS with `fill`.
+template <typename Acc, int ROWS, int NT, typename F>
+__device__ __forceinline__ void load_rows(Acc* s, int rows_valid, Acc fill, F value_of) {
+    for (int r = threadIdx.x; r < ROWS; r += NT) s[r] = r < rows_valid ? value_of(r) : fill;
+}
+
+// C = A Bᵀ for a BR × BC tile: A is BR × DP (row stride LDA), B is BC × DP (row stride LDB),
+// both in shared memory; C stays in registers. Thread (ty, tx) owns rows ty·TR + i (i < TR) and
+// the strided columns tx + j·CT (j < TN, TN = 4 unless the tile is too small for NT threads), so
+// the CT threads sharing a row are CT consecutive lanes of one warp and row reductions are
+// warp shuffles.
+template <typename Acc, int BR, int BC, int DP, int NT>
+struct DotTile {
+    static constexpr int VEC = 16 / sizeof(Acc);
+    static constexpr int TN = BR * BC / NT >= 4 ? 4 : BR * BC / NT;  // columns per thread
+    static constexpr int CT = BC / TN;   // threads per row group
+    static constexpr int RT = NT / CT;   // row groups
+    static constexpr int TR = BR / RT;   // rows per thread
+    static_assert(TN >= 1 && CT <= 32 && (CT & (CT - 1)) == 0, "BC/TN must be a power of two <= 32");
+    static_assert(NT % CT == 0 && BR % RT == 0 && TR >= 1, "BR x BC tile does not split over NT threads");
+    static_assert(DP % VEC == 0, "head dim must be a multiple of the vector width");
+
+    Acc c[TR][TN];
+    int ty, tx;
+
+    __device__ __forceinline__ DotTile() : ty(threadIdx.x / CT), tx(threadIdx.x % CT) {}
+    __device__ __forceinline__ int row(int i) const { return ty * TR + i; }
+    __device__ __forceinline__ int col(int j) const { return tx + j * CT; }
+
+    template <int LDA, int LDB>
+    __device__ __forceinline__ void compute(const Acc* A, const Acc* B) {
+#pragma unroll
+        for (int i = 0; i < TR; ++i)
+#pragma unroll
+            for (int j = 0; j < TN; ++j) c[i][j] = Acc(0);
+#pragma unroll 4
+        for (int k = 0; k < DP; k += VEC) {
+            Acc a[TR][VEC], b[TN][VEC];
+#pragma unroll
+            for (int i = 0; i < TR; ++i) lds16(A + row(i) * LDA + k, a[i]);
+#pragma unroll
+            for (int j = 0; j < TN; ++j) lds16(B + col(j) * LDB + k, b[j]);
+#pragma unroll
+            for (int i = 0; i < TR; ++i)
+#pragma unroll
+                for (int j = 0; j < TN; ++j)
+#pragma unroll
+                    for (int e = 0; e < VEC; ++e) c[i][j] += a[i][e] * b[j][e];
+        }
+    }
+
+    // Reductions over the CT lanes that share a row group.
+    static __device__ __forceinline__ Acc row_max(Acc x) {
+#pragma unroll
+        for (int o = CT / 2; o > 0; o >>= 1) x = Num<Acc>::max(x, __shfl_xor_sync(0xffffffffu, x, o));
+        return x;
+    }
+    static __device__ __forceinline__ Acc row_sum(Acc x) {
+#pragma unroll
+        for (int o = CT / 2; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
+        return x;
+    }
+};
+
+// O += P X for a BR × DP accumulator in registers: P(r, n) and X (N × DP, row stride LDX) in
+// shared memory, P(r, n) = P[r·LDP + n], or P[n·LDP + r] when TRANS_P (Pᵀ is what is stored).
+// Thread (ty, tx) owns rows ty·TR + i and the 16-byte column chunks (tx + j·CTX)·VEC, j < J.
+template <typename Acc, int BR, int DP, int NT>
+struct OuterAcc {
+    static constexpr int VEC = 16 / sizeof(Acc);
+    static constexpr int CTX = (DP / VEC) % 16 == 0 ? 16 : 8;  // column threads
+    static constexpr int RT = NT / CTX;                        // row groups
+    static constexpr int TR = BR / RT;                         // rows per thread
+    static constexpr int J = DP / VEC / CTX;                   // column chunks per thread
+    static_assert((DP / VEC) % CTX == 0, "head dim does not split into column chunks");
+    static_assert(NT % CTX == 0 && BR % RT == 0 && TR >= 1, "BR x DP tile does not split over NT threads");
+
+    Acc o[TR][J * VEC];
+    int ty, tx;
+
+    __device__ __forceinline__ OuterAcc() : ty(threadIdx.x / CTX), tx(threadIdx.x % CTX) {}
+    __device__ __forceinline__ int row(int i) const { return ty * TR + i; }
+    __device__ __forceinline__ int col(int j) const { return (tx + j * CTX) * VEC; }
+
+    __device__ __forceinline__ void zero() {
+#pragma unroll
+        for (int i = 0; i < TR; ++i)
+#pragma unroll
+            for (int c = 0; c < J * VEC; ++c) o[i][c] = Acc(0);
+    }
+
+    // o[r][:] *= f[r] (the online-softmax rescale by alpha)
+    __device__ __forceinline__ void scale_rows(const Acc* f) {
+#pragma unroll
+        for (int i = 0; i < TR; ++i) {
+            const Acc s = f[row(i)];
+#pragma unroll
+            for (int c = 0; c < J * VEC; ++c) o[i][c] *= s;
+        }
+    }
+
+    template <bool TRANS_P, int LDP, int LDX, int N>
+    __device__ __forceinline__ void accumulate(const Acc* P, const Acc* X) {
+#pragma unroll 2
+        for (int n = 0; n < N; ++n) {
+            Acc p[TR], x[J][VEC];
+#pragma unroll
+            for (int i = 0; i < TR; ++i) p[i] = TRANS_P ? P[n * LDP + row(i)] : P[row(i) * LDP + n];
+#pragma unroll
+            for (int j = 0; j < J; ++j) lds16(X + n * LDX + col(j), x[j]);
+#pragma unroll
+            for (int i = 0; i < TR; ++i)
+#pragma unroll
+                for (int j = 0; j < J; ++j)
+#pragma unroll
+                    for (int e = 0; e < VEC; ++e) o[i][j * VEC + e] += p[i] * x[j][e];
+        }
+    }
+
+    // g[r][c] = o[r][c] · factor(r) for rows r < rows_valid and columns c < d (row stride d).
+    template <typename T, typename F>
+    __device__ __forceinline__ void store(T* g, int rows_valid, int d, F factor) const {
+#pragma unroll
+        for (int i = 0; i < TR; ++i) {
+            if (row(i) >= rows_valid) continue;
+            const Acc f = factor(row(i));
+#pragma unroll
+            for (int j = 0; j < J; ++j)
+#pragma unroll
+                for (int e = 0; e < VEC; ++e) {
+                    const int c = col(j) + e;
+                    if (c < d) g[size_t(row(i)) * d + c] = Store<T>::from(o[i][j * VEC + e] * f);
+                }
+        }
+    }
+
+    // g[r][c] += o[r][c] · factor with atomics (the dQ accumulator of the backward).
+    __device__ __forceinline__ void atomic_add(Acc* g, int rows_valid, int d, Acc factor) const {
+#pragma unroll
+        for (int i = 0; i < TR; ++i) {
+            if (row(i) >= rows_valid) continue;
+#pragma unroll
+            for (int j = 0; j < J; ++j)
+#pragma unroll
+                for (int e = 0; e < VEC; ++e) {
+                    const int c = col(j) + e;
+                    if (c < d) atomicAdd(g + size_t(row(i)) * d + c, o[i][j * VEC + e] * factor);
+                }
+        }
+    }
+};
+
+// Zero `bytes` of shared memory (multiple of 16) with 16-byte stores.
+template <int NT>
+__device__ __forceinline__ void zero_smem(void* s, int bytes) {
+    uint4* p = reinterpret_cast<uint4*>(s);
+    for (int x = threadIdx.x; x < bytes / 16; x += NT) p[x] = make_uint4(0, 0, 0, 0);
+}
+
+}  // namespace cuflash

@@ -1,0 +1,241 @@
+"""GPU-only checks of the CUDA kernels: every output element written (outputs poisoned with NaN
+before each launch), identical bits on repeated runs, agreement with the CPU twin to rounding,
+explicit TileConfigs of both kernel families against the oracle, refusals, launch details and
+O(T) device memory. The shared tests (test_forward.py, test_backward.py, ...) also run on the GPU
+through the `xp` fixture."""
+import numpy as np
+import pytest
+
+import cuflash
+from cuflash import TileConfig
+from cuflash._xp import cupy_module, dtype_name, to_numpy
+from cuflash.oracle import oracle_attention, oracle_backward
+
+from helpers import ALL_DTYPES, assert_matches_oracle, grad_scale, make_inputs
+
+pytestmark = pytest.mark.gpu
+
+SIMT = [TileConfig(64, 64, 8, 1), TileConfig(32, 32, 4, 1), TileConfig(16, 32, 2, 1)]
+MMA_FWD = [TileConfig(128, 64, 4, 2, "mma"), TileConfig(64, 64, 4, 1, "mma"),
+           TileConfig(64, 32, 4, 2, "mma"), TileConfig(32, 32, 2, 2, "mma")]
+MMA_BWD = [TileConfig(64, 64, 4, 2, "mma"), TileConfig(32, 64, 4, 1, "mma"),
+           TileConfig(32, 32, 2, 2, "mma")]
+
+
+@pytest.fixture
+def cp():
+    return cupy_module()
+
+
+def _finite_everywhere(name, x):
+    x = to_numpy(x).astype(np.float64)
+    bad = ~np.isfinite(x)
+    assert not bad.any(), f"{name}: {bad.sum()} of {x.size} elements not written (NaN/inf) " \
+                          f"at {np.argwhere(bad)[:5].tolist()}"
+
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES)
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("T,S,d", [(97, 257, 72), (257, 257, 128), (1, 17, 16), (130, 300, 256)])
+def test_every_output_written(cp, dtype, causal, T, S, d):
+    """Outputs start as NaN; with finite inputs where every query sees a key, nothing stays NaN."""
+    from cuflash.gpu.ops import poisoned_outputs
+    q, k, v = make_inputs(cp, (2, T, d), (2, S, d), dtype, seed=T * 7 + S)
+    do = make_inputs(cp, (2, T, d), (2, S, d), dtype, seed=5)[0]
+    with poisoned_outputs():
+        out, lse = cuflash.attention(q, k, v, causal=causal, return_lse=True)
+        _finite_everywhere("out", out)
+        _finite_everywhere("lse", lse)
+        for det in (True, False):
+            for name, g in zip(("dq", "dk", "dv"), cuflash.attention_backward(
+                    do, q, k, v, out, lse, causal=causal, deterministic=det)):
+                _finite_everywhere(f"{name} (deterministic={det})", g)
+
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES)
+def test_repeated_runs_identical_bits(cp, dtype):
+    q, k, v = make_inputs(cp, (3, 300, 64), (3, 333, 64), dtype, seed=11)
+    do = make_inputs(cp, (3, 300, 64), (3, 333, 64), dtype, seed=12)[0]
+    runs = []
+    for _ in range(3):
+        out, lse = cuflash.attention(q, k, v, causal=True, return_lse=True)
+        grads = cuflash.attention_backward(do, q, k, v, out, lse, causal=True, deterministic=True)
+        runs.append([to_numpy(x).view(np.uint8) for x in (out, lse) + tuple(grads)])
+    for r in runs[1:]:
+        for name, a, b in zip(("out", "lse", "dq", "dk", "dv"), runs[0], r):
+            assert np.array_equal(a, b), f"{name} differs between runs ({dtype_name(dtype)})"
+
+
+def _ulp_tol(dtype, ref, factor):
+    eps = {"float16": 2.0 ** -10, "bfloat16": 2.0 ** -7, "float32": 2.0 ** -23,
+           "float64": 2.0 ** -52}[dtype_name(dtype)]
+    return factor * eps * float(np.abs(ref).max())
+
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES)
+@pytest.mark.parametrize("tile", [TileConfig(64, 64, 8, 1), TileConfig(64, 64, 4, 2, "mma")],
+                         ids=lambda t: t.short())
+def test_kernels_agree_with_twin(cp, dtype, tile):
+    """Same inputs, same tiles: the kernels and the CPU twin compute one function; they differ
+    only by the order of float32 (float64) sums, i.e. by rounding: a few units in the last place
+    of the output dtype (16-bit outputs: one rounding step either way)."""
+    if tile.kernel == "mma" and dtype_name(dtype) not in ("float16", "bfloat16"):
+        pytest.skip("mma kernels take float16/bfloat16")
+    q, k, v = make_inputs(cp, (2, 200, 64), (2, 190, 64), dtype, seed=21)
+    do = make_inputs(cp, (2, 200, 64), (2, 190, 64), dtype, seed=22)[0]
+    qn, kn, vn, don = (to_numpy(x) for x in (q, k, v, do))
+    out_g, lse_g = cuflash.attention(q, k, v, causal=True, tile=tile, return_lse=True)
+    out_c, lse_c = cuflash.attention(qn, kn, vn, causal=True, tile=tile, return_lse=True)
+    small = dtype_name(dtype) in ("float16", "bfloat16")
+    f = 2 if small else 256
+    ref = to_numpy(out_c).astype(np.float64)
+    diff = np.abs(to_numpy(out_g).astype(np.float64) - ref).max()
+    assert diff <= _ulp_tol(dtype, ref, f), f"out: kernel vs twin differ by {diff:.3e}"
+    lse_ref = to_numpy(lse_c).astype(np.float64)
+    acc = "float64" if dtype_name(dtype) == "float64" else "float32"
+    diff = np.abs(to_numpy(lse_g).astype(np.float64) - lse_ref).max()
+    assert diff <= _ulp_tol(acc, lse_ref, 256), f"lse: kernel vs twin differ by {diff:.3e}"
+    g_gpu = cuflash.attention_backward(do, q, k, v, out_g, lse_g, causal=True, deterministic=True,
+                                       tile=tile)
+    g_cpu = cuflash.attention_backward(don, qn, kn, vn, out_c, lse_c, causal=True,
+                                       deterministic=True, tile=tile)
+    for name, a, b in zip(("dq", "dk", "dv"), g_gpu, g_cpu):
+        ref = to_numpy(b).astype(np.float64)
+        diff = np.abs(to_numpy(a).astype(np.float64) - ref).max()
+        # 16-bit: P and dS are rounded to the dtype inside; a score that differs in its last
+        # float32 bit can round the other way, so allow a few steps of the 16-bit grid
+        assert diff <= _ulp_tol(dtype, ref, 8 if small else 1024), \
+            f"{name}: kernel vs twin differ by {diff:.3e}"
+
+
+def _tile_cases():
+    cases = []
+    for dt in ("float16", "bfloat16"):
+        cases += [(dt, t, "fwd") for t in MMA_FWD] + [(dt, t, "bwd") for t in MMA_BWD]
+    for dt in ("float16", "float32", "float64"):
+        cases += [(dt, t, "both") for t in SIMT]
+    return [pytest.param(dt, t, p, id=f"{dt}-{t.short()}-{p}") for dt, t, p in cases]
+
+
+@pytest.mark.parametrize("dtype,tile,pass_", _tile_cases())
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("T,S,d", [(97, 257, 64), (257, 97, 128), (1000, 1000, 40), (17, 1, 96)])
+def test_tiles_against_oracle(cp, dtype, tile, pass_, causal, T, S, d):
+    from cuflash.gpu.ops import smem_limit
+    from cuflash.gpu.plan import check_tile
+    try:
+        check_tile(tile, d, dtype, backward=pass_ != "fwd", smem_limit=smem_limit())
+        if pass_ == "both":
+            check_tile(tile, d, dtype, backward=False, smem_limit=smem_limit())
+    except ValueError as exc:
+        pytest.skip(f"tile not valid here: {exc}")
+    q, k, v = make_inputs(cp, (2, T, d), (2, S, d), dtype, seed=T + 3 * S + d)
+    qn, kn, vn = (to_numpy(x) for x in (q, k, v))
+    ref_out, ref_lse = oracle_attention(qn, kn, vn, causal=causal)
+    fwd_tile = tile if pass_ != "bwd" else None
+    out, lse = cuflash.attention(q, k, v, causal=causal, tile=fwd_tile, return_lse=True)
+    naive_out = cuflash.naive_attention(q, k, v, causal=causal)
+    assert_matches_oracle(out, ref_out, naive_out, dtype=dtype, name="out")
+    if pass_ == "fwd":
+        return
+    do = make_inputs(cp, (2, T, d), (2, S, d), dtype, seed=99)[0]
+    refs = oracle_backward(to_numpy(do), qn, kn, vn, causal=causal)
+    naive = cuflash.naive_attention_backward(do, q, k, v, causal=causal)
+    for det in (True, False):
+        grads = cuflash.attention_backward(do, q, k, v, out, lse, causal=causal, tile=tile,
+                                           deterministic=det)
+        for name, g, r, n in zip(("dq", "dk", "dv"), grads, refs, naive):
+            assert_matches_oracle(g, r, n, dtype=dtype, name=f"{name} (det={det})",
+                                  floor_scale=grad_scale(*refs))
+
+
+def test_tile_that_does_not_fit_is_refused(cp):
+    q, k, v = make_inputs(cp, (1, 64, 256), (1, 64, 256), np.float64, seed=1)
+    with pytest.raises(ValueError, match=r"needs \d+ bytes of shared memory.*allows \d+"):
+        cuflash.attention(q, k, v, tile=TileConfig(128, 128, 16, 1))
+
+
+def test_mma_refuses_float32(cp):
+    q, k, v = make_inputs(cp, (1, 64, 64), (1, 64, 64), np.float32, seed=1)
+    with pytest.raises(ValueError, match="float16 or bfloat16"):
+        cuflash.attention(q, k, v, tile=TileConfig(64, 64, 4, 2, "mma"))
+
+
+def test_batch_beyond_grid_limit(cp):
+    """More than 65535 heads: the launcher splits the batch over several grids."""
+    q, k, v = make_inputs(cp, (70000, 3, 16), (70000, 5, 16), np.float16, seed=2)
+    out = cuflash.attention(q, k, v)
+    ref, _ = oracle_attention(to_numpy(q[-5:]), to_numpy(k[-5:]), to_numpy(v[-5:]))
+    assert np.abs(to_numpy(out[-5:]).astype(np.float64) - ref).max() < 2e-3
+
+
+def test_misaligned_and_strided_inputs(cp):
+    """A data pointer that is not 16-byte aligned, and a strided view, give the same result."""
+    B, T, d = 2, 33, 64
+    base = cp.asarray(np.random.default_rng(3).standard_normal(B * T * d + 1).astype(np.float16))
+    q = base[1:].reshape(B, T, d)        # offset by 2 bytes
+    assert q.data.ptr % 16 != 0
+    big = cp.asarray(np.random.default_rng(4).standard_normal((B, 2 * T, d)).astype(np.float16))
+    k = big[:, ::2]                      # strided view
+    v = big[:, 1::2]
+    out = cuflash.attention(q, k, v, causal=True)
+    ref = cuflash.attention(q.copy(), cp.ascontiguousarray(k), cp.ascontiguousarray(v), causal=True)
+    assert np.array_equal(to_numpy(out), to_numpy(ref))
+
+
+def test_runs_on_current_stream(cp):
+    q, k, v = make_inputs(cp, (4, 512, 64), (4, 512, 64), np.float16, seed=6)
+    ref = to_numpy(cuflash.attention(q, k, v))
+    stream = cp.cuda.Stream(non_blocking=True)
+    with stream:
+        out = cuflash.attention(q, k, v)
+    stream.synchronize()
+    assert np.array_equal(to_numpy(out), ref)
+
+
+class _PeakTracker:
+    """High-water mark of CuPy's memory pool during a block, above what was in use before."""
+
+    def __init__(self, cp):
+        self.cp, self.pool = cp, cp.get_default_memory_pool()
+
+    def __enter__(self):
+        self.base = self.pool.used_bytes()
+        self.peak = self.base
+        pool = self.pool
+
+        def malloc(size):
+            mem = pool.malloc(size)
+            self.peak = max(self.peak, pool.used_bytes())
+            return mem
+        self.cp.cuda.set_allocator(malloc)
+        return self
+
+    def __exit__(self, *exc):
+        self.cp.cuda.set_allocator(self.pool.malloc)
+
+    @property
+    def above(self):
+        return self.peak - self.base
+
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES[:1] + ALL_DTYPES[2:3], ids=["f16", "f32"])
+def test_flash_memory_is_linear_in_T(cp, dtype):
+    """Peak device memory above the inputs grows ~4× when T grows 4× (naive would grow ~16×)."""
+    peaks = {}
+    for T in (2048, 8192):
+        q, k, v = make_inputs(cp, (4, T, 64), (4, T, 64), dtype, seed=T)
+        do = make_inputs(cp, (4, T, 64), (4, T, 64), dtype, seed=T + 1)[0]
+        out, lse = cuflash.attention(q, k, v, return_lse=True)       # compile outside the tracker
+        cuflash.attention_backward(do, q, k, v, out, lse)
+        cp.cuda.Device().synchronize()
+        with _PeakTracker(cp) as fwd:
+            out2 = cuflash.attention(q, k, v)
+        del out2
+        with _PeakTracker(cp) as bwd:
+            grads = cuflash.attention_backward(do, q, k, v, out, lse)
+        del grads
+        peaks[T] = (fwd.above, bwd.above)
+    for i, name in enumerate(("forward", "backward")):
+        ratio = peaks[8192][i] / peaks[2048][i]
+        assert ratio <= 4.5, f"{name}: peak memory grew {ratio:.1f}× for 4× T ({peaks})"
