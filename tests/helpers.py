@@ -45,11 +45,26 @@ def make_inputs(xp, shape_q, shape_k, dtype, seed):
     return xp.asarray(q), xp.asarray(k), xp.asarray(v)
 
 
-def assert_matches_oracle(got, oracle_ref, naive_got, *, dtype, name):
-    """err(got) <= 2 · err(naive_got) + FLOORS[dtype], errors relative to the float64 oracle.
+def grad_scale(*refs):
+    """Largest |entry| over a set of oracle gradients (dq, dk, dv): the ``floor_scale`` of each."""
+    return max(float(np.abs(np.asarray(r, dtype=np.float64)).max(initial=0.0)) for r in refs)
 
+
+def assert_matches_oracle(got, oracle_ref, naive_got, *, dtype, name, floor_scale=None):
+    """err(got) <= 2 · err(naive_got) + floor, errors relative to the float64 oracle.
+
+    err is ``cuflash.oracle.rel_error`` (max abs error / max |oracle|). The floor is
+    FLOORS[dtype] relative to ``floor_scale`` (default: max |oracle|, i.e. FLOORS[dtype] itself).
     Also: got has the oracle's shape, and -inf (lse of rows that see no key) sits exactly where
     the oracle has it.
+
+    Gradients pass ``floor_scale=grad_scale(dq, dk, dv)``: dq and dk are sums of
+    dS = P ∘ (dP - D), and a query row that sees exactly one key has dS = 0 exactly in the naive
+    path (P = 1, so its D *is* dP) but rounding-level noise in the tiled path, whose
+    D = rowsum(dO ∘ O) comes from the stored, rounded O (as in FlashAttention-2). Where such rows
+    dominate dk or dq (S = 1, or causal with S = 2 where the last row's softmax is peaked), dk and
+    dq are tiny or exactly 0 and the naive error is no yardstick; the noise is a few units in the
+    last place of the *largest* gradient, so the floor is taken relative to that.
     """
     dname = dtype_name(dtype)
     got_np = to_numpy(got)
@@ -60,9 +75,13 @@ def assert_matches_oracle(got, oracle_ref, naive_got, *, dtype, name):
     bad_inf = np.isneginf(got64) != np.isneginf(ref)
     assert not bad_inf.any(), (f"{name} ({dname}, shape {ref.shape}): -inf at "
                                f"{np.argwhere(bad_inf)[:5].tolist()} differs from the oracle")
+    fin = np.isfinite(ref)
+    m = float(np.abs(ref[fin]).max(initial=0.0))
+    denom = m if m > 0 else 1.0                  # rel_error is absolute when the oracle is all 0
     err = rel_error(got_np, ref)
     err_naive = rel_error(naive_got, ref)
-    bound = 2 * err_naive + FLOORS[dname]
+    floor = FLOORS[dname] * (denom if floor_scale is None else max(floor_scale, m)) / denom
+    bound = 2 * err_naive + floor
     assert err <= bound, (f"{name} ({dname}, shape {tuple(ref.shape)}): rel. error {err:.3e} > "
-                          f"2 × naive error {err_naive:.3e} + floor {FLOORS[dname]:.0e} "
-                          f"= {bound:.3e}")
+                          f"2 × naive error {err_naive:.3e} + floor {floor:.3e} = {bound:.3e}"
+                          f" (max |oracle| {m:.3e})")
