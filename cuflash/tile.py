@@ -110,7 +110,8 @@ def tile_candidates(head_dim: int, dtype, *, backward: bool = False) -> list[Til
     if not backward:
         first = ([TileConfig(32, 32, 4, 1)] if very_wide else
                  [TileConfig(32, 64, 4, 1)] if wide else [TileConfig(64, 64, 8, 1)])
-        return first + [TileConfig(32, 32, 4, 1), TileConfig(16, 32, 2, 1), TileConfig(16, 16, 1, 1)]
+        return first + [TileConfig(32, 32, 4, 1), TileConfig(16, 32, 4, 1), TileConfig(16, 16, 4, 1),
+                         TileConfig(16, 16, 2, 1)]
     first = ([TileConfig(16, 16, 4, 1)] if very_wide else
              [TileConfig(32, 32, 4, 1)] if wide else [TileConfig(32, 64, 4, 1)])
     return first + [TileConfig(32, 32, 4, 1), TileConfig(16, 16, 2, 1), TileConfig(16, 16, 1, 1)]

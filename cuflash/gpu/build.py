@@ -116,7 +116,9 @@ def cuda_include_dir() -> str | None:
 
 
 def options(extra=()) -> tuple:
-    opts = ["--std=c++17"]
+    """NVRTC options: the CUDA headers' folder when found (NVRTC's default dialect is C++17;
+    CuPy adds its own -arch for the device and -ftz=true)."""
+    opts = []
     inc = cuda_include_dir()
     if inc:
         opts.append(f"-I{inc}")
