@@ -140,7 +140,8 @@ def demo_table(rows: list[dict]) -> str:
             return "-"
         if not a.get(col) or not b.get(col):
             return "-"
-        return f"{a[col] / b[col]:.3g}x"
+        r = a[col] / b[col]
+        return f"{r:,.0f}x" if r >= 100 else f"{r:.3g}x"
 
     head = (f"{'pass':<9}{'T':>7}  {'naive peak':>11} {other + ' peak':>12} {'ratio':>8}  "
             f"{'naive ms':>9} {other + ' ms':>10} {'ratio':>8}")

@@ -141,6 +141,15 @@ def test_shipped_experiments_validate():
         assert enumerate_points(exp, "gpu" if exp.device != "cpu" else "cpu")
 
 
+def test_tile_grid_points_for_precompile():
+    pts = schema.tile_grid_points(REPO / "experiments" / "tile_ablation.yaml")
+    assert len(pts) == 36 and len(set(pts)) == 36
+    dtype, d, tile, causal, backward, det = pts[0]
+    assert (dtype, d, causal, backward, tile.kernel) == ("float16", 64, False, False, "mma")
+    io = schema.tile_grid_points(REPO / "experiments" / "io_bytes.yaml")
+    assert any(b for *_, b, _ in io) and any(not b for *_, b, _ in io)
+
+
 # -- --set ----------------------------------------------------------------------------------------------
 
 def test_parse_override():
@@ -257,6 +266,24 @@ def test_is_oom():
     assert measure.is_oom(RuntimeError("CUBLAS_STATUS_ALLOC_FAILED"))
     assert not measure.is_oom(ValueError("bad tile"))
     assert measure.classify(measure.Unavailable("no torch")) == ("unavailable", "no torch")
+    try:
+        import cuflash
+        cuflash.attention(1, 2, 3)
+    except TypeError as exc:
+        status, note = measure.classify(exc)
+    assert status == "error" and note.startswith("TypeError: q must be")
+    assert note.endswith("in array_module)") and "(at cuflash/_xp.py:" in note
+
+
+def test_torch_refusal_reasons():
+    from cuflash.experiments.torch_sdpa import refusal_reasons
+    msgs = ["Memory efficient kernel not used because: (Triggered internally at /a.cpp:915.)",
+            "Memory Efficient attention has been runtime disabled. (Triggered internally at /b.cpp:1.)",
+            "Flash attention kernel not used because: (Triggered internally at /c.cpp:2.)",
+            "Expected query, key and value to all be of dtype: {Half, BFloat16}. Got Query dtype:"
+            " float (Triggered internally at /d.cpp:3.)"]
+    assert refusal_reasons(msgs) == ("Expected query, key and value to all be of dtype: "
+                                     "{Half, BFloat16}. Got Query dtype: float")
 
 
 def test_torch_without_gpu_is_unavailable(tmp_path):

@@ -14,7 +14,9 @@ import dataclasses
 import gc
 import sys
 import time
+import traceback
 import tracemalloc
+from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
@@ -56,7 +58,7 @@ class Call:
     """Outputs of ``fn`` as NumPy arrays: (out,), (dq, dk, dv) or (out, dq, dk, dv)."""
 
 
-# -- inputs ----------------------------------------------------------------------------------------
+# -- inputs ---------------------------------------------------------------------------------------
 
 def make_inputs(point: Point, seed: int, on_host: bool = False) -> dict:
     """q, k, v (and dout for a backward pass): random normal (batch, heads, T|S, d) arrays in the
@@ -74,7 +76,8 @@ def make_inputs(point: Point, seed: int, on_host: bool = False) -> dict:
         raise Unavailable("CuPy is not importable, so nothing runs on the GPU")
     if gpu and not on_host:
         rng = cp.random.default_rng(seed)
-        return {n: rng.standard_normal(s, dtype=cp.float32).astype(dtype) for n, s in shapes.items()}
+        return {n: rng.standard_normal(s, dtype=cp.float32).astype(dtype)
+                for n, s in shapes.items()}
     rng = np.random.default_rng(seed)
     host = {n: rng.standard_normal(s, dtype=np.float32).astype(dtype) for n, s in shapes.items()}
     return {n: cp.asarray(a) for n, a in host.items()} if gpu else host
@@ -84,7 +87,7 @@ def _to_numpy(x) -> np.ndarray:
     return x.get() if hasattr(x, "get") and not isinstance(x, np.ndarray) else np.asarray(x)
 
 
-# -- the measured call -----------------------------------------------------------------------------
+# -- the measured call ----------------------------------------------------------------------------
 
 def build_call(point: Point, inputs: dict) -> Call:
     """The callable measured at this point (setup such as the forward's out/lse done here)."""
@@ -125,7 +128,7 @@ def build_call(point: Point, inputs: dict) -> Call:
     return Call(both, kind, as_numpy)
 
 
-# -- time ------------------------------------------------------------------------------------------
+# -- time -----------------------------------------------------------------------------------------
 
 def time_call(call: Call, repeats: int, warmup: int, max_seconds: float) -> list[float]:
     """Milliseconds of each timed call (after ``warmup`` untimed ones); fewer than ``repeats``
@@ -155,7 +158,7 @@ def summarize(times_ms) -> dict:
             "time_ms_p20": float(np.percentile(t, 20)), "time_ms_p80": float(np.percentile(t, 80))}
 
 
-# -- memory ----------------------------------------------------------------------------------------
+# -- memory ---------------------------------------------------------------------------------------
 
 def _cupy_peak(fn):
     """Run fn once with a tracking allocator; (result, peak bytes of the pool above the start)."""
@@ -212,7 +215,7 @@ def peak_memory(call: Call):
     return {"cupy": _cupy_peak, "torch": _torch_peak, "cpu": _cpu_peak}[call.kind](call.fn)
 
 
-# -- error -----------------------------------------------------------------------------------------
+# -- error ----------------------------------------------------------------------------------------
 
 def oracle_error(point: Point, inputs: dict, outputs: tuple) -> float:
     """Largest rel_error of the outputs against the float64 oracle (backward: over dq, dk, dv)."""
@@ -228,7 +231,7 @@ def oracle_error(point: Point, inputs: dict, outputs: tuple) -> float:
     return max(oracle.rel_error(x, ref) for x, ref in zip(outputs, refs))
 
 
-# -- one point -------------------------------------------------------------------------------------
+# -- one point ------------------------------------------------------------------------------------
 
 def free_device_memory() -> None:
     """Return cached blocks of CuPy's pools (and torch's, if loaded) between points."""
@@ -275,13 +278,29 @@ def measure_point(point: Point, cfg: Measure) -> dict:
     return row
 
 
+def _where(exc: BaseException) -> str:
+    """' (at cuflash/naive.py:23 in _matmul)': the innermost cuflash frame of the traceback."""
+    root = Path(__file__).resolve().parents[1]
+    frames = [f for f in traceback.extract_tb(exc.__traceback__)
+              if Path(f.filename).resolve().is_relative_to(root)
+              and not f.filename.endswith(("runner.py", "measure.py"))]
+    if not frames:
+        return ""
+    f = frames[-1]
+    return f" (at {Path(f.filename).resolve().relative_to(root.parent)}:{f.lineno} in {f.name})"
+
+
+def _shorten(text: str, limit: int = 300) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
 def classify(exc: BaseException) -> tuple[str, str]:
-    """(status, note) for an exception raised while measuring one point."""
-    text = f"{type(exc).__name__}: {exc}".strip().replace("\n", " ")
-    if len(text) > 300:
-        text = text[:297] + "..."
+    """(status, note) for an exception raised while measuring one point. An error's note ends with
+    where in cuflash it was raised."""
     if isinstance(exc, Unavailable):
-        return "unavailable", str(exc)
+        return "unavailable", _shorten(str(exc))
+    text = _shorten(f"{type(exc).__name__}: {exc}")
     if is_oom(exc):
         return "oom", text
-    return "error", text
+    return "error", _shorten(text, 240) + _where(exc)

@@ -31,7 +31,8 @@ LABELS = {
     "time_ms_p80": "time (ms, 80th percentile)", "tflops": "throughput (TFLOP/s)",
     "gbps": "predicted bytes / time (GB/s)", "peak_mem_bytes": "peak memory above inputs",
     "error_rel": "max relative error vs float64 oracle", "pred_bytes": "predicted DRAM bytes",
-    "pred_bytes_read": "predicted DRAM bytes read", "pred_bytes_written": "predicted DRAM bytes written",
+    "pred_bytes_read": "predicted DRAM bytes read",
+    "pred_bytes_written": "predicted DRAM bytes written",
     "flops": "FLOPs", "hbm_bytes": "measured DRAM bytes (ncu)",
     "hbm_bytes_read": "measured DRAM bytes read (ncu)",
     "hbm_bytes_written": "measured DRAM bytes written (ncu)", "hbm_gbps": "measured DRAM GB/s",
@@ -75,7 +76,7 @@ def _facet_text(keys, values) -> str:
     return ", ".join(f"{k}={v}" for k, v in zip(keys, values))
 
 
-# -- row selection ---------------------------------------------------------------------------------
+# -- row selection --------------------------------------------------------------------------------
 
 def select(rows: list[dict], plot: Plot) -> list[dict]:
     """Rows passing the plot's filter."""
@@ -164,7 +165,7 @@ def _method_order(rows: list[dict]) -> dict:
     return {m: i for i, m in enumerate(dict.fromkeys(r.get("method") for r in rows))}
 
 
-# -- axes formatting -------------------------------------------------------------------------------
+# -- axes formatting ------------------------------------------------------------------------------
 
 def _format_axis(ax, which: str, column: str, log: bool, values) -> None:
     axis = ax.xaxis if which == "x" else ax.yaxis
@@ -172,7 +173,8 @@ def _format_axis(ax, which: str, column: str, log: bool, values) -> None:
     if log:
         setter("log", base=2 if column in POW2_COLUMNS else 10)
     if column in BYTE_COLUMNS:
-        axis.set_major_formatter(ticker.FuncFormatter(lambda v, _: human_bytes(v) if v > 0 else "0"))
+        axis.set_major_formatter(ticker.FuncFormatter(
+            lambda v, _: human_bytes(v) if v > 0 else "0"))
         if log:
             axis.set_minor_formatter(ticker.NullFormatter())
     elif column in POW2_COLUMNS:
@@ -184,7 +186,7 @@ def _format_axis(ax, which: str, column: str, log: bool, values) -> None:
                                                       if v >= 1 else f"{v:g}"))
 
 
-# -- line plots ------------------------------------------------------------------------------------
+# -- line plots -----------------------------------------------------------------------------------
 
 def _fit_slope(xs, ys):
     """(slope, intercept) of log y against log x, least squares; None with < 2 usable points."""
@@ -247,16 +249,18 @@ def draw_line(rows: list[dict], plot: Plot, path: Path, env: dict | None = None)
             if pts:
                 ax.plot(xs, ys, color=c, linestyle=_LINESTYLES[sty % len(_LINESTYLES)],
                         marker=_MARKERS[sty % len(_MARKERS)], markersize=5, label=name)
-                if plot.y == "time_ms_median" and not is_ratio and all(r.get("time_ms_p20") is not None
-                                                      and r.get("time_ms_p80") is not None
-                                                      for r in pts):
+                band = plot.y == "time_ms_median" and not is_ratio and all(
+                    r.get("time_ms_p20") is not None and r.get("time_ms_p80") is not None
+                    for r in pts)
+                if band:
                     ax.fill_between(xs, [r["time_ms_p20"] for r in pts],
                                     [r["time_ms_p80"] for r in pts], color=c, alpha=0.15,
                                     linewidth=0)
             failed = [r for r in oom_facet if tuple(r.get(c) for c in key_cols) == key
                       and r.get(plot.x) is not None]
             if failed:
-                _mark_oom(ax, failed, plot, pts, fit, c, with_label=not pts, name=name)
+                _mark_oom(ax, failed, plot, pts, fit, c, with_label=not pts, name=name,
+                          max_x=max(r[plot.x] for r in in_facet + oom_facet))
         if gpu_mem:
             ax.axhline(gpu_mem, color="0.4", linestyle="--", linewidth=1,
                        label=f"GPU memory ({human_bytes(gpu_mem)})")
@@ -306,7 +310,8 @@ def _gpu_memory(env: dict | None, rows: list[dict]) -> int | None:
     return max(mems) if mems else None
 
 
-def _mark_oom(ax, failed, plot: Plot, pts, fit, color, with_label: bool, name: str) -> None:
+def _mark_oom(ax, failed, plot: Plot, pts, fit, color, with_label: bool, name: str,
+              max_x) -> None:
     """An × at the first size that ran out of memory, where the fitted line says it would be."""
     r = min(failed, key=lambda r: r[plot.x])
     x = r[plot.x]
@@ -331,8 +336,12 @@ def _mark_oom(ax, failed, plot: Plot, pts, fit, color, with_label: bool, name: s
                 linewidth=1)
     note = f"OOM at {plot.x}={short_int(x)}" + (
         f"\n(would need ~{human_bytes(y)})" if fit is not None and plot.y in BYTE_COLUMNS else "")
-    ax.annotate(note, (x, y), xytext=(-10, -6), textcoords="offset points", fontsize=8,
-                color=color, ha="right", va="top")
+    # below and to the right of the ×, away from the line coming from the lower left; at the
+    # right edge of the data, below and to the left
+    right = any(r[plot.x] > x for r in pts) or x < max_x
+    ax.annotate(note, (x, y), xytext=(8, -10) if right else (-10, -30),
+                textcoords="offset points", fontsize=8, color=color,
+                ha="left" if right else "right", va="top")
 
 
 def _title(plot: Plot) -> str:
@@ -345,7 +354,7 @@ def _title(plot: Plot) -> str:
     return text
 
 
-# -- heatmaps --------------------------------------------------------------------------------------
+# -- heatmaps -------------------------------------------------------------------------------------
 
 def draw_heatmap(rows: list[dict], plot: Plot, path: Path, env: dict | None = None) -> Path:
     rows = select(rows, plot)
@@ -357,16 +366,20 @@ def draw_heatmap(rows: list[dict], plot: Plot, path: Path, env: dict | None = No
     facet_cols = list(plot.col) + extra
     facets = _sorted_unique((tuple(r.get(c) for c in facet_cols) for r in cell_rows),
                             facet_cols, _method_order(rows)) or [()]
-    xs = _sorted_unique(r[plot.x] for r in cell_rows)
-    ys = _sorted_unique(r[plot.y] for r in cell_rows)
+    by_facet = {f: [r for r in cell_rows if tuple(r.get(c) for c in facet_cols) == f]
+                for f in facets}
+    # each panel shows only the x and y values its facet has (a grid need not be rectangular)
+    axes_values = {f: (_sorted_unique(r[plot.x] for r in rs), _sorted_unique(r[plot.y] for r in rs))
+                   for f, rs in by_facet.items()}
     nv = len(plot.value)
-    w = max(3.2, 0.85 * len(xs) + 2.4)
-    h = max(2.6, 0.55 * len(ys) + 1.6)
+    w = max(3.2, 0.85 * max((len(x) for x, _ in axes_values.values()), default=1) + 2.4)
+    h = max(2.6, 0.55 * max((len(y) for _, y in axes_values.values()), default=1) + 1.6)
     fig = Figure(figsize=(w * nv, h * len(facets) + 0.6), layout="constrained")
     FigureCanvasAgg(fig)
     axes = fig.subplots(len(facets), nv, squeeze=False)
     for fi, facet in enumerate(facets):
-        in_facet = [r for r in cell_rows if tuple(r.get(c) for c in facet_cols) == facet]
+        in_facet = by_facet[facet]
+        xs, ys = axes_values[facet]
         for vi, value in enumerate(plot.value):
             ax = axes[fi][vi]
             grid = np.full((len(ys), len(xs)), np.nan)
@@ -414,13 +427,16 @@ def _heat_panel(ax, grid, status, value, xs, ys) -> None:
                 ax.text(j, i, status[(i, j)], ha="center", va="center", fontsize=8, color="0.3")
 
 
-# -- all plots -------------------------------------------------------------------------------------
+# -- all plots ------------------------------------------------------------------------------------
 
 def plot_path(out_dir: Path, plot: Plot, index: int) -> Path:
-    name = plot.name or f"{index:02d}_{'_'.join(plot.value) if plot.kind == 'heatmap' else plot.y}" \
-                        f"_vs_{plot.x}" + (f"_ratio_{plot.ratio_numerator or plot.ratio_denominator}"
-                                          if plot.ratio_numerator or plot.ratio_denominator else "")
-    return Path(out_dir) / f"{name}.png"
+    """``<name>.png``, or ``<index>_<y or values>_vs_<x>[_ratio_<baseline>].png``."""
+    if plot.name:
+        return Path(out_dir) / f"{plot.name}.png"
+    what = "_".join(plot.value) if plot.kind == "heatmap" else plot.y
+    base = plot.ratio_numerator or plot.ratio_denominator
+    return Path(out_dir) / (f"{index:02d}_{what}_vs_{plot.x}" + (f"_ratio_{base}" if base else "")
+                            + ".png")
 
 
 def draw_all(rows: list[dict], plots, out_dir, env: dict | None = None) -> list[Path]:

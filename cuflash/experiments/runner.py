@@ -141,7 +141,7 @@ def run(exp: Experiment, out_dir=None, *, log: Callable[[str], None] = print,
         f" -> {csv_path}")
 
     spent, n_measured = 0.0, 0
-    with results.Writer(csv_path, keep, rewrite=bool(old) or not csv_path.exists()) as writer:
+    with results.Writer(csv_path, keep, rewrite=True) as writer:
         for i, p in enumerate(todo, 1):
             row = {**p.columns(), "run": run_id,
                    "device_name": gpu_name if p.device == "gpu" else envmod.device_name(

@@ -53,7 +53,7 @@ PLOT_KINDS = ("line", "heatmap")
 #: Opt-in shared memory per block assumed when no GPU is visible (H100/H200, sm_90).
 DEFAULT_SMEM_LIMIT = 232448
 
-# -- CSV columns, by what produces them (``results.COLUMNS`` orders them) --------------------------
+# -- CSV columns, by what produces them (``results.COLUMNS`` orders them) -------------------------
 AXIS_COLUMNS = ("seq_len", "kv_len", "head_dim", "batch", "heads", "dtype", "causal", "pass")
 METHOD_COLUMNS = ("method", "method_name", "backend", "tile", "kernel", "block_m", "block_n",
                   "num_warps", "num_stages", "deterministic")
@@ -86,7 +86,7 @@ def library_tile(head_dim: int, dtype: str, backward: bool, smem_limit: int | No
     return tile.replace(**fields) if fields else tile
 
 
-# -- the dataclasses --------------------------------------------------------------------------------
+# -- the dataclasses ------------------------------------------------------------------------------
 
 @dataclasses.dataclass(frozen=True)
 class Axes:
@@ -228,7 +228,7 @@ class Experiment:
         return AXIS_COLUMNS + METHOD_COLUMNS + self.measure.columns()
 
 
-# -- reading one value ------------------------------------------------------------------------------
+# -- reading one value ----------------------------------------------------------------------------
 
 class _Reader:
     """Validation helpers that know the file name, so every error can name it and the key path."""
@@ -328,7 +328,7 @@ def _choices_text(choices) -> str:
     return f" from {list(choices)}" if choices is not None else ""
 
 
-# -- sections ---------------------------------------------------------------------------------------
+# -- sections -------------------------------------------------------------------------------------
 
 _TOP_KEYS = ("name", "description", "device", "axes", "methods", "measure", "plots")
 _AXES_KEYS = ("seq_len", "kv_len", "head_dim", "batch", "heads", "dtype", "causal", "pass")
@@ -603,8 +603,8 @@ def build(raw, source: str = "<experiment>", *, default_name: str = "experiment"
     for i, m in enumerate(methods):
         for lab in m.labels():
             if lab in seen:
-                r.fail(f"methods[{i}].label", f"label {lab!r} is also used by methods[{seen[lab]}]; "
-                                              f"give each entry its own label")
+                r.fail(f"methods[{i}].label", f"label {lab!r} is also used by "
+                                              f"methods[{seen[lab]}]; give each entry its own label")
             seen[lab] = i
         if smem_limit is not None:
             _check_tiles(r, m, i, axes, smem_limit)
@@ -619,7 +619,7 @@ def build(raw, source: str = "<experiment>", *, default_name: str = "experiment"
     return dataclasses.replace(exp, plots=plots, raw=copy.deepcopy(raw_top))
 
 
-# -- --set overrides --------------------------------------------------------------------------------
+# -- --set overrides ------------------------------------------------------------------------------
 
 _STEP = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)((?:\[\d+\])*)")
 
@@ -683,7 +683,7 @@ def _path_text(steps) -> str:
     return text
 
 
-# -- loading ----------------------------------------------------------------------------------------
+# -- loading --------------------------------------------------------------------------------------
 
 def device_smem_limit() -> int:
     """Opt-in shared memory per block of the current GPU, or DEFAULT_SMEM_LIMIT without one."""
@@ -718,3 +718,21 @@ def load(path, overrides=(), *, smem_limit: int | None | str = "device") -> Expe
         smem_limit = device_smem_limit()
     stem = path.stem if path.name != "experiment.yaml" else path.parent.name
     return build(raw, source, default_name=stem, smem_limit=smem_limit)
+
+
+def tile_grid_points(path) -> list[tuple]:
+    """(dtype, head_dim, tile, causal, backward, deterministic) of every flash kernel launch an
+    experiment file makes on a GPU (sm_90 shared-memory limit), without duplicates: what
+    ``cuflash.gpu.precompile`` compiles ahead of time besides the defaults."""
+    from .points import enumerate_points
+    exp = load(path, smem_limit=DEFAULT_SMEM_LIMIT)
+    launches: dict[tuple, None] = {}
+    for p in enumerate_points(exp, "gpu", smem_limit=DEFAULT_SMEM_LIMIT):
+        if p.method_name != "flash":
+            continue
+        if p.fwd_tile is not None:
+            launches[(p.dtype, p.head_dim, p.fwd_tile, p.causal, False, True)] = None
+        if p.bwd_tile is not None:
+            det = bool(p.deterministic)
+            launches[(p.dtype, p.head_dim, p.bwd_tile, p.causal, True, det)] = None
+    return list(launches)

@@ -7,6 +7,7 @@ runner records as an 'unavailable' row with torch's reasons.
 """
 from __future__ import annotations
 
+import re
 import warnings
 
 import numpy as np
@@ -17,6 +18,21 @@ from .points import Point
 #: Our backend names -> torch.nn.attention.SDPBackend members.
 BACKENDS = {"flash": "FLASH_ATTENTION", "cudnn": "CUDNN_ATTENTION",
             "efficient": "EFFICIENT_ATTENTION", "math": "MATH"}
+
+
+def refusal_reasons(messages) -> str:
+    """The informative part of torch's warnings when a forced SDPA backend refuses: drops the
+    'X kernel not used because:' headers, 'runtime disabled' notes for the other backends and the
+    '(Triggered internally at ...)' suffixes."""
+    kept = []
+    for msg in messages:
+        text = re.sub(r"\(Triggered internally at[^)]*\)", "", msg)
+        text = " ".join(text.split())
+        if not text or text.endswith("because:") or "runtime disabled" in text:
+            continue
+        if text not in kept:
+            kept.append(text)
+    return "; ".join(kept)
 
 
 def import_torch():
@@ -57,7 +73,7 @@ def build_call(point: Point, inputs: dict) -> Call:
         except RuntimeError as exc:
             if "no available kernel" not in str(exc).lower():
                 raise
-            reasons = "; ".join(str(w.message).strip().splitlines()[0] for w in caught)
+            reasons = refusal_reasons(str(w.message) for w in caught)
             raise Unavailable(f"torch SDPA backend {point.backend!r} refused "
                               f"{point.dtype} d={point.head_dim}: {reasons or exc}") from None
     del probe
