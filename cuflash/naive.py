@@ -2,9 +2,9 @@
 
 This is the baseline of every experiment and, in float64 on NumPy, the oracle of every test
 (``cuflash.oracle``). It runs in the input's own array module (NumPy or CuPy) and precision: each
-step's result is rounded to the input dtype, as a framework's eager ops would do. On NumPy,
-16-bit matrix products are computed in float32 and rounded (as cuBLAS does with float32
-accumulation), since NumPy has no fast 16-bit matmul.
+step's result is rounded to the input dtype, as a framework's eager ops would do. On NumPy
+(16-bit) and for bfloat16 on CuPy, matrix products are computed in float32 and rounded, as cuBLAS
+does with float32 accumulation.
 
 Memory traffic per step is written beside it for B·T·S scores of `e` bytes each (``iomodel``
 counts the same passes).
@@ -14,11 +14,13 @@ from __future__ import annotations
 import numpy as np
 
 from . import checks
-from ._xp import accum_dtype
+from ._xp import accum_dtype, dtype_name
 
 
 def _matmul(a, b, xp):
-    if xp is np and a.dtype.itemsize < 4:
+    # NumPy has no fast 16-bit matmul, and CuPy 14.2's batched matmul sends bfloat16 to its
+    # integer kernels: both multiply in float32 and round, as cuBLAS does with float32 sums.
+    if a.dtype.itemsize < 4 and (xp is np or dtype_name(a.dtype) == "bfloat16"):
         return (a.astype(np.float32) @ b.astype(np.float32)).astype(a.dtype)
     out = a @ b
     return out.astype(a.dtype, copy=False)
