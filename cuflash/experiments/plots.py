@@ -245,21 +245,21 @@ def draw_line(rows: list[dict], plot: Plot, path: Path, env: dict | None = None)
             fit = _fit_slope(xs, ys) if plot.logx and plot.logy and plot.slope else None
             if fit is not None:
                 name += f"  slope {fit[0]:.2f}"
-            c = color.get(hue, cycle[0])
+            colour = color.get(hue, cycle[0])
             if pts:
-                ax.plot(xs, ys, color=c, linestyle=_LINESTYLES[sty % len(_LINESTYLES)],
+                ax.plot(xs, ys, color=colour, linestyle=_LINESTYLES[sty % len(_LINESTYLES)],
                         marker=_MARKERS[sty % len(_MARKERS)], markersize=5, label=name)
                 band = plot.y == "time_ms_median" and not is_ratio and all(
                     r.get("time_ms_p20") is not None and r.get("time_ms_p80") is not None
                     for r in pts)
                 if band:
                     ax.fill_between(xs, [r["time_ms_p20"] for r in pts],
-                                    [r["time_ms_p80"] for r in pts], color=c, alpha=0.15,
+                                    [r["time_ms_p80"] for r in pts], color=colour, alpha=0.15,
                                     linewidth=0)
             failed = [r for r in oom_facet if tuple(r.get(c) for c in key_cols) == key
                       and r.get(plot.x) is not None]
             if failed:
-                _mark_oom(ax, failed, plot, pts, fit, c, with_label=not pts, name=name,
+                _mark_oom(ax, failed, plot, pts, fit, colour, with_label=not pts, name=name,
                           max_x=max(r[plot.x] for r in in_facet + oom_facet))
         if gpu_mem:
             ax.axhline(gpu_mem, color="0.4", linestyle="--", linewidth=1,
