@@ -84,23 +84,26 @@ def tile_candidates(head_dim: int, dtype, *, backward: bool = False) -> list[Til
     if mma_capable(head_dim, dtype) and not (backward and head_dim > 128):
         if not backward:
             # Forward, tensor cores. Each warp owns 16·MT query rows and keeps S (16·MT × block_n)
-            # and O (16·MT × d) in registers. d <= 64: MT = 2 (128 rows, 4 warps) fits in 225
-            # registers and lets each K/V fragment read from shared memory feed two mma's.
-            # d <= 128: MT = 2 spills (255 registers + 164 B), so MT = 1 (64 rows, 184 registers,
-            # two blocks per SM). d > 128: O alone takes 128 registers; block_n = 32 keeps S small.
+            # and O (16·MT × d) in registers; with MT = 2 each K/V fragment read from shared
+            # memory feeds two mma's (v1 at MT = 1 was bound by those reads, NOTES.md).
+            # d <= 64: 128 × 64, MT = 2, 228 registers (v1: 0.88× FA2 at T = 8192).
+            # d <= 128: 128 × 64 spills (255 registers + 292 B), 128 × 32 does not (254):
+            # 0.375 ldmatrix per mma against 0.56 for v1's 64 × 64.
+            # d > 128: O alone is 128 registers at MT = 1; block_n = 32 keeps S small.
             if head_dim <= 64:
-                first = [TileConfig(128, 64, 4, 2, "mma")]
+                first = TileConfig(128, 64, 4, 2, "mma")
             elif head_dim <= 128:
-                first = [TileConfig(64, 64, 4, 2, "mma")]
+                first = TileConfig(128, 32, 4, 2, "mma")
             else:
-                first = [TileConfig(64, 32, 4, 2, "mma")]
-            return first + [TileConfig(64, 32, 4, 1, "mma"), TileConfig(32, 32, 2, 1, "mma")]
-        # Backward, tensor cores: one warp per 16 keys of the resident K/V tile (block_n = 64
-        # with 4 warps) holds dK and dV (2 × 16 × d floats) plus Sᵀ and dPᵀ (2 × 16 × block_m).
-        # d <= 64: block_m = 64 fits in 240 registers. d <= 128: block_m = 64 spills (254
-        # registers + 24 B), block_m = 32 does not (242). Larger d falls back to CUDA cores.
-        first = TileConfig(64 if head_dim <= 64 else 32, 64, 4, 2, "mma")
-        return [first, first.replace(num_stages=1), TileConfig(32, 32, 2, 1, "mma")]
+                first = TileConfig(64, 32, 4, 2, "mma")
+            return [first, TileConfig(64, 32, 4, 1, "mma"), TileConfig(32, 32, 2, 1, "mma")]
+        # Backward, tensor cores: one warp per 16 keys of the resident K/V tile holds dK and dV
+        # (2 × 16 × d floats) and Sᵀ, dPᵀ (2 × 16 × block_m). 8 warps × 16 = 128 keys per block
+        # halve the Q/dO tile loads and dQ atomics per key against v1's 64. d <= 64: 64 queries
+        # per step (238 registers); d <= 128: 32 (252; 64 takes 255). Larger d: CUDA cores.
+        first = TileConfig(64 if head_dim <= 64 else 32, 128, 8, 2, "mma")
+        return [first, TileConfig(32, 64, 4, 2, "mma"), TileConfig(32, 64, 4, 1, "mma"),
+                TileConfig(32, 32, 2, 1, "mma")]
     # CUDA-core (SIMT) path: every dtype and head_dim. Tiles hold float (double for float64)
     # copies in shared memory (Q, K, V and P tiles: about (block_m + 2·block_n)·d·4 bytes), so
     # wide rows (float64, or d > 128) take smaller tiles to fit 227 KB, and smaller GPUs

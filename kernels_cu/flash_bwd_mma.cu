@@ -13,6 +13,8 @@
 //
 // Versions (predictions and results in NOTES.md):
 //   v1  as above; K and V fragments re-read from shared memory for each Q tile.
+//   v2  Pᵀ and dSᵀ packed to 16-bit A fragments right after they are computed (float
+//       accumulators die early); dSᵀ stored from the packed fragments.
 #pragma once
 #include "mma.cuh"
 #include "flash_bwd.cu"
@@ -147,32 +149,42 @@ __device__ __forceinline__ void flash_bwd_dkdv_mma(
                 dpt[n][e] = p * (dpt[n][e] - Ds[ql]);
             }
 
+        // -- Pᵀ and dSᵀ rounded to T and packed as A fragments now (k = queries), so the float
+        //    accumulators die before the next products
+        unsigned pa[BLOCK_M / 16][4], sa[BLOCK_M / 16][4];
+#pragma unroll
+        for (int kk = 0; kk < BLOCK_M / 16; ++kk) {
+            c_to_a<T>(pa[kk], st[2 * kk], st[2 * kk + 1]);
+            c_to_a<T>(sa[kk], dpt[2 * kk], dpt[2 * kk + 1]);
+        }
+        if constexpr (ATOMIC_DQ) {
+            // dSᵀ to shared memory for the dQ product (A fragment regs: rows g / g+8, queries
+            // 16kk + 2t and 16kk + 8 + 2t)
+#pragma unroll
+            for (int kk = 0; kk < BLOCK_M / 16; ++kk)
+#pragma unroll
+                for (int r = 0; r < 4; ++r)
+                    *reinterpret_cast<unsigned*>(sdSt + (wkey + g + (r & 1) * 8) * LDT + kk * 16 +
+                                                 (r >> 1) * 8 + 2 * t4) = sa[kk][r];
+        }
+
         // -- dV_j += P_ijᵀ dO_i, dK_j += dS_ijᵀ Q_i (k = queries)
 #pragma unroll
         for (int kk = 0; kk < BLOCK_M / 16; ++kk) {
-            unsigned pa[4], sa[4];
-            c_to_a<T>(pa, st[2 * kk], st[2 * kk + 1]);
-            c_to_a<T>(sa, dpt[2 * kk], dpt[2 * kk + 1]);
 #pragma unroll
             for (int dd = 0; dd < DP / 16; ++dd) {
                 unsigned bo[4], bq[4];
                 ldmatrix_x4_trans(bo, frag_a_addr<LDS>(dOs, kk * 16, dd * 16, lane));
                 ldmatrix_x4_trans(bq, frag_a_addr<LDS>(Qs, kk * 16, dd * 16, lane));
-                mma16816<T>(dV[2 * dd], pa, bo[0], bo[1]);
-                mma16816<T>(dV[2 * dd + 1], pa, bo[2], bo[3]);
-                mma16816<T>(dK[2 * dd], sa, bq[0], bq[1]);
-                mma16816<T>(dK[2 * dd + 1], sa, bq[2], bq[3]);
+                mma16816<T>(dV[2 * dd], pa[kk], bo[0], bo[1]);
+                mma16816<T>(dV[2 * dd + 1], pa[kk], bo[2], bo[3]);
+                mma16816<T>(dK[2 * dd], sa[kk], bq[0], bq[1]);
+                mma16816<T>(dK[2 * dd + 1], sa[kk], bq[2], bq[3]);
             }
         }
 
         if constexpr (ATOMIC_DQ) {
-            // -- dQ_i += dS_ij K_j · scale: dSᵀ through shared memory, then float atomics
-#pragma unroll
-            for (int n = 0; n < MS; ++n)
-#pragma unroll
-                for (int h = 0; h < 2; ++h)
-                    *reinterpret_cast<unsigned*>(sdSt + (wkey + g + h * 8) * LDT + n * 8 + 2 * t4) =
-                        pack2<T>(dpt[n][2 * h], dpt[n][2 * h + 1]);
+            // -- dQ_i += dS_ij K_j · scale, summed over key tiles with float atomics
             __syncthreads();
             // work items: (16-query m-tile, 32-column chunk of d), dealt round-robin to warps
             for (int item = warp; item < QM * QC; item += NW) {
@@ -357,20 +369,22 @@ __device__ __forceinline__ void flash_bwd_dq_mma(
                     dp[mt][n][e] = p * (dp[mt][n][e] - Dr[mt][h]);
                 }
 
-        // -- dQ_i += dS_ij K_j (k = keys)
+        // -- dS rounded to T and packed as A fragments (k = keys); dQ_i += dS_ij K_j
+        unsigned sa[MT][BLOCK_N / 16][4];
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int kk = 0; kk < BLOCK_N / 16; ++kk) c_to_a<T>(sa[mt][kk], dp[mt][2 * kk], dp[mt][2 * kk + 1]);
 #pragma unroll
         for (int kk = 0; kk < BLOCK_N / 16; ++kk) {
-            unsigned sa[MT][4];
-#pragma unroll
-            for (int mt = 0; mt < MT; ++mt) c_to_a<T>(sa[mt], dp[mt][2 * kk], dp[mt][2 * kk + 1]);
 #pragma unroll
             for (int dd = 0; dd < DP / 16; ++dd) {
                 unsigned bk[4];
                 ldmatrix_x4_trans(bk, frag_a_addr<LDS>(Ks, kk * 16, dd * 16, lane));
 #pragma unroll
                 for (int mt = 0; mt < MT; ++mt) {
-                    mma16816<T>(dQ[mt][2 * dd], sa[mt], bk[0], bk[1]);
-                    mma16816<T>(dQ[mt][2 * dd + 1], sa[mt], bk[2], bk[3]);
+                    mma16816<T>(dQ[mt][2 * dd], sa[mt][kk], bk[0], bk[1]);
+                    mma16816<T>(dQ[mt][2 * dd + 1], sa[mt][kk], bk[2], bk[3]);
                 }
             }
         }

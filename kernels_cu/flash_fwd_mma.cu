@@ -7,6 +7,8 @@
 //   v1  cp.async K/V ring (STAGES 1 or 2), Q fragments re-read from shared memory per K/V tile
 //       with ldmatrix, V through ldmatrix.trans, exp2 with scale·log2(e) folded into one FFMA,
 //       1/l deferred to the end, causal tiles above the diagonal skipped, heavy tiles first.
+//   v2  P packed to 16-bit A fragments right after the softmax (the float S registers die
+//       before P·V), which lets 128-row tiles (MT = 2) fit at d = 128 without spills.
 //
 // Grid: (ceil(T / BLOCK_M), batch). Block: NT = 32·warps threads, BLOCK_M = 16·MT·warps.
 #pragma once
@@ -158,20 +160,24 @@ __device__ __forceinline__ void flash_fwd_mma(
             }
         }
 
-        // -- O += P V_j, P rounded to T in registers
+        // -- P rounded to T and packed as A fragments now, so the float S registers die here
+        unsigned pa[MT][BLOCK_N / 16][4];
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int kk = 0; kk < BLOCK_N / 16; ++kk) c_to_a<T>(pa[mt][kk], s[mt][2 * kk], s[mt][2 * kk + 1]);
+
+        // -- O += P V_j
 #pragma unroll
         for (int kk = 0; kk < BLOCK_N / 16; ++kk) {
-            unsigned pa[MT][4];
-#pragma unroll
-            for (int mt = 0; mt < MT; ++mt) c_to_a<T>(pa[mt], s[mt][2 * kk], s[mt][2 * kk + 1]);
 #pragma unroll
             for (int dd = 0; dd < DP / 16; ++dd) {
                 unsigned bv[4];
                 ldmatrix_x4_trans(bv, frag_a_addr<LDS>(Vs, kk * 16, dd * 16, lane));
 #pragma unroll
                 for (int mt = 0; mt < MT; ++mt) {
-                    mma16816<T>(o[mt][2 * dd], pa[mt], bv[0], bv[1]);
-                    mma16816<T>(o[mt][2 * dd + 1], pa[mt], bv[2], bv[3]);
+                    mma16816<T>(o[mt][2 * dd], pa[mt][kk], bv[0], bv[1]);
+                    mma16816<T>(o[mt][2 * dd + 1], pa[mt][kk], bv[2], bv[3]);
                 }
             }
         }
