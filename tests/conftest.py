@@ -14,7 +14,8 @@ NO_GPU = "no CUDA GPU visible to CuPy (or CuPy not importable)"
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "gpu: needs a CUDA GPU through CuPy (skipped cleanly without one)")
+    config.addinivalue_line("markers",
+                            "gpu: needs a CUDA GPU through CuPy (skipped cleanly without one)")
     config.addinivalue_line("markers", "slow: takes more than a few seconds")
 
 

@@ -27,6 +27,13 @@ def dtype_param(name):
     return pytest.param(DTYPES[name], id=SHORT[name], marks=marks)
 
 
+def dtype_case(name, *values, id):
+    """A pytest.param of (dtype, *values) with id SHORT[name] + '-' + id (skipped like
+    dtype_param)."""
+    marks = [_NO_BF16] if name == "bfloat16" else []
+    return pytest.param(DTYPES[name], *values, id=f"{SHORT[name]}-{id}", marks=marks)
+
+
 ALL_DTYPES = [dtype_param(n) for n in ("float16", "bfloat16", "float32", "float64")]
 
 

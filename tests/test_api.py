@@ -36,7 +36,7 @@ def test_causal_is_bottom_right_aligned(xp, T, S):
 
 @pytest.mark.parametrize("dtype", ALL_DTYPES)
 def test_rows_without_keys(xp, dtype):
-    """Causal with S < T: the first T - S rows have out == 0 and lse == -inf, the rest are finite."""
+    """Causal, S < T: the first T - S rows have out == 0 and lse == -inf, the rest are finite."""
     T, S, d = 97, 30, 64
     q, k, v = make_inputs(xp, (2, T, d), (2, S, d), dtype, seed=101)
     out, lse = (to_numpy(a).astype(np.float64)

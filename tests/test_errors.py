@@ -187,11 +187,11 @@ def test_tile_replace_is_checked():
 @pytest.mark.parametrize("tile", [(64, 64), {"block_m": 64}, "simt", 64], ids=repr)
 def test_tile_of_wrong_type(xp, tile):
     q, k, v = qkv(xp)
-    typename = type(tile).__name__
-    with pytest.raises(TypeError, match=rf"tile must be a cuflash.TileConfig or None, got {typename}"):
+    msg = rf"tile must be a cuflash.TileConfig or None, got {type(tile).__name__}"
+    with pytest.raises(TypeError, match=msg):
         cuflash.attention(q, k, v, tile=tile)
     out, lse = cuflash.attention(q, k, v, return_lse=True)
-    with pytest.raises(TypeError, match=rf"tile must be a cuflash.TileConfig or None, got {typename}"):
+    with pytest.raises(TypeError, match=msg):
         cuflash.attention_backward(out, q, k, v, out, lse, tile=tile)
 
 
@@ -268,8 +268,10 @@ def test_vjp_unknown_keywords(xp, kwargs, bad):
 
 
 def test_vjp_checks_its_arguments_up_front(xp):
-    """Bad backward arguments are reported by attention_vjp itself, named as the caller wrote them."""
-    with pytest.raises(TypeError, match="backward_tile must be a cuflash.TileConfig or None, got str"):
+    """Bad backward arguments are reported by attention_vjp itself, named as the caller wrote
+    them."""
+    with pytest.raises(TypeError, match="backward_tile must be a cuflash.TileConfig or None, "
+                                        "got str"):
         cuflash.attention_vjp(*qkv(xp), backward_tile="simt")
     with pytest.raises(TypeError, match="deterministic must be a bool, got 'yes'"):
         cuflash.attention_vjp(*qkv(xp), deterministic="yes")

@@ -8,12 +8,14 @@ from cuflash import TileConfig
 from cuflash._xp import accum_dtype, dtype_name, to_numpy
 from cuflash.oracle import oracle_attention, rel_error
 
-from helpers import ALL_DTYPES, assert_matches_oracle, dtype_param, make_inputs
+from helpers import (ALL_DTYPES, assert_matches_oracle, dtype_case, dtype_param,
+                     make_inputs)
 
 # (T, S, d): every T and S in {1, 17, 97, 257, 1000} and every d in {16, 32, 64, 72, 128, 256}
 # appears; S < T, S = T and S > T all appear; each shape runs with every dtype × causal.
+# T = S = 1000 with d = 256 runs once per dtype (test_forward_largest).
 SHAPES = [(1, 1, 16), (1, 257, 32), (17, 1, 72), (17, 97, 64), (97, 17, 128), (97, 97, 256),
-          (257, 1000, 16), (1000, 257, 72), (257, 257, 32), (1000, 1000, 64), (1000, 1000, 256)]
+          (257, 1000, 16), (1000, 257, 72), (257, 257, 32), (1000, 1000, 64)]
 
 
 def _lead(T, S, d):
@@ -44,6 +46,14 @@ def check_forward(xp, T, S, d, dtype, causal, tile=None, lead=None, seed=0):
 @pytest.mark.parametrize("shape", SHAPES, ids=_id)
 def test_forward_matches_oracle(xp, shape, dtype, causal):
     check_forward(xp, *shape, dtype, causal, seed=SHAPES.index(shape))
+
+
+@pytest.mark.parametrize("dtype,causal", [
+    dtype_case("float16", False, id="full"), dtype_case("bfloat16", True, id="causal"),
+    dtype_case("float32", True, id="causal"), dtype_case("float64", False, id="full")])
+def test_forward_largest(xp, dtype, causal):
+    """T = S = 1000 at d = 256, the largest head dim: once per dtype (not every combination)."""
+    check_forward(xp, 1000, 1000, 256, dtype, causal, lead=(1,), seed=20)
 
 
 # Tiles the CUDA SIMT kernels accept (single stage; see cuflash/gpu/plan.py) for these head dims,

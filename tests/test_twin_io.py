@@ -98,7 +98,7 @@ def test_predict_combines_passes():
         iomodel.predict("flash", "forward", *args)
 
 
-# -- the model's scaling ----------------------------------------------------------------------------
+# -- the model's scaling --------------------------------------------------------------------------
 
 def _kv_bytes(T, d, block_m, causal=False, block_n=64):
     """Forward bytes beyond the once-only Q read and O/lse writes: the K/V stream."""
@@ -130,7 +130,8 @@ def test_naive_bytes_quadratic_and_flash_advantage_grows():
         naive = iomodel.naive_forward(1, T, T, 64, "float16", False).bytes_total
         naive2 = iomodel.naive_forward(1, 2 * T, 2 * T, 64, "float16", False).bytes_total
         assert 3.5 < naive2 / naive <= 4
-        flash = iomodel.flash_forward(1, T, T, 64, "float16", False, TileConfig(128, 64)).bytes_total
+        flash = iomodel.flash_forward(1, T, T, 64, "float16", False,
+                                      TileConfig(128, 64)).bytes_total
         ratios.append(naive / flash)
     assert ratios[0] > 1
     assert all(x < y for x, y in zip(ratios, ratios[1:])), ratios
@@ -156,7 +157,7 @@ def test_causal_skips_tiles():
     assert 0.45 < causal / full < 0.55
 
 
-# -- FLOPs and visible pairs ------------------------------------------------------------------------
+# -- FLOPs and visible pairs ----------------------------------------------------------------------
 
 def test_causal_flops_about_half():
     for T in (64, 1000, 4096):
