@@ -16,11 +16,12 @@ def _backend(xp):
     return ops
 
 
-def _default(p, backward):
+def _default(p, backward, deterministic=True):
     """Default tile for this problem; on the GPU, one that fits the device's shared memory."""
     ops = _backend(p.xp)
     limit = None if ops is None else ops.smem_limit()
-    return default_tile(p.d, p.dtype, backward=backward, smem_limit=limit)
+    return default_tile(p.d, p.dtype, backward=backward, causal=p.causal,
+                        deterministic=deterministic, smem_limit=limit)
 
 
 def attention(q, k, v, *, causal=False, scale=None, tile=None, return_lse=False):
@@ -69,7 +70,7 @@ def attention(q, k, v, *, causal=False, scale=None, tile=None, return_lse=False)
 
 
 def attention_backward(dout, q, k, v, out, lse, *, causal=False, scale=None, tile=None,
-                       deterministic=False):
+                       deterministic=True):
     """Gradients of ``sum(dout · attention(q, k, v))`` with respect to q, k and v.
 
     P is recomputed tile by tile from q, k and lse; no T×S matrix is stored.
@@ -88,24 +89,24 @@ def attention_backward(dout, q, k, v, out, lse, *, causal=False, scale=None, til
     tile : TileConfig, optional
         Default ``default_tile(d, dtype, backward=True)``.
     deterministic : bool
-        False (default, as FlashAttention-2): dQ is summed over key tiles with float atomics in
-        device memory, so its bits can vary from run to run. True: a second pass sums dQ in a
-        fixed order (identical bits every run, about 40% more arithmetic). The CPU twin mirrors
-        both orders.
+        True (default): a second pass sums dQ in a fixed order: identical bits every run, and
+        on the H200 faster than atomics despite ~40% more arithmetic (NOTES.md, v2). False: dQ
+        is summed over key tiles with float atomics in device memory, as FlashAttention-2 does;
+        its bits can vary from run to run. The CPU twin mirrors both orders.
 
     Returns
     -------
     dq, dk, dv : arrays shaped and typed like q, k and v (summed over broadcast leading dims).
     """
     p = checks.check_qkv(q, k, v, causal=causal, scale=scale)
-    tile = checks.check_tile(tile) or _default(p, backward=True)
+    if not isinstance(deterministic, (bool, np.bool_)):
+        raise TypeError(f"deterministic must be a bool, got {deterministic!r}")
+    tile = checks.check_tile(tile) or _default(p, backward=True, deterministic=bool(deterministic))
     xp = p.xp
     full = p.lead + (p.T, p.d)
     checks.check_same("dout", dout, "the output", full, p.dtype, xp)
     checks.check_same("out", out, "the forward's output", full, p.dtype, xp)
     checks.check_same("lse", lse, "the forward's lse", p.lead + (p.T,), accum_dtype(p.dtype), xp)
-    if not isinstance(deterministic, (bool, np.bool_)):
-        raise TypeError(f"deterministic must be a bool, got {deterministic!r}")
     if p.T == 0:
         full_k = p.lead + (p.S, p.d)
         zeros = (xp.zeros(full, p.dtype), xp.zeros(full_k, p.dtype), xp.zeros(full_k, p.dtype))
@@ -131,7 +132,7 @@ def attention_vjp(q, k, v, **kwargs):
     The forward's lse is kept for the backward; nothing T×S is.
     """
     bwd_tile = checks.check_tile(kwargs.pop("backward_tile", None), "backward_tile")
-    deterministic = kwargs.pop("deterministic", False)
+    deterministic = kwargs.pop("deterministic", True)
     if not isinstance(deterministic, (bool, np.bool_)):
         raise TypeError(f"deterministic must be a bool, got {deterministic!r}")
     unknown = set(kwargs) - {"causal", "scale", "tile"}

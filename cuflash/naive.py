@@ -45,7 +45,7 @@ def _probabilities(q, k, problem):
     s = _matmul(q, xp.swapaxes(k, -1, -2), xp)          # read q, k; write TS
     s *= xp.asarray(problem.scale, dtype=dt)            # read TS, write TS
     if problem.causal:                                  # read TS (+ T·S mask bytes), write TS
-        s = xp.where(visible(problem.T, problem.S, xp), s, neg_inf)
+        s = xp.where(visible(problem.T, problem.S, xp), s, neg_inf).astype(dt, copy=False)
     m = s.max(axis=-1, keepdims=True)                   # read TS
     s -= xp.where(m == neg_inf, xp.zeros_like(m), m)    # read TS, write TS (rows with no key: m=-inf)
     p = xp.exp(s, out=s)                                # read TS, write TS

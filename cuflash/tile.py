@@ -76,32 +76,37 @@ def mma_capable(head_dim: int, dtype) -> bool:
     return dtype_name(dtype) in ("float16", "bfloat16")
 
 
-def tile_candidates(head_dim: int, dtype, *, backward: bool = False) -> list[TileConfig]:
+def tile_candidates(head_dim: int, dtype, *, backward: bool = False, causal: bool = False,
+                    deterministic: bool = True) -> list[TileConfig]:
     """Tiles for (head_dim, dtype, pass), preferred first; ``default_tile`` takes the first that
-    fits the device. The reason for each first choice sits beside it; measurements are in NOTES.md.
+    fits the device. The reason for each first choice sits beside it; the measurements are
+    experiments/tile_ablation.yaml on the H200 (NOTES.md, v2): float16, T = 8192, FA shapes.
+    No default may spill registers (``python -m cuflash compile --fail-on-spills``).
     """
     name = dtype_name(dtype)
     if mma_capable(head_dim, dtype) and not (backward and head_dim > 128):
         if not backward:
             # Forward, tensor cores. Each warp owns 16·MT query rows and keeps S (16·MT × block_n)
             # and O (16·MT × d) in registers; with MT = 2 each K/V fragment read from shared
-            # memory feeds two mma's (v1 at MT = 1 was bound by those reads, NOTES.md).
-            # d <= 64: 128 × 64, MT = 2, 228 registers (v1: 0.88× FA2 at T = 8192).
-            # d <= 128: 128 × 64 spills (255 registers + 292 B), 128 × 32 does not (254):
-            # 0.375 ldmatrix per mma against 0.56 for v1's 64 × 64.
+            # memory feeds two mma's.
+            # d <= 64: 128 × 128 ran at 284 TFLOP/s against 262 for 128 × 64; its causal build
+            #   spills (188 B: the mask), so causal keeps 128 × 64 (228 registers).
+            # d <= 128: 128 × 32, 254 TFLOP/s. 128 × 64 ran faster (280–284) but spills 292 B.
             # d > 128: O alone is 128 registers at MT = 1; block_n = 32 keeps S small.
             if head_dim <= 64:
-                first = TileConfig(128, 64, 4, 2, "mma")
+                first = TileConfig(128, 64 if causal else 128, 4, 2, "mma")
             elif head_dim <= 128:
                 first = TileConfig(128, 32, 4, 2, "mma")
             else:
                 first = TileConfig(64, 32, 4, 2, "mma")
             return [first, TileConfig(64, 32, 4, 1, "mma"), TileConfig(32, 32, 2, 1, "mma")]
         # Backward, tensor cores: one warp per 16 keys of the resident K/V tile holds dK and dV
-        # (2 × 16 × d floats) and Sᵀ, dPᵀ (2 × 16 × block_m). 8 warps × 16 = 128 keys per block
-        # halve the Q/dO tile loads and dQ atomics per key against v1's 64. d <= 64: 64 queries
-        # per step (238 registers); d <= 128: 32 (252; 64 takes 255). Larger d: CUDA cores.
-        first = TileConfig(64 if head_dim <= 64 else 32, 128, 8, 2, "mma")
+        # (2 × 16 × d floats) and Sᵀ, dPᵀ (2 × 16 × block_m). Deterministic (separate dQ pass):
+        # 64 × 64, 4 warps, 1 stage ran fastest: 167 TFLOP/s at d=64, 201 at d=128, faster than
+        # any atomic-dQ tile. Atomic dQ: 128 keys per block (8 warps) halve the atomics per key:
+        # 160 (d=64) and 177 (d=128) TFLOP/s. Larger d falls back to the CUDA-core kernels.
+        first = (TileConfig(64, 64, 4, 1, "mma") if deterministic
+                 else TileConfig(64, 128, 8, 2, "mma"))
         return [first, TileConfig(32, 64, 4, 2, "mma"), TileConfig(32, 64, 4, 1, "mma"),
                 TileConfig(32, 32, 2, 1, "mma")]
     # CUDA-core (SIMT) path: every dtype and head_dim. Tiles hold float (double for float64)
@@ -120,12 +125,13 @@ def tile_candidates(head_dim: int, dtype, *, backward: bool = False) -> list[Til
     return first + [TileConfig(32, 32, 4, 1), TileConfig(16, 16, 2, 1), TileConfig(16, 16, 1, 1)]
 
 
-def default_tile(head_dim: int, dtype, *, backward: bool = False,
-                 smem_limit: int | None = None) -> TileConfig:
+def default_tile(head_dim: int, dtype, *, backward: bool = False, causal: bool = False,
+                 deterministic: bool = True, smem_limit: int | None = None) -> TileConfig:
     """The tile used when ``tile=None``: the first of ``tile_candidates`` that the kernels accept
     within ``smem_limit`` bytes of shared memory per block (no limit: the first candidate; the
     CPU twin reads only block_m and block_n)."""
-    cands = tile_candidates(head_dim, dtype, backward=backward)
+    cands = tile_candidates(head_dim, dtype, backward=backward, causal=causal,
+                            deterministic=deterministic)
     if smem_limit is None:
         return cands[0]
     from .gpu.plan import check_tile  # the kernels' constraints live with the kernels

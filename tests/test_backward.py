@@ -181,7 +181,9 @@ def test_rows_without_keys_get_zero_dq(xp, dtype, deterministic):
     dq, dk, dv = (to_numpy(g).astype(np.float64) for g in cuflash.attention_backward(
         dout, q, k, v, out, lse, causal=True, deterministic=deterministic))
     assert (dq[:, :T - S] == 0).all()
-    assert (np.abs(dq[:, T - S:]).max(axis=-1) > 0).all()
+    # row T - S sees exactly one key: P = 1 and D = dP, so its dq is 0 up to rounding;
+    # every later row sees at least two keys and has a gradient
+    assert (np.abs(dq[:, T - S + 1:]).max(axis=-1) > 0).all()
     for g in (dq, dk, dv):
         assert np.isfinite(g).all()
 

@@ -143,7 +143,8 @@ def test_shipped_experiments_validate():
 
 def test_tile_grid_points_for_precompile():
     pts = schema.tile_grid_points(REPO / "experiments" / "tile_ablation.yaml")
-    assert len(pts) == 36 and len(set(pts)) == 36
+    # forward grid: 10 tiles, backward grid: 5 tiles × 2 dQ modes; each at d = 64 and 128
+    assert len(pts) == 40 and len(set(pts)) == 40
     dtype, d, tile, causal, backward, det = pts[0]
     assert (dtype, d, causal, backward, tile.kernel) == ("float16", 64, False, False, "mma")
     io = schema.tile_grid_points(REPO / "experiments" / "io_bytes.yaml")

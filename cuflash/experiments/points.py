@@ -131,7 +131,7 @@ def resolve_device(exp: Experiment) -> str:
     return "gpu" if gpu_available() else "cpu"
 
 
-def _variants(method, d: int, dtype: str, pass_: str, smem_limit: int | None):
+def _variants(method, d: int, dtype: str, pass_: str, causal: bool, smem_limit: int | None):
     """(backend, fwd_tile, bwd_tile, deterministic) for one method entry at one (d, dtype, pass).
     Tile fields a grid leaves out are the library's defaults for a device with ``smem_limit``."""
     if method.name == "naive":
@@ -144,9 +144,10 @@ def _variants(method, d: int, dtype: str, pass_: str, smem_limit: int | None):
         bwd = pass_ in ("backward", "both")
         for partial in method.tiles:
             fields = dict(partial or ())
-            ft = library_tile(d, dtype, False, smem_limit, **fields) if fwd else None
-            bt = library_tile(d, dtype, True, smem_limit, **fields) if bwd else None
+            ft = library_tile(d, dtype, False, smem_limit, causal, **fields) if fwd else None
             for det in (method.deterministic if bwd else (None,)):
+                bt = (library_tile(d, dtype, True, smem_limit, causal, det, **fields)
+                      if bwd else None)
                 yield "", ft, bt, det
 
 
@@ -174,7 +175,7 @@ def enumerate_points(exp: Experiment, device: str | None = None,
                                         where = ("cpu" if m.name == "twin" else
                                                  "gpu" if m.name == "torch_sdpa" else device)
                                         for backend, ft, bt, det in _variants(
-                                                m, d, dtype, pass_,
+                                                m, d, dtype, pass_, causal,
                                                 None if m.name == "twin" else smem_limit):
                                             label = f"{m.label}_{backend}" if backend else m.label
                                             p = Point(label, m.name, backend, T, S, d, batch,

@@ -60,8 +60,9 @@ def predicted(p: Point) -> iomodel.Traffic:
     if p.method_name == "naive" or (p.method_name == "torch_sdpa" and p.backend == "math"):
         return iomodel.predict("naive", p.pass_, *args)
     if p.method_name == "torch_sdpa":
-        fwd_tile, bwd_tile, det = (default_tile(p.head_dim, p.dtype),
-                                   default_tile(p.head_dim, p.dtype, backward=True), False)
+        fwd_tile, bwd_tile, det = (default_tile(p.head_dim, p.dtype, causal=p.causal),
+                                   default_tile(p.head_dim, p.dtype, backward=True,
+                                                causal=p.causal, deterministic=False), False)
     else:
         fwd_tile, bwd_tile, det = p.fwd_tile, p.bwd_tile, bool(p.deterministic)
     total = None

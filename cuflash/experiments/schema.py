@@ -76,13 +76,11 @@ class SchemaError(ValueError):
 
 
 def library_tile(head_dim: int, dtype: str, backward: bool, smem_limit: int | None,
-                 **fields) -> TileConfig:
-    """The library's default tile for (head_dim, dtype, pass) on a device with ``smem_limit``
-    bytes of shared memory per block (None: no device), with ``fields`` replaced."""
-    try:
-        tile = default_tile(head_dim, dtype, backward=backward, smem_limit=smem_limit)
-    except TypeError:  # a default_tile without the smem_limit argument
-        tile = default_tile(head_dim, dtype, backward=backward)
+                 causal: bool = False, deterministic: bool = True, **fields) -> TileConfig:
+    """The library's default tile for (head_dim, dtype, pass, causal, dQ mode) on a device with
+    ``smem_limit`` bytes of shared memory per block (None: no device), with ``fields`` replaced."""
+    tile = default_tile(head_dim, dtype, backward=backward, causal=causal,
+                        deterministic=deterministic, smem_limit=smem_limit)
     return tile.replace(**fields) if fields else tile
 
 
@@ -126,7 +124,8 @@ class Method:
     """Name in results and legends (default: the method's name; torch_sdpa: 'torch_<backend>')."""
     tiles: tuple[tuple[tuple[str, Any], ...] | None, ...] = (None,)
     """Partial TileConfigs (field, value) pairs, filled from ``default_tile``; None = the default."""
-    deterministic: tuple[bool, ...] = (False,)
+    deterministic: tuple[bool, ...] = (True,)
+    """dQ modes of the backward (the library's default: True)."""
     backends: tuple[str, ...] = ()
     passes: tuple[str, ...] | None = None
     """Restrict this method to some of the swept passes (None: all of them)."""

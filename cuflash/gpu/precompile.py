@@ -26,12 +26,13 @@ def default_specs(arch: str) -> list[plan.KernelSpec]:
     for dt in DTYPES:
         for d in SUPPORTED_HEAD_DIMS:
             for backward in (False, True):
-                try:
-                    tile = default_tile(d, dt, backward=backward, smem_limit=limit)
-                except ValueError:
-                    continue   # nothing fits this GPU (reported by the library at call time)
                 for causal in (False, True):
                     for det in ((True, False) if backward else (True,)):
+                        try:
+                            tile = default_tile(d, dt, backward=backward, causal=causal,
+                                                deterministic=det, smem_limit=limit)
+                        except ValueError:
+                            continue   # nothing fits this GPU (the library says so at call time)
                         for s in plan.specs_for(dt, d, tile, causal, backward, det):
                             specs[s.name] = s
     return list(specs.values())
