@@ -8,8 +8,14 @@ tile, K and V are read ⌈T/block_m⌉ times, which is the N²d²/M term.
 
 The naive counts follow ``cuflash.naive`` pass by pass (each elementwise step reads and writes the
 T×S matrix once); they count the T×S passes and the operand reads, and leave out vectors of
-length T. Neither model knows about the L2 cache: a K/V tile read by several thread blocks at
-once may come from L2 rather than DRAM (issue: measured bytes, ``hbm_bytes``).
+length T. For 16-bit inputs the matrix products that read or write a T×S matrix run through
+float32 copies, as CuPy 14.2 does for batched 16-bit matmul (seen with Nsight Compute on the
+H200: a conversion kernel around each float32 GEMM), which adds two reads and two writes of
+the T×S matrix per such product.
+
+These counts are what the algorithm asks of device memory. What DRAM serves is less when the
+L2 cache catches re-reads: :func:`flash_forward_dram` models the forward's K/V re-reads hitting
+in L2 (measured against ``hbm_bytes`` in experiments/io_bytes.yaml; see the README).
 """
 from __future__ import annotations
 
@@ -103,12 +109,26 @@ def flash_backward(batch, T, S, d, dtype, causal, tile: TileConfig, deterministi
     return Traffic(batch * read, batch * written, flops)
 
 
-def naive_forward(batch, T, S, d, dtype, causal) -> Traffic:
-    """Bytes of ``naive_attention``: operand reads plus the passes over the T×S matrix."""
+#: Extra T×S passes (reads, writes) of one matrix product that reads or writes a T×S matrix, when
+#: 16-bit products run through float32 copies: a float32 GEMM output (2 units instead of 1)
+#: plus its conversion (read 2, write 1), or a conversion of the input (read 1, write 2) plus a
+#: GEMM reading float32 (2 units instead of 1).
+_F32_MATMUL_EXTRA = (2, 2)
+
+
+def _f32_matmuls(dtype, matmul_f32):
+    return resolve_dtype(dtype).itemsize < 4 if matmul_f32 is None else matmul_f32
+
+
+def naive_forward(batch, T, S, d, dtype, causal, matmul_f32=None) -> Traffic:
+    """Bytes of ``naive_attention``: operand reads plus the passes over the T×S matrix.
+    ``matmul_f32`` (default: for 16-bit dtypes) adds the float32 copies of the two products."""
     e = resolve_dtype(dtype).itemsize
     ts = T * S * e
     # matmul writes S; scale r+w; max r; subtract r+w; exp r+w; sum r; divide r+w; matmul reads P
     reads, writes = 7, 5
+    if _f32_matmuls(dtype, matmul_f32):
+        reads, writes = reads + 2 * _F32_MATMUL_EXTRA[0], writes + 2 * _F32_MATMUL_EXTRA[1]
     mask = 0
     if causal:
         reads, writes, mask = reads + 1, writes + 1, T * S   # where(mask, s, -inf) and the mask
@@ -117,20 +137,53 @@ def naive_forward(batch, T, S, d, dtype, causal) -> Traffic:
     return Traffic(read, written, attention_flops(batch, T, S, d, causal))
 
 
-def naive_backward(batch, T, S, d, dtype, causal) -> Traffic:
+def naive_backward(batch, T, S, d, dtype, causal, matmul_f32=None) -> Traffic:
     """Bytes of ``naive_attention_backward`` (it recomputes P with the forward's passes)."""
     e = resolve_dtype(dtype).itemsize
     ts = T * S * e
-    fwd = naive_forward(batch, T, S, d, dtype, causal)
+    f32 = _f32_matmuls(dtype, matmul_f32)
+    fwd = naive_forward(batch, T, S, d, dtype, causal, matmul_f32=False)
+    if f32:   # only the Q·Kᵀ product of the forward's passes runs here
+        fwd = fwd + Traffic(batch * _F32_MATMUL_EXTRA[0] * ts, batch * _F32_MATMUL_EXTRA[1] * ts, 0)
     fwd_out = T * d * e * batch                      # the forward's P·V product is not done
     # dV: r P; dP: w; D: r P, r dP, w P∘dP, r it; dP -= D: r+w; dP *= P: 2r+w; *= scale: r+w;
     # dQ: r dS; dK: r dS
     reads, writes = 1 + 3 + 1 + 2 + 1 + 1 + 1, 1 + 1 + 1 + 1 + 1
+    if f32:   # four more products touch a T×S matrix: dV, dP, dQ, dK
+        reads, writes = reads + 4 * _F32_MATMUL_EXTRA[0], writes + 4 * _F32_MATMUL_EXTRA[1]
     read = batch * (reads * ts + 3 * T * d * e + 2 * S * d * e)   # dout twice, q; v, k
     read += fwd.bytes_read - batch * (ts + S * d * e)             # minus the forward's P·V reads
     written = batch * (writes * ts + T * d * e + 2 * S * d * e)
     written += fwd.bytes_written - fwd_out
     return Traffic(read, written, attention_flops(batch, T, S, d, causal, backward=True))
+
+
+#: Defaults of the L2-aware forward model: the H200's L2 (GPU.md: 50 MB) and the thread blocks
+#: resident at once (132 SMs × 2 blocks, what the mma forward's registers allow).
+L2_BYTES = 50 * 10**6
+RESIDENT_BLOCKS = 264
+
+
+def flash_forward_dram(batch, T, S, d, dtype, causal, tile: TileConfig, *, l2_bytes=L2_BYTES,
+                       resident_blocks=RESIDENT_BLOCKS) -> Traffic:
+    """DRAM bytes of the tiled forward when the K/V re-reads hit in L2.
+
+    Blocks start in launch order, query tiles (blockIdx.x) of one head before the next head
+    (blockIdx.y), so ``resident_blocks`` blocks cover about ceil(resident / query tiles) heads.
+    When those heads' K and V (2·S·d·e bytes each) fit in ``l2_bytes``, each head's K and V come
+    from DRAM once and the re-reads of :func:`flash_forward` are L2 hits; otherwise every
+    re-read is taken to reach DRAM (the plain model). Writes are the plain model's.
+    """
+    plain = flash_forward(batch, T, S, d, dtype, causal, tile)
+    e = resolve_dtype(dtype).itemsize
+    q_tiles = math.ceil(T / tile.block_m)
+    heads_in_flight = min(batch, math.ceil(resident_blocks / q_tiles))
+    kv_head = 2 * S * d * e
+    if heads_in_flight * kv_head > l2_bytes:
+        return plain
+    kv_rows = min(S, max(kv_end(min(T, i0 + tile.block_m), T, S, causal)
+                         for i0 in range(0, T, tile.block_m)))
+    return Traffic(batch * (T * d * e + 2 * kv_rows * d * e), plain.bytes_written, plain.flops)
 
 
 def predict(method: str, pass_: str, batch, T, S, d, dtype, causal, tile=None,

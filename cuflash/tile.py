@@ -76,8 +76,13 @@ def mma_capable(head_dim: int, dtype) -> bool:
     return dtype_name(dtype) in ("float16", "bfloat16")
 
 
+#: Opt-in shared memory per block of Hopper (sm_90); smaller limits mean sm_80/86/89, whose
+#: ptxas allocates registers a little differently (see the backward choice below).
+HOPPER_SMEM = 232448
+
+
 def tile_candidates(head_dim: int, dtype, *, backward: bool = False, causal: bool = False,
-                    deterministic: bool = True) -> list[TileConfig]:
+                    deterministic: bool = True, hopper: bool = True) -> list[TileConfig]:
     """Tiles for (head_dim, dtype, pass), preferred first; ``default_tile`` takes the first that
     fits the device. The reason for each first choice sits beside it; the measurements are
     experiments/tile_ablation.yaml on the H200 (NOTES.md, v2): float16, T = 8192, FA shapes.
@@ -105,8 +110,12 @@ def tile_candidates(head_dim: int, dtype, *, backward: bool = False, causal: boo
         # 64 × 64, 4 warps, 1 stage ran fastest: 167 TFLOP/s at d=64, 201 at d=128, faster than
         # any atomic-dQ tile. Atomic dQ: 128 keys per block (8 warps) halve the atomics per key:
         # 160 (d=64) and 177 (d=128) TFLOP/s. Larger d falls back to the CUDA-core kernels.
+        # Before Hopper, ptxas spills 20 B in the 64 × 64 dK/dV kernel at d = 128 (sm_80):
+        # those GPUs take 32 queries per step there (242 registers).
         first = (TileConfig(64, 64, 4, 1, "mma") if deterministic
                  else TileConfig(64, 128, 8, 2, "mma"))
+        if deterministic and head_dim > 64 and not hopper:
+            first = TileConfig(32, 64, 4, 1, "mma")
         return [first, TileConfig(32, 64, 4, 2, "mma"), TileConfig(32, 64, 4, 1, "mma"),
                 TileConfig(32, 32, 2, 1, "mma")]
     # CUDA-core (SIMT) path: every dtype and head_dim. Tiles hold float (double for float64)
@@ -131,7 +140,8 @@ def default_tile(head_dim: int, dtype, *, backward: bool = False, causal: bool =
     within ``smem_limit`` bytes of shared memory per block (no limit: the first candidate; the
     CPU twin reads only block_m and block_n)."""
     cands = tile_candidates(head_dim, dtype, backward=backward, causal=causal,
-                            deterministic=deterministic)
+                            deterministic=deterministic,
+                            hopper=smem_limit is None or smem_limit >= HOPPER_SMEM)
     if smem_limit is None:
         return cands[0]
     from .gpu.plan import check_tile  # the kernels' constraints live with the kernels
