@@ -1,0 +1,120 @@
+"""Markdown tables for the README from results CSVs.
+
+    python -m cuflash.experiments.report speed docs/results/speed_vs_length/results.csv
+    python -m cuflash.experiments.report io docs/results/io_bytes/results.csv
+    python -m cuflash.experiments.report naive docs/results/float32_vs_naive/results.csv
+
+``speed``: TFLOP/s of cuflash's flash, torch SDPA's flash (FlashAttention-2) and cuDNN backends
+per (pass, d, dtype, causal, T), with the ratios, all from rows of one run.
+``naive``: flash against naive time at each point of a run that measured both.
+``io``: the DRAM bytes Nsight Compute counted against the plain IO model (every re-read reaches
+DRAM: ``iomodel.predict``) and, for the flash forward, the L2-aware model
+(``iomodel.flash_forward_dram``).
+"""
+from __future__ import annotations
+
+import csv
+import sys
+
+from .. import iomodel
+from ..tile import TileConfig
+
+
+def _tile(row):
+    if not row.get("block_m"):
+        return None
+    return TileConfig(int(row["block_m"]), int(row["block_n"]), int(row["num_warps"]),
+                      int(row["num_stages"]), row["kernel"])
+
+
+def rows_of(path):
+    with open(path, newline="") as f:
+        for row in csv.DictReader(f):
+            if row.get("status") == "ok" and row.get("hbm_bytes"):
+                yield row
+
+
+def io_table(path) -> str:
+    head = ("| method | pass | d | T | measured read / write (MB) | plain model read (MB) | "
+            "L2 model read (MB) | read: measured / model |")
+    lines = [head, "|" + " --- |" * 8]
+    for r in rows_of(path):
+        args = (int(r["batch"]) * int(r["heads"]), int(r["seq_len"]), int(r["kv_len"]),
+                int(r["head_dim"]), r["dtype"], r["causal"] == "true")
+        tile = _tile(r)
+        method = "naive" if r["method_name"] == "naive" else "flash"
+        det = r.get("deterministic", "") != "false"
+        plain = iomodel.predict(method, r["pass"], *args, tile=tile, deterministic=det)
+        l2 = (iomodel.flash_forward_dram(*args, tile) if method == "flash" and
+              r["pass"] == "forward" else plain)
+        read, written = float(r["hbm_bytes_read"]), float(r["hbm_bytes_written"])
+        label = r["method"] + (f" {tile.short()}" if tile else "")
+        lines.append(f"| {label} | {r['pass']} | {r['head_dim']} | {r['seq_len']} | "
+                     f"{read / 1e6:,.1f} / {written / 1e6:,.1f} | {plain.bytes_read / 1e6:,.1f} | "
+                     f"{l2.bytes_read / 1e6:,.1f} | {read / l2.bytes_read:.2f} |")
+    return "\n".join(lines)
+
+
+def speed_table(path) -> str:
+    """flash vs torch_flash vs torch_cudnn TFLOP/s, one line per (pass, d, dtype, causal, T)."""
+    cells = {}
+    tiles = {}
+    with open(path, newline="") as f:
+        for r in csv.DictReader(f):
+            if r.get("status") != "ok" or not r.get("tflops"):
+                continue
+            key = (r["pass"], int(r["head_dim"]), r["dtype"], r["causal"], int(r["seq_len"]))
+            cells.setdefault(key, {})[r["method"]] = float(r["tflops"])
+            if r["method"] == "flash":
+                tiles[key] = r["tile"] + ("" if r["pass"] == "forward" else
+                                          f", det={r['deterministic']}")
+    lines = ["| pass | d | dtype | causal | T | cuflash | FA2 (torch flash) | cuflash / FA2 | "
+             "cuDNN | cuflash / cuDNN | naive | tile |", "|" + " --- |" * 12]
+    order = {"forward": 0, "backward": 1}
+    for key in sorted(cells, key=lambda k: (order.get(k[0], 2),) + k[1:]):
+        c = cells[key]
+        if not {"flash", "torch_flash"} <= set(c):
+            continue
+        fa, cu, nv = c["torch_flash"], c.get("torch_cudnn"), c.get("naive")
+        lines.append(
+            f"| {key[0]} | {key[1]} | {key[2]} | {key[3]} | {key[4]} | {c['flash']:.0f} | "
+            f"{fa:.0f} | {c['flash'] / fa:.2f} | " + (f"{cu:.0f} | {c['flash'] / cu:.2f} | "
+                                                       if cu else "– | – | ")
+            + (f"{nv:.1f} | " if nv else "– | ") + f"{tiles.get(key, '')} |")
+    return "\n".join(lines)
+
+
+def naive_table(path) -> str:
+    """flash vs naive time per (pass, d, dtype, T): the speedup over the materialized path."""
+    cells = {}
+    with open(path, newline="") as f:
+        for r in csv.DictReader(f):
+            if r.get("status") != "ok" or not r.get("time_ms_median"):
+                continue
+            key = (r["pass"], int(r["head_dim"]), r["dtype"], r["causal"], int(r["seq_len"]))
+            cells.setdefault(key, {})[r["method"]] = (float(r["time_ms_median"]),
+                                                      float(r["tflops"]), r["tile"])
+    lines = ["| pass | d | dtype | causal | T | naive ms (TFLOP/s) | flash ms (TFLOP/s) | "
+             "speedup | tile |", "|" + " --- |" * 9]
+    order = {"forward": 0, "backward": 1}
+    for key in sorted(cells, key=lambda k: (order.get(k[0], 2),) + k[1:]):
+        c = cells[key]
+        if {"naive", "flash"} <= set(c):
+            (tn, fn, _), (tf, ff, tile) = c["naive"], c["flash"]
+            lines.append(f"| {key[0]} | {key[1]} | {key[2]} | {key[3]} | {key[4]} | "
+                         f"{tn:.2f} ({fn:.1f}) | {tf:.2f} ({ff:.1f}) | {tn / tf:.1f}× | {tile} |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    tables = {"speed": speed_table, "io": io_table, "naive": naive_table}
+    if len(argv) != 2 or argv[0] not in tables:
+        print(__doc__, file=sys.stderr)
+        return 2
+    print(tables[argv[0]](argv[1]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
