@@ -66,10 +66,11 @@ def naive_attention(q, k, v, *, causal=False, scale=None, return_lse=False):
     xp = problem.xp
     p, lse = _probabilities(q, k, problem)
     out = _matmul(p, v, xp)                                  # read T·S·e + S·d, write T·d
-    out = xp.broadcast_to(out, problem.lead + (problem.T, problem.d))
-    if return_lse:
-        return out, xp.broadcast_to(lse, problem.lead + (problem.T,))
-    return out
+    # q alone may have fewer leading dims than the broadcast: only then is out a broadcast view
+    if out.shape != problem.lead + (problem.T, problem.d):
+        out = xp.broadcast_to(out, problem.lead + (problem.T, problem.d))
+        lse = xp.broadcast_to(lse, problem.lead + (problem.T,))
+    return (out, lse) if return_lse else out
 
 
 def naive_attention_backward(dout, q, k, v, *, causal=False, scale=None):
