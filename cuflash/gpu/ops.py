@@ -6,6 +6,7 @@ Called by ``cuflash.api`` after the arguments are checked and flattened; shapes 
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 
 import numpy as np
@@ -43,10 +44,14 @@ def _cp():
 
 
 def smem_limit(device_id: int | None = None) -> int:
-    """Opt-in shared memory per block of a device, in bytes."""
-    cp = _cp()
-    dev = cp.cuda.Device(device_id) if device_id is not None else cp.cuda.Device()
-    return int(dev.attributes["MaxSharedMemoryPerBlockOptin"])
+    """Opt-in shared memory per block of a device (default: the current one), in bytes."""
+    return _smem_limit(_cp().cuda.Device().id if device_id is None else device_id)
+
+
+@functools.lru_cache(maxsize=None)
+def _smem_limit(device_id: int) -> int:
+    # Device.attributes queries every attribute: once per device, not once per call
+    return int(_cp().cuda.Device(device_id).attributes["MaxSharedMemoryPerBlockOptin"])
 
 
 def _aligned(x):
