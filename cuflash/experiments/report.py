@@ -55,54 +55,51 @@ def io_table(path) -> str:
     return "\n".join(lines)
 
 
-def speed_table(path) -> str:
-    """flash vs torch_flash vs torch_cudnn TFLOP/s, one line per (pass, d, dtype, causal, T)."""
+_PASS_ORDER = {"forward": 0, "backward": 1}
+
+
+def _grouped(path, needed):
+    """{(pass, d, dtype, causal, T): {method: row}} over the ok rows that have column `needed`,
+    keys sorted forward before backward."""
     cells = {}
-    tiles = {}
     with open(path, newline="") as f:
         for r in csv.DictReader(f):
-            if r.get("status") != "ok" or not r.get("tflops"):
-                continue
-            key = (r["pass"], int(r["head_dim"]), r["dtype"], r["causal"], int(r["seq_len"]))
-            cells.setdefault(key, {})[r["method"]] = float(r["tflops"])
-            if r["method"] == "flash":
-                tiles[key] = r["tile"] + ("" if r["pass"] == "forward" else
-                                          f", det={r['deterministic']}")
+            if r.get("status") == "ok" and r.get(needed):
+                key = (r["pass"], int(r["head_dim"]), r["dtype"], r["causal"], int(r["seq_len"]))
+                cells.setdefault(key, {})[r["method"]] = r
+    return {k: cells[k] for k in sorted(cells, key=lambda k: (_PASS_ORDER.get(k[0], 2),) + k[1:])}
+
+
+def speed_table(path) -> str:
+    """flash vs torch_flash vs torch_cudnn TFLOP/s, one line per (pass, d, dtype, causal, T)."""
     lines = ["| pass | d | dtype | causal | T | cuflash | FA2 (torch flash) | cuflash / FA2 | "
              "cuDNN | cuflash / cuDNN | naive | tile |", "|" + " --- |" * 12]
-    order = {"forward": 0, "backward": 1}
-    for key in sorted(cells, key=lambda k: (order.get(k[0], 2),) + k[1:]):
-        c = cells[key]
-        if not {"flash", "torch_flash"} <= set(c):
+    for key, rows in _grouped(path, "tflops").items():
+        if not {"flash", "torch_flash"} <= set(rows):
             continue
+        c = {m: float(r["tflops"]) for m, r in rows.items()}
+        fl = rows["flash"]
+        tile = fl["tile"] + ("" if fl["pass"] == "forward" else f", det={fl['deterministic']}")
         fa, cu, nv = c["torch_flash"], c.get("torch_cudnn"), c.get("naive")
         lines.append(
             f"| {key[0]} | {key[1]} | {key[2]} | {key[3]} | {key[4]} | {c['flash']:.0f} | "
             f"{fa:.0f} | {c['flash'] / fa:.2f} | " + (f"{cu:.0f} | {c['flash'] / cu:.2f} | "
                                                        if cu else "– | – | ")
-            + (f"{nv:.1f} | " if nv else "– | ") + f"{tiles.get(key, '')} |")
+            + (f"{nv:.1f} | " if nv else "– | ") + f"{tile} |")
     return "\n".join(lines)
 
 
 def naive_table(path) -> str:
     """flash vs naive time per (pass, d, dtype, T): the speedup over the materialized path."""
-    cells = {}
-    with open(path, newline="") as f:
-        for r in csv.DictReader(f):
-            if r.get("status") != "ok" or not r.get("time_ms_median"):
-                continue
-            key = (r["pass"], int(r["head_dim"]), r["dtype"], r["causal"], int(r["seq_len"]))
-            cells.setdefault(key, {})[r["method"]] = (float(r["time_ms_median"]),
-                                                      float(r["tflops"]), r["tile"])
     lines = ["| pass | d | dtype | causal | T | naive ms (TFLOP/s) | flash ms (TFLOP/s) | "
              "speedup | tile |", "|" + " --- |" * 9]
-    order = {"forward": 0, "backward": 1}
-    for key in sorted(cells, key=lambda k: (order.get(k[0], 2),) + k[1:]):
-        c = cells[key]
-        if {"naive", "flash"} <= set(c):
-            (tn, fn, _), (tf, ff, tile) = c["naive"], c["flash"]
+    for key, rows in _grouped(path, "time_ms_median").items():
+        if {"naive", "flash"} <= set(rows):
+            n, f = rows["naive"], rows["flash"]
+            tn, tf = float(n["time_ms_median"]), float(f["time_ms_median"])
             lines.append(f"| {key[0]} | {key[1]} | {key[2]} | {key[3]} | {key[4]} | "
-                         f"{tn:.2f} ({fn:.1f}) | {tf:.2f} ({ff:.1f}) | {tn / tf:.1f}× | {tile} |")
+                         f"{tn:.2f} ({float(n['tflops']):.1f}) | {tf:.2f} "
+                         f"({float(f['tflops']):.1f}) | {tn / tf:.1f}× | {f['tile']} |")
     return "\n".join(lines)
 
 

@@ -15,6 +15,7 @@ import os
 import re
 from pathlib import Path
 
+from .._xp import accum_dtype, resolve_dtype
 from .plan import _CTYPE, _SHORT, KernelSpec
 
 _INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"\s*$', re.M)
@@ -41,41 +42,40 @@ def expand(name: str, seen=None) -> str:
     return _INCLUDE.sub(lambda m: expand(m.group(1), seen), text)
 
 
-_ACC = {"float16": "float", "bfloat16": "float", "float32": "float", "float64": "double"}
+def _acc(dtype: str) -> str:
+    """C++ accumulator type of a dtype: double for float64, float otherwise."""
+    return "double" if accum_dtype(resolve_dtype(dtype)).itemsize == 8 else "float"
+
+
+# Per role: source file stem, kernel parameters and arguments after the common (q, k, v) ones.
+# {T} is the storage type, {A} the accumulator type.
+_ROLES = {
+    "fwd": ("flash_fwd", "{T}* out, {A}* lse, int T_len, int S_len, int d, {A} scale_log2",
+            "out, lse, T_len, S_len, d, scale_log2"),
+    "bwd_dkdv": ("flash_bwd", "const {T}* dout, const {A}* lse, const {A}* D, {T}* dk, {T}* dv, "
+                 "{A}* dq_accum, int T_len, int S_len, int d, {A} scale, {A} scale_log2",
+                 "dout, lse, D, dk, dv, dq_accum, T_len, S_len, d, scale, scale_log2"),
+    "bwd_dq": ("flash_bwd", "const {T}* dout, const {A}* lse, const {A}* D, {T}* dq, int T_len, "
+               "int S_len, int d, {A} scale, {A} scale_log2",
+               "dout, lse, D, dq, T_len, S_len, d, scale, scale_log2"),
+}
 
 
 def _entry(spec: KernelSpec) -> tuple[str, str]:
     """(source file, extern "C" entry point) of one specialization."""
-    t, T, acc, nt = spec.tile, spec.ctype, _ACC[spec.dtype], spec.threads()
-    causal = "true" if spec.causal else "false"
-    fam = spec.family
-    bounds = f"__launch_bounds__({nt}, 1)"
-    if spec.role == "fwd":
-        fn = (f"cuflash::flash_fwd_{fam}<{T}, {acc}, {spec.head_dim}, {t.block_m}, {t.block_n}, "
-              f"{nt}, {causal}" + (f", {t.num_stages}>" if fam == "mma" else ">"))
-        params = (f"const {T}* q, const {T}* k, const {T}* v, {T}* out, {acc}* lse, "
-                  f"int T_len, int S_len, int d, {acc} scale_log2, int smem_bytes")
-        args = "q, k, v, out, lse, T_len, S_len, d, scale_log2, smem_bytes"
-        src = "flash_fwd.cu" if fam == "simt" else "flash_fwd_mma.cu"
-    elif spec.role == "bwd_dkdv":
-        atomic = "true" if spec.atomic_dq else "false"
-        fn = (f"cuflash::flash_bwd_dkdv_{fam}<{T}, {acc}, {spec.head_dim}, {t.block_m}, "
-              f"{t.block_n}, {nt}, {causal}, {atomic}" + (f", {t.num_stages}>" if fam == "mma" else ">"))
-        params = (f"const {T}* q, const {T}* k, const {T}* v, const {T}* dout, const {acc}* lse, "
-                  f"const {acc}* D, {T}* dk, {T}* dv, {acc}* dq_accum, int T_len, int S_len, "
-                  f"int d, {acc} scale, {acc} scale_log2, int smem_bytes")
-        args = "q, k, v, dout, lse, D, dk, dv, dq_accum, T_len, S_len, d, scale, scale_log2, smem_bytes"
-        src = "flash_bwd.cu" if fam == "simt" else "flash_bwd_mma.cu"
-    else:
-        fn = (f"cuflash::flash_bwd_dq_{fam}<{T}, {acc}, {spec.head_dim}, {t.block_m}, "
-              f"{t.block_n}, {nt}, {causal}" + (f", {t.num_stages}>" if fam == "mma" else ">"))
-        params = (f"const {T}* q, const {T}* k, const {T}* v, const {T}* dout, const {acc}* lse, "
-                  f"const {acc}* D, {T}* dq, int T_len, int S_len, int d, {acc} scale, "
-                  f"{acc} scale_log2, int smem_bytes")
-        args = "q, k, v, dout, lse, D, dq, T_len, S_len, d, scale, scale_log2, smem_bytes"
-        src = "flash_bwd.cu" if fam == "simt" else "flash_bwd_mma.cu"
-    entry = (f'extern "C" __global__ void {bounds} {spec.name}({params}) {{\n'
-             f"    {fn}({args});\n}}\n")
+    t, T, acc, nt, fam = spec.tile, spec.ctype, _acc(spec.dtype), spec.threads(), spec.family
+    stem, params, args = _ROLES[spec.role]
+    tmpl = [T, acc, spec.head_dim, t.block_m, t.block_n, nt, str(spec.causal).lower()]
+    if spec.role == "bwd_dkdv":
+        tmpl.append(str(spec.atomic_dq).lower())
+    if fam == "mma":
+        tmpl.append(t.num_stages)
+    fn = f"cuflash::flash_{spec.role}_{fam}<{', '.join(map(str, tmpl))}>"
+    params = (f"const {T}* q, const {T}* k, const {T}* v, "
+              + params.format(T=T, A=acc) + ", int smem_bytes")
+    src = f"{stem}.cu" if fam == "simt" else f"{stem}_mma.cu"
+    entry = (f'extern "C" __global__ void __launch_bounds__({nt}, 1) {spec.name}({params}) {{\n'
+             f"    {fn}(q, k, v, {args}, smem_bytes);\n}}\n")
     return src, entry
 
 
@@ -84,7 +84,7 @@ def preprocess_name(dtype: str) -> str:
 
 
 def _preprocess_entry(dtype: str) -> str:
-    T, acc = _CTYPE[dtype], _ACC[dtype]
+    T, acc = _CTYPE[dtype], _acc(dtype)
     return (f'extern "C" __global__ void __launch_bounds__(256) {preprocess_name(dtype)}('
             f"const {T}* out, const {T}* dout, {acc}* D, long long rows, int d) {{\n"
             f"    cuflash::flash_bwd_preprocess<{T}, {acc}>(out, dout, D, rows, d);\n}}\n")

@@ -10,9 +10,8 @@ from __future__ import annotations
 import dataclasses
 import math
 
-import numpy as np
 
-from .._xp import accum_dtype, dtype_name
+from .._xp import accum_dtype, dtype_name, resolve_dtype
 from ..tile import TileConfig, mma_capable
 
 ROLES = ("fwd", "bwd_dkdv", "bwd_dq")
@@ -48,7 +47,7 @@ class KernelSpec:
     @property
     def vec(self) -> int:
         """Accumulator elements per 16-byte shared-memory vector (4 floats, 2 doubles)."""
-        return 16 // accum_dtype(np.dtype(_np_dtype(self.dtype))).itemsize
+        return 16 // accum_dtype(resolve_dtype(self.dtype)).itemsize
 
     @property
     def name(self) -> str:
@@ -100,11 +99,6 @@ class KernelSpec:
 
     def threads(self) -> int:
         return self.tile.num_threads
-
-
-def _np_dtype(name):
-    from .._xp import resolve_dtype
-    return resolve_dtype(name)
 
 
 # -- SIMT thread mappings (kernels_cu/simt_tiles.cuh): validity of a tile for one role ----------
