@@ -394,8 +394,23 @@ __device__ __forceinline__ void flash_bwd_dq_mma(
     __syncthreads();
 
     // -- dQ_i = scale · Σ_j dS_ij K_j, staged in this warp's own Q rows for 16-byte stores
-    store_rows_staged<T, MT, DP, LDS>(dq, sQ, dQ, [&](int, int) { return scale; }, wrow, rows_q, d,
-                                      lane);
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int r = wrow + mt * 16 + g + h * 8;
+#pragma unroll
+            for (int n = 0; n < NO; ++n)
+                *reinterpret_cast<unsigned*>(sQ + r * LDS + n * 8 + 2 * t4) =
+                    pack2<T>(dQ[mt][n][2 * h] * scale, dQ[mt][n][2 * h + 1] * scale);
+        }
+    __syncwarp();
+    constexpr int CPR = DP / 8;
+    for (int c = lane; c < 16 * MT * CPR; c += 32) {
+        const int r = wrow + c / CPR, col = (c % CPR) * 8;
+        if (r < rows_q && col < d)
+            *reinterpret_cast<uint4*>(dq + size_t(r) * d + col) = *reinterpret_cast<const uint4*>(sQ + r * LDS + col);
+    }
 }
 
 }  // namespace cuflash

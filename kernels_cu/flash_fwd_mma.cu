@@ -187,7 +187,6 @@ __device__ __forceinline__ void flash_fwd_mma(
     __syncthreads();  // with no K/V tile at all, other threads' Q copies may still be landing
 
     // -- O = O / l, lse = (m·scale·log2 e + log2 l)·ln 2; rows that saw no key: O = 0, lse = -inf
-    float inv[MT][2];
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
@@ -195,16 +194,28 @@ __device__ __forceinline__ void flash_fwd_mma(
             float sum = l[mt][h];
             sum += __shfl_xor_sync(0xffffffffu, sum, 1);
             sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-            inv[mt][h] = sum == 0.f ? 0.f : 1.f / sum;
+            const float inv = sum == 0.f ? 0.f : 1.f / sum;
             const int r = wrow + mt * 16 + g + h * 8;
             if (t4 == 0 && r < rows_q)
                 lse[r] = sum == 0.f ? -Num<float>::inf()
                                     : (m[mt][h] * scale_log2 + log2f(sum)) * float(kLn2);
+#pragma unroll
+            for (int n = 0; n < NO; ++n) {
+                // this warp's own Q rows are free now: stage O there for 16-byte stores
+                *reinterpret_cast<unsigned*>(sQ + r * LDS + n * 8 + 2 * t4) =
+                    pack2<T>(o[mt][n][2 * h] * inv, o[mt][n][2 * h + 1] * inv);
+            }
         }
     }
-    // this warp's own Q rows are free now: O is staged there for 16-byte stores
-    store_rows_staged<T, MT, DP, LDS>(out, sQ, o, [&](int mt, int h) { return inv[mt][h]; },
-                                      wrow, rows_q, d, lane);
+    __syncwarp();
+    constexpr int CPR = DP / 8;
+#pragma unroll
+    for (int c = lane; c < 16 * MT * CPR; c += 32) {
+        const int r = wrow + c / CPR, col = (c % CPR) * 8;
+        if (r < rows_q && col < d)
+            *reinterpret_cast<uint4*>(out + size_t(r) * d + col) =
+                *reinterpret_cast<const uint4*>(sQ + r * LDS + col);
+    }
 }
 
 }  // namespace cuflash

@@ -104,35 +104,4 @@ __device__ __forceinline__ void cp_async_tile(T* s, const T* g, int rows_valid, 
     }
 }
 
-// Write this warp's 16·MT rows of C fragments c (rows wrow.., columns 0..DP), each times
-// factor(mt, h), to global memory g (row stride d; rows < rows_valid, columns < d). The rows are
-// staged in the warp's own rows of the shared tile s (row stride LDS) so that the global stores
-// are 16 bytes wide; the warp must be the only reader of those rows by now.
-template <typename T, int MT, int DP, int LDS, typename F>
-__device__ __forceinline__ void store_rows_staged(T* g, T* s, const float (&c)[MT][DP / 8][4],
-                                                  F factor, int wrow, int rows_valid, int d,
-                                                  int lane) {
-    const int gr = lane >> 2, t4 = lane & 3;
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            const int r = wrow + mt * 16 + gr + h * 8;
-            const float f = factor(mt, h);
-#pragma unroll
-            for (int n = 0; n < DP / 8; ++n)
-                *reinterpret_cast<unsigned*>(s + r * LDS + n * 8 + 2 * t4) =
-                    pack2<T>(c[mt][n][2 * h] * f, c[mt][n][2 * h + 1] * f);
-        }
-    __syncwarp();
-    constexpr int CPR = DP / 8;  // 16-byte chunks per row
-#pragma unroll
-    for (int x = lane; x < 16 * MT * CPR; x += 32) {
-        const int r = wrow + x / CPR, col = (x % CPR) * 8;
-        if (r < rows_valid && col < d)
-            *reinterpret_cast<uint4*>(g + size_t(r) * d + col) =
-                *reinterpret_cast<const uint4*>(s + r * LDS + col);
-    }
-}
-
 }  // namespace cuflash
