@@ -20,8 +20,9 @@ def _default(p, backward, deterministic=True):
     """Default tile for this problem; on the GPU, one that fits the device's shared memory."""
     ops = _backend(p.xp)
     limit = None if ops is None else ops.smem_limit()
+    arch = None if ops is None else ops.device_arch()
     return default_tile(p.d, p.dtype, backward=backward, causal=p.causal,
-                        deterministic=deterministic, smem_limit=limit)
+                        deterministic=deterministic, smem_limit=limit, arch=arch)
 
 
 def attention(q, k, v, *, causal=False, scale=None, tile=None, return_lse=False):

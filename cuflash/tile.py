@@ -11,7 +11,7 @@ import numpy as np
 
 from ._xp import dtype_name
 
-KERNELS = ("simt", "mma")
+KERNELS = ("simt", "mma", "wgmma")
 
 
 def _is_pow2(x: int) -> bool:
@@ -41,8 +41,9 @@ class TileConfig:
     with cp.async, loading tile j+1 while computing tile j). 1..4."""
 
     kernel: str = "simt"
-    """Kernel family: 'simt' (CUDA cores, every dtype and head_dim) or 'mma' (tensor cores,
-    float16/bfloat16)."""
+    """Kernel family: 'simt' (CUDA cores, every dtype and head_dim), 'mma' (tensor cores through
+    mma.sync, float16/bfloat16, sm_80 and later) or 'wgmma' (Hopper's warpgroup tensor cores,
+    float16/bfloat16, forward only, sm_90 only: block_m = 16·num_warps, 64 rows per 4 warps)."""
 
     def __post_init__(self):
         for name in ("block_m", "block_n"):
@@ -76,13 +77,21 @@ def mma_capable(head_dim: int, dtype) -> bool:
     return dtype_name(dtype) in ("float16", "bfloat16")
 
 
+def WGMMA_FORWARD(head_dim: int, causal: bool) -> list[TileConfig]:
+    """Forward tiles of the wgmma kernel, preferred first (measurements in NOTES.md, v3)."""
+    if head_dim <= 128:
+        return [TileConfig(128, 128, 8, 2, "wgmma")]
+    return [TileConfig(128, 64, 8, 2, "wgmma")]
+
+
 #: Opt-in shared memory per block of Hopper (sm_90); smaller limits mean sm_80/86/89, whose
 #: ptxas allocates registers a little differently (see the backward choice below).
 HOPPER_SMEM = 232448
 
 
 def tile_candidates(head_dim: int, dtype, *, backward: bool = False, causal: bool = False,
-                    deterministic: bool = True, hopper: bool = True) -> list[TileConfig]:
+                    deterministic: bool = True, hopper: bool = True,
+                    wgmma: bool = False) -> list[TileConfig]:
     """Tiles for (head_dim, dtype, pass), preferred first; ``default_tile`` takes the first that
     fits the device. The reason for each first choice sits beside it; the measurements are
     experiments/tile_ablation.yaml on the H200 (NOTES.md, v2): float16, T = 8192, FA shapes.
@@ -90,6 +99,11 @@ def tile_candidates(head_dim: int, dtype, *, backward: bool = False, causal: boo
     """
     name = dtype_name(dtype)
     if mma_capable(head_dim, dtype) and not (backward and head_dim > 128):
+        if not backward and wgmma:
+            # Forward on Hopper (sm_90): warpgroup tensor cores, 64 query rows per warpgroup,
+            # Q and K read by wgmma straight from swizzled shared memory (flash_fwd_wgmma.cu).
+            return WGMMA_FORWARD(head_dim, causal) + tile_candidates(
+                head_dim, dtype, causal=causal, hopper=hopper)
         if not backward:
             # Forward, tensor cores. Each warp owns 16·MT query rows and keeps S (16·MT × block_n)
             # and O (16·MT × d) in registers; with MT = 2 each K/V fragment read from shared
@@ -135,20 +149,23 @@ def tile_candidates(head_dim: int, dtype, *, backward: bool = False, causal: boo
 
 
 def default_tile(head_dim: int, dtype, *, backward: bool = False, causal: bool = False,
-                 deterministic: bool = True, smem_limit: int | None = None) -> TileConfig:
+                 deterministic: bool = True, smem_limit: int | None = None,
+                 arch: str | None = None) -> TileConfig:
     """The tile used when ``tile=None``: the first of ``tile_candidates`` that the kernels accept
-    within ``smem_limit`` bytes of shared memory per block (no limit: the first candidate; the
-    CPU twin reads only block_m and block_n)."""
+    within ``smem_limit`` bytes of shared memory per block on a GPU of architecture ``arch``
+    ('sm_90', ...; Hopper-only kernels are considered only when it says sm_90). With no limit:
+    the first candidate without Hopper-only kernels (the CPU twin reads only block_m, block_n)."""
     cands = tile_candidates(head_dim, dtype, backward=backward, causal=causal,
                             deterministic=deterministic,
-                            hopper=smem_limit is None or smem_limit >= HOPPER_SMEM)
+                            hopper=smem_limit is None or smem_limit >= HOPPER_SMEM,
+                            wgmma=smem_limit is not None and arch in ("sm_90", "sm_90a"))
     if smem_limit is None:
         return cands[0]
     from .gpu.plan import check_tile  # the kernels' constraints live with the kernels
     errors = []
     for cand in cands:
         try:
-            check_tile(cand, head_dim, dtype, backward=backward, smem_limit=smem_limit)
+            check_tile(cand, head_dim, dtype, backward=backward, smem_limit=smem_limit, arch=arch)
             return cand
         except ValueError as exc:
             errors.append(str(exc))

@@ -18,6 +18,8 @@ pytestmark = pytest.mark.gpu
 SIMT = [TileConfig(64, 64, 8, 1), TileConfig(32, 32, 4, 1), TileConfig(16, 32, 2, 1)]
 MMA_FWD = [TileConfig(128, 64, 4, 2, "mma"), TileConfig(64, 64, 4, 1, "mma"),
            TileConfig(64, 32, 4, 2, "mma"), TileConfig(32, 32, 2, 2, "mma")]
+WGMMA_FWD = [TileConfig(128, 128, 8, 2, "wgmma"), TileConfig(128, 64, 8, 1, "wgmma"),
+             TileConfig(64, 64, 4, 2, "wgmma"), TileConfig(64, 256, 4, 2, "wgmma")]
 MMA_BWD = [TileConfig(64, 64, 4, 2, "mma"), TileConfig(32, 64, 4, 1, "mma"),
            TileConfig(32, 32, 2, 2, "mma")]
 
@@ -115,7 +117,7 @@ def test_kernels_agree_with_twin(cp, dtype, tile):
 def _tile_cases():
     cases = []
     for dt in ("float16", "bfloat16"):
-        cases += [(dt, t, "fwd") for t in MMA_FWD] + [(dt, t, "bwd") for t in MMA_BWD]
+        cases += [(dt, t, "fwd") for t in MMA_FWD + WGMMA_FWD] + [(dt, t, "bwd") for t in MMA_BWD]
     for dt in ("float16", "float32", "float64"):
         cases += [(dt, t, "both") for t in SIMT]
     return [pytest.param(dt, t, p, id=f"{dt}-{t.short()}-{p}") for dt, t, p in cases]
@@ -125,12 +127,13 @@ def _tile_cases():
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("T,S,d", [(97, 257, 64), (257, 97, 128), (1000, 1000, 40), (17, 1, 96)])
 def test_tiles_against_oracle(cp, dtype, tile, pass_, causal, T, S, d):
-    from cuflash.gpu.ops import smem_limit
+    from cuflash.gpu.ops import device_arch, smem_limit
     from cuflash.gpu.plan import check_tile
     try:
-        check_tile(tile, d, dtype, backward=pass_ != "fwd", smem_limit=smem_limit())
+        check_tile(tile, d, dtype, backward=pass_ != "fwd", smem_limit=smem_limit(),
+                   arch=device_arch())
         if pass_ == "both":
-            check_tile(tile, d, dtype, backward=False, smem_limit=smem_limit())
+            check_tile(tile, d, dtype, backward=False, smem_limit=smem_limit(), arch=device_arch())
     except ValueError as exc:
         pytest.skip(f"tile not valid here: {exc}")
     q, k, v = make_inputs(cp, (2, T, d), (2, S, d), dtype, seed=T + 3 * S + d)
@@ -163,6 +166,24 @@ def test_mma_refuses_float32(cp):
     q, k, v = make_inputs(cp, (1, 64, 64), (1, 64, 64), np.float32, seed=1)
     with pytest.raises(ValueError, match="float16 or bfloat16"):
         cuflash.attention(q, k, v, tile=TileConfig(64, 64, 4, 2, "mma"))
+
+
+def test_wgmma_forward_on_hopper_only(cp):
+    """On sm_90 the wgmma tile runs and matches the oracle at T not a multiple of block_m; on any
+    other GPU it is refused with a message naming the architecture."""
+    from cuflash.gpu.ops import device_arch
+    q, k, v = make_inputs(cp, (3, 200, 64), (3, 333, 64), np.float16, seed=4)
+    tile = TileConfig(128, 128, 8, 2, "wgmma")
+    if device_arch() != "sm_90":
+        with pytest.raises(ValueError, match="runs only on sm_90"):
+            cuflash.attention(q, k, v, tile=tile)
+        return
+    out = cuflash.attention(q, k, v, tile=tile)
+    ref, _ = oracle_attention(*(to_numpy(x) for x in (q, k, v)))
+    assert_matches_oracle(out, ref, cuflash.naive_attention(q, k, v), dtype=np.float16,
+                          name="out")
+    with pytest.raises(ValueError, match="forward-only"):
+        cuflash.attention_backward(q, q, k, v, out, cp.zeros((3, 200), cp.float32), tile=tile)
 
 
 def test_batch_beyond_grid_limit(cp):

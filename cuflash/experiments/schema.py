@@ -52,6 +52,7 @@ TILE_CHOICES = {"block_m": (16, 32, 64, 128, 256), "block_n": (16, 32, 64, 128, 
 PLOT_KINDS = ("line", "heatmap")
 #: Opt-in shared memory per block assumed when no GPU is visible (H100/H200, sm_90).
 DEFAULT_SMEM_LIMIT = 232448
+DEFAULT_ARCH = "sm_90"
 
 # -- CSV columns, by what produces them (``results.COLUMNS`` orders them) -------------------------
 AXIS_COLUMNS = ("seq_len", "kv_len", "head_dim", "batch", "heads", "dtype", "causal", "pass")
@@ -80,7 +81,8 @@ def library_tile(head_dim: int, dtype: str, backward: bool, smem_limit: int | No
     """The library's default tile for (head_dim, dtype, pass, causal, dQ mode) on a device with
     ``smem_limit`` bytes of shared memory per block (None: no device), with ``fields`` replaced."""
     tile = default_tile(head_dim, dtype, backward=backward, causal=causal,
-                        deterministic=deterministic, smem_limit=smem_limit)
+                        deterministic=deterministic, smem_limit=smem_limit,
+                        arch=None if smem_limit is None else device_arch())
     return tile.replace(**fields) if fields else tile
 
 
@@ -475,7 +477,8 @@ def _check_tiles(r: _Reader, method: Method, i: int, axes: Axes, smem_limit: int
                         try:
                             tile = library_tile(d, dt, backward, smem_limit, **fields)
                             if check is not None:
-                                check(tile, d, dt, backward=backward, smem_limit=smem_limit)
+                                check(tile, d, dt, backward=backward, smem_limit=smem_limit,
+                                      arch=device_arch())
                         except ValueError as exc:
                             which = "backward" if backward else "forward"
                             given = ", ".join(f"{k}={v}" for k, v in partial)
@@ -683,6 +686,18 @@ def _path_text(steps) -> str:
 
 
 # -- loading --------------------------------------------------------------------------------------
+
+def device_arch() -> str:
+    """'sm_XY' of the current GPU, or DEFAULT_ARCH without one (the GPU the defaults assume)."""
+    from .._xp import gpu_available
+    if gpu_available():
+        try:
+            from ..gpu.ops import device_arch as arch
+            return arch()
+        except Exception:
+            pass
+    return DEFAULT_ARCH
+
 
 def device_smem_limit() -> int:
     """Opt-in shared memory per block of the current GPU, or DEFAULT_SMEM_LIMIT without one."""

@@ -68,12 +68,12 @@ def _entry(spec: KernelSpec) -> tuple[str, str]:
     tmpl = [T, acc, spec.head_dim, t.block_m, t.block_n, nt, str(spec.causal).lower()]
     if spec.role == "bwd_dkdv":
         tmpl.append(str(spec.atomic_dq).lower())
-    if fam == "mma":
+    if fam in ("mma", "wgmma"):
         tmpl.append(t.num_stages)
     fn = f"cuflash::flash_{spec.role}_{fam}<{', '.join(map(str, tmpl))}>"
     params = (f"const {T}* q, const {T}* k, const {T}* v, "
               + params.format(T=T, A=acc) + ", int smem_bytes")
-    src = f"{stem}.cu" if fam == "simt" else f"{stem}_mma.cu"
+    src = f"{stem}.cu" if fam == "simt" else f"{stem}_{fam}.cu"
     entry = (f'extern "C" __global__ void __launch_bounds__({nt}, 1) {spec.name}({params}) {{\n'
              f"    {fn}(q, k, v, {args}, smem_bytes);\n}}\n")
     return src, entry
@@ -134,11 +134,54 @@ def _module(src: str, device_id: int):
         return cp.RawModule(code=src, options=options(), backend="nvrtc")
 
 
+def cache_dir() -> Path:
+    """Where cubins built for a named architecture are kept: $CUFLASH_CACHE_DIR, else
+    ~/.cache/cuflash (CuPy's own cache keeps the rest)."""
+    return Path(os.environ.get("CUFLASH_CACHE_DIR") or Path.home() / ".cache" / "cuflash")
+
+
+def cubin_for_arch(src: str, name: str, arch: str) -> Path:
+    """A cubin of `src` built by NVRTC for `arch` (e.g. 'sm_90a'), cached on disk by the hash of
+    the source, options and NVRTC version. CuPy's RawModule(code=...) appends the device's own
+    -arch (sm_90), which would reject wgmma; so these are built here and loaded by path."""
+    import hashlib
+    from cupy_backends.cuda.libs import nvrtc
+    opts = list(options((f"-arch={arch}",)))
+    key = hashlib.sha256("\0".join([src, *opts, str(nvrtc.getVersion())]).encode()).hexdigest()
+    path = cache_dir() / f"{name}-{key[:20]}.cubin"
+    if path.is_file():
+        return path
+    prog = nvrtc.createProgram(src, f"{name}.cu", [], [])
+    try:
+        nvrtc.compileProgram(prog, opts)
+    except Exception as exc:
+        raise RuntimeError(f"{name} failed to compile for {arch}:\n"
+                           f"{nvrtc.getProgramLog(prog)}") from exc
+    cubin = nvrtc.getCUBIN(prog)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_bytes(cubin)
+    os.replace(tmp, path)        # atomic: parallel test workers never read half a file
+    return path
+
+
+@functools.lru_cache(maxsize=None)
+def _module_from_cubin(path: str, device_id: int):
+    import cupy as cp
+    with cp.cuda.Device(device_id):
+        return cp.RawModule(path=path)
+
+
 @functools.lru_cache(maxsize=None)
 def get_kernel(spec: KernelSpec, device_id: int):
     """The compiled kernel of `spec` on a device, with its dynamic shared-memory limit raised."""
     import cupy as cp
-    kern = _module(source(spec), device_id).get_function(spec.name)
+    if spec.arch is None:
+        mod = _module(source(spec), device_id)
+    else:
+        mod = _module_from_cubin(str(cubin_for_arch(source(spec), spec.name, spec.arch)),
+                                 device_id)
+    kern = mod.get_function(spec.name)
     smem = spec.smem_bytes()
     if smem > 48 * 1024:
         with cp.cuda.Device(device_id):

@@ -54,6 +54,16 @@ def _smem_limit(device_id: int) -> int:
     return int(_cp().cuda.Device(device_id).attributes["MaxSharedMemoryPerBlockOptin"])
 
 
+def device_arch(device_id: int | None = None) -> str:
+    """'sm_XY' of a device (default: the current one), from its compute capability."""
+    return _device_arch(_cp().cuda.Device().id if device_id is None else device_id)
+
+
+@functools.lru_cache(maxsize=None)
+def _device_arch(device_id: int) -> str:
+    return f"sm_{_cp().cuda.Device(device_id).compute_capability}"
+
+
 def _aligned(x):
     """x itself when its data is 16-byte aligned (the kernels load 16 bytes at a time), else a copy."""
     return x if x.data.ptr % 16 == 0 else x.copy()
@@ -69,7 +79,7 @@ def _launch(spec, grid_x, B, args_of):
     """Launch `spec` over the batch in chunks of at most 65535 (gridDim.y)."""
     cp = _cp()
     dev = cp.cuda.Device().id
-    plan.validate(spec, smem_limit(dev))
+    plan.validate(spec, smem_limit(dev), device_arch(dev))
     kern = build.get_kernel(spec, dev)
     smem = spec.smem_bytes()
     for b0, b1 in _batches(B):

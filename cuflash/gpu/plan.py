@@ -25,8 +25,15 @@ SMEM_LIMIT = {"sm_80": 166912, "sm_86": 101376, "sm_89": 101376, "sm_90": 232448
 
 def head_dim_pad(d: int, family: str) -> int:
     """Head dim the kernel is compiled for: d rounded up to a multiple of 32 (the extra columns are
-    zero), so one specialization serves up to four head dims."""
-    return 32 * math.ceil(d / 32)
+    zero), so one specialization serves up to four head dims; 64 for 'wgmma', whose swizzled
+    shared-memory panels are 64 elements (128 bytes) wide."""
+    unit = 64 if family == "wgmma" else 32
+    return unit * math.ceil(d / unit)
+
+
+#: Architecture each kernel family is compiled for; None = the device's own (CuPy chooses).
+#: wgmma exists only on sm_90a, whose code runs on compute capability 9.0 devices alone.
+FAMILY_ARCH = {"simt": None, "mma": None, "wgmma": "sm_90a"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,6 +68,11 @@ class KernelSpec:
         return name
 
     @property
+    def arch(self) -> str | None:
+        """The architecture this spec must be compiled for, or None for the device's own."""
+        return FAMILY_ARCH[self.family]
+
+    @property
     def ctype(self) -> str:
         return _CTYPE[self.dtype]
 
@@ -85,6 +97,10 @@ class KernelSpec:
                     + 2 * bn * row            # sK, sV: the streamed key/value tiles
                     + bm * (bn + self.vec) * a    # sdS: dS of one tile pair
                     + 2 * bm * a)             # s_lse, s_D
+        if self.family == "wgmma":
+            # 16-bit tiles in 128-byte swizzled panels, no padding, plus 1024 bytes so the
+            # kernel can align the first panel to 1024 bytes (flash_fwd_wgmma.cu)
+            return (bm + t.num_stages * 2 * bn) * dp * 2 + 1024   # sQ; K and V ring buffers
         # mma: 16-bit tiles with rows padded by 8 elements (16 bytes) against bank conflicts
         row = (dp + 8) * 2
         st = t.num_stages
@@ -127,10 +143,14 @@ def _outer_ok(rows, dp, vec, nt):
     return None
 
 
-def validate(spec: KernelSpec, smem_limit: int | None = None) -> None:
-    """Raise ValueError naming the tile, head_dim and the reason if the spec cannot run."""
+def validate(spec: KernelSpec, smem_limit: int | None = None, arch: str | None = None) -> None:
+    """Raise ValueError naming the tile, head_dim and the reason if the spec cannot run (on a GPU
+    of architecture `arch`, e.g. 'sm_90', with `smem_limit` bytes of shared memory per block)."""
     t, dp = spec.tile, spec.head_dim
     where = f"TileConfig {t.short()} for head_dim={dp}, dtype={spec.dtype} ({spec.role})"
+    if spec.arch is not None and arch is not None and arch.rstrip("a") != spec.arch.rstrip("a"):
+        raise ValueError(f"{where}: kernel={t.kernel!r} runs only on {spec.arch.rstrip('a')} "
+                         f"GPUs (Hopper), this one is {arch}")
     if spec.family == "simt":
         nt, vec, bm, bn = t.num_threads, spec.vec, t.block_m, t.block_n
         if t.num_stages != 1:
@@ -145,10 +165,27 @@ def validate(spec: KernelSpec, smem_limit: int | None = None) -> None:
     else:
         if spec.dtype not in ("float16", "bfloat16"):
             raise ValueError(f"{where}: the mma kernels need float16 or bfloat16 inputs")
-        _validate_mma(spec, where)
+        if spec.family == "wgmma":
+            _validate_wgmma(spec, where)
+        else:
+            _validate_mma(spec, where)
     if smem_limit is not None and spec.smem_bytes() > smem_limit:
         raise ValueError(f"{where}: needs {spec.smem_bytes()} bytes of shared memory per block, "
                          f"the device allows {smem_limit}")
+
+
+def _validate_wgmma(spec: KernelSpec, where: str) -> None:
+    t = spec.tile
+    if spec.role != "fwd":
+        raise ValueError(f"{where}: the wgmma kernel is forward-only; the backward takes "
+                         f"kernel='mma' tiles")
+    if t.num_warps % 4 or t.block_m != 16 * t.num_warps:
+        raise ValueError(f"{where}: block_m must be 64 rows per warpgroup of 4 warps "
+                         f"(block_m = 16·num_warps, num_warps a multiple of 4)")
+    if t.num_stages > 2:
+        raise ValueError(f"{where}: the wgmma kernel uses 1 or 2 stages")
+    if spec.head_dim > 256:
+        raise ValueError(f"{where}: head_dim above 256 does not fit one wgmma (n <= 256)")
 
 
 def _validate_mma(spec: KernelSpec, where: str) -> None:
@@ -175,8 +212,12 @@ def specs_for(dtype, head_dim: int, tile: TileConfig, causal: bool, backward: bo
               deterministic: bool = True):
     """The kernel specs one pass launches (the forward: one; the backward: one or two)."""
     name = dtype_name(dtype)
-    if tile.kernel == "mma" and not mma_capable(head_dim, dtype):
-        raise ValueError(f"TileConfig.kernel='mma' needs float16 or bfloat16 inputs, got {name}")
+    if tile.kernel in ("mma", "wgmma") and not mma_capable(head_dim, dtype):
+        raise ValueError(f"TileConfig.kernel={tile.kernel!r} needs float16 or bfloat16 inputs, "
+                         f"got {name}")
+    if tile.kernel == "wgmma" and backward:
+        raise ValueError(f"TileConfig {tile.short()}: the wgmma kernel is forward-only; the "
+                         f"backward takes kernel='mma' (or 'simt') tiles")
     dp = head_dim_pad(head_dim, tile.kernel)
     if not backward:
         return [KernelSpec("fwd", name, dp, tile, causal)]
@@ -190,8 +231,9 @@ def specs_for(dtype, head_dim: int, tile: TileConfig, causal: bool, backward: bo
     return [KernelSpec("bwd_dkdv", name, dp, tile, causal, True)]
 
 
-def check_tile(tile: TileConfig, head_dim: int, dtype, *, backward=False, smem_limit=None):
-    """Raise ValueError if `tile` cannot run this pass (thread mapping, shared memory)."""
+def check_tile(tile: TileConfig, head_dim: int, dtype, *, backward=False, smem_limit=None,
+               arch=None):
+    """Raise ValueError if `tile` cannot run this pass (thread mapping, shared memory, arch)."""
     for det in ((True, False) if backward else (True,)):
         for spec in specs_for(dtype, head_dim, tile, False, backward, det):
-            validate(spec, smem_limit)
+            validate(spec, smem_limit, arch)

@@ -30,6 +30,7 @@ def default_specs(arch: str) -> list[plan.KernelSpec]:
                     for det in ((True, False) if backward else (True,)):
                         try:
                             tile = default_tile(d, dt, backward=backward, causal=causal,
+                                                arch=arch,
                                                 deterministic=det, smem_limit=limit)
                         except ValueError:
                             continue   # nothing fits this GPU (the library says so at call time)
@@ -56,7 +57,9 @@ def experiment_specs(root: Path | None = None) -> list[plan.KernelSpec]:
 def _compile(args):
     spec, arch, src = args
     try:
-        return spec, build.compile_offline(src, spec.name, arch, spec.smem_bytes()), None
+        # a family built for its own architecture (wgmma: sm_90a) is compiled for that one
+        return spec, build.compile_offline(src, spec.name, spec.arch or arch,
+                                           spec.smem_bytes()), None
     except RuntimeError as exc:
         return spec, None, str(exc)
 
