@@ -143,8 +143,10 @@ def test_shipped_experiments_validate():
 
 def test_tile_grid_points_for_precompile():
     pts = schema.tile_grid_points(REPO / "experiments" / "tile_ablation.yaml")
-    # forward grid: 10 tiles, backward grid: 5 tiles × 2 dQ modes; each at d = 64 and 128
-    assert len(pts) == 40 and len(set(pts)) == 40
+    # forward grid: 10 mma tiles + 6 wgmma tiles, backward grid: 5 tiles × 2 dQ modes; each at
+    # d = 64 and 128
+    assert len(pts) == 52 and len(set(pts)) == 52
+    assert sum(t.kernel == "wgmma" for _, _, t, *_ in pts) == 12
     dtype, d, tile, causal, backward, det = pts[0]
     assert (dtype, d, causal, backward, tile.kernel) == ("float16", 64, False, False, "mma")
     io = schema.tile_grid_points(REPO / "experiments" / "io_bytes.yaml")
@@ -364,15 +366,20 @@ def test_ncu_missing_is_a_note(monkeypatch, tmp_path):
     # the runner records the note in the row and goes on (faked GPU point)
     p = enumerate_points(schema.build(TINY))[0]
     p = Point(**{**p.__dict__, "device": "gpu"})
+    (result,) = runner._measure_hbm_batch([p], schema.Measure(hbm_bytes=True),
+                                          ncu.measure_hbm_many)
     row: dict = {}
-    runner._add_hbm(row, p, schema.Measure(hbm_bytes=True), ncu.measure_hbm)
+    runner._apply_hbm(row, result)
     assert row == {"note": "hbm_bytes unavailable: ncu not found"}
     fake = ncu.parse_ncu_csv(NCU_SAMPLE)
     row = {"time_ms_median": 1.0}
-    runner._add_hbm(row, p, schema.Measure(hbm_bytes=True), lambda j, t: fake)
     runner._add_predictions(row, p)
+    (result,) = runner._measure_hbm_batch([p], schema.Measure(hbm_bytes=True),
+                                          lambda js, t: [fake for _ in js])
+    runner._apply_hbm(row, result)
     assert row["hbm_bytes"] == fake.bytes_total and row["hbm_kernels"] == 2
     assert row["hbm_pred_ratio"] == pytest.approx(fake.bytes_total / row["pred_bytes"])
+    assert row["hbm_gbps"] == pytest.approx(fake.bytes_total / 1e-3 / 1e9)
 
 
 # -- plots from a CSV alone ----------------------------------------------------------------------------

@@ -5,6 +5,12 @@ environment of each run), ``experiment.yaml`` (the experiment as run, after ``--
 the CSV to redraw the plots) and the PNGs. Rerunning into the same folder resumes: points already
 there are skipped, earlier 'error' rows are measured again.
 
+With ``measure: {hbm_bytes: true}`` the DRAM bytes of GPU points are measured by Nsight Compute
+in batches: the points of a chunk of at most ``HBM_BATCH`` are timed one by one, then one ncu
+process profiles those whose status is 'ok' (``ncu.measure_hbm_many``), and only then are the
+chunk's rows written, in order. An interruption loses at most the chunk being measured; a resumed
+run measures it again. An ncu failure is a note on the rows it concerns (status stays 'ok').
+
 One point's failure is data, not the end of the run: out of memory is a row with status 'oom'
 (larger sizes of the same method then become 'oom-skipped' without trying), a method that cannot
 run here is 'unavailable', anything else is 'error' with the message. A schema error stops the run
@@ -30,6 +36,8 @@ from .results import human_bytes
 from .schema import Experiment
 
 RESULTS_CSV = "results.csv"
+HBM_BATCH = 20
+"""Most points profiled by one ncu process (hbm_bytes), and so most rows held back from the CSV."""
 SPEC_YAML = "experiment.yaml"
 _SIZE_COLUMNS = ("seq_len", "kv_len", "batch")
 
@@ -100,20 +108,21 @@ def write_spec(exp: Experiment, out_dir: Path) -> Path:
 
 
 def run(exp: Experiment, out_dir=None, *, log: Callable[[str], None] = print,
-        measure: Callable = measure_point, hbm: Callable | None = None,
-        draw: bool = True) -> RunSummary:
+        measure: Callable = measure_point, hbm_many: Callable | None = None,
+        hbm_batch: int = HBM_BATCH, draw: bool = True) -> RunSummary:
     """Measure every point of ``exp`` not already in ``out_dir``'s CSV, then draw the plots.
 
-    ``measure(point, measure_cfg) -> dict`` and ``hbm(point_json, timeout_s) -> NcuBytes`` are
-    parameters so tests can count or fake calls.
+    ``measure(point, measure_cfg) -> dict`` and ``hbm_many(point_jsons, timeout_s) -> list of
+    NcuBytes or NcuUnavailable`` (one ncu process per call, ``ncu.measure_hbm_many``) are
+    parameters so tests can count or fake calls; ``hbm_batch``: rows per ncu batch.
     """
     from .._xp import gpu_available
     device = resolve_device(exp)
     if device == "gpu" and not gpu_available():
         raise RuntimeError(f"{exp.source}: device: gpu, but no CUDA GPU is visible to CuPy; "
                            f"use device: cpu or auto")
-    if hbm is None:
-        from .ncu import measure_hbm as hbm
+    if hbm_many is None:
+        from .ncu import measure_hbm_many as hbm_many
     out_dir = Path(out_dir) if out_dir is not None else default_out_dir(exp)
     out_dir.mkdir(parents=True, exist_ok=True)
     points = enumerate_points(exp, device)
@@ -142,6 +151,45 @@ def run(exp: Experiment, out_dir=None, *, log: Callable[[str], None] = print,
         f" -> {csv_path}")
 
     spent, n_measured = 0.0, 0
+    # hbm_bytes: rows waiting for their DRAM bytes (and the rows after them, to keep the CSV's
+    # order); written once one ncu process has profiled the batch. Lost if the run is interrupted.
+    pending: list[tuple[Point, dict, bool]] = []     # (point, row, whether ncu measures it)
+
+    def eta(i: int) -> str:
+        return _fmt_seconds(spent / max(n_measured, 1) * (len(todo) - i))
+
+    def finish(p: Point, row: dict) -> None:
+        row["timestamp"] = datetime.datetime.now().isoformat(timespec="seconds")
+        writer.write(row)
+        summary.statuses[row["status"]] = summary.statuses.get(row["status"], 0) + 1
+        summary.measured += 1
+
+    def flush(i: int) -> None:
+        nonlocal spent
+        batch = [(p, row) for p, row, needs_ncu in pending if needs_ncu]
+        if batch:
+            t0 = time.perf_counter()
+            log(f"  ncu: DRAM bytes of {len(batch)} point{'s' * (len(batch) != 1)} "
+                f"in one process ...")
+            found = _measure_hbm_batch([p for p, _ in batch], cfg, hbm_many)
+            spent += time.perf_counter() - t0
+            for (p, row), result in zip(batch, found):
+                _apply_hbm(row, result)
+            got = sum(1 for r in found if not isinstance(r, Exception))
+            log(f"  ncu: {got} of {len(batch)} measured in "
+                f"{_fmt_seconds(time.perf_counter() - t0)}  (ETA {eta(i)})")
+            for p, row in batch:
+                if row.get("hbm_bytes") is None:
+                    text = (row.get("note") or "")[:200]
+                else:
+                    text = f"hbm {human_bytes(row['hbm_bytes'])}" + (
+                        f" ({row['hbm_pred_ratio']:.3g}x predicted)"
+                        if row.get("hbm_pred_ratio") else "")
+                log(f"    {p.describe()}: {text}")
+        for p, row, _ in pending:
+            finish(p, row)
+        pending.clear()
+
     with results.Writer(csv_path, keep, rewrite=True) as writer:
         for i, p in enumerate(todo, 1):
             row = {**p.columns(), "run": run_id,
@@ -149,6 +197,7 @@ def run(exp: Experiment, out_dir=None, *, log: Callable[[str], None] = print,
                        {"device": "cpu", "cpu_count": environment.get("cpu_count")})}
             frontier = oom_at.get(p.group())
             t0 = time.perf_counter()
+            needs_ncu = False
             if cfg.oom_skip and frontier and p.scores >= frontier[0] and p.seq_len >= frontier[1]:
                 row["status"] = "oom-skipped"
                 row["note"] = (f"not tried: {p.method} ran out of memory at "
@@ -168,17 +217,22 @@ def run(exp: Experiment, out_dir=None, *, log: Callable[[str], None] = print,
                     if p.device == "gpu":
                         free_device_memory()
                 if row["status"] == "ok" and cfg.hbm_bytes:
-                    _add_hbm(row, p, cfg, hbm)
+                    if p.device == "gpu":
+                        needs_ncu = True              # measured with the batch, by ncu
+                    else:
+                        row["note"] = "hbm_bytes: not measured on the CPU"
                 n_measured += 1
                 spent += time.perf_counter() - t0
             _add_predictions(row, p)
-            row["timestamp"] = datetime.datetime.now().isoformat(timespec="seconds")
-            writer.write(row)
-            summary.statuses[row["status"]] = summary.statuses.get(row["status"], 0) + 1
-            summary.measured += 1
-            eta = spent / max(n_measured, 1) * (len(todo) - i)
             log(f"[{summary.skipped + i}/{len(points)}] {p.describe()}: {_short_result(row)}"
-                f"  (ETA {_fmt_seconds(eta)})")
+                + ("  (hbm: after the batch)" if needs_ncu else "") + f"  (ETA {eta(i)})")
+            if pending or needs_ncu:
+                pending.append((p, row, needs_ncu))
+                if len(pending) >= max(hbm_batch, 1):
+                    flush(i)
+            else:
+                finish(p, row)
+        flush(len(todo))
     if draw and exp.plots:
         from .plots import draw_all
         try:
@@ -190,22 +244,36 @@ def run(exp: Experiment, out_dir=None, *, log: Callable[[str], None] = print,
     return summary
 
 
-def _add_hbm(row: dict, p: Point, cfg, hbm) -> None:
-    """Measured DRAM bytes through ncu (GPU points); a note instead when that is impossible."""
-    if p.device != "gpu":
-        row["note"] = "hbm_bytes: not measured on the CPU"
-        return
-    from .ncu import NcuUnavailable
+def _measure_hbm_batch(batch: list[Point], cfg, hbm_many) -> list:
+    """One ncu process for the batch: an NcuBytes or an exception (its message the note) per
+    point. Whatever goes wrong becomes the points' notes; only KeyboardInterrupt propagates."""
     try:
-        b = hbm(p.to_json(), cfg.ncu_timeout_s)
-    except NcuUnavailable as exc:
-        row["note"] = str(exc)
-        return
+        found = list(hbm_many([p.to_json() for p in batch], cfg.ncu_timeout_s))
     except Exception as exc:
-        row["note"] = f"hbm_bytes unavailable: {type(exc).__name__}: {exc}"[:300]
+        note = str(exc) if str(exc).startswith("hbm_bytes unavailable") else \
+            f"hbm_bytes unavailable: {type(exc).__name__}: {exc}"
+        return [RuntimeError(note[:300]) for _ in batch]
+    if len(found) != len(batch):
+        return [RuntimeError(f"hbm_bytes unavailable: ncu gave {len(found)} results for "
+                             f"{len(batch)} points") for _ in batch]
+    return found
+
+
+def _apply_hbm(row: dict, result) -> None:
+    """Put one point's DRAM bytes (NcuBytes) in its row, or, for an exception, its message as the
+    note; then the rates they imply at the measured time and the predicted bytes."""
+    if isinstance(result, BaseException):
+        note = str(result) if str(result).startswith("hbm_bytes") else \
+            f"hbm_bytes unavailable: {type(result).__name__}: {result}"
+        row["note"] = note[:300]
         return
-    row.update(hbm_bytes_read=b.bytes_read, hbm_bytes_written=b.bytes_written,
-               hbm_bytes=b.bytes_total, hbm_kernels=len(b.kernels))
+    row.update(hbm_bytes_read=result.bytes_read, hbm_bytes_written=result.bytes_written,
+               hbm_bytes=result.bytes_total, hbm_kernels=len(result.kernels))
+    ms = row.get("time_ms_median")
+    if ms:
+        row["hbm_gbps"] = row["hbm_bytes"] / (ms * 1e-3) / 1e9
+    if row.get("pred_bytes"):
+        row["hbm_pred_ratio"] = row["hbm_bytes"] / row["pred_bytes"]
 
 
 def _add_predictions(row: dict, p: Point) -> None:
