@@ -80,8 +80,8 @@ def mma_capable(head_dim: int, dtype) -> bool:
 def WGMMA_FORWARD(head_dim: int, causal: bool) -> list[TileConfig]:
     """Forward tiles of the wgmma kernel, preferred first (measurements in NOTES.md, v3)."""
     if head_dim <= 128:
-        return [TileConfig(128, 128, 8, 2, "wgmma")]
-    return [TileConfig(128, 64, 8, 2, "wgmma")]
+        return [TileConfig(128, 64, 8, 3, "wgmma")]
+    return [TileConfig(128, 32, 8, 3, "wgmma")]
 
 
 #: Opt-in shared memory per block of Hopper (sm_90); smaller limits mean sm_80/86/89, whose

@@ -17,6 +17,9 @@
 //   v3  first wgmma version: cp.async K/V ring (STAGES 1 or 2) issued by every thread, one
 //       product group in flight per warpgroup, the two warpgroups of a block overlap each
 //       other's softmax and products only through the warp schedulers.
+//   v4  softmax of tile j overlaps the product P_{j-1} V_{j-1} inside each warpgroup (both
+//       products of a step issued together, FlashAttention-3's intra-warpgroup pipelining);
+//       a ring of 3 or 4 K/V buffers; exp2 as ex2.approx.
 //
 // Grid: (ceil(T / BLOCK_M), batch). Block: NT = 32·warps threads, BLOCK_M = 16·warps.
 #pragma once
@@ -69,7 +72,7 @@ __device__ __forceinline__ void flash_fwd_wgmma(
     constexpr int kSmem = (BLOCK_M + STAGES * 2 * BLOCK_N) * DP * int(sizeof(T)) + 1024;
     static_assert(NW % 4 == 0 && BLOCK_M == 16 * NW, "BLOCK_M must be 64 rows per warpgroup");
     static_assert(BLOCK_N % 16 == 0 && BLOCK_N <= 256 && DP % 64 == 0 && DP <= 256, "tile sizes");
-    static_assert(STAGES == 1 || STAGES == 2, "1 or 2 stages");
+    static_assert(STAGES == 3 || STAGES == 4, "3 or 4 K/V buffers (one being loaded, two read)");
     using MMA_S = Wgmma<BLOCK_N, T>;
     using MMA_O = Wgmma<DP, T>;
     extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -100,9 +103,16 @@ __device__ __forceinline__ void flash_fwd_wgmma(
         cp_async_tile_sw128<BLOCK_N, DP, NT>(sK + stage * BLOCK_N * DP, k + size_t(j0) * d, rows, d);
         cp_async_tile_sw128<BLOCK_N, DP, NT>(sV + stage * BLOCK_N * DP, v + size_t(j0) * d, rows, d);
     };
+    // Ring of STAGES K/V buffers, tile t in stage t % STAGES. Tile j + AHEAD is loaded while tile
+    // j is computed: its stage last held tile j - 2, whose V the product P_{j-2} V_{j-2} read in
+    // step j - 1 (tile j - 1's V is still being read during step j).
+    constexpr int AHEAD = STAGES - 2;
     cp_async_tile_sw128<BLOCK_M, DP, NT>(sQ, q, rows_q, d);
-    if (n_tiles > 0) load_kv(0, 0);
-    cp_async_commit();
+#pragma unroll
+    for (int t = 0; t < AHEAD; ++t) {   // cp.async group t holds tile t (group 0 also Q)
+        if (t < n_tiles) load_kv(t, t);
+        cp_async_commit();
+    }
 
     float o[NO][4];          // unnormalized O rows (g, g+8) of this warp
     float m[2], l[2];        // running max (raw score units) and this thread's partial row sum
@@ -113,33 +123,37 @@ __device__ __forceinline__ void flash_fwd_wgmma(
     m[0] = m[1] = -Num<float>::inf();
     l[0] = l[1] = 0.f;
     const T* sQw = sQ + wg * 64 * 64;         // this warpgroup's 64 rows of panel 0
+    unsigned pa[BLOCK_N / 16][4];             // P_{j-1} as A fragments, read by the product in flight
 
-    for (int tile = 0; tile < n_tiles; ++tile) {
-        const int j0 = tile * BLOCK_N;
-        const int stage = STAGES == 2 ? tile & 1 : 0;
-        if constexpr (STAGES == 2) {
-            if (tile + 1 < n_tiles) load_kv(tile + 1, (tile + 1) & 1);  // prefetch the next tile
-            cp_async_commit();
-            cp_async_wait<1>();    // everything but the prefetch has landed
-        } else {
-            if (tile > 0) { load_kv(tile, 0); cp_async_commit(); }
-            cp_async_wait<0>();
-        }
-        fence_proxy_async();       // this thread's cp.async data, visible to wgmma after the barrier
+    // Step j: S_j = Q K_jᵀ and O += P_{j-1} V_{j-1} run on the tensor cores together; the
+    // softmax of S_j (exp2, the slow part) overlaps the second product; then O is rescaled.
+    for (int j = 0; j < n_tiles; ++j) {
+        const int j0 = j * BLOCK_N;
+        cp_async_wait<AHEAD - 1>();  // tile j (cp.async group j) has landed
+        fence_proxy_async();         // this thread's cp.async data, visible to wgmma after the barrier
         __syncthreads();
-        const T* Ks = sK + stage * BLOCK_N * DP;
-        const T* Vs = sV + stage * BLOCK_N * DP;
+        if (j + AHEAD < n_tiles) load_kv(j + AHEAD, (j + AHEAD) % STAGES);
+        cp_async_commit();           // one group per step, empty or not: the count stays exact
+        const T* Ks = sK + (j % STAGES) * BLOCK_N * DP;
+        const T* Vp = sV + ((j + STAGES - 1) % STAGES) * BLOCK_N * DP;   // V_{j-1}
 
-        // -- S = Q_i K_jᵀ (raw scores): DP / 16 k-steps, panel kk / 4, 32 bytes per k-step
+        // -- issue S_j = Q_i K_jᵀ (DP / 16 k-steps, 32 bytes each inside a panel), then P V
         float s[NS][4];
         wgmma_fence();
 #pragma unroll
-        for (int kk = 0; kk < DP / 16; ++kk) {
+        for (int kk = 0; kk < DP / 16; ++kk)
             MMA_S::ss(s, sw128_desc(sQw + (kk >> 2) * BLOCK_M * 64 + (kk & 3) * 16, 0),
                       sw128_desc(Ks + (kk >> 2) * BLOCK_N * 64 + (kk & 3) * 16, 0), kk > 0);
-        }
         wgmma_commit();
-        wgmma_wait<0>();
+        if (j > 0) {
+#pragma unroll
+            for (int kk = 0; kk < BLOCK_N / 16; ++kk)   // 16 keys (2048 bytes of V) per k-step
+                MMA_O::template rs<1>(o, pa[kk], sw128_desc(Vp + kk * 16 * 64, BLOCK_N * 128), 1);
+            wgmma_commit();
+            wgmma_wait<1>();         // S_j is done; P_{j-1} V_{j-1} may still run
+        } else {
+            wgmma_wait<0>();
+        }
         wgmma_fence_regs(s);
 
         // -- -inf past the sequence end and above the diagonal
@@ -154,7 +168,8 @@ __device__ __forceinline__ void flash_fwd_wgmma(
                 }
         }
 
-        // -- update m and l, P = 2^(S·scale·log2 e - m·scale·log2 e), rescale O by alpha
+        // -- new m; P = 2^(S·scale·log2 e - m·scale·log2 e); alpha rescales the old l and O
+        float alpha[2];
 #pragma unroll
         for (int h = 0; h < 2; ++h) {   // h = 0: row g, h = 1: row g + 8
             float mx = m[h];
@@ -163,42 +178,53 @@ __device__ __forceinline__ void flash_fwd_wgmma(
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
             const float m_scaled = mx == -Num<float>::inf() ? 0.f : mx * scale_log2;
-            const float alpha = exp2f(m[h] * scale_log2 - m_scaled);
+            alpha[h] = ex2_approx(m[h] * scale_log2 - m_scaled);
             m[h] = mx;
             float row_sum = 0.f;
 #pragma unroll
             for (int n = 0; n < NS; ++n)
 #pragma unroll
                 for (int e = 0; e < 2; ++e) {
-                    const float p = exp2f(fmaf(s[n][2 * h + e], scale_log2, -m_scaled));
+                    const float p = ex2_approx(fmaf(s[n][2 * h + e], scale_log2, -m_scaled));
                     s[n][2 * h + e] = p;
                     row_sum += p;
                 }
-            l[h] = l[h] * alpha + row_sum;
-#pragma unroll
-            for (int n = 0; n < NO; ++n) {
-                o[n][2 * h] *= alpha;
-                o[n][2 * h + 1] *= alpha;
-            }
+            l[h] = l[h] * alpha[h] + row_sum;
         }
-
-        // -- P rounded to T and packed as A fragments; the float S registers die here
-        unsigned pa[BLOCK_N / 16][4];
+        // -- P_j rounded to T as A fragments, held apart from pa until P_{j-1} V_{j-1} is done
+        unsigned pn[BLOCK_N / 16][4];
 #pragma unroll
-        for (int kk = 0; kk < BLOCK_N / 16; ++kk) c_to_a<T>(pa[kk], s[2 * kk], s[2 * kk + 1]);
-
-        // -- O += P V_j: BLOCK_N / 16 k-steps of 16 keys (2048 bytes) each
+        for (int kk = 0; kk < BLOCK_N / 16; ++kk) c_to_a<T>(pn[kk], s[2 * kk], s[2 * kk + 1]);
+        if (j > 0) {
+            wgmma_wait<0>();
+            wgmma_fence_regs(o);
+            wgmma_keep_regs(pa);     // pa was read by the product that just finished
+        }
+#pragma unroll
+        for (int n = 0; n < NO; ++n) {
+            o[n][0] *= alpha[0];
+            o[n][1] *= alpha[0];
+            o[n][2] *= alpha[1];
+            o[n][3] *= alpha[1];
+        }
+#pragma unroll
+        for (int kk = 0; kk < BLOCK_N / 16; ++kk)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) pa[kk][e] = pn[kk][e];
+    }
+    if (n_tiles > 0) {               // the last product, O += P_{n-1} V_{n-1}
+        const T* Vp = sV + ((n_tiles - 1) % STAGES) * BLOCK_N * DP;
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < BLOCK_N / 16; ++kk)
-            MMA_O::template rs<1>(o, pa[kk], sw128_desc(Vs + kk * 16 * 64, BLOCK_N * 128), 1);
+            MMA_O::template rs<1>(o, pa[kk], sw128_desc(Vp + kk * 16 * 64, BLOCK_N * 128), 1);
         wgmma_commit();
         wgmma_wait<0>();
         wgmma_fence_regs(o);
-        __syncthreads();  // all warps are done with this stage before it is refilled
+        wgmma_keep_regs(pa);
     }
     cp_async_wait<0>();
-    __syncthreads();  // with no K/V tile at all, other threads' Q copies may still be landing
+    __syncthreads();  // every warpgroup is done with sQ (and with no K/V tile, Q copies landed)
 
     // -- O = O / l, lse = (m·scale·log2 e + log2 l)·ln 2; rows that saw no key: O = 0, lse = -inf
 #pragma unroll

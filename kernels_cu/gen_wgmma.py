@@ -46,6 +46,15 @@ __device__ __forceinline__ void wgmma_fence_regs(float (&d)[NJ][4]) {
         for (int e = 0; e < 4; ++e) asm volatile("" : "+f"(d[j][e])::"memory");
 }
 
+// Keeps A-fragment registers alive (unchanged) up to here: a product in flight still reads them.
+template <int NK>
+__device__ __forceinline__ void wgmma_keep_regs(const unsigned (&a)[NK][4]) {
+#pragma unroll
+    for (int k = 0; k < NK; ++k)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) asm volatile("" ::"r"(a[k][e]) : "memory");
+}
+
 template <int N, typename T> struct Wgmma;
 """
 

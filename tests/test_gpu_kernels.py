@@ -18,8 +18,9 @@ pytestmark = pytest.mark.gpu
 SIMT = [TileConfig(64, 64, 8, 1), TileConfig(32, 32, 4, 1), TileConfig(16, 32, 2, 1)]
 MMA_FWD = [TileConfig(128, 64, 4, 2, "mma"), TileConfig(64, 64, 4, 1, "mma"),
            TileConfig(64, 32, 4, 2, "mma"), TileConfig(32, 32, 2, 2, "mma")]
-WGMMA_FWD = [TileConfig(128, 128, 8, 2, "wgmma"), TileConfig(128, 64, 8, 1, "wgmma"),
-             TileConfig(64, 64, 4, 2, "wgmma"), TileConfig(64, 256, 4, 2, "wgmma")]
+WGMMA_FWD = [TileConfig(128, 128, 8, 3, "wgmma"), TileConfig(128, 64, 8, 4, "wgmma"),
+             TileConfig(64, 64, 4, 3, "wgmma"), TileConfig(64, 256, 4, 3, "wgmma"),
+             TileConfig(128, 16, 8, 3, "wgmma")]
 MMA_BWD = [TileConfig(64, 64, 4, 2, "mma"), TileConfig(32, 64, 4, 1, "mma"),
            TileConfig(32, 32, 2, 2, "mma")]
 
@@ -173,7 +174,7 @@ def test_wgmma_forward_on_hopper_only(cp):
     other GPU it is refused with a message naming the architecture."""
     from cuflash.gpu.ops import device_arch
     q, k, v = make_inputs(cp, (3, 200, 64), (3, 333, 64), np.float16, seed=4)
-    tile = TileConfig(128, 128, 8, 2, "wgmma")
+    tile = TileConfig(128, 128, 8, 3, "wgmma")
     if device_arch() != "sm_90":
         with pytest.raises(ValueError, match="runs only on sm_90"):
             cuflash.attention(q, k, v, tile=tile)

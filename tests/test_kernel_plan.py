@@ -12,7 +12,7 @@ from cuflash.gpu import build, plan
 
 KERNELS = Path(__file__).resolve().parents[1] / "kernels_cu"
 HOPPER = plan.SMEM_LIMIT["sm_90"]
-WG = TileConfig(128, 128, 8, 2, "wgmma")
+WG = TileConfig(128, 128, 8, 3, "wgmma")
 
 
 def test_wgmma_header_is_what_the_generator_writes():
@@ -27,16 +27,16 @@ def test_wgmma_spec_layout():
     (spec,) = plan.specs_for("float16", 72, WG, causal=False, backward=False)
     assert spec.head_dim == 128          # padded to whole 64-element panels
     assert spec.arch == "sm_90a"
-    assert spec.smem_bytes() == (128 + 2 * 2 * 128) * 128 * 2 + 1024
-    assert spec.name == "cuflash_wgmma_fwd_f16_d128_m128_n128_w8_s2"
+    assert spec.smem_bytes() == (128 + 3 * 2 * 128) * 128 * 2 + 1024
+    assert spec.name == "cuflash_wgmma_fwd_f16_d128_m128_n128_w8_s3"
     plan.validate(spec, HOPPER, "sm_90")
 
 
 @pytest.mark.parametrize("tile,arch,match", [
     (WG, "sm_80", "runs only on sm_90"),
     (WG, "sm_100", "runs only on sm_90"),
-    (TileConfig(64, 128, 8, 2, "wgmma"), "sm_90", "64 rows per warpgroup"),
-    (TileConfig(128, 128, 8, 3, "wgmma"), "sm_90", "1 or 2 stages"),
+    (TileConfig(64, 128, 8, 3, "wgmma"), "sm_90", "64 rows per warpgroup"),
+    (TileConfig(128, 128, 8, 2, "wgmma"), "sm_90", "3 or 4 stages"),
 ])
 def test_wgmma_refusals(tile, arch, match):
     with pytest.raises(ValueError, match=match):
@@ -51,7 +51,7 @@ def test_wgmma_is_forward_only_and_16_bit():
 
 
 def test_wgmma_tile_that_does_not_fit_is_refused():
-    big = TileConfig(128, 256, 8, 2, "wgmma")   # (128 + 4·256)·256·2 bytes at d = 256
+    big = TileConfig(128, 256, 8, 3, "wgmma")   # (128 + 6·256)·256·2 bytes at d = 256
     with pytest.raises(ValueError, match=r"needs \d+ bytes of shared memory"):
         plan.check_tile(big, 256, "float16", smem_limit=HOPPER, arch="sm_90")
 

@@ -182,8 +182,9 @@ def _validate_wgmma(spec: KernelSpec, where: str) -> None:
     if t.num_warps % 4 or t.block_m != 16 * t.num_warps:
         raise ValueError(f"{where}: block_m must be 64 rows per warpgroup of 4 warps "
                          f"(block_m = 16·num_warps, num_warps a multiple of 4)")
-    if t.num_stages > 2:
-        raise ValueError(f"{where}: the wgmma kernel uses 1 or 2 stages")
+    if t.num_stages < 3:
+        raise ValueError(f"{where}: the wgmma kernel needs 3 or 4 stages (K/V buffers: tile j+1 "
+                         f"loads while tiles j and j-1 are read)")
     if spec.head_dim > 256:
         raise ValueError(f"{where}: head_dim above 256 does not fit one wgmma (n <= 256)")
 
