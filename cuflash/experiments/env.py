@@ -33,10 +33,11 @@ def _run(cmd, cwd=None) -> str | None:
 
 
 def _git() -> dict:
-    commit = _run(["git", "rev-parse", "HEAD"], cwd=REPO)
-    if not commit and os.environ.get("CUFLASH_GIT_COMMIT"):
-        # a copy of the tree without .git (a remote GPU machine): the caller says which commit
+    if os.environ.get("CUFLASH_GIT_COMMIT"):
+        # a copy of the tree on a remote GPU machine (its .git, if any, may be stale): the caller
+        # says which commit the tree is
         return {"git_commit": os.environ["CUFLASH_GIT_COMMIT"], "git_dirty": None}
+    commit = _run(["git", "rev-parse", "HEAD"], cwd=REPO)
     if commit is None:
         return {"git_commit": None, "git_dirty": None}
     status = _run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO)
