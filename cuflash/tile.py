@@ -78,9 +78,16 @@ def mma_capable(head_dim: int, dtype) -> bool:
 
 
 def WGMMA_FORWARD(head_dim: int, causal: bool) -> list[TileConfig]:
-    """Forward tiles of the wgmma kernel, preferred first (measurements in NOTES.md, v3)."""
+    """Forward tiles of the wgmma kernel, preferred first. tile_ablation.yaml on the H200 (v4,
+    NOTES.md; float16, T = 8192, not causal, TFLOP/s): d = 64: 128×64 with 4 K/V buffers 373,
+    3 buffers 362, 128×128 290 (166 registers: one block of 8 warps per SM, against two at
+    128×64 with 112), 64×64 (4 warps) 331. d = 128: 128×128 3 buffers 402, 128×64 347–356,
+    64×64 346. d > 128: O alone is 128 registers per thread; 32 keys per step keep S small
+    (not yet measured against the mma kernel)."""
+    if head_dim <= 64:
+        return [TileConfig(128, 64, 8, 4, "wgmma"), TileConfig(128, 64, 8, 3, "wgmma")]
     if head_dim <= 128:
-        return [TileConfig(128, 64, 8, 3, "wgmma")]
+        return [TileConfig(128, 128, 8, 3, "wgmma"), TileConfig(128, 64, 8, 3, "wgmma")]
     return [TileConfig(128, 32, 8, 3, "wgmma")]
 
 
