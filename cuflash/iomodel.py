@@ -14,8 +14,9 @@ H200: a conversion kernel around each float32 GEMM), which adds two reads and tw
 the T×S matrix per such product.
 
 These counts are what the algorithm asks of device memory. What DRAM serves is less when the
-L2 cache catches re-reads: :func:`flash_forward_dram` models the forward's K/V re-reads hitting
-in L2 (measured against ``hbm_bytes`` in experiments/io_bytes.yaml; see the README).
+L2 cache catches re-reads: :func:`flash_forward_dram` and :func:`flash_backward_dram` model the
+streamed operands' re-reads hitting in L2 (measured against ``hbm_bytes`` in
+experiments/io_bytes.yaml; see the README).
 """
 from __future__ import annotations
 
@@ -184,6 +185,76 @@ def flash_forward_dram(batch, T, S, d, dtype, causal, tile: TileConfig, *, l2_by
     kv_rows = min(S, max(kv_end(min(T, i0 + tile.block_m), T, S, causal)
                          for i0 in range(0, T, tile.block_m)))
     return Traffic(batch * (T * d * e + 2 * kv_rows * d * e), plain.bytes_written, plain.flops)
+
+
+def _heads_in_flight(batch, tiles_per_head, resident_blocks):
+    """Heads whose blocks are resident at once: blocks start in launch order, the tiles of one
+    head (blockIdx.x) before the next head (blockIdx.y)."""
+    return min(batch, math.ceil(resident_blocks / max(1, tiles_per_head)))
+
+
+def _fits(batch, tiles_per_head, per_head_bytes, l2_bytes, resident_blocks):
+    return _heads_in_flight(batch, tiles_per_head, resident_blocks) * per_head_bytes <= l2_bytes
+
+
+def flash_backward_dram(batch, T, S, d, dtype, causal, tile: TileConfig, deterministic=True, *,
+                        l2_bytes=L2_BYTES, resident_blocks=RESIDENT_BLOCKS) -> Traffic:
+    """DRAM bytes of the tiled backward when the streamed operands' re-reads hit in L2.
+
+    Kernel by kernel, as :func:`flash_backward` counts them, with an L2 that starts cold at
+    each kernel (Nsight Compute flushes the caches before each kernel it profiles, its default
+    ``--cache-control all``; in a real step some inputs may still be in L2 from the kernel before):
+
+    - preprocess (D = rowsum(dO ∘ O)): O and dO once, as in the plain model.
+    - dK/dV kernel: one K/V tile resident per block (read once), Q, dO, lse and D streamed once
+      per key tile. ``resident_blocks`` blocks cover about ceil(resident / key tiles) heads (blocks
+      start in launch order, key tiles of one head first); when those heads' streamed operand,
+      T·(2·d·e + 2·a) bytes each (plus the T·d·a float32 dQ accumulator in atomic mode, which the
+      atomics read-modify-write in L2), fits in ``l2_bytes``, each head's Q, dO, lse, D (and the
+      accumulator) come from DRAM once: the rows that at least one key tile visits. Otherwise the
+      kernel's reads are the plain model's (every re-read reaches DRAM).
+    - dQ kernel (deterministic mode): Q, dO, lse, D resident (once), K and V streamed per query
+      tile; the same rule with the heads covered by ceil(resident / query tiles) and 2·S·d·e bytes
+      per head; when they fit, each head's K and V rows that some query tile visits come once.
+    - atomic mode (no dQ kernel): cp.zeros writes the T·d·a accumulator; when it fits, the dK/dV
+      kernel reads it from DRAM once and writes it back once (its atomics are L2 read-modify-
+      writes), else once per key tile visiting each row as in the plain model; astype reads it
+      once and writes dQ (T·d·e).
+
+    Writes are the plain model's (each output once), except the atomic accumulator's write-backs
+    as above. ncu counts fewer writes than this when dirty lines are still in L2 at kernel end.
+    ``resident_blocks`` is the same for both kernels (a default, not each kernel's occupancy).
+    """
+    plain = flash_backward(batch, T, S, d, dtype, causal, tile, deterministic)
+    e = resolve_dtype(dtype).itemsize
+    a = accum_dtype(resolve_dtype(dtype)).itemsize
+    bm, bn = tile.block_m, tile.block_n
+    # preprocess: dO and O once; D once
+    read, written = 2 * T * d * e, T * a
+    # dK/dV kernel: K, V resident (once); Q, dO, lse, D streamed; dK, dV once
+    q_rows_plain = _q_rows(T, S, causal, bm, bn)
+    q_rows_once = T - min(T, q_start(0, T, S, bm, causal)) if S > 0 else 0   # rows tile 0 sees
+    stream_head = T * (2 * d * e + 2 * a) + (0 if deterministic else T * d * a)
+    kv_tiles = math.ceil(S / bn)
+    q_rows = (q_rows_once if _fits(batch, kv_tiles, stream_head, l2_bytes, resident_blocks)
+              else q_rows_plain)
+    read += 2 * S * d * e + q_rows * (2 * d * e + 2 * a)
+    written += 2 * S * d * e
+    if deterministic:
+        # dQ kernel: Q, dO, lse, D resident (once); K, V streamed; dQ once
+        kv_rows_plain = _kv_rows(T, S, causal, bm, bn)
+        kv_rows_once = min(S, max((kv_end(min(T, i0 + bm), T, S, causal)
+                                    for i0 in range(0, T, bm)), default=0))
+        kv_rows = (kv_rows_once if _fits(batch, math.ceil(T / bm), 2 * S * d * e, l2_bytes,
+                                         resident_blocks) else kv_rows_plain)
+        read += T * (2 * d * e + 2 * a) + 2 * kv_rows * d * e
+        written += T * d * e
+    else:
+        # zeroing writes the accumulator; the dK/dV kernel reads and writes back the rows its
+        # key tiles visit (once each when it fits in L2); astype reads it and writes dQ
+        written += T * d * a + q_rows * d * a + T * d * e
+        read += q_rows * d * a + T * d * a
+    return Traffic(batch * read, batch * written, plain.flops)
 
 
 def predict(method: str, pass_: str, batch, T, S, d, dtype, causal, tile=None,

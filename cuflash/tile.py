@@ -91,6 +91,16 @@ def WGMMA_FORWARD(head_dim: int, causal: bool) -> list[TileConfig]:
     return [TileConfig(128, 32, 8, 3, "wgmma")]
 
 
+def WGMMA_BACKWARD(head_dim: int, causal: bool) -> list[TileConfig]:
+    """Backward tiles of the wgmma kernels, preferred first: block_m queries per step of the
+    dK/dV kernel (and query rows of the dQ kernel), block_n keys per dK/dV block (and keys per
+    step of the dQ kernel). At d = 128 the dK/dV kernel holds dK and dV (128 registers per
+    thread) beside Sᵀ and dPᵀ: only 64 queries per step fit in 255 registers."""
+    if head_dim <= 64:
+        return [TileConfig(64, 128, 8, 2, "wgmma"), TileConfig(64, 64, 4, 2, "wgmma")]
+    return [TileConfig(64, 64, 4, 2, "wgmma")]
+
+
 #: Opt-in shared memory per block of Hopper (sm_90); smaller limits mean sm_80/86/89, whose
 #: ptxas allocates registers a little differently (see the backward choice below).
 HOPPER_SMEM = 232448
@@ -106,11 +116,16 @@ def tile_candidates(head_dim: int, dtype, *, backward: bool = False, causal: boo
     """
     name = dtype_name(dtype)
     if mma_capable(head_dim, dtype) and not (backward and head_dim > 128):
-        if not backward and wgmma:
+        if wgmma and not backward:
             # Forward on Hopper (sm_90): warpgroup tensor cores, 64 query rows per warpgroup,
             # Q and K read by wgmma straight from swizzled shared memory (flash_fwd_wgmma.cu).
             return WGMMA_FORWARD(head_dim, causal) + tile_candidates(
                 head_dim, dtype, causal=causal, hopper=hopper)
+        if wgmma and deterministic:
+            # Backward on Hopper: dK/dV with 64 keys per warpgroup and a separate dQ pass
+            # (flash_bwd_wgmma.cu); no atomic-dQ mode, so deterministic=False stays on mma.
+            return WGMMA_BACKWARD(head_dim, causal) + tile_candidates(
+                head_dim, dtype, backward=True, causal=causal, hopper=hopper)
         if not backward:
             # Forward, tensor cores. Each warp owns 16·MT query rows and keeps S (16·MT × block_n)
             # and O (16·MT × d) in registers; with MT = 2 each K/V fragment read from shared

@@ -21,6 +21,8 @@ MMA_FWD = [TileConfig(128, 64, 4, 2, "mma"), TileConfig(64, 64, 4, 1, "mma"),
 WGMMA_FWD = [TileConfig(128, 128, 8, 3, "wgmma"), TileConfig(128, 64, 8, 4, "wgmma"),
              TileConfig(64, 64, 4, 3, "wgmma"), TileConfig(64, 256, 4, 3, "wgmma"),
              TileConfig(128, 16, 8, 3, "wgmma")]
+WGMMA_BWD = [TileConfig(64, 64, 4, 2, "wgmma"), TileConfig(64, 128, 8, 2, "wgmma"),
+             TileConfig(64, 64, 4, 1, "wgmma"), TileConfig(128, 128, 8, 1, "wgmma")]
 MMA_BWD = [TileConfig(64, 64, 4, 2, "mma"), TileConfig(32, 64, 4, 1, "mma"),
            TileConfig(32, 32, 2, 2, "mma")]
 
@@ -119,6 +121,7 @@ def _tile_cases():
     cases = []
     for dt in ("float16", "bfloat16"):
         cases += [(dt, t, "fwd") for t in MMA_FWD + WGMMA_FWD] + [(dt, t, "bwd") for t in MMA_BWD]
+        cases += [(dt, t, "bwd_det") for t in WGMMA_BWD]
     for dt in ("float16", "float32", "float64"):
         cases += [(dt, t, "both") for t in SIMT]
     return [pytest.param(dt, t, p, id=f"{dt}-{t.short()}-{p}") for dt, t, p in cases]
@@ -149,7 +152,7 @@ def test_tiles_against_oracle(cp, dtype, tile, pass_, causal, T, S, d):
     do = make_inputs(cp, (2, T, d), (2, S, d), dtype, seed=99)[0]
     refs = oracle_backward(to_numpy(do), qn, kn, vn, causal=causal)
     naive = cuflash.naive_attention_backward(do, q, k, v, causal=causal)
-    for det in (True, False):
+    for det in ((True,) if pass_ == "bwd_det" else (True, False)):
         grads = cuflash.attention_backward(do, q, k, v, out, lse, causal=causal, tile=tile,
                                            deterministic=det)
         for name, g, r, n in zip(("dq", "dk", "dv"), grads, refs, naive):
@@ -183,8 +186,9 @@ def test_wgmma_forward_on_hopper_only(cp):
     ref, _ = oracle_attention(*(to_numpy(x) for x in (q, k, v)))
     assert_matches_oracle(out, ref, cuflash.naive_attention(q, k, v), dtype=np.float16,
                           name="out")
-    with pytest.raises(ValueError, match="forward-only"):
-        cuflash.attention_backward(q, q, k, v, out, cp.zeros((3, 200), cp.float32), tile=tile)
+    with pytest.raises(ValueError, match="dQ in its own pass"):
+        cuflash.attention_backward(q, q, k, v, out, cp.zeros((3, 200), cp.float32),
+                                   tile=TileConfig(64, 64, 4, 2, "wgmma"), deterministic=False)
 
 
 def test_batch_beyond_grid_limit(cp):

@@ -43,9 +43,18 @@ def test_wgmma_refusals(tile, arch, match):
         plan.check_tile(tile, 64, "bfloat16", smem_limit=HOPPER, arch=arch)
 
 
-def test_wgmma_is_forward_only_and_16_bit():
-    with pytest.raises(ValueError, match="forward-only"):
-        plan.specs_for("float16", 64, WG, causal=True, backward=True)
+def test_wgmma_backward_is_deterministic_only_and_16_bit():
+    with pytest.raises(ValueError, match="dQ in its own pass"):
+        plan.specs_for("float16", 64, WG, causal=True, backward=True, deterministic=False)
+    dkdv, dq = plan.specs_for("float16", 64, TileConfig(64, 128, 8, 2, "wgmma"), causal=True,
+                              backward=True)
+    assert (dkdv.role, dkdv.tile.num_warps, dq.role, dq.tile.num_warps) == ("bwd_dkdv", 8,
+                                                                           "bwd_dq", 4)
+    assert dkdv.smem_bytes() == (2 * 128 + 2 * 2 * 64) * 64 * 2 + 2 * 2 * 64 * 4 + 1024
+    assert dq.smem_bytes() == (2 * 64 + 2 * 2 * 128) * 64 * 2 + 1024
+    with pytest.raises(ValueError, match="64 keys per warpgroup"):
+        plan.check_tile(TileConfig(64, 64, 8, 2, "wgmma"), 64, "float16", backward=True,
+                        smem_limit=HOPPER, arch="sm_90")
     with pytest.raises(ValueError, match="float16 or bfloat16"):
         plan.specs_for("float32", 64, WG, causal=False, backward=False)
 
@@ -62,7 +71,10 @@ def test_default_tiles_per_architecture(dtype, causal):
     fwd90 = default_tile(128, dtype, causal=causal, smem_limit=HOPPER, arch="sm_90")
     assert fwd90.kernel == "wgmma"
     bwd90 = default_tile(128, dtype, backward=True, causal=causal, smem_limit=HOPPER, arch="sm_90")
-    assert bwd90.kernel == "mma"
+    assert bwd90.kernel == "wgmma"
+    atomic = default_tile(128, dtype, backward=True, causal=causal, deterministic=False,
+                          smem_limit=HOPPER, arch="sm_90")
+    assert atomic.kernel == "mma"
     for arch in ("sm_80", "sm_89", "sm_100"):
         limit = plan.SMEM_LIMIT.get(arch, HOPPER)
         assert default_tile(128, dtype, causal=causal, smem_limit=limit, arch=arch).kernel == "mma"
@@ -75,8 +87,12 @@ def test_wgmma_compiles_for_sm90a_without_spills():
     pytest.importorskip("cupy_backends.cuda.libs.nvrtc")
     if build.cuda_include_dir() is None:
         pytest.skip("CUDA headers not found")
+    specs = []
     for causal in (False, True):
-        (spec,) = plan.specs_for("bfloat16", 128, WG, causal=causal, backward=False)
+        specs += plan.specs_for("bfloat16", 128, WG, causal=causal, backward=False)
+        specs += plan.specs_for("float16", 128, default_tile(128, "float16", backward=True,
+                                causal=causal, smem_limit=HOPPER, arch="sm_90"), causal, True)
+    for spec in specs:
         rep = build.compile_offline(build.source(spec), spec.name, spec.arch, spec.smem_bytes())
         assert rep.registers is not None and rep.registers <= 255
         assert rep.spills == 0, f"{spec.name} spills {rep.spills} bytes"

@@ -8,8 +8,8 @@
 per (pass, d, dtype, causal, T), with the ratios, all from rows of one run.
 ``naive``: flash against naive time at each point of a run that measured both.
 ``io``: the DRAM bytes Nsight Compute counted against the plain IO model (every re-read reaches
-DRAM: ``iomodel.predict``) and, for the flash forward, the L2-aware model
-(``iomodel.flash_forward_dram``).
+DRAM: ``iomodel.predict``) and, for flash, the L2-aware models (``iomodel.flash_forward_dram``,
+``iomodel.flash_backward_dram``); naive's 'L2 model' column repeats the plain model.
 """
 from __future__ import annotations
 
@@ -34,6 +34,19 @@ def rows_of(path):
                 yield row
 
 
+def dram_model(method, pass_, args, tile, deterministic):
+    """The L2-aware model of a flash pass (``iomodel.flash_forward_dram``,
+    ``iomodel.flash_backward_dram``, their sum for 'both'); None for naive."""
+    if method != "flash":
+        return None
+    fwd = bwd = None
+    if pass_ in ("forward", "both"):
+        fwd = iomodel.flash_forward_dram(*args, tile)
+    if pass_ in ("backward", "both"):
+        bwd = iomodel.flash_backward_dram(*args, tile, deterministic)
+    return bwd if fwd is None else (fwd if bwd is None else fwd + bwd)
+
+
 def io_table(path) -> str:
     head = ("| method | pass | d | T | measured read / write (MB) | plain model read (MB) | "
             "L2 model read (MB) | read: measured / model |")
@@ -45,8 +58,7 @@ def io_table(path) -> str:
         method = "naive" if r["method_name"] == "naive" else "flash"
         det = r.get("deterministic", "") != "false"
         plain = iomodel.predict(method, r["pass"], *args, tile=tile, deterministic=det)
-        l2 = (iomodel.flash_forward_dram(*args, tile) if method == "flash" and
-              r["pass"] == "forward" else plain)
+        l2 = dram_model(method, r["pass"], args, tile, det) or plain
         read, written = float(r["hbm_bytes_read"]), float(r["hbm_bytes_written"])
         label = r["method"] + (f" {tile.short()}" if tile else "")
         lines.append(f"| {label} | {r['pass']} | {r['head_dim']} | {r['seq_len']} | "

@@ -99,8 +99,14 @@ class KernelSpec:
                     + 2 * bm * a)             # s_lse, s_D
         if self.family == "wgmma":
             # 16-bit tiles in 128-byte swizzled panels, no padding, plus 1024 bytes so the
-            # kernel can align the first panel to 1024 bytes (flash_fwd_wgmma.cu)
-            return (bm + t.num_stages * 2 * bn) * dp * 2 + 1024   # sQ; K and V ring buffers
+            # kernel can align the first panel to 1024 bytes (flash_*_wgmma.cu)
+            st = t.num_stages
+            if self.role == "fwd":
+                return (bm + st * 2 * bn) * dp * 2 + 1024        # sQ; K and V ring buffers
+            if self.role == "bwd_dkdv":
+                return ((2 * bn + st * 2 * bm) * dp * 2          # sK, sV resident; Q, dO ring
+                        + st * 2 * bm * 4 + 1024)                # s_lse, s_D per stage (float)
+            return (2 * bm + st * 2 * bn) * dp * 2 + 1024        # sQ, sdO resident; K, V ring
         # mma: 16-bit tiles with rows padded by 8 elements (16 bytes) against bank conflicts
         row = (dp + 8) * 2
         st = t.num_stages
@@ -176,15 +182,23 @@ def validate(spec: KernelSpec, smem_limit: int | None = None, arch: str | None =
 
 def _validate_wgmma(spec: KernelSpec, where: str) -> None:
     t = spec.tile
-    if spec.role != "fwd":
-        raise ValueError(f"{where}: the wgmma kernel is forward-only; the backward takes "
-                         f"kernel='mma' tiles")
-    if t.num_warps % 4 or t.block_m != 16 * t.num_warps:
+    if spec.atomic_dq:
+        raise ValueError(f"{where}: the wgmma backward computes dQ in its own pass; use "
+                         f"deterministic=True (or a kernel='mma' tile for atomic dQ)")
+    if t.num_warps % 4:
+        raise ValueError(f"{where}: num_warps must be a multiple of 4 (warpgroups)")
+    if spec.role == "bwd_dkdv":
+        if t.block_n != 16 * t.num_warps:
+            raise ValueError(f"{where}: block_n must be 64 keys per warpgroup of 4 warps "
+                             f"(block_n = 16·num_warps)")
+    elif t.block_m != 16 * t.num_warps:
         raise ValueError(f"{where}: block_m must be 64 rows per warpgroup of 4 warps "
                          f"(block_m = 16·num_warps, num_warps a multiple of 4)")
-    if t.num_stages < 3:
-        raise ValueError(f"{where}: the wgmma kernel needs 3 or 4 stages (K/V buffers: tile j+1 "
-                         f"loads while tiles j and j-1 are read)")
+    if spec.role == "fwd" and t.num_stages < 3:
+        raise ValueError(f"{where}: the wgmma forward needs 3 or 4 stages (K/V buffers: tile "
+                         f"j+1 loads while tiles j and j-1 are read)")
+    if spec.role != "fwd" and t.num_stages > 2:
+        raise ValueError(f"{where}: the wgmma backward kernels use 1 or 2 stages")
     if spec.head_dim > 256:
         raise ValueError(f"{where}: head_dim above 256 does not fit one wgmma (n <= 256)")
 
@@ -216,16 +230,18 @@ def specs_for(dtype, head_dim: int, tile: TileConfig, causal: bool, backward: bo
     if tile.kernel in ("mma", "wgmma") and not mma_capable(head_dim, dtype):
         raise ValueError(f"TileConfig.kernel={tile.kernel!r} needs float16 or bfloat16 inputs, "
                          f"got {name}")
-    if tile.kernel == "wgmma" and backward:
-        raise ValueError(f"TileConfig {tile.short()}: the wgmma kernel is forward-only; the "
-                         f"backward takes kernel='mma' (or 'simt') tiles")
+    if tile.kernel == "wgmma" and backward and not deterministic:
+        raise ValueError(f"TileConfig {tile.short()}: the wgmma backward computes dQ in its own "
+                         f"pass; use deterministic=True or a kernel='mma' tile for atomic dQ")
     dp = head_dim_pad(head_dim, tile.kernel)
     if not backward:
         return [KernelSpec("fwd", name, dp, tile, causal)]
     if deterministic:
         dq_tile = tile
-        if tile.kernel == "mma" and tile.block_m < 16 * tile.num_warps:
-            # the dQ kernel gives each warp 16 query rows: fewer warps for a short block_m
+        if (tile.kernel == "mma" and tile.block_m < 16 * tile.num_warps) or (
+                tile.kernel == "wgmma" and tile.block_m in (64, 128, 256)):
+            # the dQ kernel gives each warp 16 query rows (wgmma: exactly 16, 64 per warpgroup):
+            # its warp count follows block_m
             dq_tile = tile.replace(num_warps=tile.block_m // 16)
         return [KernelSpec("bwd_dkdv", name, dp, tile, causal, False),
                 KernelSpec("bwd_dq", name, dp, dq_tile, causal)]
@@ -235,6 +251,7 @@ def specs_for(dtype, head_dim: int, tile: TileConfig, causal: bool, backward: bo
 def check_tile(tile: TileConfig, head_dim: int, dtype, *, backward=False, smem_limit=None,
                arch=None):
     """Raise ValueError if `tile` cannot run this pass (thread mapping, shared memory, arch)."""
-    for det in ((True, False) if backward else (True,)):
+    # the wgmma backward has no atomic-dQ mode: only its deterministic pair is checked
+    for det in ((True, False) if backward and tile.kernel != "wgmma" else (True,)):
         for spec in specs_for(dtype, head_dim, tile, False, backward, det):
             validate(spec, smem_limit, arch)
