@@ -177,10 +177,7 @@ def flash_forward_dram(batch, T, S, d, dtype, causal, tile: TileConfig, *, l2_by
     """
     plain = flash_forward(batch, T, S, d, dtype, causal, tile)
     e = resolve_dtype(dtype).itemsize
-    q_tiles = math.ceil(T / tile.block_m)
-    heads_in_flight = min(batch, math.ceil(resident_blocks / q_tiles))
-    kv_head = 2 * S * d * e
-    if heads_in_flight * kv_head > l2_bytes:
+    if not _fits(batch, math.ceil(T / tile.block_m), 2 * S * d * e, l2_bytes, resident_blocks):
         return plain
     kv_rows = min(S, max(kv_end(min(T, i0 + tile.block_m), T, S, causal)
                          for i0 in range(0, T, tile.block_m)))

@@ -46,10 +46,14 @@ def test_backward_falls_back_to_plain_when_the_working_set_exceeds_l2(tile, caus
         # one head's streamed operand (a few hundred KB at least) exceeds a 1000-byte L2
         assert iomodel.flash_backward_dram(B, T, S, d, "float16", causal, tile, deterministic,
                                            l2_bytes=1000) == plain
-        # or: all heads in flight at once, more than the 50 MB L2 holds
-        if B * T * (2 * d * E + 2 * A) > iomodel.L2_BYTES:
-            assert iomodel.flash_backward_dram(B, T, S, d, "float16", causal, tile,
-                                               deterministic, resident_blocks=10**9) == plain
+    # all 16 heads in flight at once: their Q, dO, lse, D (136 MB) and K, V (134 MB) exceed
+    # the 50 MB L2, where one head's (8.5 MB, 8.4 MB) would fit
+    B, T, d = 16, 16384, 128
+    plain = iomodel.flash_backward(B, T, T, d, "float16", causal, tile, deterministic)
+    assert iomodel.flash_backward_dram(B, T, T, d, "float16", causal, tile, deterministic,
+                                       resident_blocks=10**9) == plain
+    assert iomodel.flash_backward_dram(B, T, T, d, "float16", causal, tile, deterministic,
+                                       resident_blocks=1).bytes_read < plain.bytes_read / 10
 
 
 def test_backward_falls_back_kernel_by_kernel():
