@@ -95,9 +95,10 @@ def WGMMA_BACKWARD(head_dim: int, causal: bool) -> list[TileConfig]:
     """Backward tiles of the wgmma kernels, preferred first: block_m queries per step of the
     dK/dV kernel (and query rows of the dQ kernel), block_n keys per dK/dV block (and keys per
     step of the dQ kernel). At d = 128 the dK/dV kernel holds dK and dV (128 registers per
-    thread) beside Sᵀ and dPᵀ: only 64 queries per step fit in 255 registers."""
-    if head_dim <= 64:
-        return [TileConfig(64, 128, 8, 2, "wgmma"), TileConfig(64, 64, 4, 2, "wgmma")]
+    thread) beside Sᵀ and dPᵀ: only 64 queries per step fit in 255 registers.
+    tile_ablation.yaml on the H200 (v5, NOTES.md; float16, T = 8192, TFLOP/s): 64×64 with 4
+    warps and 2 stages 290 (d = 64) and 346 (d = 128); 1 stage 288 / 323; 64×128 with 8 warps
+    282 / 313."""
     return [TileConfig(64, 64, 4, 2, "wgmma")]
 
 

@@ -18,18 +18,24 @@ CASES = [  # (dtype, d, forward tile, backward tile)
     ("float32", 128, TileConfig(64, 64, 8, 1), TileConfig(32, 64, 4, 1)),
     ("float64", 256, TileConfig(32, 32, 4, 1), TileConfig(16, 16, 4, 1)),
 ]
+HOPPER_CASES = [  # sm_90 only: the wgmma kernels (no atomic-dQ mode)
+    ("float16", 128, TileConfig(128, 128, 8, 3, "wgmma"), TileConfig(64, 64, 4, 2, "wgmma")),
+    ("bfloat16", 72, TileConfig(128, 64, 8, 4, "wgmma"), TileConfig(64, 128, 8, 1, "wgmma")),
+]
 
 
 def main():
     cp = cupy_module()
     rng = np.random.default_rng(0)
-    for dt, d, ft, bt in CASES:
+    from cuflash.gpu.ops import device_arch
+    cases = CASES + (HOPPER_CASES if device_arch() == "sm_90" else [])
+    for dt, d, ft, bt in cases:
         for causal in (False, True):
             T, S = 77, 45
             q, k, v, do = (cp.asarray(rng.standard_normal(s).astype(DTYPES[dt]))
                            for s in ((2, T, d), (2, S, d), (2, S, d), (2, T, d)))
             out, lse = cuflash.attention(q, k, v, causal=causal, tile=ft, return_lse=True)
-            for det in (True, False):
+            for det in ((True,) if bt.kernel == "wgmma" else (True, False)):
                 cuflash.attention_backward(do, q, k, v, out, lse, causal=causal, tile=bt,
                                            deterministic=det)
             cp.cuda.Device().synchronize()
