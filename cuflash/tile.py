@@ -6,6 +6,7 @@ limits (shared memory, warp layout) are checked in ``cuflash.gpu.plan`` where th
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import numpy as np
 
@@ -178,6 +179,13 @@ def default_tile(head_dim: int, dtype, *, backward: bool = False, causal: bool =
     within ``smem_limit`` bytes of shared memory per block on a GPU of architecture ``arch``
     ('sm_90', ...; Hopper-only kernels are considered only when it says sm_90). With no limit:
     the first candidate without Hopper-only kernels (the CPU twin reads only block_m, block_n)."""
+    return _default_tile(int(head_dim), dtype_name(dtype), bool(backward), bool(causal),
+                         bool(deterministic), smem_limit, arch)
+
+
+@functools.lru_cache(maxsize=None)
+def _default_tile(head_dim, dtype, backward, causal, deterministic, smem_limit, arch):
+    # cached: every attention call without a tile asks, and the checks below are not free
     cands = tile_candidates(head_dim, dtype, backward=backward, causal=causal,
                             deterministic=deterministic,
                             hopper=smem_limit is None or smem_limit >= HOPPER_SMEM,

@@ -75,13 +75,22 @@ def _batches(B: int):
         yield b0, min(B, b0 + _MAX_GRID_Y)
 
 
+@functools.lru_cache(maxsize=None)
+def _ready(spec, device_id: int):
+    """(kernel, dynamic shared memory) of a spec checked against a device, once per pair: the
+    host-side cost of a launch matters next to kernels of a few hundred microseconds."""
+    plan.validate(spec, smem_limit(device_id), device_arch(device_id))
+    return build.get_kernel(spec, device_id), spec.smem_bytes()
+
+
+@functools.lru_cache(maxsize=None)
+def _specs(dtype: str, d: int, tile, causal: bool, backward: bool, deterministic: bool = True):
+    return plan.specs_for(dtype, d, tile, causal, backward, deterministic)
+
+
 def _launch(spec, grid_x, B, args_of):
     """Launch `spec` over the batch in chunks of at most 65535 (gridDim.y)."""
-    cp = _cp()
-    dev = cp.cuda.Device().id
-    plan.validate(spec, smem_limit(dev), device_arch(dev))
-    kern = build.get_kernel(spec, dev)
-    smem = spec.smem_bytes()
+    kern, smem = _ready(spec, _cp().cuda.Device().id)
     for b0, b1 in _batches(B):
         kern((grid_x, b1 - b0), (spec.threads(),), args_of(b0, b1) + (np.int32(smem),),
              shared_mem=smem)
@@ -94,7 +103,7 @@ def forward(q, k, v, *, causal, scale, tile):
     S = k.shape[1]
     dt = dtype_name(q.dtype)
     acc = accum_dtype(q.dtype)
-    (spec,) = plan.specs_for(dt, d, tile, causal, backward=False)
+    (spec,) = _specs(dt, d, tile, causal, False)
     q, k, v = _aligned(q), _aligned(k), _aligned(v)
     out = _empty(q.shape, q.dtype)
     lse = _empty((B, T), acc)
@@ -112,7 +121,7 @@ def backward(dout, q, k, v, out, lse, *, causal, scale, tile, deterministic):
     S = k.shape[1]
     dt = dtype_name(q.dtype)
     acc = accum_dtype(q.dtype)
-    specs = plan.specs_for(dt, d, tile, causal, backward=True, deterministic=deterministic)
+    specs = _specs(dt, d, tile, causal, True, deterministic)
     dout, q, k, v, out = (_aligned(x) for x in (dout, q, k, v, out))
     lse = cp.ascontiguousarray(lse, dtype=acc)
     dev = cp.cuda.Device().id
