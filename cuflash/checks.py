@@ -33,8 +33,13 @@ class Problem:
         return int(np.prod(self.lead, dtype=np.int64))
 
 
+_SUPPORTED = frozenset(np.dtype(t) for t in DTYPES.values() if t is not None)
+
+
 def _check_dtype(name, a):
     dt = a.dtype
+    if dt in _SUPPORTED:   # the common case, without building names
+        return
     if dt.kind != "f" and dtype_name(dt) != "bfloat16":
         raise TypeError(f"{name} has dtype {dtype_name(dt)}; attention needs floating point: "
                         f"one of {sorted(DTYPES)}")
@@ -84,7 +89,8 @@ def check_qkv(q, k, v, *, causal, scale) -> Problem:
         raise ValueError(f"k and v must have the same sequence length: k.shape={tuple(k.shape)}, "
                          f"v.shape={tuple(v.shape)}")
     try:
-        lead = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+        lead = (q.shape[:-2] if q.shape[:-2] == k.shape[:-2] == v.shape[:-2] else
+                np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2]))
     except ValueError:
         raise ValueError(f"leading dims of q {tuple(q.shape[:-2])}, k {tuple(k.shape[:-2])} and "
                          f"v {tuple(v.shape[:-2])} do not broadcast") from None
@@ -112,6 +118,8 @@ def flatten(x, lead, xp):
     """Broadcast x (..., n, d) to lead + (n, d) and view it as a C-contiguous (batch, n, d) array.
 
     Copies only when x is broadcast, non-contiguous or Fortran-ordered."""
+    if tuple(x.shape[:-2]) == tuple(lead) and x.flags.c_contiguous:   # no copy, few objects
+        return x if x.ndim == 3 else x.reshape((-1,) + tuple(x.shape[-2:]))
     x = xp.broadcast_to(x, tuple(lead) + tuple(x.shape[-2:]))
     return xp.ascontiguousarray(x).reshape((-1,) + tuple(x.shape[-2:]))
 

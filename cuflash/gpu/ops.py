@@ -88,12 +88,22 @@ def _specs(dtype: str, d: int, tile, causal: bool, backward: bool, deterministic
     return plan.specs_for(dtype, d, tile, causal, backward, deterministic)
 
 
+def _whole(x):
+    return x
+
+
 def _launch(spec, grid_x, B, args_of):
-    """Launch `spec` over the batch in chunks of at most 65535 (gridDim.y)."""
+    """Launch `spec` over the batch in chunks of at most 65535 (gridDim.y). ``args_of(cut)``
+    builds the arguments, passing each per-batch array through ``cut`` (no slicing, and no
+    view objects, when one chunk covers the batch)."""
     kern, smem = _ready(spec, _cp().cuda.Device().id)
-    for b0, b1 in _batches(B):
-        kern((grid_x, b1 - b0), (spec.threads(),), args_of(b0, b1) + (np.int32(smem),),
+    if B <= _MAX_GRID_Y:
+        kern((grid_x, B), (spec.threads(),), args_of(_whole) + (np.int32(smem),),
              shared_mem=smem)
+        return
+    for b0, b1 in _batches(B):
+        kern((grid_x, b1 - b0), (spec.threads(),),
+             args_of(lambda x: x[b0:b1]) + (np.int32(smem),), shared_mem=smem)
 
 
 def forward(q, k, v, *, causal, scale, tile):
@@ -108,8 +118,8 @@ def forward(q, k, v, *, causal, scale, tile):
     out = _empty(q.shape, q.dtype)
     lse = _empty((B, T), acc)
     grid_x = math.ceil(T / tile.block_m)
-    _launch(spec, grid_x, B, lambda b0, b1: (
-        q[b0:b1], k[b0:b1], v[b0:b1], out[b0:b1], lse[b0:b1], np.int32(T), np.int32(S),
+    _launch(spec, grid_x, B, lambda cut: (
+        cut(q), cut(k), cut(v), cut(out), cut(lse), np.int32(T), np.int32(S),
         np.int32(d), acc.type(scale * _LOG2E)))
     return out, lse
 
@@ -137,14 +147,14 @@ def backward(dout, q, k, v, out, lse, *, causal, scale, tile, deterministic):
     sc, sl2 = acc.type(scale), acc.type(scale * _LOG2E)
     dkdv = specs[0]
     dq_accum = cp.zeros((B, T, d), dtype=acc) if dkdv.atomic_dq else cp.empty((1, 1, 1), dtype=acc)
-    _launch(dkdv, math.ceil(S / tile.block_n), B, lambda b0, b1: (
-        q[b0:b1], k[b0:b1], v[b0:b1], dout[b0:b1], lse[b0:b1], D[b0:b1], dk[b0:b1], dv[b0:b1],
-        dq_accum[b0:b1] if dkdv.atomic_dq else dq_accum, np.int32(T), np.int32(S), np.int32(d),
+    _launch(dkdv, math.ceil(S / tile.block_n), B, lambda cut: (
+        cut(q), cut(k), cut(v), cut(dout), cut(lse), cut(D), cut(dk), cut(dv),
+        cut(dq_accum) if dkdv.atomic_dq else dq_accum, np.int32(T), np.int32(S), np.int32(d),
         sc, sl2))
     if dkdv.atomic_dq:
         return dq_accum.astype(q.dtype), dk, dv
     dq = _empty(q.shape, q.dtype)
-    _launch(specs[1], math.ceil(T / tile.block_m), B, lambda b0, b1: (
-        q[b0:b1], k[b0:b1], v[b0:b1], dout[b0:b1], lse[b0:b1], D[b0:b1], dq[b0:b1],
+    _launch(specs[1], math.ceil(T / tile.block_m), B, lambda cut: (
+        cut(q), cut(k), cut(v), cut(dout), cut(lse), cut(D), cut(dq),
         np.int32(T), np.int32(S), np.int32(d), sc, sl2))
     return dq, dk, dv
