@@ -155,7 +155,8 @@ class Measure:
     error_limit: int = 2 ** 24
     """Largest batch·heads·T·S for which the float64 oracle is run; above it error_rel is blank."""
     hbm_bytes: bool = False
-    """Measure DRAM bytes with Nsight Compute (one extra process per point; GPU only)."""
+    """Measure DRAM bytes with Nsight Compute (one ncu process per batch of up to 20 points; GPU
+    only; rows without ncu say so in their note)."""
     ncu_timeout_s: float = 600.0
     seed: int = 0
     oom_skip: bool = True
