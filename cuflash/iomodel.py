@@ -179,9 +179,14 @@ def flash_forward_dram(batch, T, S, d, dtype, causal, tile: TileConfig, *, l2_by
     e = resolve_dtype(dtype).itemsize
     if not _fits(batch, math.ceil(T / tile.block_m), 2 * S * d * e, l2_bytes, resident_blocks):
         return plain
-    kv_rows = min(S, max(kv_end(min(T, i0 + tile.block_m), T, S, causal)
-                         for i0 in range(0, T, tile.block_m)))
+    kv_rows = _kv_rows_once(T, S, causal, tile.block_m)
     return Traffic(batch * (T * d * e + 2 * kv_rows * d * e), plain.bytes_written, plain.flops)
+
+
+def _kv_rows_once(T, S, causal, block_m):
+    """K/V rows that at least one query tile visits: each read once when re-reads hit in L2."""
+    return min(S, max((kv_end(min(T, i0 + block_m), T, S, causal) for i0 in range(0, T, block_m)),
+                      default=0))
 
 
 def _heads_in_flight(batch, tiles_per_head, resident_blocks):
@@ -240,8 +245,7 @@ def flash_backward_dram(batch, T, S, d, dtype, causal, tile: TileConfig, determi
     if deterministic:
         # dQ kernel: Q, dO, lse, D resident (once); K, V streamed; dQ once
         kv_rows_plain = _kv_rows(T, S, causal, bm, bn)
-        kv_rows_once = min(S, max((kv_end(min(T, i0 + bm), T, S, causal)
-                                    for i0 in range(0, T, bm)), default=0))
+        kv_rows_once = _kv_rows_once(T, S, causal, bm)
         kv_rows = (kv_rows_once if _fits(batch, math.ceil(T / bm), 2 * S * d * e, l2_bytes,
                                          resident_blocks) else kv_rows_plain)
         read += T * (2 * d * e + 2 * a) + 2 * kv_rows * d * e

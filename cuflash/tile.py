@@ -78,7 +78,7 @@ def mma_capable(head_dim: int, dtype) -> bool:
     return dtype_name(dtype) in ("float16", "bfloat16")
 
 
-def WGMMA_FORWARD(head_dim: int, causal: bool) -> list[TileConfig]:
+def _wgmma_forward_tiles(head_dim: int) -> list[TileConfig]:
     """Forward tiles of the wgmma kernel, preferred first. tile_ablation.yaml on the H200 (v4,
     NOTES.md; float16, T = 8192, not causal, TFLOP/s): d = 64: 128×64 with 4 K/V buffers 373,
     3 buffers 362, 128×128 290 (166 registers: one block of 8 warps per SM, against two at
@@ -92,7 +92,7 @@ def WGMMA_FORWARD(head_dim: int, causal: bool) -> list[TileConfig]:
     return [TileConfig(128, 32, 8, 3, "wgmma")]
 
 
-def WGMMA_BACKWARD(head_dim: int, causal: bool) -> list[TileConfig]:
+def _wgmma_backward_tiles(head_dim: int) -> list[TileConfig]:
     """Backward tiles of the wgmma kernels, preferred first: block_m queries per step of the
     dK/dV kernel (and query rows of the dQ kernel), block_n keys per dK/dV block (and keys per
     step of the dQ kernel). At d = 128 the dK/dV kernel holds dK and dV (128 registers per
@@ -121,12 +121,12 @@ def tile_candidates(head_dim: int, dtype, *, backward: bool = False, causal: boo
         if wgmma and not backward:
             # Forward on Hopper (sm_90): warpgroup tensor cores, 64 query rows per warpgroup,
             # Q and K read by wgmma straight from swizzled shared memory (flash_fwd_wgmma.cu).
-            return WGMMA_FORWARD(head_dim, causal) + tile_candidates(
+            return _wgmma_forward_tiles(head_dim) + tile_candidates(
                 head_dim, dtype, causal=causal, hopper=hopper)
         if wgmma and deterministic:
             # Backward on Hopper: dK/dV with 64 keys per warpgroup and a separate dQ pass
             # (flash_bwd_wgmma.cu); no atomic-dQ mode, so deterministic=False stays on mma.
-            return WGMMA_BACKWARD(head_dim, causal) + tile_candidates(
+            return _wgmma_backward_tiles(head_dim) + tile_candidates(
                 head_dim, dtype, backward=True, causal=causal, hopper=hopper)
         if not backward:
             # Forward, tensor cores. Each warp owns 16·MT query rows and keeps S (16·MT × block_n)

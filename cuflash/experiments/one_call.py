@@ -31,10 +31,10 @@ import json
 import sys
 
 from .measure import build_call, free_device_memory, make_inputs
+from .ncu import MARKER
 from .points import Point
 
-MARKER = "cuflash_ncu_marker"
-_MARKER_SRC = 'extern "C" __global__ void cuflash_ncu_marker() {}'
+_MARKER_SRC = f'extern "C" __global__ void {MARKER}() {{}}'
 
 
 class Gpu:

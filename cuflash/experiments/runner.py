@@ -249,10 +249,8 @@ def _measure_hbm_batch(batch: list[Point], cfg, hbm_many) -> list:
     point. Whatever goes wrong becomes the points' notes; only KeyboardInterrupt propagates."""
     try:
         found = list(hbm_many([p.to_json() for p in batch], cfg.ncu_timeout_s))
-    except Exception as exc:
-        note = str(exc) if str(exc).startswith("hbm_bytes unavailable") else \
-            f"hbm_bytes unavailable: {type(exc).__name__}: {exc}"
-        return [RuntimeError(note[:300]) for _ in batch]
+    except Exception as exc:          # _apply_hbm turns it into each row's note
+        return [exc for _ in batch]
     if len(found) != len(batch):
         return [RuntimeError(f"hbm_bytes unavailable: ncu gave {len(found)} results for "
                              f"{len(batch)} points") for _ in batch]
@@ -289,10 +287,6 @@ def _add_predictions(row: dict, p: Point) -> None:
     if ms:
         row["tflops"] = t.flops / (ms * 1e-3) / 1e12
         row["gbps"] = t.bytes_total / (ms * 1e-3) / 1e9
-        if row.get("hbm_bytes") is not None:
-            row["hbm_gbps"] = row["hbm_bytes"] / (ms * 1e-3) / 1e9
-    if row.get("hbm_bytes") is not None and t.bytes_total:
-        row["hbm_pred_ratio"] = row["hbm_bytes"] / t.bytes_total
 
 
 def _short_result(row: dict) -> str:

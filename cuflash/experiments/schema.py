@@ -702,11 +702,11 @@ def device_arch() -> str:
 
 def device_smem_limit() -> int:
     """Opt-in shared memory per block of the current GPU, or DEFAULT_SMEM_LIMIT without one."""
-    from .._xp import cupy_module, gpu_available
+    from .._xp import gpu_available
     if gpu_available():
         try:
-            dev = cupy_module().cuda.Device()
-            return int(dev.attributes["MaxSharedMemoryPerBlockOptin"])
+            from ..gpu.ops import smem_limit
+            return smem_limit()
         except Exception:
             pass
     return DEFAULT_SMEM_LIMIT
