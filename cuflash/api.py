@@ -62,7 +62,7 @@ def attention(q, k, v, *, causal=False, scale=None, tile=None, return_lse=False)
     q3, k3, v3 = (checks.flatten(x, p.lead, xp) for x in (q, k, v))
     ops = _backend(xp)
     if ops is None:
-        out3, lse3 = twin.forward(q3, k3, v3, causal=p.causal, scale=p.scale,
+        out3, lse3 = twin.forward(q3, k3, v3, mask=p.mask, scale=p.scale,
                                   block_m=tile.block_m, block_n=tile.block_n)
     else:
         out3, lse3 = ops.forward(q3, k3, v3, causal=p.causal, scale=p.scale, tile=tile)
@@ -113,14 +113,15 @@ def attention_backward(dout, q, k, v, out, lse, *, causal=False, scale=None, til
         zeros = (xp.zeros(full, p.dtype), xp.zeros(full_k, p.dtype), xp.zeros(full_k, p.dtype))
         return tuple(checks.unbroadcast(g, x.shape, xp) for g, x in zip(zeros, (q, k, v)))
     q3, k3, v3, do3, o3 = (checks.flatten(x, p.lead, xp) for x in (q, k, v, dout, out))
-    lse3 = xp.ascontiguousarray(lse).reshape(-1, p.T)
+    lse3 = xp.ascontiguousarray(lse).reshape(p.batch, p.T)
     ops = _backend(xp)
-    kw = dict(causal=p.causal, scale=p.scale, deterministic=bool(deterministic))
     if ops is None:
-        grads = twin.backward(do3, q3, k3, v3, o3, lse3, block_m=tile.block_m,
-                              block_n=tile.block_n, **kw)
+        grads = twin.backward(do3, q3, k3, v3, o3, lse3, mask=p.mask, scale=p.scale,
+                              block_m=tile.block_m, block_n=tile.block_n,
+                              deterministic=bool(deterministic))
     else:
-        grads = ops.backward(do3, q3, k3, v3, o3, lse3, tile=tile, **kw)
+        grads = ops.backward(do3, q3, k3, v3, o3, lse3, causal=p.causal, scale=p.scale,
+                             tile=tile, deterministic=bool(deterministic))
     shapes = (full, p.lead + (p.S, p.d), p.lead + (p.S, p.d))
     return tuple(checks.unbroadcast(g.reshape(s), x.shape, xp)
                  for g, s, x in zip(grads, shapes, (q, k, v)))

@@ -8,6 +8,7 @@ import numbers
 import numpy as np
 
 from ._xp import DTYPES, array_module, dtype_name
+from .mask import Mask
 from .tile import TileConfig
 
 #: head dims the kernels are built for: every multiple of 8 from 16 to 256.
@@ -26,11 +27,15 @@ class Problem:
     S: int
     d: int
     scale: float
-    causal: bool
+    mask: Mask          # which keys each query sees (causal, window)
 
     @property
     def batch(self) -> int:
         return int(np.prod(self.lead, dtype=np.int64))
+
+    @property
+    def causal(self) -> bool:
+        return self.mask.causal
 
 
 _SUPPORTED = frozenset(np.dtype(t) for t in DTYPES.values() if t is not None)
@@ -68,7 +73,7 @@ def check_tile(tile, name: str = "tile"):
     return tile
 
 
-def check_qkv(q, k, v, *, causal, scale) -> Problem:
+def check_qkv(q, k, v, *, causal, scale, window=None) -> Problem:
     """Check q (..., T, d), k (..., S, d), v (..., S, d) and return the Problem they pose."""
     xp = array_module(q=q, k=k, v=v)
     for name, a in (("q", q), ("k", k), ("v", v)):
@@ -95,12 +100,8 @@ def check_qkv(q, k, v, *, causal, scale) -> Problem:
         raise ValueError(f"leading dims of q {tuple(q.shape[:-2])}, k {tuple(k.shape[:-2])} and "
                          f"v {tuple(v.shape[:-2])} do not broadcast") from None
     T, S = q.shape[-2], k.shape[-2]
-    if S == 0 and T > 0:
-        raise ValueError(f"k and v have seq_len 0 but q has seq_len {T}: "
-                         f"each query needs at least one key")
-    if not isinstance(causal, (bool, np.bool_)):
-        raise TypeError(f"causal must be a bool, got {causal!r}")
-    return Problem(xp, q.dtype, tuple(lead), T, S, d, check_scale(scale, d), bool(causal))
+    mask = Mask.make(causal=causal, window=window)
+    return Problem(xp, q.dtype, tuple(lead), T, S, d, check_scale(scale, d), mask)
 
 
 def check_same(name, a, ref_name, shape, dtype, xp):
@@ -118,10 +119,11 @@ def flatten(x, lead, xp):
     """Broadcast x (..., n, d) to lead + (n, d) and view it as a C-contiguous (batch, n, d) array.
 
     Copies only when x is broadcast, non-contiguous or Fortran-ordered."""
+    batch = math.prod(lead)   # explicit, not -1: a zero-size row (n = 0) leaves -1 ambiguous
     if tuple(x.shape[:-2]) == tuple(lead) and x.flags.c_contiguous:   # no copy, few objects
-        return x if x.ndim == 3 else x.reshape((-1,) + tuple(x.shape[-2:]))
+        return x if x.ndim == 3 else x.reshape((batch,) + tuple(x.shape[-2:]))
     x = xp.broadcast_to(x, tuple(lead) + tuple(x.shape[-2:]))
-    return xp.ascontiguousarray(x).reshape((-1,) + tuple(x.shape[-2:]))
+    return xp.ascontiguousarray(x).reshape((batch,) + tuple(x.shape[-2:]))
 
 
 def unbroadcast(g, shape, xp):

@@ -27,7 +27,7 @@ import numpy as np
 
 from ._xp import accum_dtype, resolve_dtype
 from .tile import TileConfig
-from .twin import kv_end, q_start
+from .mask import Mask
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,12 +47,14 @@ class Traffic:
                        self.bytes_written + other.bytes_written, self.flops + other.flops)
 
 
-def visible_pairs(T: int, S: int, causal: bool) -> int:
-    """Number of (query, key) pairs whose score is used: T·S, or the bottom-right causal count."""
-    if not causal:
-        return T * S
-    i = np.arange(T, dtype=np.int64)
-    return int(np.clip(i + S - T + 1, 0, S).sum())
+def as_mask(causal) -> Mask:
+    """A Mask from a Mask or a bool (causal or not): every function here takes either."""
+    return causal if isinstance(causal, Mask) else Mask.make(causal=bool(causal))
+
+
+def visible_pairs(T: int, S: int, causal) -> int:
+    """Number of (query, key) pairs whose score is used (``Mask.visible_pairs``)."""
+    return as_mask(causal).visible_pairs(T, S)
 
 
 def attention_flops(batch: int, T: int, S: int, d: int, causal: bool, backward: bool = False) -> float:
@@ -64,16 +66,19 @@ def attention_flops(batch: int, T: int, S: int, d: int, causal: bool, backward: 
 
 def _kv_rows(T, S, causal, block_m, block_n):
     """Key rows one batch entry's forward loads: Σ over query tiles of the K/V rows visited."""
+    mask = as_mask(causal)
     rows = 0
     for i0 in range(0, T, block_m):
-        end = kv_end(min(T, i0 + block_m), T, S, causal)
-        rows += min(S, math.ceil(end / block_n) * block_n)
+        tiles = mask.key_tiles(i0, min(T, i0 + block_m), T, S, block_n)
+        rows += sum(min(block_n, S - j0) for j0 in tiles)
     return rows
 
 
 def _q_rows(T, S, causal, block_m, block_n):
     """Query rows one batch entry's backward main pass loads: Σ over key tiles of rows visited."""
-    return sum(T - min(T, q_start(j0, T, S, block_m, causal)) for j0 in range(0, S, block_n))
+    mask = as_mask(causal)
+    return sum(min(block_m, T - i0) for j0 in range(0, S, block_n)
+               for i0 in mask.query_tiles(j0, min(S, j0 + block_n), T, S, block_m))
 
 
 def flash_forward(batch, T, S, d, dtype, causal, tile: TileConfig) -> Traffic:
@@ -179,14 +184,30 @@ def flash_forward_dram(batch, T, S, d, dtype, causal, tile: TileConfig, *, l2_by
     e = resolve_dtype(dtype).itemsize
     if not _fits(batch, math.ceil(T / tile.block_m), 2 * S * d * e, l2_bytes, resident_blocks):
         return plain
-    kv_rows = _kv_rows_once(T, S, causal, tile.block_m)
+    kv_rows = _kv_rows_once(T, S, causal, tile.block_m, tile.block_n)
     return Traffic(batch * (T * d * e + 2 * kv_rows * d * e), plain.bytes_written, plain.flops)
 
 
-def _kv_rows_once(T, S, causal, block_m):
+def _kv_rows_once(T, S, causal, block_m, block_n):
     """K/V rows that at least one query tile visits: each read once when re-reads hit in L2."""
-    return min(S, max((kv_end(min(T, i0 + block_m), T, S, causal) for i0 in range(0, T, block_m)),
-                      default=0))
+    mask = as_mask(causal)
+    seen = np.zeros(S, dtype=bool)
+    for i0 in range(0, T, block_m):
+        tiles = mask.key_tiles(i0, min(T, i0 + block_m), T, S, block_n)
+        if len(tiles):
+            seen[tiles.start:min(S, tiles.stop)] = True
+    return int(seen.sum())
+
+
+def _q_rows_once(T, S, causal, block_m, block_n):
+    """Query rows that at least one key tile visits: each read once when re-reads hit in L2."""
+    mask = as_mask(causal)
+    seen = np.zeros(T, dtype=bool)
+    for j0 in range(0, S, block_n):
+        tiles = mask.query_tiles(j0, min(S, j0 + block_n), T, S, block_m)
+        if len(tiles):
+            seen[tiles.start:min(T, tiles.stop)] = True
+    return int(seen.sum())
 
 
 def _heads_in_flight(batch, tiles_per_head, resident_blocks):
@@ -235,7 +256,7 @@ def flash_backward_dram(batch, T, S, d, dtype, causal, tile: TileConfig, determi
     read, written = 2 * T * d * e, T * a
     # dK/dV kernel: K, V resident (once); Q, dO, lse, D streamed; dK, dV once
     q_rows_plain = _q_rows(T, S, causal, bm, bn)
-    q_rows_once = T - min(T, q_start(0, T, S, bm, causal)) if S > 0 else 0   # rows tile 0 sees
+    q_rows_once = _q_rows_once(T, S, causal, bm, bn)
     stream_head = T * (2 * d * e + 2 * a) + (0 if deterministic else T * d * a)
     kv_tiles = math.ceil(S / bn)
     q_rows = (q_rows_once if _fits(batch, kv_tiles, stream_head, l2_bytes, resident_blocks)
@@ -245,7 +266,7 @@ def flash_backward_dram(batch, T, S, d, dtype, causal, tile: TileConfig, determi
     if deterministic:
         # dQ kernel: Q, dO, lse, D resident (once); K, V streamed; dQ once
         kv_rows_plain = _kv_rows(T, S, causal, bm, bn)
-        kv_rows_once = _kv_rows_once(T, S, causal, bm)
+        kv_rows_once = _kv_rows_once(T, S, causal, bm, bn)
         kv_rows = (kv_rows_once if _fits(batch, math.ceil(T / bm), 2 * S * d * e, l2_bytes,
                                          resident_blocks) else kv_rows_plain)
         read += T * (2 * d * e + 2 * a) + 2 * kv_rows * d * e

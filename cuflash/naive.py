@@ -26,13 +26,6 @@ def _matmul(a, b, xp):
     return out.astype(a.dtype, copy=False)
 
 
-def visible(T: int, S: int, xp):
-    """(T, S) bool mask of the causal pattern, bottom-right aligned: query i sees key j <= i + S - T."""
-    i = xp.arange(T)[:, None]
-    j = xp.arange(S)[None, :]
-    return j <= i + (S - T)
-
-
 def _probabilities(q, k, problem):
     """Materialized softmax(scale · q kᵀ) with its lse; (…, T, S) in q's dtype and (…, T) lse.
 
@@ -42,10 +35,15 @@ def _probabilities(q, k, problem):
     xp, dt = problem.xp, q.dtype
     acc = accum_dtype(dt)
     neg_inf = xp.asarray(-np.inf, dtype=dt)
+    if problem.S == 0:   # no key at all: every row sees none (P is empty, lse = -inf)
+        lead = q.shape[:-2] if q.ndim >= k.ndim else problem.lead
+        return (xp.zeros(tuple(lead) + (problem.T, 0), dtype=dt),
+                xp.full(tuple(lead) + (problem.T,), -np.inf, dtype=acc))
     s = _matmul(q, xp.swapaxes(k, -1, -2), xp)          # read q, k; write TS
     s *= xp.asarray(problem.scale, dtype=dt)            # read TS, write TS
-    if problem.causal:                                  # read TS (+ T·S mask bytes), write TS
-        s = xp.where(visible(problem.T, problem.S, xp), s, neg_inf).astype(dt, copy=False)
+    if not problem.mask.dense:                          # read TS (+ T·S mask bytes), write TS
+        seen = problem.mask.visible_matrix(problem.T, problem.S, xp)
+        s = xp.where(seen, s, neg_inf).astype(dt, copy=False)
     m = s.max(axis=-1, keepdims=True)                   # read TS
     s -= xp.where(m == neg_inf, xp.zeros_like(m), m)    # read TS, write TS (rows with no key: m=-inf)
     p = xp.exp(s, out=s)                                # read TS, write TS

@@ -9,7 +9,9 @@ Every load from and store to the input and output arrays goes through a :class:`
 so the twin measures the device-memory traffic the IO model (``cuflash.iomodel``) predicts.
 
 Precision: float16/bfloat16/float32 inputs accumulate in float32; float64 inputs in float64.
-Causal masking is bottom-right aligned: query i sees key j iff j <= i + S - T.
+Which keys a query sees is ``cuflash.mask.Mask`` (causal, sliding windows), at the level of
+elements (``visible``) and of tiles (``key_tiles``, ``query_tiles``, ``tile_needs_mask``): the
+kernels read the same rule from ``kernels_cu/mask.cuh``.
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ import collections
 import numpy as np
 
 from ._xp import accum_dtype
+from .mask import Mask
 
 
 class ByteCounter:
@@ -55,32 +58,17 @@ def _round(x, dtype, acc):
     return x.astype(dtype).astype(acc) if np.dtype(dtype).itemsize < 4 else x
 
 
-def kv_end(i1: int, T: int, S: int, causal: bool) -> int:
-    """One past the last key a query tile ending at row i1 (exclusive) can see."""
-    return min(S, max(0, i1 + S - T)) if causal else S
+def _masked(s, mask, i0, i1, j0, j1, T, S):
+    """Scores of the (i, j) pairs the mask hides become -inf; tiles it does not cut pass as they
+    are (the kernels skip the per-element rule there too)."""
+    if not mask.tile_needs_mask(i0, i1, j0, j1, T, S):
+        return s
+    i = np.arange(i0, i1)[:, None]
+    j = np.arange(j0, j1)[None, :]
+    return np.where(mask.visible(i, j, T, S), s, -np.inf)
 
 
-def q_start(j0: int, T: int, S: int, block_m: int, causal: bool) -> int:
-    """First query row, rounded down to the block_m grid, that can see a key tile starting at j0."""
-    if not causal:
-        return 0
-    first = max(0, j0 - (S - T))
-    return (first // block_m) * block_m
-
-
-def _mask(s, i0, j0, T, S):
-    """Scores of (i, j) pairs that the causal pattern hides become -inf."""
-    i = np.arange(i0, i0 + s.shape[-2])[:, None]
-    j = np.arange(j0, j0 + s.shape[-1])[None, :]
-    return np.where(j <= i + (S - T), s, -np.inf)
-
-
-def _needs_mask(i0, j1, T, S, causal):
-    """A tile needs masking when its last key lies past the diagonal of its first query."""
-    return causal and (j1 - 1) > i0 + (S - T)
-
-
-def forward(q, k, v, *, causal, scale, block_m, block_n, counter=None):
+def forward(q, k, v, *, mask: Mask, scale, block_m, block_n, counter=None):
     """out (batch, T, d) in q's dtype and lse (batch, T) in the accumulation dtype.
 
     Algorithm 1 of FlashAttention-2: for each Q tile, stream K/V tiles, keep the running row max
@@ -99,14 +87,13 @@ def forward(q, k, v, *, causal, scale, block_m, block_n, counter=None):
             m = np.full((B, i1 - i0), -np.inf, dtype=acc)               # running max
             l = np.zeros((B, i1 - i0), dtype=acc)                       # running sum
             o = np.zeros((B, i1 - i0, d), dtype=acc)                    # unnormalized output
-            for j0 in range(0, kv_end(i1, T, S, causal), block_n):
+            for j0 in mask.key_tiles(i0, i1, T, S, block_n):
                 j1 = min(S, j0 + block_n)
                 k_j = counter.load("k", k[:, j0:j1], acc)               # (B, bn, d)
                 v_j = counter.load("v", v[:, j0:j1], acc)
-                # -- S_ij = scale · Q_i K_jᵀ, masked on the diagonal tiles
+                # -- S_ij = scale · Q_i K_jᵀ, masked on the tiles the mask cuts
                 s = (q_i @ k_j.transpose(0, 2, 1)) * acc.type(scale)
-                if _needs_mask(i0, j1, T, S, causal):
-                    s = _mask(s, i0, j0, T, S)
+                s = _masked(s, mask, i0, i1, j0, j1, T, S)
                 # -- update m and l; rows that have seen no key yet keep m = -inf, use 0 instead
                 m_new = np.maximum(m, s.max(axis=-1))
                 m_safe = np.where(m_new == -np.inf, 0, m_new).astype(acc)
@@ -122,7 +109,7 @@ def forward(q, k, v, *, causal, scale, block_m, block_n, counter=None):
     return out, lse
 
 
-def backward(dout, q, k, v, out, lse, *, causal, scale, block_m, block_n, deterministic=True,
+def backward(dout, q, k, v, out, lse, *, mask: Mask, scale, block_m, block_n, deterministic=True,
              counter=None):
     """(dq, dk, dv), each shaped and typed like its input; P is recomputed from q, k and lse.
 
@@ -155,8 +142,7 @@ def backward(dout, q, k, v, out, lse, *, causal, scale, block_m, block_n, determ
         def recompute(q_i, k_j, v_j, do_i, lse_i, D_i, i0, j0):
             """P_ij and dS_ij of one tile pair, from Q_i, K_j, lse_i (no stored P)."""
             s = (q_i @ k_j.transpose(0, 2, 1)) * sc
-            if _needs_mask(i0, j0 + k_j.shape[1], T, S, causal):
-                s = _mask(s, i0, j0, T, S)
+            s = _masked(s, mask, i0, i0 + q_i.shape[1], j0, j0 + k_j.shape[1], T, S)
             lse_safe = np.where(lse_i == -np.inf, np.inf, lse_i)   # rows that saw no key: P = 0
             p = np.exp(s - lse_safe[..., None])
             dp = do_i @ v_j.transpose(0, 2, 1)                      # dP_ij = dO_i V_jᵀ
@@ -170,7 +156,7 @@ def backward(dout, q, k, v, out, lse, *, causal, scale, block_m, block_n, determ
             v_j = counter.load("v", v[:, j0:j1], acc)
             dk_j = np.zeros((B, j1 - j0, d), dtype=acc)
             dv_j = np.zeros((B, j1 - j0, d), dtype=acc)
-            for i0 in range(q_start(j0, T, S, block_m, causal), T, block_m):
+            for i0 in mask.query_tiles(j0, j1, T, S, block_m):
                 i1 = min(T, i0 + block_m)
                 q_i = counter.load("q", q[:, i0:i1], acc)
                 do_i = counter.load("dout", dout[:, i0:i1], acc)
@@ -198,7 +184,7 @@ def backward(dout, q, k, v, out, lse, *, causal, scale, block_m, block_n, determ
             lse_i = counter.load("lse", lse[:, i0:i1], acc)
             D_i = counter.load("D", D[:, i0:i1], acc)
             dq_i = np.zeros((B, i1 - i0, d), dtype=acc)
-            for j0 in range(0, kv_end(i1, T, S, causal), block_n):
+            for j0 in mask.key_tiles(i0, i1, T, S, block_n):
                 j1 = min(S, j0 + block_n)
                 k_j = counter.load("k", k[:, j0:j1], acc)
                 v_j = counter.load("v", v[:, j0:j1], acc)

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from cuflash import TileConfig, iomodel, twin
+from cuflash.mask import Mask
 from cuflash._xp import accum_dtype, dtype_name
 
 from helpers import dtype_param, make_inputs, randn
@@ -26,7 +27,7 @@ def _id(shape):
 def _run_forward(B, T, S, d, dtype, causal, tile, seed=300):
     q, k, v = make_inputs(np, (B, T, d), (B, S, d), dtype, seed)
     counter = twin.ByteCounter()
-    out, lse = twin.forward(q, k, v, causal=causal, scale=0.25, block_m=tile.block_m,
+    out, lse = twin.forward(q, k, v, mask=Mask.make(causal=causal), scale=0.25, block_m=tile.block_m,
                             block_n=tile.block_n, counter=counter)
     return (q, k, v, out, lse), counter
 
@@ -58,7 +59,7 @@ def test_backward_bytes_equal_model(shape, tile, causal, deterministic):
         (q, k, v, out, lse), _ = _run_forward(B, T, S, d, dtype, causal, tile)
         dout = randn(np, (B, T, d), dtype, seed=301)
         counter = twin.ByteCounter()
-        twin.backward(dout, q, k, v, out, lse, causal=causal, scale=0.25, block_m=tile.block_m,
+        twin.backward(dout, q, k, v, out, lse, mask=Mask.make(causal=causal), scale=0.25, block_m=tile.block_m,
                       block_n=tile.block_n, deterministic=deterministic, counter=counter)
         model = iomodel.flash_backward(B, T, S, d, dtype, causal, tile, deterministic)
         assert (counter.bytes_read, counter.bytes_written) == (model.bytes_read,
@@ -145,7 +146,7 @@ def test_twin_moves_less_than_naive():
     naive = iomodel.naive_forward(1, 512, 512, 64, "float16", False)
     assert counter.bytes_read + counter.bytes_written < naive.bytes_total / 2
     bcount = twin.ByteCounter()
-    twin.backward(out, q, k, v, out, lse, causal=False, scale=0.125, block_m=64, block_n=64,
+    twin.backward(out, q, k, v, out, lse, mask=Mask(), scale=0.125, block_m=64, block_n=64,
                   counter=bcount)
     nb = iomodel.naive_backward(1, 512, 512, 64, "float16", False)
     assert bcount.bytes_read + bcount.bytes_written < nb.bytes_total / 2
@@ -178,9 +179,8 @@ def test_backward_flops_are_2_5x_forward(causal):
 
 
 def test_visible_pairs_brute_force():
-    from cuflash.naive import visible
     for T, S in itertools.product(range(0, 9), range(0, 9)):
         brute = sum(1 for i in range(T) for j in range(S) if j <= i + S - T)
         assert iomodel.visible_pairs(T, S, True) == brute, (T, S)
         assert iomodel.visible_pairs(T, S, False) == T * S
-        assert int(visible(T, S, np).sum()) == brute
+        assert int(Mask.make(causal=True).visible_matrix(T, S).sum()) == brute

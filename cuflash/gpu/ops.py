@@ -95,7 +95,10 @@ def _whole(x):
 def _launch(spec, grid_x, B, args_of):
     """Launch `spec` over the batch in chunks of at most 65535 (gridDim.y). ``args_of(cut)``
     builds the arguments, passing each per-batch array through ``cut`` (no slicing, and no
-    view objects, when one chunk covers the batch)."""
+    view objects, when one chunk covers the batch). An empty grid (no batch entry, or no tile)
+    launches nothing: CUDA rejects a zero grid dimension."""
+    if grid_x <= 0 or B <= 0:
+        return
     kern, smem = _ready(spec, _cp().cuda.Device().id)
     if B <= _MAX_GRID_Y:
         kern((grid_x, B), (spec.threads(),), args_of(_whole) + (np.int32(smem),),
@@ -139,8 +142,9 @@ def backward(dout, q, k, v, out, lse, *, causal, scale, tile, deterministic):
     # -- D = rowsum(dO ∘ O): one warp per row, 8 rows per block
     D = _empty((B, T), acc)
     rows = B * T
-    build.get_preprocess(dt, dev)((math.ceil(rows / 8),), (256,),
-                                  (out, dout, D, np.int64(rows), np.int32(d)))
+    if rows > 0:   # an empty grid launches nothing (see _launch)
+        build.get_preprocess(dt, dev)((math.ceil(rows / 8),), (256,),
+                                      (out, dout, D, np.int64(rows), np.int32(d)))
 
     dk = _empty(k.shape, k.dtype)
     dv = _empty(v.shape, v.dtype)
