@@ -19,7 +19,21 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "slow: takes more than a few seconds")
 
 
+#: GPU tests of the full tier only (`-m gpu`): sweeps over many tiles and shapes, each a fresh
+#: kernel specialization to compile (0.5-1.2 s each on a fresh machine). The fast tier,
+#: `-m "gpu and not slow"` (about a minute on the H200, compiles included), still reaches every
+#: launch path: every kernel family, role and dQ mode (test_empty.py, with a real call after each
+#: zero-size one), the default kernels of every dtype against the oracle (test_forward.py,
+#: test_api.py, test_gpu_kernels.py), refusals, the grid limit, streams and memory.
+SLOW_GPU_TESTS = ("test_tiles_against_oracle", "test_backward_matches_oracle",
+                  "test_backward_tiles", "test_forward_tiles")
+
+
 def pytest_collection_modifyitems(config, items):
+    slow = pytest.mark.slow
+    for item in items:
+        if "gpu" in item.keywords and item.originalname in SLOW_GPU_TESTS:
+            item.add_marker(slow)
     if gpu_available():
         return
     skip = pytest.mark.skip(reason=NO_GPU)

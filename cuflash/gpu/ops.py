@@ -96,7 +96,9 @@ def _launch(spec, grid_x, B, args_of):
     """Launch `spec` over the batch in chunks of at most 65535 (gridDim.y). ``args_of(cut)``
     builds the arguments, passing each per-batch array through ``cut`` (no slicing, and no
     view objects, when one chunk covers the batch). An empty grid (no batch entry, or no tile)
-    launches nothing: CUDA rejects a zero grid dimension."""
+    launches nothing: CuPy turns a zero grid dimension into 1 (``max(1, grid[i])`` in its
+    Function.__call__), so the kernel would run on empty arrays (tests/empty_grid_probe.py: a
+    zero-size batch ended in CUDA_ERROR_ILLEGAL_ADDRESS and a dead context)."""
     if grid_x <= 0 or B <= 0:
         return
     kern, smem = _ready(spec, _cp().cuda.Device().id)
