@@ -127,9 +127,9 @@ class MaskMod:
             tree = ast.parse(self._src, mode="eval")
         except SyntaxError as exc:
             line = (exc.text or self._src).rstrip("\n")
+            col = exc.offset or len(line) + 1           # 0: at the end of the input
             raise ValueError(f"mask_mod: syntax error in {expr!r} at line {exc.lineno}, column "
-                             f"{exc.offset}: {exc.msg}\n    {line}\n    "
-                             f"{' ' * max((exc.offset or 1) - 1, 0)}^") from None
+                             f"{col}: {exc.msg}\n    {line}\n    {' ' * (col - 1)}^") from None
         self._norm = ast.unparse(tree)
         self._used = set()
         self._root = self._check(tree.body)
@@ -190,7 +190,9 @@ class MaskMod:
 
     def _err(self, exc, node, msg):
         seg = ast.get_source_segment(self._src, node) or ast.unparse(node)
-        return exc(f"mask_mod: {msg.format(seg=repr(seg))} in {self.expr!r}")
+        where = f"in {self.expr!r}"
+        msg = msg if "{where}" in msg else msg + " {where}"
+        return exc(f"mask_mod: {msg.format(seg=repr(seg), where=where)}")
 
     def _typed(self, node, want, what):
         n = self._check(node)
@@ -221,7 +223,7 @@ class MaskMod:
                 raise self._err(TypeError, node, f"{{seg}} is an array capture with {nd} dims; "
                                 f"index it as {name}[{', '.join(['...'] * nd)}]")
             valid = ", ".join(list(INDEX_VARS) + list(self._kinds))
-            raise self._err(ValueError, node, f"unknown name {{seg}}; valid names: {valid} "
+            raise self._err(ValueError, node, f"unknown name {{seg}} {{where}}; valid names: {valid} "
                             f"(and the functions {', '.join(FUNCS)})")
         if isinstance(node, ast.UnaryOp):
             if isinstance(node.op, (ast.USub, ast.UAdd)):
