@@ -53,8 +53,8 @@ _LOGIC = {ast.BitAnd: "&", ast.BitOr: "|", ast.BitXor: "^"}
 _CMP = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!="}
 _NOT_ALLOWED = {ast.Attribute: "attribute access", ast.Div: "true division '/' (use '//')",
                 ast.Pow: "power '**'", ast.LShift: "shift '<<'", ast.RShift: "shift '>>'",
-                ast.MatMult: "matrix product '@'", ast.In: "'in'", ast.NotIn: "'not in'",
-                ast.Is: "'is'", ast.IsNot: "'is not'", ast.Lambda: "lambda",
+                ast.MatMult: "matrix product '@'", ast.In: "membership test", ast.NotIn: "membership test",
+                ast.Is: "identity test", ast.IsNot: "identity test", ast.Lambda: "lambda",
                 ast.NamedExpr: "assignment ':='", ast.Slice: "slice", ast.Starred: "starred '*'",
                 ast.List: "list", ast.Tuple: "tuple", ast.Set: "set", ast.Dict: "dict",
                 ast.JoinedStr: "f-string", ast.ListComp: "comprehension",
@@ -165,13 +165,13 @@ class MaskMod:
             self._ints[name], self._kinds[name] = v, "int"
             return
         if not (isinstance(value, np.ndarray) or (_is_cupy(value) and hasattr(value, "dtype"))):
-            raise TypeError(f"mask_mod: capture {name} is a {type(value).__name__} ({value!r:.60}); "
+            raise TypeError(f"mask_mod: capture {name}={value!r:.60} is a {type(value).__name__}; "
                             f"a capture is an int or an integer numpy/cupy array")
         if value.dtype.kind not in "iu":
-            raise TypeError(f"mask_mod: capture {name} is a {value.dtype} array; captured arrays "
+            raise TypeError(f"mask_mod: capture {name!r} is a {value.dtype} array; captured arrays "
                             f"must have an integer dtype (values within int32)")
         if not 1 <= value.ndim <= MAX_NDIM:
-            raise ValueError(f"mask_mod: capture {name} has {value.ndim} dims (shape "
+            raise ValueError(f"mask_mod: capture {name!r} has {value.ndim} dims (shape "
                              f"{tuple(value.shape)}); captured arrays have 1 to {MAX_NDIM} dims"
                              + ("; pass a 0-d array as an int" if value.ndim == 0 else ""))
         if len(self._arrays) == MAX_ARRAYS:
@@ -180,7 +180,7 @@ class MaskMod:
         if value.size:
             lo, hi = int(value.min()), int(value.max())
             if lo < I32[0] or hi > I32[1]:
-                raise ValueError(f"mask_mod: capture {name} has values in [{lo}, {hi}], outside "
+                raise ValueError(f"mask_mod: capture {name!r} has values in [{lo}, {hi}], outside "
                                  f"int32 [{I32[0]}, {I32[1]}]")
         xp = np if isinstance(value, np.ndarray) else __import__("cupy")
         self._arrays[name] = xp.ascontiguousarray(value.astype(np.int32, copy=False))
@@ -211,8 +211,8 @@ class MaskMod:
                 if v > I32[1]:
                     raise self._err(ValueError, node, "int literal {seg} is outside int32")
                 return _N("lit", [], "int", text, v)
-            raise self._err(ValueError, node, f"{type(v).__name__} literal {{seg}} is not allowed"
-                            f"; only int literals and True/False")
+            raise self._err(ValueError, node, f"{type(v).__name__} literal {{seg}} {{where}} is "
+                            f"not allowed; only int literals and True/False")
         if isinstance(node, ast.Name):
             name = node.id
             if name in INDEX_VARS or name in self._ints:
@@ -255,7 +255,7 @@ class MaskMod:
                 if a.ty != b.ty or (a.ty == "bool" and sym not in ("==", "!=")):
                     raise self._err(TypeError, node, f"comparison '{sym}' needs two ints (or two "
                                     f"bools for == and !=), got {a.ty} {a.text!r} and {b.ty} "
-                                    f"{b.text!r} in {{seg}}")
+                                    f"{b.text!r}")
                 links.append(_N("cmp", [a, b], "bool", f"{a.text} {sym} {b.text}", sym))
             else:
                 return links[0] if len(links) == 1 else _N("and", links, "bool", text)
@@ -269,13 +269,13 @@ class MaskMod:
         if isinstance(node, ast.Call):
             fn = node.func.id if isinstance(node.func, ast.Name) else None
             if fn not in FUNCS:
-                raise self._err(ValueError, node, f"call of {ast.unparse(node.func)!r} in {{seg}} "
-                                f"is not allowed; the functions are {', '.join(FUNCS)}")
+                raise self._err(ValueError, node, f"call {{seg}} {{where}} is not allowed; the "
+                                f"functions are {', '.join(FUNCS)}")
             nargs = (1, 1) if fn == "abs" else (2, 99)
             if node.keywords or not nargs[0] <= len(node.args) <= nargs[1]:
                 raise self._err(ValueError, node, f"{fn}() takes "
-                                f"{'one argument' if fn == 'abs' else 'two or more arguments'} "
-                                f"(positional), in {{seg}}")
+                                f"{'one positional argument' if fn == 'abs' else 'two or more positional arguments'}"
+                                f", got {{seg}}")
             return _N(fn, [self._typed(x, "int", f"{fn}()") for x in node.args], "int", text)
         if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Slice):
             node = node.slice
@@ -284,13 +284,13 @@ class MaskMod:
             if name not in self._arrays:
                 what = "an int" if name in self._ints or name in INDEX_VARS else "not an array capture"
                 raise self._err(TypeError, node, f"{{seg}} indexes {ast.unparse(node.value)!r}, "
-                                f"which is {what}; only captured arrays "
-                                f"({', '.join(self._arrays) or 'none'}) can be indexed")
+                                f"which is {what}, {{where}}; only captured "
+                                f"arrays ({', '.join(self._arrays) or 'none'}) can be indexed")
             idx = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
             nd = self._arrays[name].ndim
             if len(idx) != nd:
-                raise self._err(ValueError, node, f"{{seg}} has {len(idx)} indices but {name} has "
-                                f"{nd} dims; give exactly {nd}")
+                raise self._err(ValueError, node, f"{{seg}} {{where}} has {len(idx)} indices but "
+                                f"{name} has {nd} dims; give exactly {nd}")
             self._used.add(name)
             kids = [self._typed(x, "int", f"index of {name}") for x in idx]
             return _N("index", kids, "int", text, name)
@@ -378,7 +378,12 @@ class MaskMod:
         return v
 
     def _and(self, live, c):
+        """Where a value is used: `live` (None: everywhere) narrowed by the bool c."""
+        c = c if hasattr(c, "shape") else self._xp.asarray(c)
         return c if live is None else live & c
+
+    def _not(self, x):
+        return (not x) if isinstance(x, bool) else self._xp.logical_not(x)
 
     def _eval(self, n, live):
         xp, k = self._xp, n.kind
@@ -390,11 +395,11 @@ class MaskMod:
             return self._ints[n.extra]
         if k == "not":
             x = self._eval(n.kids[0], live)
-            return (not x) if isinstance(x, bool) else xp.logical_not(x)
+            return self._not(x)
         if k in ("and", "or"):
             acc = self._eval(n.kids[0], live)
             for kid in n.kids[1:]:
-                sub = self._and(live, acc if k == "and" else xp.logical_not(acc))
+                sub = self._and(live, acc if k == "and" else self._not(acc))
                 y = self._eval(kid, sub)
                 acc = (acc & y) if k == "and" else (acc | y)
             return acc

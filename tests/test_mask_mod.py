@@ -337,20 +337,20 @@ ERRORS = [
     ("i <", {}, ValueError, r"syntax error in 'i <' at line 1, column 4: .*\n    i <\n       \^"),
     ("i / 2 > j", {}, ValueError, r"true division '/' \(use '//'\) 'i / 2' is not allowed"),
     ("i ** 2 > j", {}, ValueError, r"power '\*\*' 'i \*\* 2' is not allowed"),
-    ("i in j", {}, ValueError, "'in' 'i in j' is not allowed"),
-    ("i > 0.5", {}, ValueError, "float literal '0.5' is not allowed; only int literals"),
+    ("i in j", {}, ValueError, "membership test 'i in j' is not allowed in 'i in j'"),
+    ("i > 0.5", {}, ValueError, "float literal '0.5' in 'i > 0.5' is not allowed; only int literals"),
     ("i > 2**40", {}, ValueError, r"power"),
     ("i > 4294967296", {}, ValueError, "int literal '4294967296' is outside int32"),
     ("k < i", dict(w=1), ValueError, "unknown name 'k' in 'k < i'; valid names: b, h, i, j, w "
      r"\(and the functions abs, min, max\)"),
-    ("foo(i) > 0", {}, ValueError, "call of 'foo' in 'foo\\(i\\)' is not allowed; the functions "
+    ("foo(i) > 0", {}, ValueError, r"call 'foo\(i\)' in 'foo\(i\) > 0' is not allowed; the functions "
      "are abs, min, max"),
-    ("abs(i, j) > 0", {}, ValueError, r"abs\(\) takes one argument"),
-    ("min(i) > 0", {}, ValueError, r"min\(\) takes two or more arguments"),
-    ("i[0] > 0", {}, TypeError, r"'i\[0\]' indexes 'i', which is an int; only captured arrays"),
+    ("abs(i, j) > 0", {}, ValueError, r"abs\(\) takes one positional argument, got 'abs\(i, j\)' in"),
+    ("min(i) > 0", {}, ValueError, r"min\(\) takes two or more positional arguments, got 'min\(i\)'"),
+    ("i[0] > 0", {}, TypeError, r"'i\[0\]' indexes 'i', which is an int, in 'i\[0\] > 0'; only captured arrays \(none\)"),
     ("d[i:j] > 0", dict(d=np.zeros(3, int)), ValueError, "slice 'i:j' is not allowed"),
     ("d[b] > 0", dict(d=np.zeros((2, 3), int)), ValueError,
-     r"'d\[b\]' has 1 indices but d has 2 dims; give exactly 2"),
+     r"'d\[b\]' in 'd\[b\] > 0' has 1 indices but d has 2 dims; give exactly 2"),
     ("d > 0", dict(d=np.zeros((2, 3), int)), TypeError,
      r"'d' is an array capture with 2 dims; index it as d\[..., ...\]"),
     ("d[i > 0] > 0", dict(d=np.zeros(3, int)), TypeError, "index of d needs an int, got bool"),
@@ -361,7 +361,8 @@ ERRORS = [
     ("i - j", {}, TypeError, "the expression must be a bool .* got int 'i - j'"),
     ("1 if i else 0", {}, TypeError, "the condition of 'if' needs a bool, got int 'i'"),
     ("(i < j) if j > 0 else i", {}, TypeError, "branches of .* must have one type, got bool"),
-    ("(i < j) < (j < i)", {}, TypeError, "comparison '<' needs two ints .* got bool"),
+    ("(i < j) < (j < i)", {}, TypeError, r"comparison '<' needs two ints \(or two bools for == and !=\), got bool 'i < j' and bool "
+     r"'j < i' in '\(i < j\) < \(j < i\)'$"),
     ("i == (j < 2)", {}, TypeError, "comparison '==' needs two ints"),
     ("not i", {}, TypeError, "'not' needs a bool, got int 'i'"),
     ("-(i < j)", {}, TypeError, "unary '-' needs an int, got bool"),
@@ -369,18 +370,17 @@ ERRORS = [
     ("i > 0", dict(w=1), ValueError, "capture 'w' is not used in 'i > 0'"),
     ("i > j", dict(i=3), ValueError, "capture 'i' is named like an index variable"),
     ("i > min", dict(min=3), ValueError, "capture 'min' is named like a function"),
-    ("i > x", dict(x=1.5), TypeError, "capture x is a float .*; a capture is an int or an "
-     "integer numpy/cupy array"),
+    ("i > x", dict(x=1.5), TypeError, r"capture x=1.5 is a float; a capture is an int or an integer numpy/cupy array"),
     ("i > x", dict(x=True), TypeError, "capture x=True is a bool"),
-    ("i > x", dict(x=[1, 2]), TypeError, "capture x is a list"),
+    ("i > x", dict(x=[1, 2]), TypeError, r"capture x=\[1, 2\] is a list"),
     ("i > x", dict(x=2**31), ValueError, "capture x=2147483648 is outside int32"),
-    ("x[i] > 0", dict(x=np.zeros(3)), TypeError, "capture x is a float64 array; captured arrays "
+    ("x[i] > 0", dict(x=np.zeros(3)), TypeError, "capture 'x' is a float64 array; captured arrays "
      "must have an integer dtype"),
     ("x[i] > 0", dict(x=np.array([0, 2**31])), ValueError,
-     r"capture x has values in \[0, 2147483648\], outside int32"),
-    ("x > 0", dict(x=np.array(3)), ValueError, "capture x has 0 dims.*pass a 0-d array as an int"),
+     r"capture 'x' has values in \[0, 2147483648\], outside int32"),
+    ("x > 0", dict(x=np.array(3)), ValueError, "capture 'x' has 0 dims.*pass a 0-d array as an int"),
     ("x[i, i, i, i, i] > 0", dict(x=np.zeros((1,) * 5, int)), ValueError,
-     r"capture x has 5 dims \(shape \(1, 1, 1, 1, 1\)\); captured arrays have 1 to 4 dims"),
+     r"capture 'x' has 5 dims \(shape \(1, 1, 1, 1, 1\)\); captured arrays have 1 to 4 dims"),
     ("a[i]+b_[i]+c[i]+d[i]+e[i] > 0", {n: np.zeros(2, int) for n in ["a", "b_", "c", "d", "e"]},
      ValueError, "capture 'e' is array number 5; at most 4 array captures \\(a, b_, c, d already"),
     ("p+q+r+s+t > i", {n: 1 for n in "pqrst"}, ValueError,
@@ -397,3 +397,16 @@ def test_errors(expr, caps, exc, msg):
 def test_expr_must_be_a_string():
     with pytest.raises(TypeError, match="expr must be a str, got int 3"):
         MaskMod(3)
+
+
+def test_scalar_guards():
+    """A guard that is a plain Python bool (from int captures) also decides what is used."""
+    x = np.array([5, -1])
+    assert not MaskMod("(n > 3) and (x[j] > 0)", n=1, x=x).evaluate(0, 0, 0, np.arange(9)).any()
+    assert MaskMod("(n < 3) or (x[j] > 0)", n=1, x=x).evaluate(0, 0, 0, np.arange(9)).all()
+    assert MaskMod("x[j] > 0 if n > 0 else i >= 0", n=0, x=x).evaluate(0, 0, 0, np.arange(9)).all()
+    assert MaskMod("i // n == 0 if n != 0 else True", n=0).evaluate(0, 0, np.arange(9), 0).all()
+    with pytest.raises(ZeroDivisionError, match="'n' is 0 in 'i // n'"):
+        MaskMod("i // n == 0 if n == 0 else True", n=0).evaluate(0, 0, np.arange(9), 0)
+    with pytest.raises(IndexError, match=r"'x\[j\]' ranges over \[0, 8\]"):
+        MaskMod("x[j] > 0 if n > 0 else True", n=1, x=x).evaluate(0, 0, 0, np.arange(9))
