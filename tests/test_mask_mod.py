@@ -410,3 +410,22 @@ def test_scalar_guards():
         MaskMod("i // n == 0 if n == 0 else True", n=0).evaluate(0, 0, np.arange(9), 0)
     with pytest.raises(IndexError, match=r"'x\[j\]' ranges over \[0, 8\]"):
         MaskMod("x[j] > 0 if n > 0 else True", n=1, x=x).evaluate(0, 0, 0, np.arange(9))
+
+
+def test_host_translation_clamps_indices(tmp_path):
+    """Where NumPy raises IndexError, the C++ code reads the clamped index instead."""
+    gxx = shutil.which("g++")
+    if gxx is None:
+        pytest.skip("g++ not found")
+    x = np.array([[4, 0, 3, 1, 2], [1, 1, 0, 4, 3]])
+    mask, vi, vj = MaskMod("x[h - 1, i] == j", x=x), list(range(-3, 9)), list(range(5))
+    (tmp_path / "m.cpp").write_text(_host_program([(mask, 1, 4, vi, vj)]))
+    subprocess.run([gxx, "-std=c++17", "-O1", "-o", str(tmp_path / "m"), str(tmp_path / "m.cpp")],
+                   check=True, capture_output=True, text=True)
+    line = subprocess.run([str(tmp_path / "m")], check=True, capture_output=True,
+                          text=True).stdout.strip()
+    want = [x[min(max(h - 1, 0), 1), min(max(i, 0), 4)] == j
+            for h in range(4) for i in vi for j in vj]
+    assert line == "".join("1" if v else "0" for v in want)
+    with pytest.raises(IndexError):
+        mask.evaluate(*_grid(1, 4, vi, vj)[0])
