@@ -53,8 +53,9 @@ _LOGIC = {ast.BitAnd: "&", ast.BitOr: "|", ast.BitXor: "^"}
 _CMP = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!="}
 _NOT_ALLOWED = {ast.Attribute: "attribute access", ast.Div: "true division '/' (use '//')",
                 ast.Pow: "power '**'", ast.LShift: "shift '<<'", ast.RShift: "shift '>>'",
-                ast.MatMult: "matrix product '@'", ast.In: "membership test", ast.NotIn: "membership test",
-                ast.Is: "identity test", ast.IsNot: "identity test", ast.Lambda: "lambda",
+                ast.MatMult: "matrix product '@'", ast.In: "membership test",
+                ast.NotIn: "membership test", ast.Is: "identity test",
+                ast.IsNot: "identity test", ast.Lambda: "lambda",
                 ast.NamedExpr: "assignment ':='", ast.Slice: "slice", ast.Starred: "starred '*'",
                 ast.List: "list", ast.Tuple: "tuple", ast.Set: "set", ast.Dict: "dict",
                 ast.JoinedStr: "f-string", ast.ListComp: "comprehension",
@@ -152,12 +153,13 @@ class MaskMod:
                              f"{'an index variable' if name in INDEX_VARS else 'a function'}; "
                              f"captures may not be called {', '.join(INDEX_VARS + FUNCS)}")
         if isinstance(value, (bool, np.bool_)):
-            raise TypeError(f"mask_mod: capture {name}={value!r} is a bool; a capture is an int or "
-                            f"an integer array (write the condition in the expression)")
+            raise TypeError(f"mask_mod: capture {name}={value!r} is a bool; a capture is an int "
+                            f"or an integer array (write the condition in the expression)")
         if isinstance(value, numbers.Integral):
             if len(self._ints) == MAX_INTS:
-                raise ValueError(f"mask_mod: capture {name!r} is int number {MAX_INTS + 1}; at most "
-                                 f"{MAX_INTS} int captures ({', '.join(self._ints)} already)")
+                raise ValueError(f"mask_mod: capture {name!r} is int number {MAX_INTS + 1}; at "
+                                 f"most {MAX_INTS} int captures ({', '.join(self._ints)} "
+                                 f"already)")
             v = int(value)
             if not I32[0] <= v <= I32[1]:
                 raise ValueError(f"mask_mod: capture {name}={v} is outside int32 "
@@ -165,8 +167,9 @@ class MaskMod:
             self._ints[name], self._kinds[name] = v, "int"
             return
         if not (isinstance(value, np.ndarray) or (_is_cupy(value) and hasattr(value, "dtype"))):
-            raise TypeError(f"mask_mod: capture {name}={value!r:.60} is a {type(value).__name__}; "
-                            f"a capture is an int or an integer numpy/cupy array")
+            raise TypeError(f"mask_mod: capture {name}={value!r:.60} is a "
+                            f"{type(value).__name__}; a capture is an int or an integer "
+                            f"numpy/cupy array")
         if value.dtype.kind not in "iu":
             raise TypeError(f"mask_mod: capture {name!r} is a {value.dtype} array; captured arrays "
                             f"must have an integer dtype (values within int32)")
@@ -175,8 +178,9 @@ class MaskMod:
                              f"{tuple(value.shape)}); captured arrays have 1 to {MAX_NDIM} dims"
                              + ("; pass a 0-d array as an int" if value.ndim == 0 else ""))
         if len(self._arrays) == MAX_ARRAYS:
-            raise ValueError(f"mask_mod: capture {name!r} is array number {MAX_ARRAYS + 1}; at most "
-                             f"{MAX_ARRAYS} array captures ({', '.join(self._arrays)} already)")
+            raise ValueError(f"mask_mod: capture {name!r} is array number {MAX_ARRAYS + 1}; at "
+                             f"most {MAX_ARRAYS} array captures ({', '.join(self._arrays)} "
+                             f"already)")
         if value.size:
             lo, hi = int(value.min()), int(value.max())
             if lo < I32[0] or hi > I32[1]:
@@ -223,12 +227,13 @@ class MaskMod:
                 raise self._err(TypeError, node, f"{{seg}} is an array capture with {nd} dims; "
                                 f"index it as {name}[{', '.join(['...'] * nd)}]")
             valid = ", ".join(list(INDEX_VARS) + list(self._kinds))
-            raise self._err(ValueError, node, f"unknown name {{seg}} {{where}}; valid names: {valid} "
-                            f"(and the functions {', '.join(FUNCS)})")
+            raise self._err(ValueError, node, f"unknown name {{seg}} {{where}}; valid names: "
+                            f"{valid} (and the functions {', '.join(FUNCS)})")
         if isinstance(node, ast.UnaryOp):
             if isinstance(node.op, (ast.USub, ast.UAdd)):
-                x = self._typed(node.operand, "int", f"unary '{'-' if isinstance(node.op, ast.USub) else '+'}'")
-                return _N("neg", [x], "int", text) if isinstance(node.op, ast.USub) else x
+                neg = isinstance(node.op, ast.USub)
+                x = self._typed(node.operand, "int", f"unary '{'-' if neg else '+'}'")
+                return _N("neg", [x], "int", text) if neg else x
             op = "not" if isinstance(node.op, ast.Not) else "~"
             return _N("not", [self._typed(node.operand, "bool", f"'{op}'")], "bool", text)
         if isinstance(node, ast.BinOp):
@@ -248,7 +253,7 @@ class MaskMod:
         if isinstance(node, ast.Compare):
             parts = [self._check(x) for x in [node.left, *node.comparators]]
             links = []
-            for op, a, b, src in zip(node.ops, parts, parts[1:], node.comparators):
+            for op, a, b in zip(node.ops, parts, parts[1:]):
                 if type(op) not in _CMP:
                     break
                 sym = _CMP[type(op)]
@@ -271,18 +276,18 @@ class MaskMod:
             if fn not in FUNCS:
                 raise self._err(ValueError, node, f"call {{seg}} {{where}} is not allowed; the "
                                 f"functions are {', '.join(FUNCS)}")
-            nargs = (1, 1) if fn == "abs" else (2, 99)
-            if node.keywords or not nargs[0] <= len(node.args) <= nargs[1]:
-                raise self._err(ValueError, node, f"{fn}() takes "
-                                f"{'one positional argument' if fn == 'abs' else 'two or more positional arguments'}"
-                                f", got {{seg}}")
+            if node.keywords or (len(node.args) != 1 if fn == "abs" else len(node.args) < 2):
+                want = "one positional argument" if fn == "abs" else "two or more positional "
+                raise self._err(ValueError, node, f"{fn}() takes {want}"
+                                f"{'' if fn == 'abs' else 'arguments'}, got {{seg}}")
             return _N(fn, [self._typed(x, "int", f"{fn}()") for x in node.args], "int", text)
         if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Slice):
             node = node.slice
         elif isinstance(node, ast.Subscript):
             name = node.value.id if isinstance(node.value, ast.Name) else None
             if name not in self._arrays:
-                what = "an int" if name in self._ints or name in INDEX_VARS else "not an array capture"
+                what = ("an int" if name in self._ints or name in INDEX_VARS
+                        else "not an array capture")
                 raise self._err(TypeError, node, f"{{seg}} indexes {ast.unparse(node.value)!r}, "
                                 f"which is {what}, {{where}}; only captured "
                                 f"arrays ({', '.join(self._arrays) or 'none'}) can be indexed")
@@ -332,128 +337,19 @@ class MaskMod:
         """Bool array of module xp: the mask at broadcast index arrays b, h, i, j (integer arrays
         or Python ints), of their broadcast shape. Raises IndexError, ZeroDivisionError or
         OverflowError where the CUDA code would silently differ (module docstring)."""
-        env = {}
+        if xp.__name__ not in self._cache:
+            self._cache[xp.__name__] = {n: _on(xp, a) for n, a in self._arrays.items()}
+        ev = _Eval(xp, {}, self._cache[xp.__name__], self._ints, self.expr)
         for name, v in zip(INDEX_VARS, (b, h, i, j)):
-            if isinstance(v, (bool, np.bool_)) or not (isinstance(v, numbers.Integral) or
-                                                       getattr(v, "dtype", np.dtype("f8")).kind in "iu"):
+            kind = getattr(v, "dtype", np.dtype("f8")).kind
+            if isinstance(v, (bool, np.bool_)) or not (isinstance(v, numbers.Integral)
+                                                       or kind in "iu"):
                 raise TypeError(f"mask_mod.evaluate: {name} must be an int or an integer array, "
                                 f"got {type(v).__name__} {getattr(v, 'dtype', '')}".rstrip())
-            env[name] = _on(xp, v).astype(np.int64)
-            self._fits(env[name], None, f"index variable {name}")
-        shape = np.broadcast_shapes(*(a.shape for a in env.values()))
-        mod = xp.__name__
-        if mod not in self._cache:
-            self._cache[mod] = {n: _on(xp, a) for n, a in self._arrays.items()}
-        self._env, self._xp, self._arrs = env, xp, self._cache[mod]
-        try:
-            res = self._eval(self._root, None)
-        finally:
-            self._env = self._arrs = None
-        res = xp.asarray(res, dtype=bool)
+            ev.env[name] = ev.fits(_on(xp, v).astype(np.int64), None, f"index variable {name}")
+        shape = np.broadcast_shapes(*(a.shape for a in ev.env.values()))
+        res = xp.asarray(ev.eval(self._root, None), dtype=bool)
         return res if res.shape == shape else xp.broadcast_to(res, shape).copy()
-
-    def _live(self, v, live):
-        """The values of v where `live` (None: everywhere), or None when there are none."""
-        if live is None:
-            return v
-        if not hasattr(v, "shape"):
-            return v if bool(live.any()) else None
-        shape = np.broadcast_shapes(v.shape, live.shape)
-        return self._xp.broadcast_to(v, shape)[self._xp.broadcast_to(live, shape)]
-
-    def _range(self, v, live):
-        vals = self._live(v, live)
-        if vals is None or getattr(vals, "size", 1) == 0:
-            return None
-        return (int(vals.min()), int(vals.max())) if hasattr(vals, "shape") else (vals, vals)
-
-    def _fits(self, v, live, text):
-        r = self._range(v, live)
-        if r and (r[0] < I32[0] or r[1] > I32[1]):
-            raise OverflowError(f"mask_mod: {text} takes values in [{r[0]}, {r[1]}], outside int32 "
-                                f"[{I32[0]}, {I32[1]}] (the kernels compute in 32-bit ints), in "
-                                f"{self.expr!r}")
-        if r is None and live is not None and getattr(v, "ndim", 0) == 0:
-            return 0                # an unused scalar: keep it small
-        return v
-
-    def _and(self, live, c):
-        """Where a value is used: `live` (None: everywhere) narrowed by the bool c."""
-        c = c if hasattr(c, "shape") else self._xp.asarray(c)
-        return c if live is None else live & c
-
-    def _not(self, x):
-        return (not x) if isinstance(x, bool) else self._xp.logical_not(x)
-
-    def _eval(self, n, live):
-        xp, k = self._xp, n.kind
-        if k == "lit":
-            return n.extra
-        if k == "var":
-            return self._env[n.extra]
-        if k == "int":
-            return self._ints[n.extra]
-        if k == "not":
-            x = self._eval(n.kids[0], live)
-            return self._not(x)
-        if k in ("and", "or"):
-            acc = self._eval(n.kids[0], live)
-            for kid in n.kids[1:]:
-                sub = self._and(live, acc if k == "and" else self._not(acc))
-                y = self._eval(kid, sub)
-                acc = (acc & y) if k == "and" else (acc | y)
-            return acc
-        if k == "if":
-            c = xp.asarray(self._eval(n.kids[0], live))
-            a = self._eval(n.kids[1], self._and(live, c))
-            b = self._eval(n.kids[2], self._and(live, xp.logical_not(c)))
-            return xp.where(c, xp.asarray(a), xp.asarray(b))
-        vals = [self._eval(kid, live) for kid in n.kids]
-        if k == "logic":
-            a, b = vals
-            return a & b if n.extra == "&" else a | b if n.extra == "|" else a ^ b
-        if k == "cmp":
-            a, b = vals
-            return _PYOP[n.extra](a, b)
-        if k == "index":
-            return self._gather(n, vals, live)
-        if k == "neg":
-            out = -vals[0]
-        elif k == "abs":
-            out = abs(vals[0])
-        elif k in ("min", "max"):
-            out = vals[0]
-            for v in vals[1:]:
-                if isinstance(out, int) and isinstance(v, int):
-                    out = (min if k == "min" else max)(out, v)
-                else:
-                    out = (xp.minimum if k == "min" else xp.maximum)(out, v)
-        else:
-            a, b, op = *vals, n.extra
-            if op in ("//", "%"):
-                r = self._range(b == 0, live)
-                if r and r[1]:
-                    raise ZeroDivisionError(f"mask_mod: {n.kids[1].text!r} is 0 in {n.text!r} "
-                                            f"(integer division or modulo by zero) in {self.expr!r}")
-                b = xp.where(b == 0, 1, b) if hasattr(b, "shape") else (b or 1)
-            out = _PYOP[op](a, b)
-        return self._fits(out, live, repr(n.text))
-
-    def _gather(self, n, idx, live):
-        arr, xp = self._arrs[n.extra], self._xp
-        for d, (v, kid) in enumerate(zip(idx, n.kids)):
-            r = self._range(v, live)
-            if r and (r[0] < 0 or r[1] >= arr.shape[d]):
-                raise IndexError(f"mask_mod: index {d} ({kid.text!r}) of {n.text!r} ranges over "
-                                 f"[{r[0]}, {r[1]}] but {n.extra} has shape {tuple(arr.shape)}: "
-                                 f"valid indices are 0 <= index < {arr.shape[d]} (indices must be "
-                                 f"in range; NumPy evaluation raises, CUDA clamps), in {self.expr!r}")
-        if arr.size == 0:           # nothing is in range, so nothing here is used
-            return xp.zeros(np.broadcast_shapes(*(np.shape(v) for v in idx)), dtype=np.int64)
-        idx = tuple(xp.clip(v, 0, s - 1) if hasattr(v, "shape") else min(max(v, 0), s - 1)
-                    for v, s in zip(idx, arr.shape))
-        out = arr[idx]
-        return out.astype(np.int64) if hasattr(out, "shape") and out.ndim else int(out)
 
     # -- CUDA ------------------------------------------------------------------------------------
 
@@ -508,3 +404,115 @@ class MaskMod:
             cl = f"mm_clamp({x}, p.mm_shape[{t}][{d}])"
             off = cl if d == 0 else f"({off} * p.mm_shape[{t}][{d}] + {cl})"
         return f"p.mm_tensor[{t}][{off}]"
+
+
+class _Eval:
+    """One evaluate() call: the array module, index variables, arrays on that module, ints."""
+
+    def __init__(self, xp, env, arrs, ints, expr):
+        self.xp, self.env, self.arrs, self.ints, self.expr = xp, env, arrs, ints, expr
+
+    def _live(self, v, live):
+        """The values of v where `live` (None: everywhere), or None when there are none."""
+        if live is None:
+            return v
+        if not hasattr(v, "shape"):
+            return v if bool(live.any()) else None
+        shape = np.broadcast_shapes(v.shape, live.shape)
+        return self.xp.broadcast_to(v, shape)[self.xp.broadcast_to(live, shape)]
+
+    def _range(self, v, live):
+        vals = self._live(v, live)
+        if vals is None or getattr(vals, "size", 1) == 0:
+            return None
+        return (int(vals.min()), int(vals.max())) if hasattr(vals, "shape") else (vals, vals)
+
+    def fits(self, v, live, text):
+        r = self._range(v, live)
+        if r and (r[0] < I32[0] or r[1] > I32[1]):
+            raise OverflowError(f"mask_mod: {text} takes values in [{r[0]}, {r[1]}], outside int32 "
+                                f"[{I32[0]}, {I32[1]}] (the kernels compute in 32-bit ints), in "
+                                f"{self.expr!r}")
+        if r is None and live is not None and getattr(v, "ndim", 0) == 0:
+            return 0                # an unused scalar: keep it small
+        return v
+
+    def _and(self, live, c):
+        """Where a value is used: `live` (None: everywhere) narrowed by the bool c."""
+        c = c if hasattr(c, "shape") else self.xp.asarray(c)
+        return c if live is None else live & c
+
+    def _not(self, x):
+        return (not x) if isinstance(x, bool) else self.xp.logical_not(x)
+
+    def eval(self, n, live):
+        xp, k = self.xp, n.kind
+        if k == "lit":
+            return n.extra
+        if k == "var":
+            return self.env[n.extra]
+        if k == "int":
+            return self.ints[n.extra]
+        if k == "not":
+            x = self.eval(n.kids[0], live)
+            return self._not(x)
+        if k in ("and", "or"):
+            acc = self.eval(n.kids[0], live)
+            for kid in n.kids[1:]:
+                sub = self._and(live, acc if k == "and" else self._not(acc))
+                y = self.eval(kid, sub)
+                acc = (acc & y) if k == "and" else (acc | y)
+            return acc
+        if k == "if":
+            c = xp.asarray(self.eval(n.kids[0], live))
+            a = self.eval(n.kids[1], self._and(live, c))
+            b = self.eval(n.kids[2], self._and(live, xp.logical_not(c)))
+            return xp.where(c, xp.asarray(a), xp.asarray(b))
+        vals = [self.eval(kid, live) for kid in n.kids]
+        if k == "logic":
+            a, b = vals
+            return a & b if n.extra == "&" else a | b if n.extra == "|" else a ^ b
+        if k == "cmp":
+            a, b = vals
+            return _PYOP[n.extra](a, b)
+        if k == "index":
+            return self._gather(n, vals, live)
+        if k == "neg":
+            out = -vals[0]
+        elif k == "abs":
+            out = abs(vals[0])
+        elif k in ("min", "max"):
+            out = vals[0]
+            for v in vals[1:]:
+                if isinstance(out, int) and isinstance(v, int):
+                    out = (min if k == "min" else max)(out, v)
+                else:
+                    out = (xp.minimum if k == "min" else xp.maximum)(out, v)
+        else:
+            a, b, op = *vals, n.extra
+            if op in ("//", "%"):
+                r = self._range(b == 0, live)
+                if r and r[1]:
+                    raise ZeroDivisionError(f"mask_mod: {n.kids[1].text!r} is 0 in {n.text!r} "
+                                            f"(integer division or modulo by zero) in "
+                                            f"{self.expr!r}")
+                b = xp.where(b == 0, 1, b) if hasattr(b, "shape") else (b or 1)
+            out = _PYOP[op](a, b)
+        return self.fits(out, live, repr(n.text))
+
+    def _gather(self, n, idx, live):
+        arr, xp = self.arrs[n.extra], self.xp
+        for d, (v, kid) in enumerate(zip(idx, n.kids)):
+            r = self._range(v, live)
+            if r and (r[0] < 0 or r[1] >= arr.shape[d]):
+                raise IndexError(f"mask_mod: index {d} ({kid.text!r}) of {n.text!r} ranges over "
+                                 f"[{r[0]}, {r[1]}] but {n.extra} has shape {tuple(arr.shape)}: "
+                                 f"valid indices are 0 <= index < {arr.shape[d]} (indices must be "
+                                 f"in range; NumPy evaluation raises, CUDA clamps), in "
+                                 f"{self.expr!r}")
+        if arr.size == 0:           # nothing is in range, so nothing here is used
+            return xp.zeros(np.broadcast_shapes(*(np.shape(v) for v in idx)), dtype=np.int64)
+        idx = tuple(xp.clip(v, 0, s - 1) if hasattr(v, "shape") else min(max(v, 0), s - 1)
+                    for v, s in zip(idx, arr.shape))
+        out = arr[idx]
+        return out.astype(np.int64) if hasattr(out, "shape") and out.ndim else int(out)

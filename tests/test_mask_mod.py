@@ -270,7 +270,8 @@ def _host_program(cases):
             f"    const int vi[] = {{{vi_s}}}, vj[] = {{{vj_s}}};\n"
             f"    for (int b = 0; b < {nb}; ++b) for (int h = 0; h < {nh}; ++h)\n"
             f"    for (int i : vi) for (int j : vj)\n"
-            f"      std::putchar(cuflash::MaskMod_{mask.key()}::visible(p, b, h, i, j) ? '1' : '0');\n"
+            f"      std::putchar(cuflash::MaskMod_{mask.key()}::visible(p, b, h, i, j) "
+            f"? '1' : '0');\n"
             f"    std::putchar('\\n'); }}\n")
     return "".join(parts) + "int main() {\n" + "".join(mains) + "  return 0;\n}\n"
 
@@ -338,16 +339,21 @@ ERRORS = [
     ("i / 2 > j", {}, ValueError, r"true division '/' \(use '//'\) 'i / 2' is not allowed"),
     ("i ** 2 > j", {}, ValueError, r"power '\*\*' 'i \*\* 2' is not allowed"),
     ("i in j", {}, ValueError, "membership test 'i in j' is not allowed in 'i in j'"),
-    ("i > 0.5", {}, ValueError, "float literal '0.5' in 'i > 0.5' is not allowed; only int literals"),
+    ("i > 0.5", {}, ValueError,
+     "float literal '0.5' in 'i > 0.5' is not allowed; only int literals"),
     ("i > 2**40", {}, ValueError, r"power"),
     ("i > 4294967296", {}, ValueError, "int literal '4294967296' is outside int32"),
     ("k < i", dict(w=1), ValueError, "unknown name 'k' in 'k < i'; valid names: b, h, i, j, w "
      r"\(and the functions abs, min, max\)"),
-    ("foo(i) > 0", {}, ValueError, r"call 'foo\(i\)' in 'foo\(i\) > 0' is not allowed; the functions "
+    ("foo(i) > 0", {}, ValueError,
+     r"call 'foo\(i\)' in 'foo\(i\) > 0' is not allowed; the functions "
      "are abs, min, max"),
-    ("abs(i, j) > 0", {}, ValueError, r"abs\(\) takes one positional argument, got 'abs\(i, j\)' in"),
-    ("min(i) > 0", {}, ValueError, r"min\(\) takes two or more positional arguments, got 'min\(i\)'"),
-    ("i[0] > 0", {}, TypeError, r"'i\[0\]' indexes 'i', which is an int, in 'i\[0\] > 0'; only captured arrays \(none\)"),
+    ("abs(i, j) > 0", {}, ValueError,
+     r"abs\(\) takes one positional argument, got 'abs\(i, j\)' in"),
+    ("min(i) > 0", {}, ValueError,
+     r"min\(\) takes two or more positional arguments, got 'min\(i\)'"),
+    ("i[0] > 0", {}, TypeError,
+     r"'i\[0\]' indexes 'i', which is an int, in 'i\[0\] > 0'; only captured arrays \(none\)"),
     ("d[i:j] > 0", dict(d=np.zeros(3, int)), ValueError, "slice 'i:j' is not allowed"),
     ("d[b] > 0", dict(d=np.zeros((2, 3), int)), ValueError,
      r"'d\[b\]' in 'd\[b\] > 0' has 1 indices but d has 2 dims; give exactly 2"),
@@ -361,7 +367,8 @@ ERRORS = [
     ("i - j", {}, TypeError, "the expression must be a bool .* got int 'i - j'"),
     ("1 if i else 0", {}, TypeError, "the condition of 'if' needs a bool, got int 'i'"),
     ("(i < j) if j > 0 else i", {}, TypeError, "branches of .* must have one type, got bool"),
-    ("(i < j) < (j < i)", {}, TypeError, r"comparison '<' needs two ints \(or two bools for == and !=\), got bool 'i < j' and bool "
+    ("(i < j) < (j < i)", {}, TypeError,
+     r"comparison '<' needs two ints \(or two bools for == and !=\), got bool 'i < j' and bool "
      r"'j < i' in '\(i < j\) < \(j < i\)'$"),
     ("i == (j < 2)", {}, TypeError, "comparison '==' needs two ints"),
     ("not i", {}, TypeError, "'not' needs a bool, got int 'i'"),
@@ -370,7 +377,8 @@ ERRORS = [
     ("i > 0", dict(w=1), ValueError, "capture 'w' is not used in 'i > 0'"),
     ("i > j", dict(i=3), ValueError, "capture 'i' is named like an index variable"),
     ("i > min", dict(min=3), ValueError, "capture 'min' is named like a function"),
-    ("i > x", dict(x=1.5), TypeError, r"capture x=1.5 is a float; a capture is an int or an integer numpy/cupy array"),
+    ("i > x", dict(x=1.5), TypeError,
+     r"capture x=1.5 is a float; a capture is an int or an integer numpy/cupy array"),
     ("i > x", dict(x=True), TypeError, "capture x=True is a bool"),
     ("i > x", dict(x=[1, 2]), TypeError, r"capture x=\[1, 2\] is a list"),
     ("i > x", dict(x=2**31), ValueError, "capture x=2147483648 is outside int32"),
@@ -378,7 +386,8 @@ ERRORS = [
      "must have an integer dtype"),
     ("x[i] > 0", dict(x=np.array([0, 2**31])), ValueError,
      r"capture 'x' has values in \[0, 2147483648\], outside int32"),
-    ("x > 0", dict(x=np.array(3)), ValueError, "capture 'x' has 0 dims.*pass a 0-d array as an int"),
+    ("x > 0", dict(x=np.array(3)), ValueError,
+     "capture 'x' has 0 dims.*pass a 0-d array as an int"),
     ("x[i, i, i, i, i] > 0", dict(x=np.zeros((1,) * 5, int)), ValueError,
      r"capture 'x' has 5 dims \(shape \(1, 1, 1, 1, 1\)\); captured arrays have 1 to 4 dims"),
     ("a[i]+b_[i]+c[i]+d[i]+e[i] > 0", {n: np.zeros(2, int) for n in ["a", "b_", "c", "d", "e"]},
