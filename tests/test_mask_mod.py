@@ -162,17 +162,28 @@ def _ptx(nv, src):
     return nv.getPTX(prog).decode()
 
 
+def _probe_source(mask):
+    """A translation unit: the mask and a kernel writing visible(b[t], h[t], i[t], j[t]) to
+    out[t], its parameter struct filled from plain pointer arguments."""
+    return (mask.cuda_source() + _params_struct()
+            + 'extern "C" __global__ void probe(const int* t0, const int* t1, const int* t2, '
+            "const int* t3, const int* shapes, const int* ints, const int* bs, const int* hs, "
+            "const int* is, const int* js, int n, bool* out) {\n"
+            "    Params p;\n    const int* ts[4] = {t0, t1, t2, t3};\n"
+            "    for (int a = 0; a < 4; ++a) { p.mm_tensor[a] = ts[a]; p.mm_int[a] = ints[a];\n"
+            "        for (int d = 0; d < 4; ++d) p.mm_shape[a][d] = shapes[a * 4 + d]; }\n"
+            "    int t = blockIdx.x * blockDim.x + threadIdx.x;\n"
+            f"    if (t < n) out[t] = cuflash::MaskMod_{mask.key()}::visible(p, bs[t], hs[t], "
+            "is[t], js[t]);\n}\n")
+
+
 @pytest.mark.parametrize("case", range(5))
 def test_cuda_source_compiles_with_nvrtc(nvrtc, case):
     mask = _examples()[case][0]
-    name = f"MaskMod_{mask.key()}"
     src = mask.cuda_source()
-    assert f"struct {name} " in src and "static constexpr bool kActive = true;" in src
+    assert f"struct MaskMod_{mask.key()} " in src and "static constexpr bool kActive = true;" in src
     assert "template <class P>" in src and "namespace cuflash" in src
-    kernel = (f'extern "C" __global__ void probe(Params p, bool* out) {{\n'
-              f"    out[threadIdx.x] = cuflash::{name}::visible(p, blockIdx.y, blockIdx.z, "
-              f"blockIdx.x, threadIdx.x);\n}}\n")
-    assert ".entry probe" in _ptx(nvrtc, src + _params_struct() + kernel)
+    assert ".entry probe" in _ptx(nvrtc, _probe_source(mask))
 
 
 def test_two_masks_in_one_translation_unit(nvrtc):
@@ -438,3 +449,35 @@ def test_host_translation_clamps_indices(tmp_path):
     assert line == "".join("1" if v else "0" for v in want)
     with pytest.raises(IndexError):
         mask.evaluate(*_grid(1, 4, vi, vj)[0])
+
+
+@pytest.mark.gpu
+def test_kernel_and_cupy_evaluate_agree_on_gpu():
+    """On a GPU: the translated mask run by a CUDA kernel, evaluate(xp=cupy) and evaluate(numpy)
+    give one mask on every agreement case."""
+    from cuflash._xp import cupy_module
+    from cuflash.gpu import build
+    cp = cupy_module()
+    for expr, caps, nb, nh, vi, vj in AGREE:
+        mask = MaskMod(expr, **{k: cp.asarray(v) if hasattr(v, "shape") else v
+                                for k, v in caps.items()})
+        idx = [np.ascontiguousarray(np.broadcast_to(a, (nb, nh, len(vi), len(vj))).ravel(),
+                                    dtype=np.int32) for a in _grid(nb, nh, vi, vj)[0]]
+        want = mask.evaluate(*idx)
+        got_cp = mask.evaluate(*map(cp.asarray, idx), xp=cp)
+        assert isinstance(got_cp, cp.ndarray) and np.array_equal(got_cp.get(), want), expr
+        arrs = [a for _, a in mask.arrays()]
+        shapes = np.ones((4, 4), np.int32)
+        for t, a in enumerate(arrs):
+            shapes[t, :a.ndim] = a.shape
+        ints = np.zeros(4, np.int32)
+        ints[:len(mask.ints())] = [v for _, v in mask.ints()]
+        dummy = cp.zeros(1, cp.int32)
+        out = cp.zeros(len(want), dtype=cp.bool_)
+        kern = cp.RawModule(code=_probe_source(mask), options=build.options(),
+                            backend="nvrtc").get_function("probe")
+        n = len(want)
+        kern(((n + 127) // 128,), (128,),
+             (*(arrs + [dummy] * (4 - len(arrs))), cp.asarray(shapes), cp.asarray(ints),
+              *map(cp.asarray, idx), np.int32(n), out))
+        assert np.array_equal(out.get(), want), expr
