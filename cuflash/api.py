@@ -25,7 +25,13 @@ def _default(p, backward, deterministic=True):
                         deterministic=deterministic, smem_limit=limit, arch=arch)
 
 
-def attention(q, k, v, *, causal=False, scale=None, tile=None, return_lse=False):
+def _score_mods(p):
+    """The twin's score-modifier arguments of a problem."""
+    return dict(softcap=p.softcap, slopes=p.alibi_slopes, mask_mod=p.mask_mod, heads=p.heads)
+
+
+def attention(q, k, v, *, causal=False, scale=None, tile=None, return_lse=False, window=None,
+              softcap=None, alibi_slopes=None, mask_mod=None):
     """Exact attention softmax(scale · q kᵀ) v, tiled: the T×S scores never reach device memory.
 
     Parameters
@@ -52,7 +58,8 @@ def attention(q, k, v, *, causal=False, scale=None, tile=None, return_lse=False)
     out : array (lead..., T, d), q's dtype, where lead is the broadcast of the leading dims.
     lse : array (lead..., T), float32 (float64 for float64 inputs); only with ``return_lse``.
     """
-    p = checks.check_qkv(q, k, v, causal=causal, scale=scale)
+    p = checks.check_qkv(q, k, v, causal=causal, scale=scale, window=window, softcap=softcap,
+                         alibi_slopes=alibi_slopes, mask_mod=mask_mod)
     tile = checks.check_tile(tile) or _default(p, backward=False)
     xp = p.xp
     if p.T == 0:
@@ -62,16 +69,17 @@ def attention(q, k, v, *, causal=False, scale=None, tile=None, return_lse=False)
     q3, k3, v3 = (checks.flatten(x, p.lead, xp) for x in (q, k, v))
     ops = _backend(xp)
     if ops is None:
-        out3, lse3 = twin.forward(q3, k3, v3, mask=p.mask, scale=p.scale,
-                                  block_m=tile.block_m, block_n=tile.block_n)
+        out3, lse3 = twin.forward(q3, k3, v3, mask=p.mask, scale=p.scale, block_m=tile.block_m,
+                                  block_n=tile.block_n, **_score_mods(p))
     else:
-        out3, lse3 = ops.forward(q3, k3, v3, causal=p.causal, scale=p.scale, tile=tile)
+        out3, lse3 = ops.forward(q3, k3, v3, p, tile=tile)
     out = out3.reshape(p.lead + (p.T, p.d))
     return (out, lse3.reshape(p.lead + (p.T,))) if return_lse else out
 
 
 def attention_backward(dout, q, k, v, out, lse, *, causal=False, scale=None, tile=None,
-                       deterministic=True):
+                       deterministic=True, window=None, softcap=None, alibi_slopes=None,
+                       mask_mod=None):
     """Gradients of ``sum(dout · attention(q, k, v))`` with respect to q, k and v.
 
     P is recomputed tile by tile from q, k and lse; no T×S matrix is stored.
@@ -99,7 +107,8 @@ def attention_backward(dout, q, k, v, out, lse, *, causal=False, scale=None, til
     -------
     dq, dk, dv : arrays shaped and typed like q, k and v (summed over broadcast leading dims).
     """
-    p = checks.check_qkv(q, k, v, causal=causal, scale=scale)
+    p = checks.check_qkv(q, k, v, causal=causal, scale=scale, window=window, softcap=softcap,
+                         alibi_slopes=alibi_slopes, mask_mod=mask_mod)
     if not isinstance(deterministic, (bool, np.bool_)):
         raise TypeError(f"deterministic must be a bool, got {deterministic!r}")
     tile = checks.check_tile(tile) or _default(p, backward=True, deterministic=bool(deterministic))
@@ -118,10 +127,10 @@ def attention_backward(dout, q, k, v, out, lse, *, causal=False, scale=None, til
     if ops is None:
         grads = twin.backward(do3, q3, k3, v3, o3, lse3, mask=p.mask, scale=p.scale,
                               block_m=tile.block_m, block_n=tile.block_n,
-                              deterministic=bool(deterministic))
+                              deterministic=bool(deterministic), **_score_mods(p))
     else:
-        grads = ops.backward(do3, q3, k3, v3, o3, lse3, causal=p.causal, scale=p.scale,
-                             tile=tile, deterministic=bool(deterministic))
+        grads = ops.backward(do3, q3, k3, v3, o3, lse3, p, tile=tile,
+                             deterministic=bool(deterministic))
     shapes = (full, p.lead + (p.S, p.d), p.lead + (p.S, p.d))
     return tuple(checks.unbroadcast(g.reshape(s), x.shape, xp)
                  for g, s, x in zip(grads, shapes, (q, k, v)))

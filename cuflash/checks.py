@@ -7,6 +7,7 @@ import numbers
 
 import numpy as np
 
+from . import scores
 from ._xp import DTYPES, array_module, dtype_name
 from .mask import Mask
 from .tile import TileConfig
@@ -28,6 +29,14 @@ class Problem:
     d: int
     scale: float
     mask: Mask          # which keys each query sees (causal, window)
+    softcap: float | None = None   # scores become softcap·tanh(s / softcap)
+    alibi_slopes: object = None    # (batch,) ALiBi slope per flattened batch entry, or None
+    mask_mod: object = None        # a cuflash.MaskMod, or None
+
+    @property
+    def heads(self) -> int:
+        """Size of the head axis (-3), so that a flattened batch index is (b, h) = divmod(., heads)."""
+        return int(self.lead[-1]) if self.lead else 1
 
     @property
     def batch(self) -> int:
@@ -73,8 +82,10 @@ def check_tile(tile, name: str = "tile"):
     return tile
 
 
-def check_qkv(q, k, v, *, causal, scale, window=None) -> Problem:
-    """Check q (..., T, d), k (..., S, d), v (..., S, d) and return the Problem they pose."""
+def check_qkv(q, k, v, *, causal, scale, window=None, softcap=None, alibi_slopes=None,
+              mask_mod=None) -> Problem:
+    """Check q (..., T, d), k (..., S, d), v (..., S, d) and the attention options, and return
+    the Problem they pose."""
     xp = array_module(q=q, k=k, v=v)
     for name, a in (("q", q), ("k", k), ("v", v)):
         if a.ndim < 2:
@@ -101,7 +112,15 @@ def check_qkv(q, k, v, *, causal, scale, window=None) -> Problem:
                          f"v {tuple(v.shape[:-2])} do not broadcast") from None
     T, S = q.shape[-2], k.shape[-2]
     mask = Mask.make(causal=causal, window=window)
-    return Problem(xp, q.dtype, tuple(lead), T, S, d, check_scale(scale, d), mask)
+    lead = tuple(lead)
+    if mask_mod is not None:
+        from .mask_mod import MaskMod
+        if not isinstance(mask_mod, MaskMod):
+            raise TypeError(f"mask_mod must be a cuflash.MaskMod or None, got "
+                            f"{type(mask_mod).__name__}")
+    return Problem(xp, q.dtype, lead, T, S, d, check_scale(scale, d), mask,
+                   scores.check_softcap(softcap),
+                   scores.check_alibi(alibi_slopes, lead, q.dtype, xp), mask_mod)
 
 
 def check_same(name, a, ref_name, shape, dtype, xp):

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import checks
+from . import checks, scores
 from ._xp import accum_dtype, dtype_name
 
 
@@ -26,24 +26,46 @@ def _matmul(a, b, xp):
     return out.astype(a.dtype, copy=False)
 
 
-def _probabilities(q, k, problem):
-    """Materialized softmax(scale · q kᵀ) with its lse; (…, T, S) in q's dtype and (…, T) lse.
+def _visible(problem, xp):
+    """(lead..., T, S) or (T, S) bool of the pairs the mask shows (band and mask_mod)."""
+    T, S = problem.T, problem.S
+    seen = problem.mask.visible_matrix(T, S, xp)
+    if problem.mask_mod is not None:
+        bz = xp.arange(problem.batch).reshape(problem.lead + (1, 1))
+        seen = seen & problem.mask_mod.evaluate(bz // problem.heads, bz % problem.heads,
+                                                xp.arange(T)[:, None], xp.arange(S)[None, :], xp=xp)
+    return seen
 
-    In-place steps keep the peak at one T×S matrix (two when causal). ``iomodel.naive_forward``
-    counts the passes written beside each line (TS = B·T·S elements of e bytes).
+
+def _probabilities(q, k, problem, grad=False):
+    """Materialized softmax(scores) with its lse; (…, T, S) in q's dtype and (…, T) lse; with
+    ``grad`` also d s_out / d s_in of the softcap (None without one). The scores are
+    score_mod(scale · q kᵀ) (``cuflash.scores``) with -inf where the mask hides them.
+
+    In-place steps keep the peak at one T×S matrix (two when masked). ``iomodel.naive_forward``
+    counts the passes written beside each line (TS = B·T·S elements of e bytes) for dense and
+    band masks without score modifiers; softcap, ALiBi and mask_mod add passes it does not count.
     """
     xp, dt = problem.xp, q.dtype
     acc = accum_dtype(dt)
     neg_inf = xp.asarray(-np.inf, dtype=dt)
     if problem.S == 0:   # no key at all: every row sees none (P is empty, lse = -inf)
         lead = q.shape[:-2] if q.ndim >= k.ndim else problem.lead
-        return (xp.zeros(tuple(lead) + (problem.T, 0), dtype=dt),
-                xp.full(tuple(lead) + (problem.T,), -np.inf, dtype=acc))
+        p, lse = (xp.zeros(tuple(lead) + (problem.T, 0), dtype=dt),
+                  xp.full(tuple(lead) + (problem.T,), -np.inf, dtype=acc))
+        return (p, lse, None) if grad else (p, lse)
     s = _matmul(q, xp.swapaxes(k, -1, -2), xp)          # read q, k; write TS
     s *= xp.asarray(problem.scale, dtype=dt)            # read TS, write TS
-    if not problem.mask.dense:                          # read TS (+ T·S mask bytes), write TS
-        seen = problem.mask.visible_matrix(problem.T, problem.S, xp)
-        s = xp.where(seen, s, neg_inf).astype(dt, copy=False)
+    g = None
+    if problem.softcap is not None or problem.alibi_slopes is not None:
+        slopes = (None if problem.alibi_slopes is None
+                  else problem.alibi_slopes.reshape(problem.lead + (1, 1)))
+        s, g = scores.modify(s, xp.arange(problem.T)[:, None], xp.arange(problem.S)[None, :],
+                             problem.T, problem.S, softcap=problem.softcap, slopes=slopes,
+                             grad=True)
+    if not problem.mask.dense or problem.mask_mod is not None:
+        # read TS (+ T·S mask bytes), write TS
+        s = xp.where(_visible(problem, xp), s, neg_inf).astype(dt, copy=False)
     m = s.max(axis=-1, keepdims=True)                   # read TS
     s -= xp.where(m == neg_inf, xp.zeros_like(m), m)    # read TS, write TS (rows with no key: m=-inf)
     p = xp.exp(s, out=s)                                # read TS, write TS
@@ -51,16 +73,18 @@ def _probabilities(q, k, problem):
     p /= xp.where(l == 0, xp.ones_like(l), l).astype(dt)  # read TS, write TS
     with np.errstate(divide="ignore"):
         lse = (m.astype(acc) + xp.log(l))[..., 0]       # -inf where the row sees no key
-    return p, lse
+    return (p, lse, g) if grad else (p, lse)
 
 
-def naive_attention(q, k, v, *, causal=False, scale=None, return_lse=False):
-    """softmax(scale · q kᵀ) v with the T×S matrices written out.
+def naive_attention(q, k, v, *, causal=False, scale=None, return_lse=False, window=None,
+                    softcap=None, alibi_slopes=None, mask_mod=None):
+    """softmax(scores) v with the T×S matrices written out.
 
     q: (..., T, d); k, v: (..., S, d) -> out: (..., T, d) in q's dtype; lse (..., T) float32
     (float64 for float64 inputs) when ``return_lse``. Arguments as in :func:`cuflash.attention`.
     """
-    problem = checks.check_qkv(q, k, v, causal=causal, scale=scale)
+    problem = checks.check_qkv(q, k, v, causal=causal, scale=scale, window=window,
+                               softcap=softcap, alibi_slopes=alibi_slopes, mask_mod=mask_mod)
     xp = problem.xp
     p, lse = _probabilities(q, k, problem)
     out = _matmul(p, v, xp)                                  # read T·S·e + S·d, write T·d
@@ -71,22 +95,27 @@ def naive_attention(q, k, v, *, causal=False, scale=None, return_lse=False):
     return (out, lse) if return_lse else out
 
 
-def naive_attention_backward(dout, q, k, v, *, causal=False, scale=None):
-    """Gradients (dq, dk, dv) of ``sum(dout · naive_attention(q, k, v))``, materialized.
+def naive_attention_backward(dout, q, k, v, *, causal=False, scale=None, window=None,
+                             softcap=None, alibi_slopes=None, mask_mod=None):
+    """Gradients (dq, dk, dv) of ``sum(dout · naive_attention(q, k, v, ...))``, materialized.
 
     dout: (..., T, d) like the output. Returns arrays shaped like q, k, v (summed over broadcast
     leading dims), in their dtype. The T×S probabilities and their gradient are written out.
+    Options as in :func:`naive_attention`.
     """
-    problem = checks.check_qkv(q, k, v, causal=causal, scale=scale)
+    problem = checks.check_qkv(q, k, v, causal=causal, scale=scale, window=window,
+                               softcap=softcap, alibi_slopes=alibi_slopes, mask_mod=mask_mod)
     xp, dt = problem.xp, q.dtype
     checks.check_same("dout", dout, "the output", problem.lead + (problem.T, problem.d), dt, xp)
-    p, _ = _probabilities(q, k, problem)                 # the forward's passes
+    p, _, g = _probabilities(q, k, problem, grad=True)   # the forward's passes
     dv = _matmul(xp.swapaxes(p, -1, -2), dout, xp)       # read TS, dout; write dv
     dp = _matmul(dout, xp.swapaxes(v, -1, -2), xp)       # read dout, v; write TS
     acc = accum_dtype(dt)
     D = (p * dp).sum(axis=-1, keepdims=True, dtype=acc)  # read 2 TS, write TS, read TS
     dp -= D.astype(dt)                                   # read TS, write TS
     dp *= p                                              # read 2 TS, write TS: dS = P ∘ (dP - D)
+    if g is not None:
+        dp *= g                                          # softcap: · d s_out / d s_in
     dp *= xp.asarray(problem.scale, dtype=dt)            # read TS, write TS
     dq = _matmul(dp, k, xp)                              # read TS, k; write dq
     dk = _matmul(xp.swapaxes(dp, -1, -2), q, xp)         # read TS, q; write dk

@@ -16,15 +16,25 @@ def _f64(x):
     return to_numpy(x).astype(np.float64)
 
 
-def oracle_attention(q, k, v, *, causal=False, scale=None):
-    """(out, lse) in float64 NumPy for inputs on any device and of any dtype."""
-    return naive_attention(_f64(q), _f64(k), _f64(v), causal=causal, scale=scale, return_lse=True)
+def _options(kw):
+    """The attention options with ALiBi slopes in float64 NumPy (a mask_mod evaluates on NumPy
+    by itself)."""
+    if kw.get("alibi_slopes") is not None:
+        kw = dict(kw, alibi_slopes=_f64(kw["alibi_slopes"]))
+    return kw
 
 
-def oracle_backward(dout, q, k, v, *, causal=False, scale=None):
+def oracle_attention(q, k, v, *, causal=False, scale=None, **options):
+    """(out, lse) in float64 NumPy for inputs on any device and of any dtype. ``options``:
+    window, softcap, alibi_slopes, mask_mod, as in :func:`cuflash.attention`."""
+    return naive_attention(_f64(q), _f64(k), _f64(v), causal=causal, scale=scale, return_lse=True,
+                           **_options(options))
+
+
+def oracle_backward(dout, q, k, v, *, causal=False, scale=None, **options):
     """(dq, dk, dv) in float64 NumPy: the analytic gradient of exact attention."""
     return naive_attention_backward(_f64(dout), _f64(q), _f64(k), _f64(v), causal=causal,
-                                    scale=scale)
+                                    scale=scale, **_options(options))
 
 
 def rel_error(x, ref) -> float:

@@ -19,6 +19,7 @@ import collections
 
 import numpy as np
 
+from . import scores
 from ._xp import accum_dtype
 from .mask import Mask
 
@@ -58,26 +59,57 @@ def _round(x, dtype, acc):
     return x.astype(dtype).astype(acc) if np.dtype(dtype).itemsize < 4 else x
 
 
-def _masked(s, mask, i0, i1, j0, j1, T, S):
-    """Scores of the (i, j) pairs the mask hides become -inf; tiles it does not cut pass as they
-    are (the kernels skip the per-element rule there too)."""
-    if not mask.tile_needs_mask(i0, i1, j0, j1, T, S):
-        return s
-    i = np.arange(i0, i1)[:, None]
-    j = np.arange(j0, j1)[None, :]
-    return np.where(mask.visible(i, j, T, S), s, -np.inf)
+class TileScores:
+    """What happens to one tile's scores between Q·Kᵀ and the softmax, as the kernels do it:
+    scale, the score modifiers (``cuflash.scores``: softcap, ALiBi), then the mask (the band of
+    ``cuflash.mask.Mask`` and a custom ``mask_mod``), -inf where hidden. Tiles the band does not
+    cut skip the per-element rule (the kernels' tile_needs_mask); tiles a mask_mod hides for
+    every batch entry are skipped whole (``empty``)."""
+
+    def __init__(self, B, T, S, acc, *, mask: Mask, scale, softcap=None, slopes=None,
+                 mask_mod=None, heads=1):
+        self.T, self.S, self.acc, self.mask, self.mask_mod = T, S, acc, mask, mask_mod
+        self.scale, self.softcap = acc.type(scale), softcap
+        self.slopes = None if slopes is None else np.asarray(slopes, dtype=acc).reshape(B, 1, 1)
+        bz = np.arange(B)
+        self.b, self.h = (bz // heads)[:, None, None], (bz % heads)[:, None, None]
+
+    def _mod(self, i0, i1, j0, j1):
+        i = np.arange(i0, i1)[None, :, None]
+        j = np.arange(j0, j1)[None, None, :]
+        return self.mask_mod.evaluate(self.b, self.h, i, j)
+
+    def empty(self, i0, i1, j0, j1) -> bool:
+        """True when a mask_mod hides every pair of the tile for every batch entry."""
+        return self.mask_mod is not None and not self._mod(i0, i1, j0, j1).any()
+
+    def __call__(self, s, i0, i1, j0, j1, grad=False):
+        """Masked, modified scores of the raw tile s = Q_i K_jᵀ (B, i1-i0, j1-j0); with grad also
+        d s_out / d s_in of the softcap (None without one)."""
+        i = np.arange(i0, i1)[:, None]
+        j = np.arange(j0, j1)[None, :]
+        s, g = scores.modify(s * self.scale, i, j, self.T, self.S, softcap=self.softcap,
+                             slopes=self.slopes, grad=True)
+        if self.mask.tile_needs_mask(i0, i1, j0, j1, self.T, self.S) or self.mask_mod is not None:
+            seen = self.mask.visible(i, j, self.T, self.S)
+            if self.mask_mod is not None:
+                seen = seen & self._mod(i0, i1, j0, j1)
+            s = np.where(seen, s, -np.inf)
+        return (s, g) if grad else s
 
 
-def forward(q, k, v, *, mask: Mask, scale, block_m, block_n, counter=None):
+def forward(q, k, v, *, mask: Mask, scale, block_m, block_n, counter=None, **score_mods):
     """out (batch, T, d) in q's dtype and lse (batch, T) in the accumulation dtype.
 
     Algorithm 1 of FlashAttention-2: for each Q tile, stream K/V tiles, keep the running row max
-    m and row sum l, rescale the accumulator, divide by l once at the end.
+    m and row sum l, rescale the accumulator, divide by l once at the end. ``score_mods``:
+    softcap, slopes (ALiBi, (batch,)), mask_mod and heads, as :class:`TileScores` takes them.
     """
     counter = counter or ByteCounter()
     B, T, d = q.shape
     S = k.shape[1]
     dt, acc = q.dtype, accum_dtype(q.dtype)
+    tile_scores = TileScores(B, T, S, acc, mask=mask, scale=scale, **score_mods)
     out = np.empty((B, T, d), dtype=dt)
     lse = np.empty((B, T), dtype=acc)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
@@ -89,11 +121,12 @@ def forward(q, k, v, *, mask: Mask, scale, block_m, block_n, counter=None):
             o = np.zeros((B, i1 - i0, d), dtype=acc)                    # unnormalized output
             for j0 in mask.key_tiles(i0, i1, T, S, block_n):
                 j1 = min(S, j0 + block_n)
+                if tile_scores.empty(i0, i1, j0, j1):
+                    continue
                 k_j = counter.load("k", k[:, j0:j1], acc)               # (B, bn, d)
                 v_j = counter.load("v", v[:, j0:j1], acc)
-                # -- S_ij = scale · Q_i K_jᵀ, masked on the tiles the mask cuts
-                s = (q_i @ k_j.transpose(0, 2, 1)) * acc.type(scale)
-                s = _masked(s, mask, i0, i1, j0, j1, T, S)
+                # -- S_ij = score_mod(scale · Q_i K_jᵀ), -inf where the mask hides it
+                s = tile_scores(q_i @ k_j.transpose(0, 2, 1), i0, i1, j0, j1)
                 # -- update m and l; rows that have seen no key yet keep m = -inf, use 0 instead
                 m_new = np.maximum(m, s.max(axis=-1))
                 m_safe = np.where(m_new == -np.inf, 0, m_new).astype(acc)
@@ -110,7 +143,7 @@ def forward(q, k, v, *, mask: Mask, scale, block_m, block_n, counter=None):
 
 
 def backward(dout, q, k, v, out, lse, *, mask: Mask, scale, block_m, block_n, deterministic=True,
-             counter=None):
+             counter=None, **score_mods):
     """(dq, dk, dv), each shaped and typed like its input; P is recomputed from q, k and lse.
 
     Algorithm 2 of FlashAttention-2: D = rowsum(dO ∘ O) first; then, for each K/V tile, stream
@@ -118,12 +151,14 @@ def backward(dout, q, k, v, out, lse, *, mask: Mask, scale, block_m, block_n, de
     by a read-modify-write per (Q tile, K/V tile) pair into a float accumulator (the kernels'
     atomic mode, ``deterministic=False``) or by a second pass with one Q tile resident that loops
     over K/V tiles (``deterministic=True``: a fixed summation order, more recomputation).
+    ``score_mods`` as in :func:`forward`.
     """
     counter = counter or ByteCounter()
     B, T, d = q.shape
     S = k.shape[1]
     dt, acc = q.dtype, accum_dtype(q.dtype)
     sc = acc.type(scale)
+    tile_scores = TileScores(B, T, S, acc, mask=mask, scale=scale, **score_mods)
     dq = np.empty((B, T, d), dtype=dt)
     dk = np.empty((B, S, d), dtype=dt)
     dv = np.empty((B, S, d), dtype=dt)
@@ -141,13 +176,13 @@ def backward(dout, q, k, v, out, lse, *, mask: Mask, scale, block_m, block_n, de
 
         def recompute(q_i, k_j, v_j, do_i, lse_i, D_i, i0, j0):
             """P_ij and dS_ij of one tile pair, from Q_i, K_j, lse_i (no stored P)."""
-            s = (q_i @ k_j.transpose(0, 2, 1)) * sc
-            s = _masked(s, mask, i0, i0 + q_i.shape[1], j0, j0 + k_j.shape[1], T, S)
+            s, g = tile_scores(q_i @ k_j.transpose(0, 2, 1), i0, i0 + q_i.shape[1], j0,
+                               j0 + k_j.shape[1], grad=True)
             lse_safe = np.where(lse_i == -np.inf, np.inf, lse_i)   # rows that saw no key: P = 0
             p = np.exp(s - lse_safe[..., None])
             dp = do_i @ v_j.transpose(0, 2, 1)                      # dP_ij = dO_i V_jᵀ
             ds = p * (dp - D_i[..., None])                          # dS_ij = P ∘ (dP - D)
-            return p, ds
+            return p, ds if g is None else ds * g                   # · d softcap / d s
 
         # -- main pass: one K/V tile resident, Q/dO tiles streamed
         for j0 in range(0, S, block_n):
@@ -158,6 +193,8 @@ def backward(dout, q, k, v, out, lse, *, mask: Mask, scale, block_m, block_n, de
             dv_j = np.zeros((B, j1 - j0, d), dtype=acc)
             for i0 in mask.query_tiles(j0, j1, T, S, block_m):
                 i1 = min(T, i0 + block_m)
+                if tile_scores.empty(i0, i1, j0, j1):
+                    continue
                 q_i = counter.load("q", q[:, i0:i1], acc)
                 do_i = counter.load("dout", dout[:, i0:i1], acc)
                 lse_i = counter.load("lse", lse[:, i0:i1], acc)
@@ -186,6 +223,8 @@ def backward(dout, q, k, v, out, lse, *, mask: Mask, scale, block_m, block_n, de
             dq_i = np.zeros((B, i1 - i0, d), dtype=acc)
             for j0 in mask.key_tiles(i0, i1, T, S, block_n):
                 j1 = min(S, j0 + block_n)
+                if tile_scores.empty(i0, i1, j0, j1):
+                    continue
                 k_j = counter.load("k", k[:, j0:j1], acc)
                 v_j = counter.load("v", v[:, j0:j1], acc)
                 _, ds = recompute(q_i, k_j, v_j, do_i, lse_i, D_i, i0, j0)

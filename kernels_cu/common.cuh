@@ -10,18 +10,28 @@ namespace cuflash {
 constexpr double kLog2e = 1.4426950408889634074;
 constexpr double kLn2 = 0.6931471805599453094;
 
+// 2^x by the special-function unit alone (ex2.approx.ftz: ~2 ulp, subnormal results flushed to
+// 0); exp2f adds range fix-ups around it. P is rounded to 16 bits right after, so the ulps vanish.
+__device__ __forceinline__ float ex2_approx(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
+
 template <typename Acc> struct Num;
 template <> struct Num<float> {
     static __device__ __forceinline__ float exp2(float x) { return exp2f(x); }
     static __device__ __forceinline__ float log2(float x) { return log2f(x); }
     static __device__ __forceinline__ float inf() { return __int_as_float(0x7f800000); }
     static __device__ __forceinline__ float max(float a, float b) { return fmaxf(a, b); }
+    static __device__ __forceinline__ float tanh(float x) { return tanhf(x); }
 };
 template <> struct Num<double> {
     static __device__ __forceinline__ double exp2(double x) { return ::exp2(x); }
     static __device__ __forceinline__ double log2(double x) { return ::log2(x); }
     static __device__ __forceinline__ double inf() { return __longlong_as_double(0x7ff0000000000000LL); }
     static __device__ __forceinline__ double max(double a, double b) { return fmax(a, b); }
+    static __device__ __forceinline__ double tanh(double x) { return ::tanh(x); }
 };
 
 // -- conversions between the storage type T and the accumulator type Acc
@@ -72,6 +82,22 @@ template <typename Acc>
 __device__ __forceinline__ void lds16(const Acc* s, Acc (&out)[16 / sizeof(Acc)]) {
     using V = typename Vec16<Acc>::type;
     *reinterpret_cast<V*>(out) = *reinterpret_cast<const V*>(s);
+}
+
+// Bytes of dynamic shared memory this launch has (the %dynamic_smem_size register).
+__device__ __forceinline__ unsigned dynamic_smem_bytes() {
+    unsigned n;
+    asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(n));
+    return n;
+}
+
+// The kernel's shared-memory layout S at the start of dynamic shared memory, after checking the
+// launch gave it `bytes` (its kSmemBytes, the number the host launched it with).
+template <class S>
+__device__ __forceinline__ S& smem_as(unsigned bytes) {
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    if (dynamic_smem_bytes() < bytes) __trap();
+    return *reinterpret_cast<S*>(smem_raw);
 }
 
 }  // namespace cuflash

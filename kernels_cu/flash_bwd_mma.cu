@@ -1,416 +1,359 @@
 // cuflash: FlashAttention backward on tensor cores (float16 / bfloat16), mma.sync m16n8k16.
 // The algorithm is flash_bwd.cu's (and cuflash/twin.py's); here every product is a tensor-core
-// product and the score tiles never leave registers except dSᵀ for the dQ product.
+// product and the score tiles never leave registers except dSᵀ for the dQ product. The mask,
+// score modifiers, P/dS recomputation, staging ring and epilogues are the shared parts.
 //
-//   bwd_dkdv_mma  one K/V tile resident (warp w owns keys 16w..16w+15), Q/dO tiles streamed
-//                 through a cp.async ring: Sᵀ = K Qᵀ and dPᵀ = V dOᵀ in registers,
-//                 Pᵀ = 2^(Sᵀ·scale·log2 e - lse·log2 e), dSᵀ = Pᵀ ∘ (dPᵀ - D),
-//                 dV += Pᵀ dO and dK += dSᵀ Q from registers (C fragments reused as A);
-//                 atomic mode: dSᵀ to shared memory, dQ_i += dS K_j, float atomics to dq_accum.
-//   bwd_dq_mma    (deterministic mode) one Q tile resident (warp owns 16·MT queries), K/V tiles
-//                 streamed: S, dP, dS in registers, dQ += dS K_j; fixed summation order.
-// D = rowsum(dO ∘ O) comes from flash_bwd_preprocess (flash_bwd.cu).
+//   DkdvMma  one K/V tile resident (warp w owns keys 16w..16w+15), Q/dO tiles streamed
+//            through a cp.async ring: Sᵀ = K Qᵀ and dPᵀ = V dOᵀ in registers,
+//            Pᵀ = 2^(u·mul - lse·log2 e), dSᵀ = Pᵀ ∘ (dPᵀ - D) · g,
+//            dV += Pᵀ dO and dK += dSᵀ Q from registers (C fragments reused as A);
+//            atomic mode: dSᵀ to shared memory, dQ_i += dS K_j, float atomics to dq_accum.
+//   DqMma    (deterministic mode) one Q tile resident (warp owns 16·MT queries), K/V tiles
+//            streamed: S, dP, dS in registers, dQ += dS K_j; fixed summation order.
+// D = rowsum(dO ∘ O) comes from BwdPreprocess (bwd_preprocess.cuh).
 //
 // Versions (predictions and results in NOTES.md):
 //   v1  as above; K and V fragments re-read from shared memory for each Q tile.
 //   v2  Pᵀ and dSᵀ packed to 16-bit A fragments right after they are computed (float
 //       accumulators die early); dSᵀ stored from the packed fragments.
+//   v6  written on the shared mainloop parts; any mask band, softcap, ALiBi.
 #pragma once
-#include "mma.cuh"
-#include "flash_bwd.cu"
+#include "epilogue.cuh"
+#include "mask.cuh"
+#include "pipeline.cuh"
+#include "score.cuh"
+#include "softmax.cuh"
 
 namespace cuflash {
 
-template <typename T, typename Acc, int DP, int BLOCK_M, int BLOCK_N, int NT, bool CAUSAL, bool ATOMIC_DQ, int STAGES>
-__device__ __forceinline__ void flash_bwd_dkdv_mma(
-    const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
-    const T* __restrict__ dout,       // (batch, T_len, d)
-    const float* __restrict__ lse,    // (batch, T_len), natural log
-    const float* __restrict__ D,      // (batch, T_len)
-    T* __restrict__ dk, T* __restrict__ dv,   // (batch, S_len, d)
-    float* __restrict__ dq_accum,     // (batch, T_len, d), zeroed; used when ATOMIC_DQ
-    int T_len, int S_len, int d, float scale, float scale_log2, int smem_bytes) {
-    constexpr int NW = NT / 32;
-    constexpr int MS = BLOCK_M / 8;     // 8-query n-tiles of Sᵀ
-    constexpr int NO = DP / 8;          // 8-column n-tiles of dK, dV, dQ
-    constexpr int LDS = DP + 8;         // row stride of Q, K, V, dO tiles
-    constexpr int LDT = BLOCK_M + 8;    // row stride of the dSᵀ tile
-    constexpr int QM = BLOCK_M / 16;    // dQ product: 16-query m-tiles ...
-    constexpr int QC = DP / 32;         // ... times 32-column chunks of d, dealt to the warps
-    constexpr int kSmem = (2 * BLOCK_N * LDS + STAGES * 2 * BLOCK_M * LDS + BLOCK_N * LDT) * int(sizeof(T))
-                          + STAGES * 2 * BLOCK_M * int(sizeof(float));
+template <typename T, int DP, int BLOCK_M, int BLOCK_N, int NT, int STAGES, bool ATOMIC_DQ, class V>
+struct DkdvMma {
+    using Params = BwdParams<T, float>;
+    static constexpr int NW = NT / 32;
+    static constexpr int MS = BLOCK_M / 8;     // 8-query n-tiles of Sᵀ
+    static constexpr int NO = DP / 8;          // 8-column n-tiles of dK, dV, dQ
+    static constexpr int LDS = DP + 8;         // row stride of Q, K, V, dO tiles
+    static constexpr int LDT = BLOCK_M + 8;    // row stride of the dSᵀ tile
+    static constexpr int QM = BLOCK_M / 16;    // dQ product: 16-query m-tiles ...
+    static constexpr int QC = DP / 32;         // ... times 32-column chunks of d, dealt to the warps
     static_assert(BLOCK_N == 16 * NW, "one warp per 16 keys");
     static_assert(BLOCK_M % 16 == 0 && DP % 16 == 0, "tiles must be multiples of 16");
     static_assert(STAGES == 1 || STAGES == 2, "1 or 2 stages");
-    extern __shared__ __align__(16) unsigned char smem_raw[];
-    T* sK = reinterpret_cast<T*>(smem_raw);       // BLOCK_N × LDS
-    T* sV = sK + BLOCK_N * LDS;                   // BLOCK_N × LDS
-    T* sQ = sV + BLOCK_N * LDS;                   // STAGES × BLOCK_M × LDS
-    T* sdO = sQ + STAGES * BLOCK_M * LDS;         // STAGES × BLOCK_M × LDS
-    T* sdSt = sdO + STAGES * BLOCK_M * LDS;       // BLOCK_N × LDT: dSᵀ (atomic mode)
-    float* s_lse = reinterpret_cast<float*>(sdSt + BLOCK_N * LDT);  // STAGES × BLOCK_M: lse·log2 e
-    float* s_D = s_lse + STAGES * BLOCK_M;                          // STAGES × BLOCK_M
-    if (kSmem > smem_bytes) __trap();
 
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const int g = lane >> 2, t4 = lane & 3;
-    const int j0 = blockIdx.x * BLOCK_N;          // first blocks see the most queries
-    const int b = blockIdx.y;
-    const int rows_kv = min(BLOCK_N, S_len - j0);
-    const int diag = S_len - T_len;
-    const int wkey = warp * 16;                   // this warp's first key in the tile
-    q += size_t(b) * T_len * d;
-    dout += size_t(b) * T_len * d;
-    lse += size_t(b) * T_len;
-    D += size_t(b) * T_len;
-    dq_accum += size_t(b) * T_len * d;
-    k += (size_t(b) * S_len + j0) * d;
-    v += (size_t(b) * S_len + j0) * d;
-    dk += (size_t(b) * S_len + j0) * d;
-    dv += (size_t(b) * S_len + j0) * d;
-
-    const int i_begin = CAUSAL ? (max(0, j0 - diag) / BLOCK_M) * BLOCK_M : 0;
-    const int n_tiles = i_begin < T_len ? (T_len - i_begin + BLOCK_M - 1) / BLOCK_M : 0;
-
-    auto load_q = [&](int tile, int stage) {
-        const int i0 = i_begin + tile * BLOCK_M, rows = min(BLOCK_M, T_len - i0);
-        cp_async_tile<BLOCK_M, DP, LDS, NT>(sQ + stage * BLOCK_M * LDS, q + size_t(i0) * d, rows, d);
-        cp_async_tile<BLOCK_M, DP, LDS, NT>(sdO + stage * BLOCK_M * LDS, dout + size_t(i0) * d, rows, d);
-        for (int r = threadIdx.x; r < BLOCK_M; r += NT) {
-            const float x = r < rows ? lse[i0 + r] : -Num<float>::inf();
-            s_lse[stage * BLOCK_M + r] = x == -Num<float>::inf() ? Num<float>::inf() : x * float(kLog2e);
-            s_D[stage * BLOCK_M + r] = r < rows ? D[i0 + r] : 0.f;
-        }
+    struct Smem {
+        T k[BLOCK_N * LDS];                    // resident K tile
+        T v[BLOCK_N * LDS];                    // resident V tile
+        T q[STAGES][BLOCK_M * LDS];            // ring of Q tiles
+        T dout[STAGES][BLOCK_M * LDS];         // ring of dO tiles
+        T dst[ATOMIC_DQ ? BLOCK_N * LDT : 1];  // dSᵀ for the dQ product (atomic mode)
+        float lse2[STAGES][BLOCK_M];           // lse·log2 e of the streamed queries
+        float D[STAGES][BLOCK_M];
     };
-    cp_async_tile<BLOCK_N, DP, LDS, NT>(sK, k, rows_kv, d);
-    cp_async_tile<BLOCK_N, DP, LDS, NT>(sV, v, rows_kv, d);
-    if (n_tiles > 0) load_q(0, 0);
-    cp_async_commit();
+    static constexpr int kSmemBytes = sizeof(Smem);
 
-    float dK[NO][4], dV[NO][4];   // rows wkey + g and wkey + g + 8
-#pragma unroll
-    for (int n = 0; n < NO; ++n)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) dK[n][e] = dV[n][e] = 0.f;
+    static __device__ __forceinline__ void run(const Params& p) {
+        Smem& sm = smem_as<Smem>(kSmemBytes);
+        const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+        const int g = lane >> 2, t4 = lane & 3;
+        const int j0 = blockIdx.x * BLOCK_N;          // first blocks see the most queries
+        const int bz = batch_index(), d = p.d;
+        if (bz >= p.batch) return;   // past the batch in the last row of the grid
+        const int rows_kv = min(BLOCK_N, p.S_len - j0);
+        const int wkey = warp * 16;                   // this warp's first key in the tile
+        const T* q = p.q + size_t(bz) * p.T_len * d;
+        const T* dout = p.dout + size_t(bz) * p.T_len * d;
+        const float* lse = p.lse + size_t(bz) * p.T_len;
+        const float* D = p.D + size_t(bz) * p.T_len;
+        const Mask<V, Params> mask(p, bz);
+        const ScoreMod<V, float> score(p, bz);
 
-    for (int tile = 0; tile < n_tiles; ++tile) {
-        const int i0 = i_begin + tile * BLOCK_M;
-        const int stage = STAGES == 2 ? tile & 1 : 0;
-        if constexpr (STAGES == 2) {
-            if (tile + 1 < n_tiles) load_q(tile + 1, (tile + 1) & 1);
-            cp_async_commit();
-            cp_async_wait<1>();
-        } else {
-            if (tile > 0) { load_q(tile, 0); cp_async_commit(); }
-            cp_async_wait<0>();
-        }
-        __syncthreads();
-        const T* Qs = sQ + stage * BLOCK_M * LDS;
-        const T* dOs = sdO + stage * BLOCK_M * LDS;
-        const float* lse2 = s_lse + stage * BLOCK_M;
-        const float* Ds = s_D + stage * BLOCK_M;
-
-        // -- Sᵀ = K_j Q_iᵀ and dPᵀ = V_j dO_iᵀ for this warp's 16 keys
-        float st[MS][4], dpt[MS][4];
-#pragma unroll
-        for (int n = 0; n < MS; ++n)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) st[n][e] = dpt[n][e] = 0.f;
-#pragma unroll
-        for (int kk = 0; kk < DP / 16; ++kk) {
-            unsigned ak[4], av[4];
-            ldmatrix_x4(ak, frag_a_addr<LDS>(sK, wkey, kk * 16, lane));
-            ldmatrix_x4(av, frag_a_addr<LDS>(sV, wkey, kk * 16, lane));
-#pragma unroll
-            for (int nn = 0; nn < BLOCK_M / 16; ++nn) {
-                unsigned bq[4], bo[4];
-                ldmatrix_x4(bq, frag_b_addr<LDS>(Qs, nn * 16, kk * 16, lane));
-                ldmatrix_x4(bo, frag_b_addr<LDS>(dOs, nn * 16, kk * 16, lane));
-                mma16816<T>(st[2 * nn], ak, bq[0], bq[1]);
-                mma16816<T>(st[2 * nn + 1], ak, bq[2], bq[3]);
-                mma16816<T>(dpt[2 * nn], av, bo[0], bo[1]);
-                mma16816<T>(dpt[2 * nn + 1], av, bo[2], bo[3]);
+        const TileIter qt = mask.query_tiles(j0, j0 + BLOCK_N, BLOCK_M, j0 / BLOCK_N);
+        CpAsyncPipeline<STAGES> pipe{qt.n};
+        auto load_q = [&](int t, int stage) {
+            const int i0 = qt.start(t, BLOCK_M), rows = min(BLOCK_M, p.T_len - i0);
+            cp_async_tile<BLOCK_M, DP, LDS, NT>(sm.q[stage], q + size_t(i0) * d, rows, d);
+            cp_async_tile<BLOCK_M, DP, LDS, NT>(sm.dout[stage], dout + size_t(i0) * d, rows, d);
+            for (int r = threadIdx.x; r < BLOCK_M; r += NT) {
+                sm.lse2[stage][r] = lse_log2(r < rows ? lse[i0 + r] : 0.f, r < rows);
+                sm.D[stage][r] = r < rows ? D[i0 + r] : 0.f;
             }
-        }
+        };
+        cp_async_tile<BLOCK_N, DP, LDS, NT>(sm.k, p.k + (size_t(bz) * p.S_len + j0) * d, rows_kv, d);
+        cp_async_tile<BLOCK_N, DP, LDS, NT>(sm.v, p.v + (size_t(bz) * p.S_len + j0) * d, rows_kv, d);
+        pipe.prologue(load_q);
 
-        // -- Pᵀ = 2^(Sᵀ·scale·log2 e - lse·log2 e), dSᵀ = Pᵀ ∘ (dPᵀ - D); 0 where hidden
-        const bool mask = j0 + BLOCK_N > S_len || i0 + BLOCK_M > T_len ||
-                          (CAUSAL && j0 + BLOCK_N - 1 > i0 + diag);
-#pragma unroll
-        for (int n = 0; n < MS; ++n)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                const int ql = n * 8 + 2 * t4 + (e & 1);          // query within the tile
-                const int key = j0 + wkey + g + (e >> 1) * 8;
-                const bool hidden = mask && (key >= S_len || i0 + ql >= T_len ||
-                                             (CAUSAL && key > i0 + ql + diag));
-                const float p = hidden ? 0.f : exp2f(fmaf(st[n][e], scale_log2, -lse2[ql]));
-                st[n][e] = p;
-                dpt[n][e] = p * (dpt[n][e] - Ds[ql]);
-            }
-
-        // -- Pᵀ and dSᵀ rounded to T and packed as A fragments now (k = queries), so the float
-        //    accumulators die before the next products
-        unsigned pa[BLOCK_M / 16][4], sa[BLOCK_M / 16][4];
-#pragma unroll
-        for (int kk = 0; kk < BLOCK_M / 16; ++kk) {
-            c_to_a<T>(pa[kk], st[2 * kk], st[2 * kk + 1]);
-            c_to_a<T>(sa[kk], dpt[2 * kk], dpt[2 * kk + 1]);
-        }
-        if constexpr (ATOMIC_DQ) {
-            // dSᵀ to shared memory for the dQ product (A fragment regs: rows g / g+8, queries
-            // 16kk + 2t and 16kk + 8 + 2t)
-#pragma unroll
-            for (int kk = 0; kk < BLOCK_M / 16; ++kk)
-#pragma unroll
-                for (int r = 0; r < 4; ++r)
-                    *reinterpret_cast<unsigned*>(sdSt + (wkey + g + (r & 1) * 8) * LDT + kk * 16 +
-                                                 (r >> 1) * 8 + 2 * t4) = sa[kk][r];
-        }
-
-        // -- dV_j += P_ijᵀ dO_i, dK_j += dS_ijᵀ Q_i (k = queries)
-#pragma unroll
-        for (int kk = 0; kk < BLOCK_M / 16; ++kk) {
-#pragma unroll
-            for (int dd = 0; dd < DP / 16; ++dd) {
-                unsigned bo[4], bq[4];
-                ldmatrix_x4_trans(bo, frag_a_addr<LDS>(dOs, kk * 16, dd * 16, lane));
-                ldmatrix_x4_trans(bq, frag_a_addr<LDS>(Qs, kk * 16, dd * 16, lane));
-                mma16816<T>(dV[2 * dd], pa[kk], bo[0], bo[1]);
-                mma16816<T>(dV[2 * dd + 1], pa[kk], bo[2], bo[3]);
-                mma16816<T>(dK[2 * dd], sa[kk], bq[0], bq[1]);
-                mma16816<T>(dK[2 * dd + 1], sa[kk], bq[2], bq[3]);
-            }
-        }
-
-        if constexpr (ATOMIC_DQ) {
-            // -- dQ_i += dS_ij K_j · scale, summed over key tiles with float atomics
-            __syncthreads();
-            // work items: (16-query m-tile, 32-column chunk of d), dealt round-robin to warps
-            for (int item = warp; item < QM * QC; item += NW) {
-                const int q0 = (item / QC) * 16, c0 = (item % QC) * 32;
-                float dq[4][4];
-#pragma unroll
-                for (int n = 0; n < 4; ++n)
-#pragma unroll
-                    for (int e = 0; e < 4; ++e) dq[n][e] = 0.f;
-#pragma unroll
-                for (int kk = 0; kk < BLOCK_N / 16; ++kk) {
-                    unsigned a[4];   // dS (rows = queries, k = keys) from the stored dSᵀ
-                    ldmatrix_x4_trans(a, frag_b_addr<LDT>(sdSt, kk * 16, q0, lane));
-#pragma unroll
-                    for (int dd = 0; dd < 2; ++dd) {
-                        unsigned bk[4];
-                        ldmatrix_x4_trans(bk, frag_a_addr<LDS>(sK, kk * 16, c0 + dd * 16, lane));
-                        mma16816<T>(dq[2 * dd], a, bk[0], bk[1]);
-                        mma16816<T>(dq[2 * dd + 1], a, bk[2], bk[3]);
-                    }
-                }
-#pragma unroll
-                for (int h = 0; h < 2; ++h) {
-                    const int r = i0 + q0 + g + h * 8;
-                    if (r >= T_len) continue;
-#pragma unroll
-                    for (int n = 0; n < 4; ++n) {
-                        const int c = c0 + n * 8 + 2 * t4;
-                        if (c < d) {
-                            atomicAdd(dq_accum + size_t(r) * d + c, dq[n][2 * h] * scale);
-                            atomicAdd(dq_accum + size_t(r) * d + c + 1, dq[n][2 * h + 1] * scale);
-                        }
-                    }
-                }
-            }
-        }
-        __syncthreads();  // all warps are done with this stage (and dSᵀ) before they are refilled
-    }
-    cp_async_wait<0>();
-
-    // -- dK_j = scale · Σ_i dS_ijᵀ Q_i, dV_j = Σ_i P_ijᵀ dO_i (zero if no query sees the tile)
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-        const int r = wkey + g + h * 8;
-        if (r >= rows_kv) continue;
-#pragma unroll
-        for (int n = 0; n < NO; ++n) {
-            const int c = n * 8 + 2 * t4;
-            if (c < d) {
-                *reinterpret_cast<unsigned*>(dk + size_t(r) * d + c) =
-                    pack2<T>(dK[n][2 * h] * scale, dK[n][2 * h + 1] * scale);
-                *reinterpret_cast<unsigned*>(dv + size_t(r) * d + c) = pack2<T>(dV[n][2 * h], dV[n][2 * h + 1]);
-            }
-        }
-    }
-}
-
-// Deterministic dQ: one Q tile resident (warp owns 16·MT query rows), K/V tiles streamed.
-template <typename T, typename Acc, int DP, int BLOCK_M, int BLOCK_N, int NT, bool CAUSAL, int STAGES>
-__device__ __forceinline__ void flash_bwd_dq_mma(
-    const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
-    const T* __restrict__ dout, const float* __restrict__ lse, const float* __restrict__ D,
-    T* __restrict__ dq,               // (batch, T_len, d)
-    int T_len, int S_len, int d, float scale, float scale_log2, int smem_bytes) {
-    constexpr int NW = NT / 32;
-    constexpr int MT = BLOCK_M / (16 * NW);
-    constexpr int NS = BLOCK_N / 8;
-    constexpr int NO = DP / 8;
-    constexpr int LDS = DP + 8;
-    constexpr int kSmem = (2 * BLOCK_M + STAGES * 2 * BLOCK_N) * LDS * int(sizeof(T));
-    static_assert(MT >= 1 && BLOCK_M == 16 * MT * NW, "BLOCK_M must be 16·MT·warps");
-    static_assert(BLOCK_N % 16 == 0 && DP % 16 == 0, "tiles must be multiples of 16");
-    extern __shared__ __align__(16) unsigned char smem_raw[];
-    T* sQ = reinterpret_cast<T*>(smem_raw);   // BLOCK_M × LDS, later this warp's dQ rows
-    T* sdO = sQ + BLOCK_M * LDS;              // BLOCK_M × LDS
-    T* sK = sdO + BLOCK_M * LDS;              // STAGES × BLOCK_N × LDS
-    T* sV = sK + STAGES * BLOCK_N * LDS;      // STAGES × BLOCK_N × LDS
-    if (kSmem > smem_bytes) __trap();
-
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const int g = lane >> 2, t4 = lane & 3;
-    const int i0 = (gridDim.x - 1 - blockIdx.x) * BLOCK_M;
-    const int b = blockIdx.y;
-    const int rows_q = min(BLOCK_M, T_len - i0);
-    const int wrow = warp * 16 * MT;
-    q += (size_t(b) * T_len + i0) * d;
-    dout += (size_t(b) * T_len + i0) * d;
-    dq += (size_t(b) * T_len + i0) * d;
-    lse += size_t(b) * T_len + i0;
-    D += size_t(b) * T_len + i0;
-    k += size_t(b) * S_len * d;
-    v += size_t(b) * S_len * d;
-    const int diag = S_len - T_len;
-    const int kv_end = CAUSAL ? min(S_len, max(0, i0 + rows_q + diag)) : S_len;
-    const int n_tiles = (kv_end + BLOCK_N - 1) / BLOCK_N;
-
-    auto load_kv = [&](int tile, int stage) {
-        const int j0 = tile * BLOCK_N, rows = min(BLOCK_N, S_len - j0);
-        cp_async_tile<BLOCK_N, DP, LDS, NT>(sK + stage * BLOCK_N * LDS, k + size_t(j0) * d, rows, d);
-        cp_async_tile<BLOCK_N, DP, LDS, NT>(sV + stage * BLOCK_N * LDS, v + size_t(j0) * d, rows, d);
-    };
-    cp_async_tile<BLOCK_M, DP, LDS, NT>(sQ, q, rows_q, d);
-    cp_async_tile<BLOCK_M, DP, LDS, NT>(sdO, dout, rows_q, d);
-    if (n_tiles > 0) load_kv(0, 0);
-    cp_async_commit();
-
-    float lse2[MT][2], Dr[MT][2], dQ[MT][NO][4];
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt) {
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            const int r = wrow + mt * 16 + g + h * 8;
-            const float x = r < rows_q ? lse[r] : -Num<float>::inf();
-            lse2[mt][h] = x == -Num<float>::inf() ? Num<float>::inf() : x * float(kLog2e);
-            Dr[mt][h] = r < rows_q ? D[r] : 0.f;
-        }
+        float dK[NO][4], dV[NO][4];   // keys wkey + g and wkey + g + 8
 #pragma unroll
         for (int n = 0; n < NO; ++n)
 #pragma unroll
-            for (int e = 0; e < 4; ++e) dQ[mt][n][e] = 0.f;
+            for (int e = 0; e < 4; ++e) dK[n][e] = dV[n][e] = 0.f;
+
+        for (int t = 0; t < pipe.n; ++t) {
+            const int i0 = qt.start(t, BLOCK_M);
+            const int stage = pipe.acquire(t, load_q);
+            const T* Qs = sm.q[stage];
+            const T* dOs = sm.dout[stage];
+            const float* lse2 = sm.lse2[stage];
+            const float* Ds = sm.D[stage];
+
+            // -- Sᵀ = K_j Q_iᵀ and dPᵀ = V_j dO_iᵀ for this warp's 16 keys
+            float st[MS][4], dpt[MS][4];
+#pragma unroll
+            for (int n = 0; n < MS; ++n)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) st[n][e] = dpt[n][e] = 0.f;
+#pragma unroll
+            for (int kk = 0; kk < DP / 16; ++kk) {
+                unsigned ak[4], av[4];
+                ldmatrix_x4(ak, frag_a_addr<LDS>(sm.k, wkey, kk * 16, lane));
+                ldmatrix_x4(av, frag_a_addr<LDS>(sm.v, wkey, kk * 16, lane));
+#pragma unroll
+                for (int nn = 0; nn < BLOCK_M / 16; ++nn) {
+                    unsigned bq[4], bo[4];
+                    ldmatrix_x4(bq, frag_b_addr<LDS>(Qs, nn * 16, kk * 16, lane));
+                    ldmatrix_x4(bo, frag_b_addr<LDS>(dOs, nn * 16, kk * 16, lane));
+                    mma16816<T>(st[2 * nn], ak, bq[0], bq[1]);
+                    mma16816<T>(st[2 * nn + 1], ak, bq[2], bq[3]);
+                    mma16816<T>(dpt[2 * nn], av, bo[0], bo[1]);
+                    mma16816<T>(dpt[2 * nn + 1], av, bo[2], bo[3]);
+                }
+            }
+
+            // -- Pᵀ and dSᵀ in place (rows r = keys g / g + 8, elements e = queries)
+            auto ql = [&](int e) { return (e >> 1) * 8 + 2 * t4 + (e & 1); };   // query within the tile
+            bwd_probs<float, 2, 2 * MS>(
+                [&](int r, int e) -> float& { return st[e >> 1][2 * r + (e & 1)]; },
+                [&](int r, int e) -> float& { return dpt[e >> 1][2 * r + (e & 1)]; },
+                [&](int r, int e, int& i, int& j) { i = i0 + ql(e); j = j0 + wkey + g + r * 8; },
+                [&](int, int e) { return lse2[ql(e)]; }, [&](int, int e) { return Ds[ql(e)]; },
+                mask, score, mask.needs_mask(qt, t, i0, i0 + BLOCK_M, j0, j0 + BLOCK_N), Exp2Exact());
+
+            // -- Pᵀ and dSᵀ rounded to T and packed as A fragments now (k = queries), so the float
+            //    accumulators die before the next products
+            unsigned pa[BLOCK_M / 16][4], sa[BLOCK_M / 16][4];
+#pragma unroll
+            for (int kk = 0; kk < BLOCK_M / 16; ++kk) {
+                c_to_a<T>(pa[kk], st[2 * kk], st[2 * kk + 1]);
+                c_to_a<T>(sa[kk], dpt[2 * kk], dpt[2 * kk + 1]);
+            }
+            if constexpr (ATOMIC_DQ) {
+                // dSᵀ to shared memory for the dQ product (A fragment regs: rows g / g+8, queries
+                // 16kk + 2t and 16kk + 8 + 2t)
+#pragma unroll
+                for (int kk = 0; kk < BLOCK_M / 16; ++kk)
+#pragma unroll
+                    for (int r = 0; r < 4; ++r)
+                        *reinterpret_cast<unsigned*>(sm.dst + (wkey + g + (r & 1) * 8) * LDT + kk * 16 +
+                                                     (r >> 1) * 8 + 2 * t4) = sa[kk][r];
+            }
+
+            // -- dV_j += P_ijᵀ dO_i, dK_j += dS_ijᵀ Q_i (k = queries)
+#pragma unroll
+            for (int kk = 0; kk < BLOCK_M / 16; ++kk) {
+#pragma unroll
+                for (int dd = 0; dd < DP / 16; ++dd) {
+                    unsigned bo[4], bq[4];
+                    ldmatrix_x4_trans(bo, frag_a_addr<LDS>(dOs, kk * 16, dd * 16, lane));
+                    ldmatrix_x4_trans(bq, frag_a_addr<LDS>(Qs, kk * 16, dd * 16, lane));
+                    mma16816<T>(dV[2 * dd], pa[kk], bo[0], bo[1]);
+                    mma16816<T>(dV[2 * dd + 1], pa[kk], bo[2], bo[3]);
+                    mma16816<T>(dK[2 * dd], sa[kk], bq[0], bq[1]);
+                    mma16816<T>(dK[2 * dd + 1], sa[kk], bq[2], bq[3]);
+                }
+            }
+
+            if constexpr (ATOMIC_DQ) {
+                // -- dQ_i += dS_ij K_j · scale, summed over key tiles with float atomics
+                __syncthreads();
+                float* dq_accum = p.dq_accum + size_t(bz) * p.T_len * d;
+                // work items: (16-query m-tile, 32-column chunk of d), dealt round-robin to warps
+                for (int item = warp; item < QM * QC; item += NW) {
+                    const int q0 = (item / QC) * 16, c0 = (item % QC) * 32;
+                    float dq[4][4];
+#pragma unroll
+                    for (int n = 0; n < 4; ++n)
+#pragma unroll
+                        for (int e = 0; e < 4; ++e) dq[n][e] = 0.f;
+#pragma unroll
+                    for (int kk = 0; kk < BLOCK_N / 16; ++kk) {
+                        unsigned a[4];   // dS (rows = queries, k = keys) from the stored dSᵀ
+                        ldmatrix_x4_trans(a, frag_b_addr<LDT>(sm.dst, kk * 16, q0, lane));
+#pragma unroll
+                        for (int dd = 0; dd < 2; ++dd) {
+                            unsigned bk[4];
+                            ldmatrix_x4_trans(bk, frag_a_addr<LDS>(sm.k, kk * 16, c0 + dd * 16, lane));
+                            mma16816<T>(dq[2 * dd], a, bk[0], bk[1]);
+                            mma16816<T>(dq[2 * dd + 1], a, bk[2], bk[3]);
+                        }
+                    }
+#pragma unroll
+                    for (int h = 0; h < 2; ++h) {
+                        const int r = i0 + q0 + g + h * 8;
+                        if (r >= p.T_len) continue;
+#pragma unroll
+                        for (int n = 0; n < 4; ++n) {
+                            const int c = c0 + n * 8 + 2 * t4;
+                            if (c < d) {
+                                atomicAdd(dq_accum + size_t(r) * d + c, dq[n][2 * h] * p.scale);
+                                atomicAdd(dq_accum + size_t(r) * d + c + 1, dq[n][2 * h + 1] * p.scale);
+                            }
+                        }
+                    }
+                }
+                __syncthreads();   // every warp is done with dSᵀ before the next step rewrites it
+            }
+            pipe.release();
+        }
+        pipe.drain();
+
+        // -- dK_j = scale · Σ_i dS_ijᵀ Q_i, dV_j = Σ_i P_ijᵀ dO_i (zero if no query sees the tile)
+        const size_t at = (size_t(bz) * p.S_len + j0) * d;
+        store_rows_direct<T, NO>(p.dk + at, d, rows_kv, dK, p.scale, wkey, lane);
+        store_rows_direct<T, NO>(p.dv + at, d, rows_kv, dV, 1.f, wkey, lane);
     }
+};
 
-    for (int tile = 0; tile < n_tiles; ++tile) {
-        const int j0 = tile * BLOCK_N;
-        const int stage = STAGES == 2 ? tile & 1 : 0;
-        if constexpr (STAGES == 2) {
-            if (tile + 1 < n_tiles) load_kv(tile + 1, (tile + 1) & 1);
-            cp_async_commit();
-            cp_async_wait<1>();
-        } else {
-            if (tile > 0) { load_kv(tile, 0); cp_async_commit(); }
-            cp_async_wait<0>();
-        }
-        __syncthreads();
-        const T* Ks = sK + stage * BLOCK_N * LDS;
-        const T* Vs = sV + stage * BLOCK_N * LDS;
+// Deterministic dQ: one Q tile resident (warp owns 16·MT query rows), K/V tiles streamed.
+template <typename T, int DP, int BLOCK_M, int BLOCK_N, int NT, int STAGES, class V>
+struct DqMma {
+    using Params = BwdParams<T, float>;
+    static constexpr int NW = NT / 32;
+    static constexpr int MT = BLOCK_M / (16 * NW);
+    static constexpr int NS = BLOCK_N / 8;
+    static constexpr int NO = DP / 8;
+    static constexpr int LDS = DP + 8;
+    static_assert(MT >= 1 && BLOCK_M == 16 * MT * NW, "BLOCK_M must be 16·MT·warps");
+    static_assert(BLOCK_N % 16 == 0 && DP % 16 == 0, "tiles must be multiples of 16");
+    static_assert(STAGES == 1 || STAGES == 2, "1 or 2 stages");
 
-        // -- S = Q_i K_jᵀ, dP = dO_i V_jᵀ
-        float s[MT][NS][4], dp[MT][NS][4];
+    struct Smem {
+        T q[BLOCK_M * LDS];              // resident Q tile; later each warp's dQ rows
+        T dout[BLOCK_M * LDS];           // resident dO tile
+        T k[STAGES][BLOCK_N * LDS];      // ring of K tiles
+        T v[STAGES][BLOCK_N * LDS];      // ring of V tiles
+    };
+    static constexpr int kSmemBytes = sizeof(Smem);
+
+    static __device__ __forceinline__ void run(const Params& p) {
+        Smem& sm = smem_as<Smem>(kSmemBytes);
+        const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+        const int g = lane >> 2, t4 = lane & 3;
+        const int i0 = (gridDim.x - 1 - blockIdx.x) * BLOCK_M;
+        const int bz = batch_index(), d = p.d;
+        if (bz >= p.batch) return;   // past the batch in the last row of the grid
+        const int rows_q = min(BLOCK_M, p.T_len - i0);
+        const int wrow = warp * 16 * MT;
+        const size_t at = (size_t(bz) * p.T_len + i0) * d;
+        const T* k = p.k + size_t(bz) * p.S_len * d;
+        const T* v = p.v + size_t(bz) * p.S_len * d;
+        const Mask<V, Params> mask(p, bz);
+        const ScoreMod<V, float> score(p, bz);
+
+        const TileIter kv = mask.key_tiles(i0, i0 + BLOCK_M, BLOCK_N, i0 / BLOCK_M);
+        CpAsyncPipeline<STAGES> pipe{kv.n};
+        auto load_kv = [&](int t, int stage) {
+            const int j0 = kv.start(t, BLOCK_N), rows = min(BLOCK_N, p.S_len - j0);
+            cp_async_tile<BLOCK_N, DP, LDS, NT>(sm.k[stage], k + size_t(j0) * d, rows, d);
+            cp_async_tile<BLOCK_N, DP, LDS, NT>(sm.v[stage], v + size_t(j0) * d, rows, d);
+        };
+        cp_async_tile<BLOCK_M, DP, LDS, NT>(sm.q, p.q + at, rows_q, d);
+        cp_async_tile<BLOCK_M, DP, LDS, NT>(sm.dout, p.dout + at, rows_q, d);
+        pipe.prologue(load_kv);
+
+        float lse2[MT][2], Dr[MT][2], dQ[MT][NO][4];
 #pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
+        for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
-            for (int n = 0; n < NS; ++n)
-#pragma unroll
-                for (int e = 0; e < 4; ++e) s[mt][n][e] = dp[mt][n][e] = 0.f;
-#pragma unroll
-        for (int kk = 0; kk < DP / 16; ++kk) {
-            unsigned aq[MT][4], ao[MT][4];
-#pragma unroll
-            for (int mt = 0; mt < MT; ++mt) {
-                ldmatrix_x4(aq[mt], frag_a_addr<LDS>(sQ, wrow + mt * 16, kk * 16, lane));
-                ldmatrix_x4(ao[mt], frag_a_addr<LDS>(sdO, wrow + mt * 16, kk * 16, lane));
+            for (int h = 0; h < 2; ++h) {
+                const int r = wrow + mt * 16 + g + h * 8;
+                const size_t row = size_t(bz) * p.T_len + i0 + r;
+                lse2[mt][h] = lse_log2(r < rows_q ? p.lse[row] : 0.f, r < rows_q);
+                Dr[mt][h] = r < rows_q ? p.D[row] : 0.f;
             }
-#pragma unroll
-            for (int nn = 0; nn < BLOCK_N / 16; ++nn) {
-                unsigned bk[4], bv[4];
-                ldmatrix_x4(bk, frag_b_addr<LDS>(Ks, nn * 16, kk * 16, lane));
-                ldmatrix_x4(bv, frag_b_addr<LDS>(Vs, nn * 16, kk * 16, lane));
-#pragma unroll
-                for (int mt = 0; mt < MT; ++mt) {
-                    mma16816<T>(s[mt][2 * nn], aq[mt], bk[0], bk[1]);
-                    mma16816<T>(s[mt][2 * nn + 1], aq[mt], bk[2], bk[3]);
-                    mma16816<T>(dp[mt][2 * nn], ao[mt], bv[0], bv[1]);
-                    mma16816<T>(dp[mt][2 * nn + 1], ao[mt], bv[2], bv[3]);
-                }
-            }
-        }
-
-        // -- dS = P ∘ (dP - D), P = 2^(S·scale·log2 e - lse·log2 e); 0 where hidden
-        const bool mask = j0 + BLOCK_N > S_len || (CAUSAL && j0 + BLOCK_N - 1 > i0 + diag);
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-            for (int n = 0; n < NS; ++n)
-#pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                    const int h = e >> 1;
-                    const int key = j0 + n * 8 + 2 * t4 + (e & 1);
-                    const int query = i0 + wrow + mt * 16 + g + h * 8;
-                    const bool hidden = mask && (key >= S_len || (CAUSAL && key > query + diag));
-                    const float p = hidden ? 0.f : exp2f(fmaf(s[mt][n][e], scale_log2, -lse2[mt][h]));
-                    dp[mt][n][e] = p * (dp[mt][n][e] - Dr[mt][h]);
-                }
-
-        // -- dS rounded to T and packed as A fragments (k = keys); dQ_i += dS_ij K_j
-        unsigned sa[MT][BLOCK_N / 16][4];
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-            for (int kk = 0; kk < BLOCK_N / 16; ++kk) c_to_a<T>(sa[mt][kk], dp[mt][2 * kk], dp[mt][2 * kk + 1]);
-#pragma unroll
-        for (int kk = 0; kk < BLOCK_N / 16; ++kk) {
-#pragma unroll
-            for (int dd = 0; dd < DP / 16; ++dd) {
-                unsigned bk[4];
-                ldmatrix_x4_trans(bk, frag_a_addr<LDS>(Ks, kk * 16, dd * 16, lane));
-#pragma unroll
-                for (int mt = 0; mt < MT; ++mt) {
-                    mma16816<T>(dQ[mt][2 * dd], sa[mt][kk], bk[0], bk[1]);
-                    mma16816<T>(dQ[mt][2 * dd + 1], sa[mt][kk], bk[2], bk[3]);
-                }
-            }
-        }
-        __syncthreads();
-    }
-    cp_async_wait<0>();
-    __syncthreads();
-
-    // -- dQ_i = scale · Σ_j dS_ij K_j, staged in this warp's own Q rows for 16-byte stores
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            const int r = wrow + mt * 16 + g + h * 8;
 #pragma unroll
             for (int n = 0; n < NO; ++n)
-                *reinterpret_cast<unsigned*>(sQ + r * LDS + n * 8 + 2 * t4) =
-                    pack2<T>(dQ[mt][n][2 * h] * scale, dQ[mt][n][2 * h + 1] * scale);
+#pragma unroll
+                for (int e = 0; e < 4; ++e) dQ[mt][n][e] = 0.f;
         }
-    __syncwarp();
-    constexpr int CPR = DP / 8;
-    for (int c = lane; c < 16 * MT * CPR; c += 32) {
-        const int r = wrow + c / CPR, col = (c % CPR) * 8;
-        if (r < rows_q && col < d)
-            *reinterpret_cast<uint4*>(dq + size_t(r) * d + col) = *reinterpret_cast<const uint4*>(sQ + r * LDS + col);
+
+        for (int t = 0; t < pipe.n; ++t) {
+            const int j0 = kv.start(t, BLOCK_N);
+            const int stage = pipe.acquire(t, load_kv);
+            const T* Ks = sm.k[stage];
+            const T* Vs = sm.v[stage];
+
+            // -- S = Q_i K_jᵀ, dP = dO_i V_jᵀ
+            float s[MT][NS][4], dp[MT][NS][4];
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                for (int n = 0; n < NS; ++n)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) s[mt][n][e] = dp[mt][n][e] = 0.f;
+#pragma unroll
+            for (int kk = 0; kk < DP / 16; ++kk) {
+                unsigned aq[MT][4], ao[MT][4];
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt) {
+                    ldmatrix_x4(aq[mt], frag_a_addr<LDS>(sm.q, wrow + mt * 16, kk * 16, lane));
+                    ldmatrix_x4(ao[mt], frag_a_addr<LDS>(sm.dout, wrow + mt * 16, kk * 16, lane));
+                }
+#pragma unroll
+                for (int nn = 0; nn < BLOCK_N / 16; ++nn) {
+                    unsigned bk[4], bv[4];
+                    ldmatrix_x4(bk, frag_b_addr<LDS>(Ks, nn * 16, kk * 16, lane));
+                    ldmatrix_x4(bv, frag_b_addr<LDS>(Vs, nn * 16, kk * 16, lane));
+#pragma unroll
+                    for (int mt = 0; mt < MT; ++mt) {
+                        mma16816<T>(s[mt][2 * nn], aq[mt], bk[0], bk[1]);
+                        mma16816<T>(s[mt][2 * nn + 1], aq[mt], bk[2], bk[3]);
+                        mma16816<T>(dp[mt][2 * nn], ao[mt], bv[0], bv[1]);
+                        mma16816<T>(dp[mt][2 * nn + 1], ao[mt], bv[2], bv[3]);
+                    }
+                }
+            }
+
+            // -- dS = P ∘ (dP - D) · g in place of dP (rows r = 2·mt + h)
+            bwd_probs<float, 2 * MT, 2 * NS>(
+                [&](int r, int e) -> float& { return s[r >> 1][e >> 1][2 * (r & 1) + (e & 1)]; },
+                [&](int r, int e) -> float& { return dp[r >> 1][e >> 1][2 * (r & 1) + (e & 1)]; },
+                [&](int r, int e, int& i, int& j) {
+                    i = i0 + wrow + (r >> 1) * 16 + g + (r & 1) * 8;
+                    j = j0 + (e >> 1) * 8 + 2 * t4 + (e & 1);
+                },
+                [&](int r, int) { return lse2[r >> 1][r & 1]; }, [&](int r, int) { return Dr[r >> 1][r & 1]; },
+                mask, score, mask.needs_mask(kv, t, i0, i0 + BLOCK_M, j0, j0 + BLOCK_N), Exp2Exact());
+
+            // -- dS rounded to T and packed as A fragments (k = keys); dQ_i += dS_ij K_j
+            unsigned sa[MT][BLOCK_N / 16][4];
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                for (int kk = 0; kk < BLOCK_N / 16; ++kk) c_to_a<T>(sa[mt][kk], dp[mt][2 * kk], dp[mt][2 * kk + 1]);
+#pragma unroll
+            for (int kk = 0; kk < BLOCK_N / 16; ++kk) {
+#pragma unroll
+                for (int dd = 0; dd < DP / 16; ++dd) {
+                    unsigned bk[4];
+                    ldmatrix_x4_trans(bk, frag_a_addr<LDS>(Ks, kk * 16, dd * 16, lane));
+#pragma unroll
+                    for (int mt = 0; mt < MT; ++mt) {
+                        mma16816<T>(dQ[mt][2 * dd], sa[mt][kk], bk[0], bk[1]);
+                        mma16816<T>(dQ[mt][2 * dd + 1], sa[mt][kk], bk[2], bk[3]);
+                    }
+                }
+            }
+            pipe.release();
+        }
+        pipe.drain();
+
+        // -- dQ_i = scale · Σ_j dS_ij K_j, staged in this warp's own Q rows for 16-byte stores
+        float f[MT][2];
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) f[mt][0] = f[mt][1] = p.scale;
+        store_rows_staged<T, MT, NO, DP>(p.dq + at, d, rows_q, dQ, f, sm.q,
+                                         [](int r, int c) { return r * LDS + c; }, wrow, lane);
     }
-}
+};
 
 }  // namespace cuflash

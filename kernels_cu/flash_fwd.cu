@@ -1,117 +1,111 @@
 // cuflash: FlashAttention forward on CUDA cores (every dtype, every head_dim multiple of 8).
 // Read beside cuflash/twin.py (forward) and kernels_cu/flash_bwd.cu: same names, same loops.
+// The mask, score modifiers and online softmax are the shared parts (mask.cuh, score.cuh,
+// softmax.cuh); the tiles are simt_tiles.cuh's register blocks.
 //
 // Versions (measured on the H200; details and predictions in NOTES.md):
 //   v1  one Q tile per block, K/V tiles loaded (converted to Acc) into shared memory, S in
 //       registers (DotTile), P through shared memory, O in registers (OuterAcc).
+//   v6  written on the shared mainloop parts; any mask band, softcap, ALiBi.
 //
-// Grid: (ceil(T / BLOCK_M), batch). Block: NT threads. Dynamic shared memory: smem_bytes, laid
-// out as below and budgeted by cuflash/gpu/plan.py (KernelSpec.smem_bytes).
+// Grid: (ceil(T / BLOCK_M), batch) (batch_index(): blockIdx.z continues blockIdx.y). Block: NT threads.
 #pragma once
+#include "mask.cuh"
+#include "pipeline.cuh"
+#include "score.cuh"
 #include "simt_tiles.cuh"
+#include "softmax.cuh"
 
 namespace cuflash {
 
-// T: storage type of q, k, v, out. Acc: float (double for float64 inputs). DP: head dim rounded
-// up to a multiple of 32 (columns d..DP are zero). CAUSAL: query i sees key j iff j <= i + S - T.
-template <typename T, typename Acc, int DP, int BLOCK_M, int BLOCK_N, int NT, bool CAUSAL>
-__device__ __forceinline__ void flash_fwd_simt(
-    const T* __restrict__ q,    // (batch, T_len, d)
-    const T* __restrict__ k,    // (batch, S_len, d)
-    const T* __restrict__ v,    // (batch, S_len, d)
-    T* __restrict__ out,        // (batch, T_len, d)
-    Acc* __restrict__ lse,      // (batch, T_len), natural log
-    int T_len, int S_len, int d, Acc scale_log2, int smem_bytes) {
-    constexpr int VEC = 16 / sizeof(Acc);
-    constexpr int LD = DP + VEC;          // row stride of the Q, K, V tiles
-    constexpr int LDP = BLOCK_N + VEC;    // row stride of the P tile
-    constexpr int kSmem = (BLOCK_M * LD + 2 * BLOCK_N * LD + BLOCK_M * LDP + 2 * BLOCK_M) * sizeof(Acc);
-    extern __shared__ __align__(16) unsigned char smem_raw[];
-    Acc* sQ = reinterpret_cast<Acc*>(smem_raw);   // BLOCK_M × LD
-    Acc* sK = sQ + BLOCK_M * LD;                  // BLOCK_N × LD
-    Acc* sV = sK + BLOCK_N * LD;                  // BLOCK_N × LD
-    Acc* sP = sV + BLOCK_N * LD;                  // BLOCK_M × LDP
-    Acc* s_alpha = sP + BLOCK_M * LDP;            // BLOCK_M: rescale of each row this step
-    Acc* s_l = s_alpha + BLOCK_M;                 // BLOCK_M: final row sums
-    if (kSmem > smem_bytes) __trap();             // host and kernel disagree on the layout
+// T: storage type of q, k, v, out; Acc: float (double for float64). DP: head dim rounded up to
+// a multiple of 32 (columns d..DP are zero).
+template <typename T, int DP, int BLOCK_M, int BLOCK_N, int NT, class V>
+struct FwdSimt {
+    using Acc = typename Accum<T>::type;
+    using Params = FwdParams<T, Acc>;
+    static constexpr int VEC = 16 / sizeof(Acc);
+    static constexpr int LD = DP + VEC;          // row stride of the Q, K, V tiles
+    static constexpr int LDP = BLOCK_N + VEC;    // row stride of the P tile
+    using STile = DotTile<Acc, BLOCK_M, BLOCK_N, DP, NT>;   // S = Q Kᵀ of one tile pair
+    using OTile = OuterAcc<Acc, BLOCK_M, DP, NT>;           // unnormalized output
 
-    // Heaviest causal tiles (last query rows) first.
-    const int i0 = (gridDim.x - 1 - blockIdx.x) * BLOCK_M;
-    const int b = blockIdx.y;
-    const int rows_q = min(BLOCK_M, T_len - i0);
-    q += (size_t(b) * T_len + i0) * d;
-    out += (size_t(b) * T_len + i0) * d;
-    lse += size_t(b) * T_len + i0;
-    k += size_t(b) * S_len * d;
-    v += size_t(b) * S_len * d;
-    const int diag = S_len - T_len;  // query i sees key j iff j <= i + diag
+    struct Smem {
+        Acc q[BLOCK_M * LD];
+        Acc k[BLOCK_N * LD];
+        Acc v[BLOCK_N * LD];
+        Acc p[BLOCK_M * LDP];        // P of one tile pair
+        Acc alpha[BLOCK_M];          // rescale of each row this step
+        Acc l[BLOCK_M];              // 1 / l of each row at the end
+    };
+    static constexpr int kSmemBytes = sizeof(Smem);
 
-    zero_smem<NT>(smem_raw, kSmem);
-    __syncthreads();
-    load_tile<T, Acc, BLOCK_M, LD, NT>(sQ, q, rows_q, d);
+    static __device__ __forceinline__ void run(const Params& p) {
+        Smem& sm = smem_as<Smem>(kSmemBytes);
+        const int i0 = (gridDim.x - 1 - blockIdx.x) * BLOCK_M;   // heaviest causal tiles first
+        const int bz = batch_index(), d = p.d;
+        if (bz >= p.batch) return;   // past the batch in the last row of the grid
+        const int rows_q = min(BLOCK_M, p.T_len - i0);
+        const T* k = p.k + size_t(bz) * p.S_len * d;
+        const T* v = p.v + size_t(bz) * p.S_len * d;
+        const Mask<V, Params> mask(p, bz);
+        const ScoreMod<V, Acc> score(p, bz);
 
-    DotTile<Acc, BLOCK_M, BLOCK_N, DP, NT> S;   // S = Q Kᵀ of one tile pair
-    OuterAcc<Acc, BLOCK_M, DP, NT> O;           // unnormalized output
-    O.zero();
-    Acc m[S.TR], l[S.TR];                       // running max (log2 units) and sum per row
-#pragma unroll
-    for (int i = 0; i < S.TR; ++i) { m[i] = -Num<Acc>::inf(); l[i] = Acc(0); }
-
-    const int kv_end = CAUSAL ? min(S_len, max(0, i0 + rows_q + diag)) : S_len;
-    for (int j0 = 0; j0 < kv_end; j0 += BLOCK_N) {
-        __syncthreads();  // the previous step is done reading sK, sV, sP
-        load_tile<T, Acc, BLOCK_N, LD, NT>(sK, k + size_t(j0) * d, min(BLOCK_N, S_len - j0), d);
-        load_tile<T, Acc, BLOCK_N, LD, NT>(sV, v + size_t(j0) * d, min(BLOCK_N, S_len - j0), d);
+        zero_smem<NT>(&sm, sizeof(Smem));   // columns d..DP of every tile stay 0
         __syncthreads();
+        load_tile<T, Acc, BLOCK_M, LD, NT>(sm.q, p.q + (size_t(bz) * p.T_len + i0) * d, rows_q, d);
 
-        // -- S_ij = Q_i K_jᵀ · scale · log2(e); -inf past the sequence end and above the diagonal
-        S.template compute<LD, LD>(sQ, sK);
-        const bool mask = j0 + BLOCK_N > S_len || (CAUSAL && j0 + BLOCK_N - 1 > i0 + diag);
+        const TileIter kv = mask.key_tiles(i0, i0 + BLOCK_M, BLOCK_N, i0 / BLOCK_M);
+        SyncPipeline pipe{kv.n};
+        auto load_kv = [&](int t, int) {
+            const int j0 = kv.start(t, BLOCK_N), rows = min(BLOCK_N, p.S_len - j0);
+            load_tile<T, Acc, BLOCK_N, LD, NT>(sm.k, k + size_t(j0) * d, rows, d);
+            load_tile<T, Acc, BLOCK_N, LD, NT>(sm.v, v + size_t(j0) * d, rows, d);
+        };
+
+        STile S;
+        OTile O;
+        O.zero();
+        OnlineSoftmax<Acc, STile::TR, STile::CT> softmax;
+        for (int t = 0; t < pipe.n; ++t) {
+            const int j0 = kv.start(t, BLOCK_N);
+            pipe.acquire(t, load_kv);
+
+            // -- S_ij = Q_i K_jᵀ; u = score_mod(S), -inf where hidden; online softmax
+            S.template compute<LD, LD>(sm.q, sm.k);
+            auto frag = [&](int r, int e) -> Acc& { return S.c[r][e]; };
+            auto at = [&](int r, int e, int& i, int& j) { i = i0 + S.row(r); j = j0 + S.col(e); };
+            modify_and_mask<Acc, STile::TR, STile::TN>(frag, at, mask, score,
+                                                      mask.needs_mask(kv, t, i0, i0 + BLOCK_M, j0, j0 + BLOCK_N));
+            Acc alpha[STile::TR];
+            softmax.template update<STile::TN>(frag, score.mul, alpha, Exp2Exact());
 #pragma unroll
-        for (int i = 0; i < S.TR; ++i) {
-            Acc row_max = -Num<Acc>::inf();
+            for (int r = 0; r < STile::TR; ++r) {
 #pragma unroll
-            for (int j = 0; j < S.TN; ++j) {
-                Acc s = S.c[i][j] * scale_log2;
-                const int key = j0 + S.col(j);
-                if (mask && (key >= S_len || (CAUSAL && key > i0 + S.row(i) + diag))) s = -Num<Acc>::inf();
-                S.c[i][j] = s;
-                row_max = Num<Acc>::max(row_max, s);
+                for (int e = 0; e < STile::TN; ++e) sm.p[S.row(r) * LDP + S.col(e)] = round_to<T>(S.c[r][e]);
+                if (S.tx == 0) sm.alpha[S.row(r)] = alpha[r];
             }
-            // -- update m and l; a row that has seen no key yet keeps m = -inf and uses 0 instead
-            const Acc m_new = Num<Acc>::max(m[i], S.row_max(row_max));
-            const Acc m_safe = m_new == -Num<Acc>::inf() ? Acc(0) : m_new;
-            const Acc alpha = Num<Acc>::exp2(m[i] - m_safe);
-            Acc row_sum = Acc(0);
+            __syncthreads();
+
+            // -- O_i = diag(alpha) O_i + P_ij V_j
+            O.scale_rows(sm.alpha);
+            O.template accumulate<false, LDP, LD, BLOCK_N>(sm.p, sm.v);
+            pipe.release();
+        }
+
+        // -- O_i = O_i / l, lse_i; rows that saw no key: O = 0, lse = -inf
 #pragma unroll
-            for (int j = 0; j < S.TN; ++j) {
-                const Acc p = Num<Acc>::exp2(S.c[i][j] - m_safe);  // P_ij
-                row_sum += p;
-                sP[S.row(i) * LDP + S.col(j)] = round_to<T>(p);
+        for (int r = 0; r < STile::TR; ++r) {
+            Acc lse;
+            const Acc inv = softmax.finalize(r, score.mul, lse);
+            if (S.tx == 0) {
+                sm.l[S.row(r)] = inv;
+                if (S.row(r) < rows_q) p.lse[size_t(bz) * p.T_len + i0 + S.row(r)] = lse;
             }
-            l[i] = alpha * l[i] + S.row_sum(row_sum);
-            m[i] = m_new;
-            if (S.tx == 0) s_alpha[S.row(i)] = alpha;
         }
         __syncthreads();
-
-        // -- O_i = diag(alpha) O_i + P_ij V_j
-        O.scale_rows(s_alpha);
-        O.template accumulate<false, LDP, LD, BLOCK_N>(sP, sV);
+        O.store(p.out + (size_t(bz) * p.T_len + i0) * d, rows_q, d, [&](int r) { return sm.l[r]; });
     }
-
-    // -- O_i = O_i / l, lse_i = (m + log2 l) · ln 2; rows that saw no key: O = 0, lse = -inf
-    if (S.tx == 0) {
-#pragma unroll
-        for (int i = 0; i < S.TR; ++i) {
-            s_l[S.row(i)] = l[i];
-            if (S.row(i) < rows_q)
-                lse[S.row(i)] = l[i] == Acc(0) ? -Num<Acc>::inf()
-                                               : (m[i] + Num<Acc>::log2(l[i])) * Acc(kLn2);
-        }
-    }
-    __syncthreads();
-    O.store(out, rows_q, d, [&](int r) { return s_l[r] == Acc(0) ? Acc(0) : Acc(1) / s_l[r]; });
-}
+};
 
 }  // namespace cuflash

@@ -58,14 +58,6 @@ __device__ __forceinline__ void mma16816<__nv_bfloat16>(float (&c)[4], const uns
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-// 2^x by the special-function unit alone (ex2.approx.ftz: ~2 ulp, subnormal results flushed to
-// 0); exp2f adds range fix-ups around it. P is rounded to 16 bits right after, so the ulps vanish.
-__device__ __forceinline__ float ex2_approx(float x) {
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-    return y;
-}
-
 // Two floats rounded to T and packed into one register, lo in the low half.
 template <typename T> __device__ __forceinline__ unsigned pack2(float lo, float hi);
 template <> __device__ __forceinline__ unsigned pack2<__half>(float lo, float hi) {

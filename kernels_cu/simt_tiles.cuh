@@ -79,18 +79,6 @@ struct DotTile {
                     for (int e = 0; e < VEC; ++e) c[i][j] += a[i][e] * b[j][e];
         }
     }
-
-    // Reductions over the CT lanes that share a row group.
-    static __device__ __forceinline__ Acc row_max(Acc x) {
-#pragma unroll
-        for (int o = CT / 2; o > 0; o >>= 1) x = Num<Acc>::max(x, __shfl_xor_sync(0xffffffffu, x, o));
-        return x;
-    }
-    static __device__ __forceinline__ Acc row_sum(Acc x) {
-#pragma unroll
-        for (int o = CT / 2; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
-        return x;
-    }
 };
 
 // O += P X for a BR × DP accumulator in registers: P(r, n) and X (N × DP, row stride LDX) in

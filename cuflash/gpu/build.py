@@ -47,57 +47,127 @@ def _acc(dtype: str) -> str:
     return "double" if accum_dtype(resolve_dtype(dtype)).itemsize == 8 else "float"
 
 
-# Per role: source file stem, kernel parameters and arguments after the common (q, k, v) ones.
-# {T} is the storage type, {A} the accumulator type.
-_ROLES = {
-    "fwd": ("flash_fwd", "{T}* out, {A}* lse, int T_len, int S_len, int d, {A} scale_log2",
-            "out, lse, T_len, S_len, d, scale_log2"),
-    "bwd_dkdv": ("flash_bwd", "const {T}* dout, const {A}* lse, const {A}* D, {T}* dk, {T}* dv, "
-                 "{A}* dq_accum, int T_len, int S_len, int d, {A} scale, {A} scale_log2",
-                 "dout, lse, D, dk, dv, dq_accum, T_len, S_len, d, scale, scale_log2"),
-    "bwd_dq": ("flash_bwd", "const {T}* dout, const {A}* lse, const {A}* D, {T}* dq, int T_len, "
-               "int S_len, int d, {A} scale, {A} scale_log2",
-               "dout, lse, D, dq, T_len, S_len, d, scale, scale_log2"),
+# The C++ kernel struct of each (role, family) and the file that defines it.
+_KERNELS = {
+    ("fwd", "simt"): ("FwdSimt", "flash_fwd.cu"),
+    ("fwd", "mma"): ("FwdMma", "flash_fwd_mma.cu"),
+    ("fwd", "wgmma"): ("FwdWgmma", "flash_fwd_wgmma.cu"),
+    ("bwd_dkdv", "simt"): ("DkdvSimt", "flash_bwd.cu"),
+    ("bwd_dkdv", "mma"): ("DkdvMma", "flash_bwd_mma.cu"),
+    ("bwd_dkdv", "wgmma"): ("DkdvWgmma", "flash_bwd_wgmma.cu"),
+    ("bwd_dq", "simt"): ("DqSimt", "flash_bwd.cu"),
+    ("bwd_dq", "mma"): ("DqMma", "flash_bwd_mma.cu"),
+    ("bwd_dq", "wgmma"): ("DqWgmma", "flash_bwd_wgmma.cu"),
 }
 
 
-def _entry(spec: KernelSpec) -> tuple[str, str]:
-    """(source file, extern "C" entry point) of one specialization."""
-    t, T, acc, nt, fam = spec.tile, spec.ctype, _acc(spec.dtype), spec.threads(), spec.family
-    stem, params, args = _ROLES[spec.role]
-    tmpl = [T, acc, spec.head_dim, t.block_m, t.block_n, nt, str(spec.causal).lower()]
-    if spec.role == "bwd_dkdv":
-        tmpl.append(str(spec.atomic_dq).lower())
-    if fam in ("mma", "wgmma"):
-        tmpl.append(t.num_stages)
-    fn = f"cuflash::flash_{spec.role}_{fam}<{', '.join(map(str, tmpl))}>"
-    params = (f"const {T}* q, const {T}* k, const {T}* v, "
-              + params.format(T=T, A=acc) + ", int smem_bytes")
-    src = f"{stem}.cu" if fam == "simt" else f"{stem}_{fam}.cu"
-    entry = (f'extern "C" __global__ void __launch_bounds__({nt}, 1) {spec.name}({params}) {{\n'
-             f"    {fn}(q, k, v, {args}, smem_bytes);\n}}\n")
-    return src, entry
+def kernel_type(spec: KernelSpec) -> str:
+    """The C++ kernel struct of one specialization, e.g.
+    ``cuflash::FwdMma<__half, 128, 128, 32, 128, 2, cuflash::Variant<false, false, false>>``:
+    its template parameters are the kernel's (simt: no stages; dK/dV: the dQ mode)."""
+    t, fam = spec.tile, spec.family
+    struct, _ = _KERNELS[(spec.role, fam)]
+    args = [spec.ctype, spec.head_dim, t.block_m, t.block_n, spec.threads()]
+    if fam != "simt":
+        args.append(t.num_stages)
+    if spec.role == "bwd_dkdv" and fam != "wgmma":
+        args.append(str(spec.atomic_dq).lower())
+    args.append(spec.variant.cpp())
+    return f"cuflash::{struct}<{', '.join(map(str, args))}>"
+
+
+def _params_type(spec: KernelSpec) -> str:
+    struct = "FwdParams" if spec.role == "fwd" else "BwdParams"
+    return f"cuflash::{struct}<{spec.ctype}, {_acc(spec.dtype)}>"
+
+
+def _body(spec: KernelSpec) -> str:
+    """The kernel's sources and, when it has one, its mask_mod's C++ (before any instantiation)."""
+    _, path = _KERNELS[(spec.role, spec.family)]
+    mod = f"\nnamespace cuflash {{\n{spec.variant.mod_src}\n}}\n" if spec.variant.mod_key else ""
+    return expand(path) + mod
+
+
+def source(spec: KernelSpec) -> str:
+    """The whole translation unit of one specialization: the kernel struct's sources and an
+    ``extern "C"`` entry point named after the spec that takes the pass's parameter struct."""
+    entry = (f'extern "C" __global__ void __launch_bounds__({spec.threads()}, 1) '
+             f"{spec.name}(const __grid_constant__ {_params_type(spec)} p) {{\n"
+             f"    {kernel_type(spec)}::run(p);\n}}\n")
+    return f"// {spec.name}\n{_body(spec)}\n{entry}"
 
 
 def preprocess_name(dtype: str) -> str:
     return f"cuflash_bwd_preprocess_{_SHORT[dtype]}"
 
 
-def _preprocess_entry(dtype: str) -> str:
-    T, acc = _CTYPE[dtype], _acc(dtype)
-    return (f'extern "C" __global__ void __launch_bounds__(256) {preprocess_name(dtype)}('
-            f"const {T}* out, const {T}* dout, {acc}* D, long long rows, int d) {{\n"
-            f"    cuflash::flash_bwd_preprocess<{T}, {acc}>(out, dout, D, rows, d);\n}}\n")
-
-
-def source(spec: KernelSpec) -> str:
-    """The whole translation unit of one specialization."""
-    src, entry = _entry(spec)
-    return f"// {spec.name}\n{expand(src)}\n{entry}"
-
-
 def preprocess_source(dtype: str) -> str:
-    return f"// {preprocess_name(dtype)}\n{expand('flash_bwd.cu')}\n{_preprocess_entry(dtype)}"
+    T = _CTYPE[dtype]
+    entry = (f'extern "C" __global__ void __launch_bounds__(256) {preprocess_name(dtype)}('
+             f"const __grid_constant__ cuflash::BwdParams<{T}, {_acc(dtype)}> p) {{\n"
+             f"    cuflash::BwdPreprocess<{T}>::run(p);\n}}\n")
+    return f"// {preprocess_name(dtype)}\n{expand('bwd_preprocess.cuh')}\n{entry}"
+
+
+# -- facts read from C++ through NVRTC, no device needed --------------------------------------
+
+_GLOBAL = re.compile(r"\.global\s+\.align\s+\d+\s+\.(\w+)\s+(\w+)(?:\[(\d*)\])?\s*=\s*"
+                     r"(\{[^}]*\}|-?\d+)\s*;")
+
+
+def ptx_globals(src: str, name: str) -> dict:
+    """The initialized ``__device__`` globals of a translation unit, compiled to PTX by NVRTC
+    for a virtual architecture (no GPU needed): name -> int, or bytes for an array (PTX writes
+    arrays as .b8 bytes, little-endian)."""
+    from cupy_backends.cuda.libs import nvrtc
+    prog = nvrtc.createProgram(src, f"{name}.cu", [], [])
+    try:
+        nvrtc.compileProgram(prog, list(options(("-arch=compute_80",))))
+    except Exception as exc:
+        raise RuntimeError(f"{name}: NVRTC failed:\n{nvrtc.getProgramLog(prog)}") from exc
+    ptx = nvrtc.getPTX(prog)
+    ptx = ptx.decode() if isinstance(ptx, bytes) else ptx
+    out = {}
+    for _, var, size, init in _GLOBAL.findall(ptx):
+        if init.startswith("{"):   # trailing zeros may be left out of the initializer
+            raw = bytes(int(x) & 0xFF for x in init.strip("{}").split(",") if x.strip())
+            out[var] = raw.ljust(int(size or len(raw)), b"\0")
+        else:
+            out[var] = int(init)
+    return out
+
+
+_SMEM: dict = {}
+
+
+def smem_bytes(spec: KernelSpec) -> int:
+    """Dynamic shared memory of a specialization: ``kSmemBytes`` of its C++ kernel struct, the
+    one place that says it. Read through NVRTC (about 0.1 s), then kept in memory and on disk
+    (keyed by the sources, so an edit of a kernel is a new key)."""
+    import hashlib
+    import json
+    ktype = kernel_type(spec)
+    body = _body(spec)
+    key = hashlib.sha256(f"{ktype}\0{body}".encode()).hexdigest()[:24]
+    if key in _SMEM:
+        return _SMEM[key]
+    path = cache_dir() / "smem" / f"{key}.json"
+    try:
+        _SMEM[key] = int(json.loads(path.read_text())["bytes"])
+        return _SMEM[key]
+    except (OSError, ValueError, KeyError):
+        pass
+    src = f"{body}\nextern \"C\" __device__ int cuflash_smem_bytes = {ktype}::kSmemBytes;\n"
+    value = ptx_globals(src, f"smem_{spec.name}")["cuflash_smem_bytes"]
+    _SMEM[key] = value
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_text(json.dumps({"name": spec.name, "bytes": value}))
+        os.replace(tmp, path)
+    except OSError:
+        pass   # a read-only cache only costs the next process a recompile
+    return value
 
 
 def cuda_include_dir() -> str | None:

@@ -1,7 +1,8 @@
 """Launch the forward and backward kernels on CuPy arrays (batch, T, d), on CuPy's current stream.
 
 Called by ``cuflash.api`` after the arguments are checked and flattened; shapes here are
-(batch, T, d) for q, out, dout and (batch, S, d) for k, v, all C-contiguous.
+(batch, T, d) for q, out, dout and (batch, S, d) for k, v, all C-contiguous. Each kernel takes one
+parameter struct (kernels_cu/params.cuh), filled here by field name (``params.Layout.pack``).
 """
 from __future__ import annotations
 
@@ -12,10 +13,11 @@ import math
 import numpy as np
 
 from .._xp import accum_dtype, dtype_name
-from . import build, plan
+from . import build, params, plan
 
 _LOG2E = 1.4426950408889634
 _MAX_GRID_Y = 65535
+_UNBOUNDED = 1 << 30          # kernels_cu/params.cuh kUnbounded: an open window side
 _POISON = [False]
 
 
@@ -69,12 +71,6 @@ def _aligned(x):
     return x if x.data.ptr % 16 == 0 else x.copy()
 
 
-def _batches(B: int):
-    """Batch ranges small enough for gridDim.y."""
-    for b0 in range(0, B, _MAX_GRID_Y):
-        yield b0, min(B, b0 + _MAX_GRID_Y)
-
-
 @functools.lru_cache(maxsize=None)
 def _ready(spec, device_id: int):
     """(kernel, dynamic shared memory) of a spec checked against a device, once per pair: the
@@ -84,83 +80,94 @@ def _ready(spec, device_id: int):
 
 
 @functools.lru_cache(maxsize=None)
-def _specs(dtype: str, d: int, tile, causal: bool, backward: bool, deterministic: bool = True):
-    return plan.specs_for(dtype, d, tile, causal, backward, deterministic)
+def _specs(dtype: str, d: int, tile, variant, backward: bool, deterministic: bool = True):
+    return plan.specs_for(dtype, d, tile, variant, backward, deterministic)
 
 
-def _whole(x):
-    return x
+def _grid(grid_x: int, batch: int):
+    """(x, y, z) covering the batch: y up to 65535, z continues it (kernels: batch_index())."""
+    y = min(batch, _MAX_GRID_Y)
+    return (grid_x, y, math.ceil(batch / y))
 
 
-def _launch(spec, grid_x, B, args_of):
-    """Launch `spec` over the batch in chunks of at most 65535 (gridDim.y). ``args_of(cut)``
-    builds the arguments, passing each per-batch array through ``cut`` (no slicing, and no
-    view objects, when one chunk covers the batch). An empty grid (no batch entry, or no tile)
-    launches nothing: CuPy turns a zero grid dimension into 1 (``max(1, grid[i])`` in its
-    Function.__call__), so the kernel would run on empty arrays (tests/empty_grid_probe.py: a
-    zero-size batch ended in CUDA_ERROR_ILLEGAL_ADDRESS and a dead context)."""
-    if grid_x <= 0 or B <= 0:
+def _launch(kern, smem, threads, grid_x, batch, args):
+    """One launch over the batch. An empty grid (no batch entry, or no tile) launches nothing:
+    CuPy turns a zero grid dimension into 1 (``max(1, grid[i])`` in its Function.__call__), so
+    the kernel would run on empty arrays (tests/empty_grid_probe.py: a zero-size batch ended in
+    CUDA_ERROR_ILLEGAL_ADDRESS and a dead context)."""
+    if grid_x <= 0 or batch <= 0:
         return
-    kern, smem = _ready(spec, _cp().cuda.Device().id)
-    if B <= _MAX_GRID_Y:
-        kern((grid_x, B), (spec.threads(),), args_of(_whole) + (np.int32(smem),),
-             shared_mem=smem)
-        return
-    for b0, b1 in _batches(B):
-        kern((grid_x, b1 - b0), (spec.threads(),),
-             args_of(lambda x: x[b0:b1]) + (np.int32(smem),), shared_mem=smem)
+    kern(_grid(grid_x, batch), (threads,), (args,), shared_mem=smem)
 
 
-def forward(q, k, v, *, causal, scale, tile):
-    """out (batch, T, d) in q's dtype, lse (batch, T) float32 (float64 for float64 inputs)."""
-    cp = _cp()
+def _common(p, batch, T, S, d, acc) -> dict:
+    """The fields every pass shares (CUFLASH_COMMON_FIELDS), from a checks.Problem."""
+    m = p.mask
+    return dict(alibi_slopes=p.alibi_slopes, mm_tensor=[None] * 4, mm_shape=[1] * 16,
+                mm_int=[0] * 4, batch=batch, heads=p.heads, T_len=T, S_len=S, d=d,
+                window_left=_UNBOUNDED if m.left is None else m.left,
+                window_right=_UNBOUNDED if m.right is None else m.right,
+                scale=acc.type(p.scale), scale_log2=acc.type(p.scale * _LOG2E),
+                softcap=acc.type(p.softcap or 0.0))
+
+
+def variant_of(p) -> plan.Variant:
+    """The kernel variant a problem needs (mask kind, score modifiers)."""
+    m = p.mask
+    kind = "dense" if m.dense else "causal" if (m.left is None and m.right == 0) else "window"
+    return plan.Variant(kind, p.softcap is not None, p.alibi_slopes is not None)
+
+
+def forward(q, k, v, p, *, tile):
+    """out (batch, T, d) in q's dtype, lse (batch, T) float32 (float64 for float64 inputs).
+    `p`: the checks.Problem (mask, scale, score modifiers)."""
     B, T, d = q.shape
     S = k.shape[1]
     dt = dtype_name(q.dtype)
     acc = accum_dtype(q.dtype)
-    (spec,) = _specs(dt, d, tile, causal, False)
+    (spec,) = _specs(dt, d, tile, variant_of(p), False)
     q, k, v = _aligned(q), _aligned(k), _aligned(v)
     out = _empty(q.shape, q.dtype)
     lse = _empty((B, T), acc)
-    grid_x = math.ceil(T / tile.block_m)
-    _launch(spec, grid_x, B, lambda cut: (
-        cut(q), cut(k), cut(v), cut(out), cut(lse), np.int32(T), np.int32(S),
-        np.int32(d), acc.type(scale * _LOG2E)))
+    if B == 0 or T == 0:
+        return out, lse
+    kern, smem = _ready(spec, _cp().cuda.Device().id)
+    args = params.layout("fwd", dt).pack(dict(q=q, k=k, v=v, out=out, lse=lse,
+                                              **_common(p, B, T, S, d, acc)))
+    _launch(kern, smem, spec.threads(), math.ceil(T / tile.block_m), B, args)
     return out, lse
 
 
-def backward(dout, q, k, v, out, lse, *, causal, scale, tile, deterministic):
+def backward(dout, q, k, v, out, lse, p, *, tile, deterministic):
     """(dq, dk, dv) shaped like q, k, v; P recomputed from q, k, lse."""
     cp = _cp()
     B, T, d = q.shape
     S = k.shape[1]
     dt = dtype_name(q.dtype)
     acc = accum_dtype(q.dtype)
-    specs = _specs(dt, d, tile, causal, True, deterministic)
+    specs = _specs(dt, d, tile, variant_of(p), True, deterministic)
     dout, q, k, v, out = (_aligned(x) for x in (dout, q, k, v, out))
     lse = cp.ascontiguousarray(lse, dtype=acc)
     dev = cp.cuda.Device().id
-
-    # -- D = rowsum(dO ∘ O): one warp per row, 8 rows per block
+    dkdv = specs[0]
     D = _empty((B, T), acc)
-    rows = B * T
-    if rows > 0:   # an empty grid launches nothing (see _launch)
-        build.get_preprocess(dt, dev)((math.ceil(rows / 8),), (256,),
-                                      (out, dout, D, np.int64(rows), np.int32(d)))
-
     dk = _empty(k.shape, k.dtype)
     dv = _empty(v.shape, v.dtype)
-    sc, sl2 = acc.type(scale), acc.type(scale * _LOG2E)
-    dkdv = specs[0]
-    dq_accum = cp.zeros((B, T, d), dtype=acc) if dkdv.atomic_dq else cp.empty((1, 1, 1), dtype=acc)
-    _launch(dkdv, math.ceil(S / tile.block_n), B, lambda cut: (
-        cut(q), cut(k), cut(v), cut(dout), cut(lse), cut(D), cut(dk), cut(dv),
-        cut(dq_accum) if dkdv.atomic_dq else dq_accum, np.int32(T), np.int32(S), np.int32(d),
-        sc, sl2))
-    if dkdv.atomic_dq:
+    atomic = dkdv.atomic_dq
+    dq_accum = cp.zeros((B, T, d), dtype=acc) if atomic else None
+    dq = None if atomic else _empty(q.shape, q.dtype)
+    fields = dict(q=q, k=k, v=v, out=out, dout=dout, lse=lse, D=D, dq=dq, dk=dk, dv=dv,
+                  dq_accum=dq_accum, **_common(p, B, T, S, d, acc))
+    args = params.layout("bwd", dt).pack(fields)
+
+    # -- D = rowsum(dO ∘ O): one warp per row, 8 rows per block
+    if B * T > 0:
+        _launch(build.get_preprocess(dt, dev), 0, 256, math.ceil(B * T / 8), 1, args)
+    # -- dK, dV (and dQ by atomics); then dQ in a fixed order
+    kern, smem = _ready(dkdv, dev)
+    _launch(kern, smem, dkdv.threads(), math.ceil(S / tile.block_n), B, args)
+    if atomic:
         return dq_accum.astype(q.dtype), dk, dv
-    dq = _empty(q.shape, q.dtype)
-    _launch(specs[1], math.ceil(T / tile.block_m), B, lambda cut: (
-        cut(q), cut(k), cut(v), cut(dout), cut(lse), cut(D), cut(dq),
-        np.int32(T), np.int32(S), np.int32(d), sc, sl2))
+    kern, smem = _ready(specs[1], dev)
+    _launch(kern, smem, specs[1].threads(), math.ceil(T / specs[1].tile.block_m), B, args)
     return dq, dk, dv

@@ -1,9 +1,10 @@
 """What a kernel launch needs, decided on the host: specialization, name, shared memory, grid.
 
 One :class:`KernelSpec` is one compiled specialization: kernel family and role, dtype, padded
-head_dim, TileConfig, causal, dQ mode. Its name says all of that, so profiles and compile reports
-read plainly (``cuflash_simt_fwd_f16_d128_m64_n64_w8_s1_causal``). The shared-memory budget is
-computed here, one term per buffer, mirroring the kernels' layout; the kernels check it at entry.
+head_dim, TileConfig, variant (mask kind, softcap, ALiBi, mask_mod), dQ mode. Its name says all of
+that, so profiles and compile reports read plainly (``cuflash_simt_fwd_f16_d128_m64_n64_w8_s1_causal``).
+The shared-memory budget is the kernel's own (its C++ layout, read through NVRTC by
+``build.smem_bytes``); the validity rules of each family's thread mapping are checked here.
 """
 from __future__ import annotations
 
@@ -37,6 +38,41 @@ FAMILY_ARCH = {"simt": None, "mma": None, "wgmma": "sm_90a"}
 
 
 @dataclasses.dataclass(frozen=True)
+class Variant:
+    """What a kernel is compiled for beyond its tile: the mask's kind (the band's bounds are
+    run-time values), the score modifiers and a custom mask_mod (its key and C++ source)."""
+
+    mask: str = "dense"          # 'dense', 'causal' or 'window'
+    softcap: bool = False
+    alibi: bool = False
+    mod_key: str | None = None   # MaskMod.key()
+    mod_src: str | None = dataclasses.field(default=None, compare=False, repr=False)
+
+    def __post_init__(self):
+        if self.mask not in ("dense", "causal", "window"):
+            raise ValueError(f"Variant.mask={self.mask!r} must be 'dense', 'causal' or 'window'")
+
+    @classmethod
+    def of(cls, v) -> "Variant":
+        """A Variant from a Variant or a bool (causal or dense)."""
+        return v if isinstance(v, cls) else cls("causal" if v else "dense")
+
+    def suffix(self) -> str:
+        """What a kernel name says about the variant: '', '_causal', '_window_softcap', ..."""
+        out = "" if self.mask == "dense" else f"_{self.mask}"
+        out += "_softcap" if self.softcap else ""
+        out += "_alibi" if self.alibi else ""
+        return out + (f"_mm{self.mod_key}" if self.mod_key else "")
+
+    def cpp(self) -> str:
+        """The C++ Variant type (kernels_cu/mask.cuh)."""
+        mod = f", cuflash::MaskMod_{self.mod_key}" if self.mod_key else ""
+        b = lambda x: "true" if x else "false"
+        return (f"cuflash::Variant<{b(self.mask != 'dense')}, {b(self.softcap)}, "
+                f"{b(self.alibi)}{mod}>")
+
+
+@dataclasses.dataclass(frozen=True)
 class KernelSpec:
     """One compiled kernel specialization."""
 
@@ -44,12 +80,16 @@ class KernelSpec:
     dtype: str           # 'float16', 'bfloat16', 'float32', 'float64'
     head_dim: int        # compiled (padded) head dim
     tile: TileConfig
-    causal: bool
+    variant: Variant = Variant()
     atomic_dq: bool = False   # bwd_dkdv only: also accumulate dQ with atomics
 
     @property
     def family(self) -> str:
         return self.tile.kernel
+
+    @property
+    def causal(self) -> bool:
+        return self.variant.mask != "dense"
 
     @property
     def vec(self) -> int:
@@ -61,8 +101,7 @@ class KernelSpec:
         t = self.tile
         name = (f"cuflash_{t.kernel}_{self.role}_{_SHORT[self.dtype]}_d{self.head_dim}"
                 f"_m{t.block_m}_n{t.block_n}_w{t.num_warps}_s{t.num_stages}")
-        if self.causal:
-            name += "_causal"
+        name += self.variant.suffix()
         if self.role == "bwd_dkdv" and self.atomic_dq:
             name += "_atomicdq"
         return name
@@ -77,47 +116,9 @@ class KernelSpec:
         return _CTYPE[self.dtype]
 
     def smem_bytes(self) -> int:
-        """Dynamic shared memory of the kernel, one term per buffer (see the kernel files)."""
-        t, dp = self.tile, self.head_dim
-        bm, bn = t.block_m, t.block_n
-        if self.family == "simt":
-            a = 16 // self.vec                       # accumulator bytes: 4 (float) or 8 (double)
-            row = (dp + self.vec) * a                # one padded row of a Q/K/V/dO tile
-            if self.role == "fwd":
-                return (bm * row              # sQ: the resident query tile
-                        + 2 * bn * row        # sK, sV: the streamed key/value tiles
-                        + bm * (bn + self.vec) * a   # sP: probabilities of one tile pair
-                        + 2 * bm * a)         # s_alpha, s_l: per-row rescale factor and sum
-            if self.role == "bwd_dkdv":
-                return (2 * bn * row          # sK, sV: the resident key/value tile
-                        + 2 * bm * row        # sQ, sdO: the streamed query tile and its dO
-                        + 2 * bn * (bm + self.vec) * a   # sPt, sdSt: Pᵀ and dSᵀ of one tile pair
-                        + 2 * bm * a)         # s_lse, s_D: per-query lse (log2 units) and D
-            return (2 * bm * row              # sQ, sdO: the resident query tile and its dO
-                    + 2 * bn * row            # sK, sV: the streamed key/value tiles
-                    + bm * (bn + self.vec) * a    # sdS: dS of one tile pair
-                    + 2 * bm * a)             # s_lse, s_D
-        if self.family == "wgmma":
-            # 16-bit tiles in 128-byte swizzled panels, no padding, plus 1024 bytes so the
-            # kernel can align the first panel to 1024 bytes (flash_*_wgmma.cu)
-            st = t.num_stages
-            if self.role == "fwd":
-                return (bm + st * 2 * bn) * dp * 2 + 1024        # sQ; K and V ring buffers
-            if self.role == "bwd_dkdv":
-                return ((2 * bn + st * 2 * bm) * dp * 2          # sK, sV resident; Q, dO ring
-                        + st * 2 * bm * 4 + 1024)                # s_lse, s_D per stage (float)
-            return (2 * bm + st * 2 * bn) * dp * 2 + 1024        # sQ, sdO resident; K, V ring
-        # mma: 16-bit tiles with rows padded by 8 elements (16 bytes) against bank conflicts
-        row = (dp + 8) * 2
-        st = t.num_stages
-        if self.role == "fwd":
-            return bm * row + st * 2 * bn * row          # sQ; K and V ring buffers
-        if self.role == "bwd_dkdv":
-            return (2 * bn * row                         # sK, sV resident
-                    + st * 2 * bm * row                  # sQ, sdO ring buffers
-                    + bn * (bm + 8) * 2                  # sdSt (for the dQ product, atomic mode)
-                    + st * 2 * bm * 4)                   # s_lse, s_D per stage (float)
-        return (2 * bm * row + st * 2 * bn * row)        # sQ, sdO resident; K, V ring buffers
+        """Dynamic shared memory of the kernel: its C++ layout's kSmemBytes (NVRTC, cached)."""
+        from . import build
+        return build.smem_bytes(self)
 
     def threads(self) -> int:
         return self.tile.num_threads
@@ -223,9 +224,11 @@ def _validate_mma(spec: KernelSpec, where: str) -> None:
         raise ValueError(f"{where}: the mma kernels use 1 or 2 stages")
 
 
-def specs_for(dtype, head_dim: int, tile: TileConfig, causal: bool, backward: bool,
+def specs_for(dtype, head_dim: int, tile: TileConfig, variant, backward: bool,
               deterministic: bool = True):
-    """The kernel specs one pass launches (the forward: one; the backward: one or two)."""
+    """The kernel specs one pass launches (the forward: one; the backward: one or two).
+    ``variant``: a :class:`Variant`, or a bool (causal or dense)."""
+    variant = Variant.of(variant)
     name = dtype_name(dtype)
     if tile.kernel in ("mma", "wgmma") and not mma_capable(head_dim, dtype):
         raise ValueError(f"TileConfig.kernel={tile.kernel!r} needs float16 or bfloat16 inputs, "
@@ -235,7 +238,7 @@ def specs_for(dtype, head_dim: int, tile: TileConfig, causal: bool, backward: bo
                          f"pass; use deterministic=True or a kernel='mma' tile for atomic dQ")
     dp = head_dim_pad(head_dim, tile.kernel)
     if not backward:
-        return [KernelSpec("fwd", name, dp, tile, causal)]
+        return [KernelSpec("fwd", name, dp, tile, variant)]
     if deterministic:
         dq_tile = tile
         if (tile.kernel == "mma" and tile.block_m < 16 * tile.num_warps) or (
@@ -243,9 +246,9 @@ def specs_for(dtype, head_dim: int, tile: TileConfig, causal: bool, backward: bo
             # the dQ kernel gives each warp 16 query rows (wgmma: exactly 16, 64 per warpgroup):
             # its warp count follows block_m
             dq_tile = tile.replace(num_warps=tile.block_m // 16)
-        return [KernelSpec("bwd_dkdv", name, dp, tile, causal, False),
-                KernelSpec("bwd_dq", name, dp, dq_tile, causal)]
-    return [KernelSpec("bwd_dkdv", name, dp, tile, causal, True)]
+        return [KernelSpec("bwd_dkdv", name, dp, tile, variant, False),
+                KernelSpec("bwd_dq", name, dp, dq_tile, variant)]
+    return [KernelSpec("bwd_dkdv", name, dp, tile, variant, True)]
 
 
 def check_tile(tile: TileConfig, head_dim: int, dtype, *, backward=False, smem_limit=None,

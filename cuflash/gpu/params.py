@@ -1,0 +1,126 @@
+"""The kernels' parameter structs, as C++ declares them (kernels_cu/params.cuh).
+
+C++ owns the layout: NVRTC compiles a small probe of ``params.cuh`` (no GPU needed) that writes
+each field's name, offset, size and element kind into PTX globals; :func:`layout` reads them
+back and :meth:`Layout.pack` fills the struct by field name into the bytes CuPy passes by value
+(a NumPy array of size one). Every field must be given and no other, so the two sides cannot
+drift apart silently.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import re
+import struct
+
+import numpy as np
+
+from .._xp import accum_dtype, resolve_dtype
+from . import build
+
+_KINDS = {1: "i", 2: "f", 3: "d", 4: "Q"}   # int, float, double, pointer (as an address)
+_PROBE = r"""
+namespace cuflash_probe {
+template <class X> struct Elem { static constexpr long long kind = 0, n = 1; };
+template <> struct Elem<int> { static constexpr long long kind = 1, n = 1; };
+template <> struct Elem<float> { static constexpr long long kind = 2, n = 1; };
+template <> struct Elem<double> { static constexpr long long kind = 3, n = 1; };
+template <class X> struct Elem<X*> { static constexpr long long kind = 4, n = 1; };
+template <class X> struct Elem<X* const> { static constexpr long long kind = 4, n = 1; };
+template <class X, int N> struct Elem<X[N]> {
+    static constexpr long long kind = Elem<X>::kind, n = N * Elem<X>::n; };
+using P = cuflash::{struct}<unsigned short, {acc}>;
+}
+#define CUFLASH_PROBE(type, name) __builtin_offsetof(cuflash_probe::P, name), \
+    (long long)sizeof(cuflash_probe::P::name), \
+    cuflash_probe::Elem<decltype(cuflash_probe::P::name)>::kind, \
+    cuflash_probe::Elem<decltype(cuflash_probe::P::name)>::n,
+#define CUFLASH_NAME(type, name) #name " "
+extern "C" __device__ long long cuflash_layout[] = {
+    {fields}(CUFLASH_PROBE) (long long)sizeof(cuflash_probe::P) };
+extern "C" __device__ char cuflash_names[] = {fields}(CUFLASH_NAME);
+"""
+
+
+@dataclasses.dataclass(frozen=True)
+class Field:
+    name: str
+    offset: int
+    kind: str       # struct format of one element: 'i', 'f', 'd' or 'Q' (a pointer)
+    count: int      # elements (1, or the product of an array field's dims)
+
+
+@dataclasses.dataclass(frozen=True)
+class Layout:
+    """One parameter struct: its fields in declaration order and its size."""
+
+    name: str
+    fields: tuple
+    size: int
+
+    @functools.cached_property
+    def _packer(self):
+        fmt, pos = "<", 0
+        for f in self.fields:
+            fmt += f"{f.offset - pos}x" if f.offset > pos else ""
+            fmt += f"{f.count}{f.kind}"
+            pos = f.offset + f.count * struct.calcsize(f.kind)
+        fmt += f"{self.size - pos}x" if self.size > pos else ""
+        assert struct.calcsize(fmt) == self.size, (fmt, self.size)
+        return struct.Struct(fmt)
+
+    @functools.cached_property
+    def names(self) -> tuple:
+        return tuple(f.name for f in self.fields)
+
+    def pack(self, values: dict) -> np.ndarray:
+        """The struct's bytes as a NumPy array of size one (CuPy passes it by value). `values`
+        maps every field name to a Python number, a CuPy array or None (a pointer: its address,
+        None = null) or, for array fields, a flat sequence of `count` numbers."""
+        if len(values) != len(self.fields) or values.keys() != set(self.names):
+            missing = sorted(set(self.names) - values.keys())
+            extra = sorted(values.keys() - set(self.names))
+            raise ValueError(f"{self.name}: fields not given {missing}, unknown fields {extra}")
+        flat = []
+        for f in self.fields:
+            v = values[f.name]
+            if f.count > 1:
+                v = list(v)
+                if len(v) != f.count:
+                    raise ValueError(f"{self.name}.{f.name} takes {f.count} values, got {len(v)}")
+                flat.extend(_address(x) if f.kind == "Q" else x for x in v)
+            else:
+                flat.append(_address(v) if f.kind == "Q" else v)
+        return np.frombuffer(self._packer.pack(*flat), dtype=np.dtype((np.void, self.size)))
+
+
+def _address(x) -> int:
+    if x is None:
+        return 0
+    data = getattr(x, "data", None)
+    return int(data.ptr) if data is not None and hasattr(data, "ptr") else int(x)
+
+
+def layout(role: str, dtype) -> Layout:
+    """The layout of the parameter struct of a pass ('fwd' or 'bwd') for inputs of `dtype`."""
+    acc = "double" if accum_dtype(resolve_dtype(dtype)).itemsize == 8 else "float"
+    return _layout("FwdParams" if role == "fwd" else "BwdParams", acc)
+
+
+@functools.lru_cache(maxsize=None)
+def _layout(struct_name: str, acc: str) -> Layout:
+    fields = {"FwdParams": "CUFLASH_FWD_FIELDS", "BwdParams": "CUFLASH_BWD_FIELDS"}[struct_name]
+    src = build.expand("params.cuh") + _PROBE.replace("{struct}", struct_name).replace(
+        "{acc}", acc).replace("{fields}", fields)
+    ptx = build.ptx_globals(src, f"params_{struct_name}_{acc}")
+    nums = [int(x) for x in np.frombuffer(ptx["cuflash_layout"], dtype="<i8")]
+    names = ptx["cuflash_names"].rstrip(b"\0").decode().split()
+    out = []
+    for idx, name in enumerate(names):
+        offset, size, kind, count = nums[4 * idx: 4 * idx + 4]
+        if kind not in _KINDS:
+            raise RuntimeError(f"{struct_name}.{name}: a field type params.py cannot fill")
+        if struct.calcsize(_KINDS[kind]) * count != size:
+            raise RuntimeError(f"{struct_name}.{name}: {count} × {_KINDS[kind]} is not {size} bytes")
+        out.append(Field(name, offset, _KINDS[kind], count))
+    return Layout(struct_name, tuple(out), nums[4 * len(names)])

@@ -1,0 +1,164 @@
+// cuflash: which keys each query sees, at the level of tiles and of elements. The rule and the
+// names are cuflash/mask.py's (read them side by side):
+//
+//   query i (0 <= i < T) sees key j (0 <= j < S) iff  i + diag - left <= j <= i + diag + right,
+//   diag = S - T (bottom-right aligned), left/right = kUnbounded for an open side;
+//   causal is right = 0; a custom mask_mod (MOD::kActive) may hide more.
+//
+// Kernels ask: which key tiles does a query tile visit (key_tiles), which query tiles see a key
+// tile (query_tiles), does a tile need the per-element rule at all (needs_mask: tiles in the
+// band's interior skip it), and the rule itself (visible). With a mask_mod the tiles come from
+// lists that TileLists (below) builds before the kernel runs: tiles the mask_mod hides whole are
+// not visited, tiles it shows whole skip the per-element rule (FlexAttention's block mask).
+#pragma once
+#include "params.cuh"
+
+namespace cuflash {
+
+// No custom mask: every pair the band admits is visible.
+struct NoMaskMod {
+    static constexpr bool kActive = false;
+    template <class P>
+    __device__ __forceinline__ static bool visible(const P&, int, int, int, int) { return true; }
+};
+
+// The features a kernel is compiled with. BAND: a window side is bounded (causal or sliding
+// window; the bounds themselves are run-time values). SOFTCAP: scores become c·tanh(s / c).
+// ALIBI: scores lose slope·|i + diag - j|. MOD: a custom mask_mod (cuflash/mask_mod.py).
+template <bool BAND_, bool SOFTCAP_, bool ALIBI_, class MOD_ = NoMaskMod>
+struct Variant {
+    static constexpr bool BAND = BAND_, SOFTCAP = SOFTCAP_, ALIBI = ALIBI_;
+    using Mod = MOD_;
+};
+using Dense = Variant<false, false, false>;
+
+// The tiles one block visits: t = 0..n-1 starts at begin + t·block, or at list[t] >> 1 tiles
+// when a mask_mod's list is there (its low bit: the tile is partial).
+struct TileIter {
+    int begin, n;
+    const int* list;
+    __device__ __forceinline__ int start(int t, int block) const {
+        return list ? (list[t] >> 1) * block : begin + t * block;
+    }
+};
+
+template <class V, class P>
+struct Mask {
+    const P& p;
+    int bz;          // flattened batch index (blockIdx.y)
+    int T_len, S_len, diag, left, right;
+
+    __device__ __forceinline__ Mask(const P& params, int batch_index)
+        : p(params), bz(batch_index), T_len(params.T_len), S_len(params.S_len),
+          diag(params.S_len - params.T_len), left(params.window_left), right(params.window_right) {}
+
+    // [lo, hi): the keys some query of rows [i0, i1) sees (rows past T count; lo >= hi: none)
+    __device__ __forceinline__ int key_lo(int i0) const {
+        return V::BAND && left != kUnbounded ? max(0, i0 + diag - left) : 0;
+    }
+    __device__ __forceinline__ int key_hi(int i1) const {
+        return V::BAND && right != kUnbounded ? min(S_len, max(0, i1 + diag + right)) : S_len;
+    }
+    // First key tile (a multiple of block_n) and one past the last key the rows [i0, i1) visit:
+    // key tiles run j0 = key_begin, key_begin + block_n, ... while j0 < key_end.
+    __device__ __forceinline__ int key_begin(int i0, int block_n) const {
+        return (key_lo(i0) / block_n) * block_n;
+    }
+    __device__ __forceinline__ int key_end(int i0, int i1) const {
+        const int lo = key_lo(i0), hi = key_hi(i1);
+        return hi > lo ? hi : 0;
+    }
+    // The same for the queries that see a key of rows [j0, j1)
+    __device__ __forceinline__ int query_lo(int j0) const {
+        return V::BAND && right != kUnbounded ? max(0, j0 - diag - right) : 0;
+    }
+    __device__ __forceinline__ int query_hi(int j1) const {
+        return V::BAND && left != kUnbounded ? min(T_len, max(0, j1 - diag + left)) : T_len;
+    }
+    __device__ __forceinline__ int query_begin(int j0, int block_m) const {
+        return (query_lo(j0) / block_m) * block_m;
+    }
+    __device__ __forceinline__ int query_end(int j0, int j1) const {
+        const int lo = query_lo(j0), hi = query_hi(j1);
+        return hi > lo ? hi : 0;
+    }
+
+    // The key tiles that query rows [i0, i1) visit (the query tile with index `outer`)
+    __device__ __forceinline__ TileIter key_tiles(int i0, int i1, int block_n, int outer) const {
+        if constexpr (V::Mod::kActive) return listed(outer);
+        const int b = key_begin(i0, block_n), e = key_end(i0, i1);
+        return TileIter{b, e > b ? (e - b + block_n - 1) / block_n : 0, nullptr};
+    }
+    // The query tiles that see a key of rows [j0, j1) (the key tile with index `outer`)
+    __device__ __forceinline__ TileIter query_tiles(int j0, int j1, int block_m, int outer) const {
+        if constexpr (V::Mod::kActive) return listed(outer);
+        const int b = query_begin(j0, block_m), e = query_end(j0, j1);
+        return TileIter{b, e > b ? (e - b + block_m - 1) / block_m : 0, nullptr};
+    }
+    __device__ __forceinline__ TileIter listed(int outer) const {
+        const long long row = (long long)(p.mm_batched ? bz : 0) * p.mm_count_stride + outer;
+        return TileIter{0, p.mm_count[row], p.mm_index + row * p.mm_inner};
+    }
+    // Whether tile t of `it` (rows [i0, i1) × keys [j0, j1), nominal extents) needs the
+    // per-element rule
+    __device__ __forceinline__ bool needs_mask(const TileIter& it, int t, int i0, int i1, int j0,
+                                               int j1) const {
+        if constexpr (V::Mod::kActive) return it.list[t] & 1;
+        return tile_needs_mask(i0, i1, j0, j1);
+    }
+
+    // Whether some pair of rows [i0, i1) × keys [j0, j1) (nominal tile extents) is hidden.
+    __device__ __forceinline__ bool tile_needs_mask(int i0, int i1, int j0, int j1) const {
+        if (V::Mod::kActive || j1 > S_len || i1 > T_len) return true;
+        if (V::BAND && right != kUnbounded && j1 - 1 > i0 + diag + right) return true;
+        if (V::BAND && left != kUnbounded && j0 < i1 - 1 + diag - left) return true;
+        return false;
+    }
+
+    // Whether query i sees key j.
+    __device__ __forceinline__ bool visible(int i, int j) const {
+        if (j >= S_len || i >= T_len) return false;
+        if (V::BAND && (j > i + diag + right || j < i + diag - left)) return false;
+        if constexpr (V::Mod::kActive) {
+            return V::Mod::visible(p, bz / p.heads, bz % p.heads, i, j);
+        }
+        return true;
+    }
+};
+
+// Builds a mask_mod's tile lists for a kernel with BLOCK_M × BLOCK_N tiles: one block per outer
+// tile (query tiles; key tiles when BY_KEYS, for the dK/dV kernel) and batch entry (one when the
+// lists are shared), evaluating every pair of every inner tile the band admits. Grid:
+// (outer tiles, batch entries of the lists); 256 threads.
+template <class V, class P, int BLOCK_M, int BLOCK_N, bool BY_KEYS>
+struct TileLists {
+    static constexpr int kThreads = 256;
+    static __device__ __forceinline__ void run(const P& p) {
+        const int outer = blockIdx.x, bz = blockIdx.y;
+        const Mask<V, P> mask(p, bz);
+        const int o0 = outer * (BY_KEYS ? BLOCK_N : BLOCK_M);
+        const int o1 = o0 + (BY_KEYS ? BLOCK_N : BLOCK_M);
+        const int inner = BY_KEYS ? BLOCK_M : BLOCK_N;
+        const int b = BY_KEYS ? mask.query_begin(o0, BLOCK_M) : mask.key_begin(o0, BLOCK_N);
+        const int e = BY_KEYS ? mask.query_end(o0, o1) : mask.key_end(o0, o1);
+        const long long row = (long long)bz * p.mm_count_stride + outer;
+        int n = 0;
+        for (int x0 = b; x0 < e; x0 += inner) {
+            int seen = 0, hidden = 0;
+            for (int c = threadIdx.x; c < BLOCK_M * BLOCK_N; c += kThreads) {
+                const int r = c / BLOCK_N, col = c % BLOCK_N;
+                const int i = BY_KEYS ? x0 + r : o0 + r, j = BY_KEYS ? o0 + col : x0 + col;
+                if (mask.visible(i, j)) seen = 1; else hidden = 1;
+            }
+            seen = __syncthreads_or(seen);
+            hidden = __syncthreads_or(hidden);
+            if (seen) {
+                if (threadIdx.x == 0) p.mm_index[row * p.mm_inner + n] = ((x0 / inner) << 1) | hidden;
+                ++n;
+            }
+        }
+        if (threadIdx.x == 0) p.mm_count[row] = n;
+    }
+};
+
+}  // namespace cuflash

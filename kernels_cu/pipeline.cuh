@@ -1,0 +1,85 @@
+// cuflash: staging of the streamed tiles (K/V in the forward and dQ kernels, Q/dO in the dK/dV
+// kernels), written once. Both pipelines have the same shape, so a kernel's loop reads
+//     pipe.prologue(load);
+//     for (t = 0; t < n; ++t) { stage = pipe.acquire(t, load); ...compute on stage...; pipe.release(); }
+//     pipe.drain();
+// and a Tensor-Memory-Accelerator producer can later take the place of the copies behind it.
+#pragma once
+#include "mma.cuh"
+#include "wgmma.cuh"
+
+namespace cuflash {
+
+// Ring of STAGES shared-memory buffers filled by cp.async from every thread: tile t lives in
+// stage t % STAGES, and tiles t+1 .. t+AHEAD are in flight while tile t is computed. A stage is
+// refilled AHEAD steps after its tile was acquired, so AHEAD = STAGES - 1 when a step is done
+// with its tile by its end (the default), STAGES - 2 when step t still reads tile t - 1 (the
+// wgmma forward's P_{t-1}·V_{t-1}); AHEAD = 0 is one buffer, loaded at the top of each step.
+// ASYNC_PROXY: the tiles are read by wgmma (the async proxy), so each thread fences its copies.
+// load(tile, stage) issues one tile's copies; every step commits one group, empty or not, so
+// the wait counts stay exact.
+template <int STAGES, int AHEAD = STAGES - 1, bool ASYNC_PROXY = false>
+struct CpAsyncPipeline {
+    static_assert(AHEAD >= 0 && AHEAD < STAGES, "0 <= AHEAD < STAGES");
+    int n;   // tiles this block streams
+
+    // Groups 0..AHEAD-1 hold tiles 0..AHEAD-1; copies the caller issued before (a resident tile)
+    // ride in group 0 (or in a group of their own when AHEAD = 0).
+    template <class Load>
+    __device__ __forceinline__ void prologue(Load&& load) {
+#pragma unroll
+        for (int t = 0; t < AHEAD; ++t) {
+            if (t < n) load(t, t);
+            cp_async_commit();
+        }
+        if constexpr (AHEAD == 0) cp_async_commit();
+    }
+
+    // Tile t has landed and every thread sees it; tile t + AHEAD starts loading. Returns t's stage.
+    template <class Load>
+    __device__ __forceinline__ int acquire(int t, Load&& load) {
+        if constexpr (AHEAD == 0) {
+            load(t, 0);
+            cp_async_commit();
+            cp_async_wait<0>();
+        } else {
+            cp_async_wait<AHEAD - 1>();
+        }
+        if constexpr (ASYNC_PROXY) fence_proxy_async();
+        __syncthreads();
+        if constexpr (AHEAD > 0) {
+            if (t + AHEAD < n) load(t + AHEAD, (t + AHEAD) % STAGES);
+            cp_async_commit();
+        }
+        return t % STAGES;
+    }
+
+    // End of a step: with one buffer, every thread is done with it before the next acquire.
+    __device__ __forceinline__ void release() {
+        if constexpr (AHEAD == 0) __syncthreads();
+    }
+
+    // After the loop: every copy has landed (also the resident tile's when n = 0) and every
+    // thread is past its last read of the ring.
+    __device__ __forceinline__ void drain() {
+        cp_async_wait<0>();
+        __syncthreads();
+    }
+};
+
+// One buffer loaded synchronously (the CUDA-core kernels convert tiles to Acc as they load them).
+struct SyncPipeline {
+    int n;
+    template <class Load> __device__ __forceinline__ void prologue(Load&&) {}
+    template <class Load>
+    __device__ __forceinline__ int acquire(int t, Load&& load) {
+        __syncthreads();   // every thread is done with the previous tile
+        load(t, 0);
+        __syncthreads();
+        return 0;
+    }
+    __device__ __forceinline__ void release() {}
+    __device__ __forceinline__ void drain() { __syncthreads(); }
+};
+
+}  // namespace cuflash

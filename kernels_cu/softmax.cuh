@@ -1,0 +1,137 @@
+// cuflash: the softmax steps of every kernel family, written once on an abstract fragment.
+//
+// A fragment is what one thread holds of a score tile: R rows of E elements each, the rest of
+// each row on LANES consecutive lanes of its warp (xor-shuffle reductions). Kernels describe
+// theirs with two small functors:
+//   s(r, e)        -> Acc&: element e of row r (register arrays indexed by unrolled constants)
+//   at(r, e, i, j)    sets the query i and key j of that element
+// (mma/wgmma C fragments: r = 2·mt + h, rows g / g + 8 of m-tile mt, e = 2·n + c, columns 2t + c
+// of n-tile n, LANES = 4; SIMT DotTile: rows TR, columns TN, LANES = CT; the backward's dK/dV
+// kernels hold Sᵀ, so their `at` returns the query from the column).
+//
+// Steps, in FlashAttention-2's notation (Algorithm 1 lines 8-10, Algorithm 2 lines 11-16):
+//   modify_and_mask  u = score_mod(q·k) in u units (score.cuh), -inf where the mask hides it
+//   OnlineSoftmax    m, l running max and sum; P = 2^(u·mul - m·mul); alpha rescales O and l
+//   bwd_probs        P = 2^(u·mul - lse·log2 e) (0 where hidden), dS = P ∘ (dP - D) · g
+#pragma once
+#include "common.cuh"
+
+namespace cuflash {
+
+template <int LANES, typename Acc>
+__device__ __forceinline__ Acc lanes_max(Acc x) {
+#pragma unroll
+    for (int o = LANES / 2; o > 0; o >>= 1) x = Num<Acc>::max(x, __shfl_xor_sync(0xffffffffu, x, o));
+    return x;
+}
+template <int LANES, typename Acc>
+__device__ __forceinline__ Acc lanes_sum(Acc x) {
+#pragma unroll
+    for (int o = LANES / 2; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
+    return x;
+}
+
+// 2^x: exact (exp2f / exp2) or by the special-function unit alone (ex2.approx.ftz, float only)
+struct Exp2Exact {
+    template <typename Acc> __device__ __forceinline__ Acc operator()(Acc x) const { return Num<Acc>::exp2(x); }
+};
+struct Exp2Approx {
+    __device__ __forceinline__ float operator()(float x) const { return ex2_approx(x); }
+};
+
+// -- u = score_mod(s) and the mask, over one tile's fragment. needs_mask: the tile is cut by the
+//    mask (Mask::tile_needs_mask); without it and without a score modifier nothing is done.
+template <typename Acc, int R, int E, class Frag, class At, class M, class Score>
+__device__ __forceinline__ void modify_and_mask(Frag&& s, At&& at, const M& mask, const Score& score,
+                                                bool needs_mask) {
+    if (!Score::kTransforms && !needs_mask) return;
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+        for (int e = 0; e < E; ++e) {
+            int i, j;
+            at(r, e, i, j);
+            Acc& x = s(r, e);
+            if constexpr (Score::kTransforms) x = score.logit(x, i, j);
+            if (needs_mask && !mask.visible(i, j)) x = -Num<Acc>::inf();
+        }
+}
+
+// -- the online softmax: running max m (u units) and this thread's part of the running sum l
+template <typename Acc, int R, int LANES>
+struct OnlineSoftmax {
+    Acc m[R], l[R];
+
+    __device__ __forceinline__ OnlineSoftmax() {
+#pragma unroll
+        for (int r = 0; r < R; ++r) { m[r] = -Num<Acc>::inf(); l[r] = Acc(0); }
+    }
+
+    // m_new = max(m, rowmax(u)); P = 2^(u·mul - m_new·mul) in place of u; alpha = 2^((m - m_new)·mul)
+    // rescales the old l (here) and O (by the caller). A row that has seen no key yet keeps
+    // m = -inf and uses 0 in its place, so P = 0 and nothing becomes NaN.
+    template <int E, class Frag, class Exp2>
+    __device__ __forceinline__ void update(Frag&& s, Acc mul, Acc (&alpha)[R], Exp2 exp2) {
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+            Acc mx = m[r];
+#pragma unroll
+            for (int e = 0; e < E; ++e) mx = Num<Acc>::max(mx, s(r, e));
+            mx = lanes_max<LANES>(mx);
+            const Acc m_scaled = mx == -Num<Acc>::inf() ? Acc(0) : mx * mul;
+            alpha[r] = exp2(m[r] * mul - m_scaled);
+            m[r] = mx;
+            Acc row_sum = Acc(0);
+#pragma unroll
+            for (int e = 0; e < E; ++e) {
+                const Acc p = exp2(fma(s(r, e), mul, -m_scaled));
+                s(r, e) = p;
+                row_sum += p;
+            }
+            l[r] = l[r] * alpha[r] + row_sum;
+        }
+    }
+
+    // O = O / l and lse = (m·mul + log2 l)·ln 2 of row r; a row that saw no key: 1/l = 0 (O = 0)
+    // and lse = -inf. Every lane of the row gets both.
+    __device__ __forceinline__ Acc finalize(int r, Acc mul, Acc& lse) const {
+        const Acc sum = lanes_sum<LANES>(l[r]);
+        lse = sum == Acc(0) ? -Num<Acc>::inf() : (m[r] * mul + Num<Acc>::log2(sum)) * Acc(kLn2);
+        return sum == Acc(0) ? Acc(0) : Acc(1) / sum;
+    }
+};
+
+// lse in log2 units as the backward reads it: +inf for a query that saw no key (lse = -inf), so
+// that P = 2^(u·mul - (+inf)) = 0 there, and for rows past the end (`valid` false).
+template <typename Acc>
+__device__ __forceinline__ Acc lse_log2(Acc lse, bool valid = true) {
+    return !valid || lse == -Num<Acc>::inf() ? Num<Acc>::inf() : lse * Acc(kLog2e);
+}
+
+// -- the backward's recomputation: P from u and the forward's lse, then dS, in place.
+//    lse2(r, e): lse·log2 e of the element's query (+inf for a query that saw no key: P = 0);
+//    Dq(r, e): D of that query. s holds u's raw scores on entry and P on exit; dp holds dP on
+//    entry and dS = P ∘ (dP - D) · g on exit.
+template <typename Acc, int R, int E, class FragS, class FragDP, class At, class Lse2, class Dq,
+          class M, class Score, class Exp2>
+__device__ __forceinline__ void bwd_probs(FragS&& s, FragDP&& dp, At&& at, Lse2&& lse2, Dq&& Dof,
+                                          const M& mask, const Score& score, bool needs_mask,
+                                          Exp2 exp2) {
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+        for (int e = 0; e < E; ++e) {
+            int i, j;
+            at(r, e, i, j);
+            Acc& x = s(r, e);
+            Acc g = Acc(1);
+            const Acc u = Score::kTransforms ? score.logit_grad(x, i, j, g) : x;
+            const bool hidden = needs_mask && !mask.visible(i, j);
+            const Acc p = hidden ? Acc(0) : exp2(fma(u, score.mul, -lse2(r, e)));
+            x = p;
+            Acc& y = dp(r, e);
+            y = Score::kTransforms ? p * (y - Dof(r, e)) * g : p * (y - Dof(r, e));
+        }
+}
+
+}  // namespace cuflash

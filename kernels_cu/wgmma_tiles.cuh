@@ -1,0 +1,67 @@
+// cuflash: shared-memory tiles as Hopper's wgmma reads them (sm_90a), used by the wgmma forward
+// and backward. A tile of ROWS × DP 16-bit elements is DP / 64 panels of ROWS rows × 128 bytes
+// with the 128-byte swizzle (PTX ISA, "Shared Memory Matrix Layout"): the 16-byte chunk c of row
+// r sits at chunk c ^ (r % 8). Panels start on 1024-byte boundaries.
+//   "K-major" operands (head dim contiguous and the product's k): a k-step of 16 moves the
+//   descriptor's start by 32 bytes inside a panel; 8-row groups are 1024 bytes apart.
+//   "MN-major" operands (head dim contiguous but the product's n, rows are k): a k-step of 16
+//   rows moves by 2048 bytes; panels (64 columns each) are ROWS·128 bytes apart (LBO).
+#pragma once
+#include "mma.cuh"
+#include "wgmma.cuh"
+
+namespace cuflash {
+
+// Element offset of (r, col) in a 128-byte-swizzled tile of ROWS rows.
+template <int ROWS>
+__device__ __forceinline__ int sw128(int r, int col) {
+    return (col >> 6) * (ROWS * 64) + r * 64 + ((((col >> 3) & 7) ^ (r & 7)) << 3) + (col & 7);
+}
+
+// cp.async of a ROWS × DP tile (global row stride d) into the swizzled layout; rows >= rows_valid
+// and columns >= d are zero-filled.
+template <int ROWS, int DP, int NT, typename T>
+__device__ __forceinline__ void cp_async_tile_sw128(T* s, const T* g, int rows_valid, int d) {
+    constexpr int CPR = DP / 8, N = ROWS * CPR;
+#pragma unroll
+    for (int i = 0; i < (N + NT - 1) / NT; ++i) {
+        const int c = threadIdx.x + i * NT;
+        if (N % NT == 0 || c < N) {
+            const int r = c / CPR, col = (c % CPR) * 8;
+            const bool valid = r < rows_valid && col < d;
+            cp_async16(s + sw128<ROWS>(r, col), valid ? g + size_t(r) * d + col : g, valid);
+        }
+    }
+}
+
+// wgmma shared-memory descriptor, 128-byte swizzle: start address, leading-dimension byte offset
+// (only read for MN-major operands wider than one panel), stride byte offset 1024 (8 rows).
+__device__ __forceinline__ unsigned long long sw128_desc(const void* p, unsigned lbo_bytes) {
+    const unsigned long long a = smem_addr(p);
+    return ((a & 0x3FFFF) >> 4) | (static_cast<unsigned long long>((lbo_bytes >> 4) & 0x3FFF) << 16) |
+           (static_cast<unsigned long long>(1024 >> 4) << 32) | (1ull << 62);
+}
+
+// Descriptor of k-step kk of a K-major tile of ROWS rows starting at row pointer `s` (panel kk / 4,
+// 32 bytes per step inside it).
+template <int ROWS, typename T>
+__device__ __forceinline__ unsigned long long kmajor_desc(const T* s, int kk) {
+    return sw128_desc(s + (kk >> 2) * ROWS * 64 + (kk & 3) * 16, 0);
+}
+
+// Descriptor of k-step kk (16 rows) of an MN-major tile of ROWS rows.
+template <int ROWS, typename T>
+__device__ __forceinline__ unsigned long long mnmajor_desc(const T* s, int kk) {
+    return sw128_desc(s + kk * 16 * 64, ROWS * 128);
+}
+
+// The dynamic shared memory of a kernel whose panels need 1024-byte alignment: the layout
+// struct S placed at the first 1024-byte boundary (kernels budget sizeof(S) + 1024 bytes).
+template <class S>
+__device__ __forceinline__ S& smem_aligned_1024(unsigned bytes) {
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    if (dynamic_smem_bytes() < bytes) __trap();
+    return *reinterpret_cast<S*>(smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023));
+}
+
+}  // namespace cuflash

@@ -1,0 +1,133 @@
+"""Attention variants on the shared mask / score-modifier layer: sliding and two-sided windows
+(alone and with causal), softcap, ALiBi, custom mask_mods, and their combinations. Forward and
+backward of every path (the CPU twin; on a GPU every kernel family, both dQ modes) against the
+float64 oracle, which runs the same rule through cuflash.naive; the naive path itself is checked
+against the oracle first. Odd shapes, T != S, rows that see no key."""
+import numpy as np
+import pytest
+
+import cuflash
+from cuflash import TileConfig
+from cuflash._xp import dtype_name, to_numpy
+from cuflash.mask_mod import MaskMod
+from cuflash.oracle import oracle_attention, oracle_backward, rel_error
+from helpers import ALL_DTYPES, assert_matches_oracle, grad_scale, make_inputs
+
+LEAD = (2, 3)    # (batch, heads)
+
+
+def _doc_ids(n, seed):
+    """Segment ids of a packed batch: (batch, n) runs of random lengths."""
+    rng = np.random.default_rng(seed)
+    return np.stack([np.cumsum(rng.random(n) < 0.08) for _ in range(LEAD[0])]).astype(np.int32)
+
+
+def variants(xp, T, S):
+    """name -> keyword arguments of attention (arrays on xp)."""
+    slopes = xp.asarray(np.array([0.5, 0.25, 0.125], dtype=np.float32))
+    ids = _doc_ids(max(T, S), 11)
+    return {
+        "sliding16": dict(causal=True, window=(16, None)),
+        "window5_7": dict(window=(5, 7)),
+        "window_right9": dict(window=(None, 9)),
+        "softcap": dict(causal=True, softcap=2.0),
+        "alibi": dict(alibi_slopes=slopes),
+        "cap_alibi_window": dict(window=(40, 3), softcap=1.5, alibi_slopes=slopes),
+        "doc_causal": dict(causal=True, mask_mod=MaskMod("doc[b, i + T_minus_S] == doc[b, j]"
+                                                         if False else "dq[b, i] == dk[b, j]",
+                                                         dq=ids[:, :T], dk=ids[:, S - min(S, T):][:, :S]
+                                                         if S <= T else ids[:, :S])),
+        "prefix_lm": dict(mask_mod=MaskMod("(j <= i) | (j < prefix)", prefix=24)),
+    }
+
+
+VARIANT_NAMES = ["sliding16", "window5_7", "window_right9", "softcap", "alibi",
+                 "cap_alibi_window", "doc_causal", "prefix_lm"]
+SHAPES = [(97, 131, 64), (130, 70, 40)]
+
+
+def _check(xp, dtype, T, S, d, name, fwd_tile=None, bwd_tile=None, dets=(True, False), seed=0):
+    kw = variants(xp, T, S)[name]
+    q, k, v = make_inputs(xp, LEAD + (T, d), LEAD + (S, d), dtype, seed=seed)
+    do = make_inputs(xp, LEAD + (T, d), LEAD + (1, d), dtype, seed=seed + 1)[0]
+    ref_out, ref_lse = oracle_attention(q, k, v, **kw)
+    if xp is not np:
+        from cuflash.gpu.ops import poisoned_outputs
+    else:
+        import contextlib
+        poisoned_outputs = contextlib.nullcontext
+    with poisoned_outputs():
+        out, lse = cuflash.attention(q, k, v, tile=fwd_tile, return_lse=True, **kw)
+    naive_out, naive_lse = cuflash.naive_attention(q, k, v, return_lse=True, **kw)
+    assert_matches_oracle(out, ref_out, naive_out, dtype=dtype, name=f"{name} out")
+    assert_matches_oracle(lse, ref_lse, naive_lse, dtype=np.float32 if dtype_name(dtype) != "float64"
+                          else np.float64, name=f"{name} lse")
+    refs = oracle_backward(do, q, k, v, **kw)
+    naive = cuflash.naive_attention_backward(do, q, k, v, **kw)
+    for det in dets:
+        with poisoned_outputs():
+            grads = cuflash.attention_backward(do, q, k, v, out, lse, tile=bwd_tile,
+                                               deterministic=det, **kw)
+        for g, r, n, gname in zip(grads, refs, naive, ("dq", "dk", "dv")):
+            assert_matches_oracle(g, r, n, dtype=dtype, name=f"{name} {gname} (det={det})",
+                                  floor_scale=grad_scale(*refs))
+
+
+@pytest.mark.parametrize("name", VARIANT_NAMES)
+@pytest.mark.parametrize("dtype", ALL_DTYPES)
+def test_naive_variants_match_oracle(dtype, name):
+    """The naive path (the yardstick of every check below) against the float64 oracle."""
+    T, S, d = 61, 45, 32
+    kw = variants(np, T, S)[name]
+    q, k, v = make_inputs(np, LEAD + (T, d), LEAD + (S, d), dtype, seed=3)
+    ref, ref_lse = oracle_attention(q, k, v, **kw)
+    out, lse = cuflash.naive_attention(q, k, v, return_lse=True, **kw)
+    tol = {"float64": 1e-12, "float32": 1e-5, "float16": 1e-2, "bfloat16": 8e-2}[dtype_name(dtype)]
+    assert rel_error(out, ref) < tol
+    np.testing.assert_array_equal(np.isneginf(to_numpy(lse)), np.isneginf(ref_lse))
+
+
+@pytest.mark.parametrize("name", VARIANT_NAMES)
+@pytest.mark.parametrize("T,S,d", SHAPES, ids=lambda x: str(x))
+@pytest.mark.parametrize("dtype", ALL_DTYPES)
+def test_twin_variants(dtype, T, S, d, name):
+    _check(np, dtype, T, S, d, name, fwd_tile=TileConfig(32, 16), bwd_tile=TileConfig(16, 32))
+
+
+# -- every kernel family on the GPU -------------------------------------------------------------
+
+SIMT = (TileConfig(64, 64, 8, 1), TileConfig(32, 64, 4, 1))
+MMA = (TileConfig(64, 32, 4, 2, "mma"), TileConfig(64, 64, 4, 1, "mma"))
+MMA_ATOMIC = (TileConfig(64, 32, 4, 1, "mma"), TileConfig(64, 128, 8, 2, "mma"))
+WGMMA = (TileConfig(128, 64, 8, 3, "wgmma"), TileConfig(64, 64, 4, 2, "wgmma"))
+FAMILIES = {
+    "simt": ((np.float32, np.float64, np.float16), SIMT, (True, False)),
+    "mma": (("float16", "bfloat16"), MMA, (True,)),
+    "mma_atomic": (("float16", "bfloat16"), MMA_ATOMIC, (False,)),
+    "wgmma": (("float16", "bfloat16"), WGMMA, (True,)),
+}
+
+
+def _family_cases():
+    from helpers import DTYPES
+    out = []
+    for fam, (dts, tiles, dets) in FAMILIES.items():
+        for dt in dts:
+            dt = DTYPES[dt] if isinstance(dt, str) else np.dtype(dt)
+            out.append(pytest.param(fam, dt, tiles, dets, id=f"{fam}-{dtype_name(dt)}"))
+    return out
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", VARIANT_NAMES)
+@pytest.mark.parametrize("T,S,d", SHAPES, ids=lambda x: str(x))
+@pytest.mark.parametrize("fam,dtype,tiles,dets", _family_cases())
+def test_kernel_variants(fam, dtype, tiles, dets, T, S, d, name):
+    import cupy as cp
+    from cuflash.gpu.ops import device_arch
+    if fam == "wgmma" and device_arch() != "sm_90":
+        pytest.skip("wgmma kernels need an sm_90 GPU")
+    if dtype is None:
+        pytest.skip("no bfloat16 (ml_dtypes)")
+    _check(cp, dtype, T, S, d, name, fwd_tile=tiles[0], bwd_tile=tiles[1], dets=dets,
+           seed=hash((fam, name, T)) % 1000)
