@@ -96,3 +96,30 @@ def test_twin_default_tile_is_used(dtype):
     a = cuflash.attention(q, k, v, causal=True)
     b = cuflash.attention(q, k, v, causal=True, tile=cuflash.default_tile(72, dtype))
     np.testing.assert_array_equal(to_numpy(a), to_numpy(b))
+
+
+@pytest.mark.parametrize("dtype", [dtype_param("float16"), dtype_param("bfloat16")])
+def test_twin_rounds_p_like_the_kernels(dtype):
+    """The twin rounds P (forward; P and dS backward) to the 16-bit input dtype before the
+    products that consume them, as the tensor-core kernels do. The same problem with the inputs
+    converted to float32 first runs the same float32 arithmetic without those roundings: the
+    16-bit results must differ from it (rounding happened) by no more than rounding (a few u)."""
+    from helpers import UNIT_ROUNDOFF
+    from cuflash._xp import dtype_name
+    from cuflash.oracle import normwise_error
+    u = UNIT_ROUNDOFF[dtype_name(dtype)]
+    q, k, v = make_inputs(np, (2, 97, 64), (2, 130, 64), dtype, seed=7)
+    dout = make_inputs(np, (2, 97, 64), (2, 130, 64), dtype, seed=8)[0]
+    tile = TileConfig(32, 32)
+    out, lse = cuflash.attention(q, k, v, causal=True, tile=tile, return_lse=True)
+    f32 = [x.astype(np.float32) for x in (dout, q, k, v)]
+    out32, lse32 = cuflash.attention(*f32[1:], causal=True, tile=tile, return_lse=True)
+    # out is rounded to the dtype at the end either way; compare after that rounding
+    assert not np.array_equal(out, out32.astype(dtype)), "P was not rounded (forward)"
+    assert normwise_error(out, out32.astype(np.float64)) <= 2 * u
+    grads = cuflash.attention_backward(dout, q, k, v, out, lse, causal=True, tile=tile)
+    grads32 = cuflash.attention_backward(f32[0], *f32[1:], out.astype(np.float32), lse,
+                                         causal=True, tile=tile)
+    for name, g, g32 in zip(("dq", "dk", "dv"), grads, grads32):
+        assert not np.array_equal(g, g32.astype(dtype)), f"{name}: P/dS were not rounded"
+        assert normwise_error(g, g32.astype(np.float64)) <= 2 * u, name
