@@ -3,6 +3,8 @@
 independently of naive, roundoff bounds in units of the dtype's unit roundoff (see ROUNDOFF)."""
 from __future__ import annotations
 
+import zlib
+
 import numpy as np
 import pytest
 
@@ -36,6 +38,27 @@ def dtype_case(name, *values, id):
 
 
 ALL_DTYPES = [dtype_param(n) for n in ("float16", "bfloat16", "float32", "float64")]
+
+
+def case_seed(*parts) -> int:
+    """A seed that differs per test case (per tile, pass and shape), the same on every run:
+    a kernel that skips part of its work then cannot pass on values another case left behind."""
+    return zlib.crc32(repr(parts).encode()) % 2**31
+
+
+@pytest.fixture(autouse=True)
+def poison_gpu_outputs(request):
+    """Every output buffer of a kernel is filled with NaN before the launch (cuflash.gpu.ops.
+    poisoned_outputs) in tests that run on CuPy: a test module imports this fixture to make it
+    apply to all its tests (on NumPy it does nothing)."""
+    gpu = "cp" in request.fixturenames or (
+        "xp" in request.fixturenames and request.getfixturevalue("xp") is not np)
+    if not gpu:
+        yield
+        return
+    from cuflash.gpu.ops import poisoned_outputs
+    with poisoned_outputs():
+        yield
 
 
 def randn(xp, shape, dtype, seed):

@@ -21,6 +21,7 @@ from cuflash._xp import accum_dtype, dtype_name
 from cuflash.oracle import (normwise_error, oracle_attention, oracle_backward, rel_error,
                             scale_bias)
 
+from helpers import poison_gpu_outputs  # noqa: F401 (autouse fixture)
 from helpers import ALL_DTYPES, UNIT_ROUNDOFF, grad_scale, make_inputs, randn
 
 #: Bounds of the naive path, in units of the dtype's u: out and gradients (max relative to
