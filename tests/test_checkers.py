@@ -164,3 +164,14 @@ def test_criterion_rejects_small_scale_errors_in_wide_dtypes(dtype):
     p = _problem(dtype, 97, 57, 64, True, 3)
     scaled = (p["out"].astype(np.float64) * (1 + factor)).astype(dtype)
     assert _rejects(lambda: p["fwd"](scaled, p["lse"]))
+
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES)
+def test_criterion_rejects_lse_off_by_2e_5(dtype):
+    """An lse 2e-5 too large (relative): about what losing one key of weight 1e-4 does, e.g. key
+    S - 1 at S ~ 1000, where out changes by less than 16-bit rounding. lse is computed in float32
+    for 16-bit inputs, so its bound (helpers.LSE_16) is float32-level and this fails."""
+    p = _problem(dtype, 97, 57, 64, True, 5)
+    lse = p["lse"]
+    wrong = np.where(np.isfinite(lse), lse + 2e-5 * np.abs(lse[np.isfinite(lse)]).max(), lse)
+    assert _rejects(lambda: p["fwd"](p["out"], wrong.astype(lse.dtype)))

@@ -5,12 +5,14 @@
     python -m cuflash.experiments.report naive docs/results/float32_vs_naive/results.csv
     python -m cuflash.experiments.report slopes docs/results/memory_vs_length/results.csv [MIN_T]
     python -m cuflash.experiments.report ratios docs/results/io_bytes/results.csv
+    python -m cuflash.experiments.report tiles docs/results/tile_ablation/results.csv
 
 ``speed``: TFLOP/s of cuflash's flash, torch SDPA's flash (FlashAttention-2) and cuDNN backends
 per (pass, d, dtype, causal, T), with the ratios, all from rows of one run.
 ``naive``: flash against naive time at each point of a run that measured both.
 ``slopes``: least-squares slopes of log(peak memory) and log(time) against log(T) per method and
 pass (``report slopes PATH [MIN_T]``: only points with T >= MIN_T).
+``tiles``: TFLOP/s of every tile of a tile_ablation run (``report tiles PATH``).
 ``ratios``: measured / modelled DRAM reads and writes per method, pass and d at T >= 2048 (naive
 against the plain model, flash against the L2-aware one), and how many MB the measured writes
 fall short of the model.
@@ -169,10 +171,25 @@ def ratios_table(path, min_T=2048) -> str:
     return "\n".join(lines)
 
 
+def tiles_table(path) -> str:
+    """TFLOP/s of every tile of a tile_ablation run, per (pass, d, deterministic), fastest first."""
+    rows = []
+    with open(path, newline="") as f:
+        for r in csv.DictReader(f):
+            if r.get("status") == "ok" and r.get("tflops"):
+                rows.append(r)
+    rows.sort(key=lambda r: (_PASS_ORDER.get(r["pass"], 2), int(r["head_dim"]),
+                             r.get("deterministic", ""), -float(r["tflops"])))
+    lines = ["| pass | d | deterministic | tile | TFLOP/s |", "|" + " --- |" * 5]
+    lines += [f"| {r['pass']} | {r['head_dim']} | {r.get('deterministic') or '–'} | {r['tile']} | "
+              f"{float(r['tflops']):.1f} |" for r in rows]
+    return "\n".join(lines)
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     tables = {"speed": speed_table, "io": io_table, "naive": naive_table,
-              "slopes": slopes_table, "ratios": ratios_table}
+              "slopes": slopes_table, "ratios": ratios_table, "tiles": tiles_table}
     extra = len(argv) == 3 and argv[0] in ("slopes", "ratios")
     if not (len(argv) == 2 or extra) or argv[0] not in tables:
         print(__doc__, file=sys.stderr)
