@@ -6,7 +6,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 EXTRAS ?= test,cuda13
 
-.PHONY: venv demo test gpu-test compile sanitize clean
+.PHONY: venv demo test gpu-test compile sanitize mutants clean
 
 $(VENV)/.installed: setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,11 @@ gpu-test:
 
 sanitize:
 	$(PYTHON) tests/sanitize.py
+
+# Curated mutations, each applied to a temporary copy; fails if a test suite lets one survive
+# (GPU-only mutations: $(PY) tools/mutants.py --gpu on a GPU machine).
+mutants: venv
+	$(PY) tools/mutants.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

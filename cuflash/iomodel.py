@@ -136,7 +136,7 @@ def naive_forward(batch, T, S, d, dtype, causal, matmul_f32=None) -> Traffic:
     if _f32_matmuls(dtype, matmul_f32):
         reads, writes = reads + 2 * _F32_MATMUL_EXTRA[0], writes + 2 * _F32_MATMUL_EXTRA[1]
     mask = 0
-    if causal:
+    if not as_mask(causal).dense:
         reads, writes, mask = reads + 1, writes + 1, T * S   # where(mask, s, -inf) and the mask
     read = batch * ((T + S) * d * e + S * d * e + reads * ts + mask)
     written = batch * (writes * ts + T * d * e)

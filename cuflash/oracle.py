@@ -50,3 +50,50 @@ def rel_error(x, ref) -> float:
     denom = np.abs(ref[fin]).max()
     err = np.abs(x[fin] - ref[fin]).max()
     return float(err / denom) if denom > 0 else float(err)
+
+
+def _pair(x, ref):
+    """(x, ref) as float64 over the entries where ref is finite (1-D)."""
+    x = _f64(x)
+    ref = np.asarray(ref, dtype=np.float64)
+    fin = np.isfinite(ref)
+    return x[fin], ref[fin]
+
+
+def normwise_error(x, ref) -> float:
+    """||x - ref||_2 / ||ref||_2 over finite entries of ref (the absolute norm when ref is 0;
+    inf if x is not finite where ref is): an average error, which rounding keeps near the unit
+    roundoff while a systematic error of every entry shows at its full size."""
+    a, r = _pair(x, ref)
+    if not np.isfinite(a).all():
+        return float("inf")
+    err, norm = float(np.linalg.norm(a - r)), float(np.linalg.norm(r))
+    return err / norm if norm > 0 else err
+
+
+def scale_bias(x, ref) -> float:
+    """<x - ref, ref> / <ref, ref>: the relative error along ref itself (x = (1 + b)·ref gives b).
+    Round-to-nearest errors are uncorrelated with ref and average out; a scaled result does not.
+    0 when ref is 0; inf if x is not finite where ref is."""
+    a, r = _pair(x, ref)
+    if not np.isfinite(a).all():
+        return float("inf")
+    rr = float(r @ r)
+    return float((a - r) @ r) / rr if rr > 0 else 0.0
+
+
+def row_error(x, ref, tau: float) -> float:
+    """max over rows (last axis) of ||x_i - ref_i|| / (||ref_i|| + tau · max_i ||ref_i||): each
+    row against its own size, so a small row that is wrong (a key dropped from the one query that
+    sees it) is not hidden by the largest row; tau keeps rows near 0 from dividing by 0."""
+    a, r = _f64(x), np.asarray(ref, dtype=np.float64)
+    if a.ndim == 0 or r.size == 0:
+        return 0.0
+    if not np.isfinite(a).all():
+        return float("inf")
+    a, r = a.reshape(-1, r.shape[-1]), r.reshape(-1, r.shape[-1])
+    err, norm = np.linalg.norm(a - r, axis=-1), np.linalg.norm(r, axis=-1)
+    denom = norm + tau * norm.max()
+    if not denom.max() > 0:
+        return float(err.max())
+    return float((err / np.where(denom > 0, denom, np.inf)).max())

@@ -145,9 +145,12 @@ def tile_candidates(head_dim: int, dtype, *, backward: bool = False, causal: boo
             return [first, TileConfig(64, 32, 4, 1, "mma"), TileConfig(32, 32, 2, 1, "mma")]
         # Backward, tensor cores: one warp per 16 keys of the resident K/V tile holds dK and dV
         # (2 × 16 × d floats) and Sᵀ, dPᵀ (2 × 16 × block_m). Deterministic (separate dQ pass):
-        # 64 × 64, 4 warps, 1 stage ran fastest: 167 TFLOP/s at d=64, 201 at d=128, faster than
-        # any atomic-dQ tile. Atomic dQ: 128 keys per block (8 warps) halve the atomics per key:
-        # 160 (d=64) and 177 (d=128) TFLOP/s. Larger d falls back to the CUDA-core kernels.
+        # 64 × 64, 4 warps, 1 stage: 167 TFLOP/s at d=64, 201 at d=128 in the v2 ablation
+        # (8e491c3, NOTES.md), ahead of every atomic-dQ tile there. The committed rerun
+        # (b3e769d, `report tiles docs/results/tile_ablation/results.csv`) has it at 163.4 and
+        # 197.7: at d = 64 level with the best atomic tile (163.6) and behind deterministic
+        # 64 × 128 (166.8); at d = 128 ahead of every atomic tile (171.1). Atomic dQ: 128 keys
+        # per block (8 warps) halve the atomics per key: 160 (d=64) and 177 (d=128) TFLOP/s in v2. Larger d falls back to the CUDA-core kernels.
         # Before Hopper, ptxas spills 20 B in the 64 × 64 dK/dV kernel at d = 128 (sm_80):
         # those GPUs take 32 queries per step there (242 registers).
         first = (TileConfig(64, 64, 4, 1, "mma") if deterministic

@@ -1,12 +1,15 @@
 """Test helpers: seeded inputs on either array module, and the oracle pass criterion
-err(got) <= 2 · err(naive in the same precision) + floor(dtype)."""
+(``assert_matches_oracle``): err(got) <= 2 · err(naive in the same precision) + floor(dtype), and,
+independently of naive, roundoff bounds in units of the dtype's unit roundoff (see ROUNDOFF)."""
 from __future__ import annotations
+
+import zlib
 
 import numpy as np
 import pytest
 
 from cuflash._xp import bfloat16, dtype_name, to_numpy
-from cuflash.oracle import rel_error
+from cuflash.oracle import normwise_error, rel_error, row_error, scale_bias
 
 #: Absolute slack added to 2 · err(naive), per dtype (a few units in the last place relative to
 #: the largest output entry): it only matters where the naive error happens to be ~0, e.g. the
@@ -37,6 +40,27 @@ def dtype_case(name, *values, id):
 ALL_DTYPES = [dtype_param(n) for n in ("float16", "bfloat16", "float32", "float64")]
 
 
+def case_seed(*parts) -> int:
+    """A seed that differs per test case (per tile, pass and shape), the same on every run:
+    a kernel that skips part of its work then cannot pass on values another case left behind."""
+    return zlib.crc32(repr(parts).encode()) % 2**31
+
+
+@pytest.fixture(autouse=True)
+def poison_gpu_outputs(request):
+    """Every output buffer of a kernel is filled with NaN before the launch (cuflash.gpu.ops.
+    poisoned_outputs) in tests that run on CuPy: a test module imports this fixture to make it
+    apply to all its tests (on NumPy it does nothing)."""
+    gpu = "cp" in request.fixturenames or (
+        "xp" in request.fixturenames and request.getfixturevalue("xp") is not np)
+    if not gpu:
+        yield
+        return
+    from cuflash.gpu.ops import poisoned_outputs
+    with poisoned_outputs():
+        yield
+
+
 def randn(xp, shape, dtype, seed):
     """Standard-normal array of `shape`, rounded to `dtype`, made with NumPy and moved to `xp`."""
     a = np.random.default_rng(seed).standard_normal(shape).astype(dtype)
@@ -57,13 +81,65 @@ def grad_scale(*refs):
     return max(float(np.abs(np.asarray(r, dtype=np.float64)).max(initial=0.0)) for r in refs)
 
 
-def assert_matches_oracle(got, oracle_ref, naive_got, *, dtype, name, floor_scale=None):
-    """err(got) <= 2 · err(naive_got) + floor, errors relative to the float64 oracle.
+#: Unit roundoff u of each dtype: half the gap between 1 and the next representable number.
+UNIT_ROUNDOFF = {"float16": 2.0 ** -11, "bfloat16": 2.0 ** -8, "float32": 2.0 ** -24,
+                 "float64": 2.0 ** -53}
+#: The dtype sums run in (lse, and the float accumulators) for each input dtype.
+ACCUM = {"float16": "float32", "bfloat16": "float32", "float32": "float32", "float64": "float64"}
 
-    err is ``cuflash.oracle.rel_error`` (max abs error / max |oracle|). The floor is
-    FLOORS[dtype] relative to ``floor_scale`` (default: max |oracle|, i.e. FLOORS[dtype] itself).
-    Also: got has the oracle's shape, and -inf (lse of rows that see no key) sits exactly where
-    the oracle has it.
+#: Roundoff bounds, independent of naive, for 16-bit out, dq, dk, dv, in units of the dtype's u
+#: (each measure is in cuflash.oracle; "max" is relative to max(|oracle|, floor_scale)).
+#:
+#: Calibration (``python tools/calibrate_bounds.py``, the CPU twin at 64×64 tiles, 9 shapes of
+#: test_forward/test_backward and (97, 257, 64), (257, 97, 128), causal and not, 4 seeds, float16
+#: and bfloat16): the twin's largest value of each measure over every case, and the smallest value
+#: each mutant reaches, in units of u, are printed by that script; at the commit that set these
+#: bounds: max 1.64 (f16 dq), normwise 0.81, |bias| 0.35, row (out, dv) 1.65 (f16 dv). So each
+#: bound is 2.4-3× the twin's worst case. The GPU kernels differ from the twin by float32
+#: summation order and ex2.approx (relative errors ~1e-7), which is 1e-4 of a 16-bit u: their
+#: error is the same 16-bit rounding of P, dS and the outputs, so the same margin holds for them.
+#: The bounds cannot be wider: a 1% scaled output is 2.56 u in bfloat16, and "bias" is what
+#: separates it from rounding (the twin's |bias| <= 0.35 u; a 1% scale gives >= 2.2 u).
+ROUNDOFF = {"max": 4.0, "normwise": 2.0, "bias": 1.0, "row": 4.0}
+#: Outputs whose rows are P-weighted sums of input rows without the D = rowsum(dO ∘ O)
+#: cancellation: each row's error is rounding of that row (the twin: <= 1.65 u), so a row that
+#: lost one key shows even when it is the smallest row (a dropped key S-1 costs dv row S-1 its
+#: whole value: >= 50 u in bfloat16).
+ROW_KINDS = ("out", "dv")
+#: lse of 16-bit inputs is computed in float32 from exact products: bound 32 u(float32)
+#: = 1.9e-6 relative to max |lse| (the twin: <= 2.2 u(float32); a dropped key S-1 moved lse by
+#: >= 7e-5 in the calibration, a wrong lse log(1.02) by 2e-3).
+LSE_16 = 32.0
+#: Rows where the oracle is exactly 0 (queries that see one key: P = 1, dP = D, so dq = 0; rows
+#: that see none): |got| <= ZERO_ROWS · u(accumulator) · floor scale (the twin: <= 10 u(float32)
+#: = 5.8e-7 of the largest gradient; a D = rowsum(dO ∘ O) off by 0.1% puts 2.7e-4 there).
+ZERO_ROWS = 1024.0
+
+KINDS = ("out", "lse", "dq", "dk", "dv")
+
+
+def _kind(name, kind):
+    if kind is None:
+        kind = name.split()[0] if name.split() else ""
+    assert kind in KINDS, f"assert_matches_oracle: kind {kind!r} (from name {name!r}) not in {KINDS}"
+    return kind
+
+
+def assert_matches_oracle(got, oracle_ref, naive_got, *, dtype, name, floor_scale=None, kind=None):
+    """The pass criterion of every path against the float64 oracle. ``kind`` (default: the first
+    word of ``name``) is 'out', 'lse', 'dq', 'dk' or 'dv'.
+
+    1. got has the oracle's shape, and -inf (lse of rows that see no key) sits exactly where the
+       oracle has it.
+    2. err <= 2 · err(naive_got) + floor, err = ``cuflash.oracle.rel_error`` (max abs error /
+       max |oracle|), the floor FLOORS[dtype] relative to ``floor_scale`` (default max |oracle|).
+    3. Rows where the oracle is exactly 0 are 0 to ZERO_ROWS units of the accumulator's roundoff
+       relative to max(|oracle|, floor_scale).
+    4. 16-bit dtypes, independently of naive (whose own error is checked in test_naive.py):
+       lse: rel_error <= LSE_16 · u(float32); out, dq, dk, dv: max error relative to
+       max(|oracle|, floor_scale) <= ROUNDOFF["max"] · u, and, unless the tensor is below 1/64 of
+       the floor scale (then only the max check applies), normwise error, |scale_bias| and, for
+       ROW_KINDS, row_error (tau = u) within ROUNDOFF.
 
     Gradients pass ``floor_scale=grad_scale(dq, dk, dv)``: dq and dk are sums of
     dS = P ∘ (dP - D), and a query row that sees exactly one key has dS = 0 exactly in the naive
@@ -74,21 +150,54 @@ def assert_matches_oracle(got, oracle_ref, naive_got, *, dtype, name, floor_scal
     last place of the *largest* gradient, so the floor is taken relative to that.
     """
     dname = dtype_name(dtype)
+    kind = _kind(name, kind)
     got_np = to_numpy(got)
     ref = np.asarray(oracle_ref, dtype=np.float64)
+    where = f"{name} ({dname}, shape {tuple(ref.shape)})"
     assert tuple(got_np.shape) == tuple(ref.shape), \
         f"{name} ({dname}): shape {tuple(got_np.shape)}, oracle {tuple(ref.shape)}"
     got64 = got_np.astype(np.float64)
     bad_inf = np.isneginf(got64) != np.isneginf(ref)
-    assert not bad_inf.any(), (f"{name} ({dname}, shape {ref.shape}): -inf at "
+    assert not bad_inf.any(), (f"{where}: -inf at "
                                f"{np.argwhere(bad_inf)[:5].tolist()} differs from the oracle")
     fin = np.isfinite(ref)
     m = float(np.abs(ref[fin]).max(initial=0.0))
     denom = m if m > 0 else 1.0                  # rel_error is absolute when the oracle is all 0
+    scale = m if floor_scale is None else max(floor_scale, m)
     err = rel_error(got_np, ref)
     err_naive = rel_error(naive_got, ref)
-    floor = FLOORS[dname] * (denom if floor_scale is None else max(floor_scale, m)) / denom
+    floor = FLOORS[dname] * (denom if floor_scale is None else scale) / denom
     bound = 2 * err_naive + floor
-    assert err <= bound, (f"{name} ({dname}, shape {tuple(ref.shape)}): rel. error {err:.3e} > "
-                          f"2 × naive error {err_naive:.3e} + floor {floor:.3e} = {bound:.3e}"
-                          f" (max |oracle| {m:.3e})")
+    assert err <= bound, (f"{where}: rel. error {err:.3e} > 2 × naive error {err_naive:.3e} + "
+                          f"floor {floor:.3e} = {bound:.3e} (max |oracle| {m:.3e})")
+    # 3. rows the oracle has exactly 0
+    u_acc = UNIT_ROUNDOFF[ACCUM[dname]]
+    if ref.ndim >= 1 and ref.size and kind != "lse":
+        zero = (ref == 0).all(axis=-1)
+        if zero.any():
+            worst = float(np.abs(got64[zero]).max()) / (scale if scale > 0 else 1.0)
+            assert worst <= ZERO_ROWS * u_acc, (
+                f"{where}: rows where the oracle is exactly 0 have |entries| up to {worst:.3e} of "
+                f"max(|oracle|, floor scale), > {ZERO_ROWS:g} u({ACCUM[dname]}) = "
+                f"{ZERO_ROWS * u_acc:.3e} (first such rows {np.argwhere(zero)[:3].tolist()})")
+    if dname not in ("float16", "bfloat16"):
+        return
+    # 4. 16-bit: roundoff bounds that do not depend on naive
+    if kind == "lse":
+        assert err <= LSE_16 * u_acc, (f"{where}: rel. error {err:.3e} > {LSE_16:g} u(float32) "
+                                       f"= {LSE_16 * u_acc:.3e} (lse is computed in float32)")
+        return
+    u = UNIT_ROUNDOFF[dname]
+    abs_err = float(np.abs(got64[fin] - ref[fin]).max(initial=0.0)) / (scale if scale > 0 else 1.0)
+    assert abs_err <= ROUNDOFF["max"] * u, (
+        f"{where}: max error {abs_err:.3e} of max(|oracle|, floor scale) > "
+        f"{ROUNDOFF['max']:g} u = {ROUNDOFF['max'] * u:.3e}")
+    if m < scale / 64:
+        return
+    measures = {"normwise": normwise_error(got_np, ref), "bias": abs(scale_bias(got_np, ref))}
+    if kind in ROW_KINDS:
+        measures["row"] = row_error(got_np, ref, tau=u)
+    for key, value in measures.items():
+        assert value <= ROUNDOFF[key] * u, (
+            f"{where}: {key} error {value:.3e} > {ROUNDOFF[key]:g} u = {ROUNDOFF[key] * u:.3e} "
+            f"(max error {abs_err:.3e})")

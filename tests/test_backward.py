@@ -9,7 +9,8 @@ from cuflash import TileConfig
 from cuflash._xp import dtype_name, to_numpy
 from cuflash.oracle import oracle_attention, oracle_backward, rel_error
 
-from helpers import (ALL_DTYPES, FLOORS, assert_matches_oracle, dtype_case, dtype_param,
+from helpers import (  # poison_gpu_outputs: autouse fixture
+    poison_gpu_outputs, case_seed, ALL_DTYPES, FLOORS, assert_matches_oracle, dtype_case, dtype_param,
                      grad_scale, make_inputs, randn)
 
 SHAPES = [(1, 1, 16), (1, 257, 32), (17, 1, 72), (17, 97, 64), (97, 17, 128), (97, 97, 256),
@@ -66,7 +67,8 @@ SIMT_TILES = [TileConfig(16, 16, 2, 1), TileConfig(16, 64, 4, 1), TileConfig(32,
 @pytest.mark.parametrize("dtype", [dtype_param("float32"), dtype_param("bfloat16")])
 @pytest.mark.parametrize("tile", SIMT_TILES, ids=TileConfig.short)
 def test_backward_tiles(xp, tile, dtype, shape, causal, deterministic):
-    check_backward(xp, *shape, dtype, causal, deterministic, tile=tile, seed=7)
+    check_backward(xp, *shape, dtype, causal, deterministic, tile=tile,
+                   seed=case_seed(tile, shape, deterministic))
 
 
 @pytest.mark.parametrize("deterministic", [True, False], ids=["det", "atomic"])
@@ -188,8 +190,14 @@ def test_rows_without_keys_get_zero_dq(xp, dtype, deterministic):
         assert np.isfinite(g).all()
 
 
+@pytest.mark.gpu
 @pytest.mark.parametrize("dtype", ALL_DTYPES)
-def test_deterministic_is_bitwise_repeatable(xp, dtype):
+def test_deterministic_is_bitwise_repeatable(dtype):
+    """deterministic=True on the GPU: the same bits on every run (concurrent blocks must not
+    change the order of any sum). The CPU twin has no concurrency, so repeating it proves
+    nothing: this test is GPU-only; test_deterministic_head_ignores_its_batch runs on both."""
+    from cuflash._xp import cupy_module
+    xp = cupy_module()
     q, k, v = make_inputs(xp, (2, 257, 64), (2, 300, 64), dtype, seed=19)
     dout = randn(xp, (2, 257, 64), dtype, seed=20)
     out, lse = cuflash.attention(q, k, v, causal=True, return_lse=True)
@@ -198,6 +206,20 @@ def test_deterministic_is_bitwise_repeatable(xp, dtype):
     for other in runs[1:]:
         for a, b in zip(runs[0], other):
             np.testing.assert_array_equal(to_numpy(a), to_numpy(b))
+
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES)
+def test_deterministic_head_ignores_its_batch(xp, dtype):
+    """deterministic=True: a head's gradients are the same bits whether it runs alone or in a
+    batch of 5 beside other heads (a fixed summation order per head)."""
+    q, k, v = make_inputs(xp, (5, 130, 64), (5, 150, 64), dtype, seed=19)
+    dout = randn(xp, (5, 130, 64), dtype, seed=20)
+    out, lse = cuflash.attention(q, k, v, causal=True, return_lse=True)
+    batch = cuflash.attention_backward(dout, q, k, v, out, lse, causal=True, deterministic=True)
+    alone = cuflash.attention_backward(dout[3:4], q[3:4], k[3:4], v[3:4], out[3:4], lse[3:4],
+                                       causal=True, deterministic=True)
+    for a, b in zip(batch, alone):
+        np.testing.assert_array_equal(to_numpy(a)[3:4], to_numpy(b))
 
 
 @pytest.mark.parametrize("dtype", ALL_DTYPES)
@@ -212,18 +234,21 @@ def test_deterministic_and_atomic_agree(xp, dtype):
 
 
 @pytest.mark.parametrize("deterministic", [True, False], ids=["det", "atomic"])
-@pytest.mark.parametrize("dtype", [dtype_param("float32"), dtype_param("float64")])
+@pytest.mark.parametrize("dtype", ALL_DTYPES)
 def test_broadcast_gradients_sum_over_repeated_dims(xp, dtype, deterministic):
-    """q (2,3,T,d) with k, v (1,3,S,d): dk, dv come back with k's shape, equal to the sum over the
-    broadcast axis of the gradients computed with k, v explicitly repeated."""
+    """q (5,3,T,d) with k, v (1,3,S,d): dk, dv come back with k's shape, equal to the sum over the
+    broadcast axis of the gradients computed with k, v explicitly repeated. 16-bit: the sum runs
+    in float32 and is rounded once, so dk, dv are exactly the rounded float32 sum of the repeated
+    gradients (five 16-bit terms sum exactly in float32; summing in the 16-bit dtype would
+    round four times)."""
     T, S, d = 33, 50, 32
-    q, k, v = make_inputs(xp, (2, 3, T, d), (1, 3, S, d), dtype, seed=23)
-    dout = randn(xp, (2, 3, T, d), dtype, seed=24)
+    q, k, v = make_inputs(xp, (5, 3, T, d), (1, 3, S, d), dtype, seed=23)
+    dout = randn(xp, (5, 3, T, d), dtype, seed=24)
     out, lse = cuflash.attention(q, k, v, causal=True, return_lse=True)
     dq, dk, dv = cuflash.attention_backward(dout, q, k, v, out, lse, causal=True,
                                             deterministic=deterministic)
     assert dq.shape == q.shape and dk.shape == k.shape and dv.shape == v.shape
-    k_rep, v_rep = (xp.ascontiguousarray(xp.broadcast_to(x, (2, 3, S, d))) for x in (k, v))
+    k_rep, v_rep = (xp.ascontiguousarray(xp.broadcast_to(x, (5, 3, S, d))) for x in (k, v))
     out_r, lse_r = cuflash.attention(q, k_rep, v_rep, causal=True, return_lse=True)
     np.testing.assert_array_equal(to_numpy(out), to_numpy(out_r))
     dq_r, dk_r, dv_r = cuflash.attention_backward(dout, q, k_rep, v_rep, out_r, lse_r, causal=True,
@@ -233,6 +258,8 @@ def test_broadcast_gradients_sum_over_repeated_dims(xp, dtype, deterministic):
     for g, g_rep in ((dk, dk_r), (dv, dv_r)):
         summed = to_numpy(g_rep).astype(np.float64).sum(axis=0, keepdims=True)
         assert rel_error(g, summed) <= floor
+        if np.dtype(dtype).itemsize < 4:
+            np.testing.assert_array_equal(to_numpy(g), summed.astype(np.float32).astype(dtype))
     # and against the oracle, which broadcasts on its own
     refs = oracle_backward(dout, q, k, v, causal=True)
     naive = cuflash.naive_attention_backward(dout, q, k, v, causal=True)

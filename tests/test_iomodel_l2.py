@@ -154,23 +154,41 @@ def _measured_rows():
                 yield r
 
 
+#: What the README claims for measured DRAM reads / L2-aware model on the H200 run, T >= 2048,
+#: per (pass, d, T == 32768): the interval each ratio must lie in (measured never below model).
+README_CLAIMS = {("forward", 64, False): 1.01, ("forward", 64, True): 1.03,
+                 ("forward", 128, False): 1.10, ("backward", 64, False): 1.01,
+                 ("backward", 64, True): 1.03, ("backward", 128, False): 1.07}
+#: d = 128, T = 32768 (the streamed operand near the L2's capacity): README "forward 1.03-1.51 by
+#: tile, backward 1.40-1.50".
+NEAR_CAPACITY = {"forward": (1.02, 1.52), "backward": (1.39, 1.50)}
+
+
 def test_models_match_the_h200_measurement():
-    """Measured DRAM reads / L2-aware model within ±15% at T ≥ 2048 on the H200 run, except at
-    d = 128, T = 32768 where the streamed operand (16.8 MB per head) is near the L2's capacity
-    and the model's all-or-nothing rule misses (measured up to 1.5× the model: see the README)."""
+    """Measured DRAM reads / L2-aware model at T >= 2048 on the H200 run, each within what the
+    README says (README_CLAIMS, NEAR_CAPACITY). Every point of the run fits the L2 rule's test
+    (the heads in flight fit 50 MB), so it checks the counts, not the fallback: that is pinned by
+    tests/test_iomodel.py."""
     rows = list(_measured_rows())
     assert sum(r["pass"] == "backward" for r in rows) == 40
     for r in rows:
         args = (int(r["batch"]) * int(r["heads"]), int(r["seq_len"]), int(r["kv_len"]),
                 int(r["head_dim"]), r["dtype"], r["causal"] == "true")
-        model = report.dram_model("flash", r["pass"], args, report._tile(r),
-                                  r["deterministic"] != "false")
+        tile, det = report._tile(r), r["deterministic"] != "false"
+        model = report.dram_model("flash", r["pass"], args, tile, det)
         ratio = float(r["hbm_bytes_read"]) / model.bytes_read
-        near_capacity = int(r["head_dim"]) == 128 and int(r["seq_len"]) == 32768
-        if near_capacity:
-            assert 1.0 <= ratio < 1.6, (r["method"], r["tile"], r["pass"], ratio)
+        where = (r["method"], r["tile"], r["pass"], r["head_dim"], r["seq_len"], ratio)
+        if r["pass"] == "forward":
+            infinite_l2 = iomodel.flash_forward_dram(*args, tile, l2_bytes=10**15)
         else:
-            assert 0.85 <= ratio <= 1.15, (r["method"], r["tile"], r["pass"], ratio)
+            infinite_l2 = iomodel.flash_backward_dram(*args, tile, det, l2_bytes=10**15)
+        assert model == infinite_l2, where               # the data never exercises the fallback
+        d, big = int(r["head_dim"]), int(r["seq_len"]) == 32768
+        if d == 128 and big:
+            lo, hi = NEAR_CAPACITY[r["pass"]]
+            assert lo <= ratio <= hi, where
+        else:
+            assert 1.0 <= ratio <= README_CLAIMS[(r["pass"], d, big)], where
 
 
 def test_io_table_uses_the_l2_models(tmp_path):

@@ -3,10 +3,19 @@
     python -m cuflash.experiments.report speed docs/results/speed_vs_length/results.csv
     python -m cuflash.experiments.report io docs/results/io_bytes/results.csv
     python -m cuflash.experiments.report naive docs/results/float32_vs_naive/results.csv
+    python -m cuflash.experiments.report slopes docs/results/memory_vs_length/results.csv [MIN_T]
+    python -m cuflash.experiments.report ratios docs/results/io_bytes/results.csv
+    python -m cuflash.experiments.report tiles docs/results/tile_ablation/results.csv
 
 ``speed``: TFLOP/s of cuflash's flash, torch SDPA's flash (FlashAttention-2) and cuDNN backends
 per (pass, d, dtype, causal, T), with the ratios, all from rows of one run.
 ``naive``: flash against naive time at each point of a run that measured both.
+``slopes``: least-squares slopes of log(peak memory) and log(time) against log(T) per method and
+pass (``report slopes PATH [MIN_T]``: only points with T >= MIN_T).
+``tiles``: TFLOP/s of every tile of a tile_ablation run (``report tiles PATH``).
+``ratios``: measured / modelled DRAM reads and writes per method, pass and d at T >= 2048 (naive
+against the plain model, flash against the L2-aware one), and how many MB the measured writes
+fall short of the model.
 ``io``: the DRAM bytes Nsight Compute counted against the plain IO model (every re-read reaches
 DRAM: ``iomodel.predict``) and, for flash, the L2-aware models (``iomodel.flash_forward_dram``,
 ``iomodel.flash_backward_dram``); naive's 'L2 model' column repeats the plain model.
@@ -115,13 +124,77 @@ def naive_table(path) -> str:
     return "\n".join(lines)
 
 
+def slopes_table(path, min_T=0) -> str:
+    """Fitted log-log slopes of peak memory and median time against T, per (method, pass)."""
+    import numpy as np
+    pts = {}
+    with open(path, newline="") as f:
+        for r in csv.DictReader(f):
+            if r.get("status") == "ok" and int(r["seq_len"]) >= int(min_T):
+                pts.setdefault((r["method"], r["pass"]), []).append(r)
+    lines = ["| method | pass | T | points | memory slope | time slope |", "|" + " --- |" * 6]
+    for (method, pass_), rows in sorted(pts.items(), key=lambda kv: (kv[0][1] != "forward", kv[0])):
+        T = np.log([float(r["seq_len"]) for r in rows])
+
+        def slope(col):
+            y = [float(r[col]) for r in rows if r.get(col)]
+            return f"{np.polyfit(T, np.log(y), 1)[0]:.2f}" if len(y) == len(T) > 1 else "–"
+        lines.append(f"| {method} | {pass_} | {rows[0]['seq_len']}–{rows[-1]['seq_len']} | "
+                     f"{len(rows)} | {slope('peak_mem_bytes')} | {slope('time_ms_median')} |")
+    return "\n".join(lines)
+
+
+def ratios_table(path, min_T=2048) -> str:
+    """measured / model, reads and writes, min–max per (method, pass, d) at T >= min_T."""
+    cells = {}
+    for r in rows_of(path):
+        if int(r["seq_len"]) < int(min_T):
+            continue
+        args = (int(r["batch"]) * int(r["heads"]), int(r["seq_len"]), int(r["kv_len"]),
+                int(r["head_dim"]), r["dtype"], r["causal"] == "true")
+        method = "naive" if r["method_name"] == "naive" else "flash"
+        det = r.get("deterministic", "") != "false"
+        tile = _tile(r)
+        model = (dram_model(method, r["pass"], args, tile, det)
+                 or iomodel.predict(method, r["pass"], *args, tile=tile, deterministic=det))
+        read, written = float(r["hbm_bytes_read"]), float(r["hbm_bytes_written"])
+        c = cells.setdefault((method, r["pass"], int(r["head_dim"])), [[], [], []])
+        c[0].append(read / model.bytes_read)
+        c[1].append(written / model.bytes_written)
+        c[2].append((model.bytes_written - written) / 1e6)
+    lines = [f"| method | pass | d | points (T >= {min_T}) | read: measured / model | "
+             "write: measured / model | write shortfall (MB) |", "|" + " --- |" * 7]
+    for (method, pass_, d), (rd, wr, short) in sorted(
+            cells.items(), key=lambda kv: (kv[0][0], kv[0][1] != "forward", kv[0][2])):
+        lines.append(f"| {method} | {pass_} | {d} | {len(rd)} | {min(rd):.2f}–{max(rd):.2f} | "
+                     f"{min(wr):.2f}–{max(wr):.2f} | {min(short):,.1f}–{max(short):,.1f} |")
+    return "\n".join(lines)
+
+
+def tiles_table(path) -> str:
+    """TFLOP/s of every tile of a tile_ablation run, per (pass, d, deterministic), fastest first."""
+    rows = []
+    with open(path, newline="") as f:
+        for r in csv.DictReader(f):
+            if r.get("status") == "ok" and r.get("tflops"):
+                rows.append(r)
+    rows.sort(key=lambda r: (_PASS_ORDER.get(r["pass"], 2), int(r["head_dim"]),
+                             r.get("deterministic", ""), -float(r["tflops"])))
+    lines = ["| pass | d | deterministic | tile | TFLOP/s |", "|" + " --- |" * 5]
+    lines += [f"| {r['pass']} | {r['head_dim']} | {r.get('deterministic') or '–'} | {r['tile']} | "
+              f"{float(r['tflops']):.1f} |" for r in rows]
+    return "\n".join(lines)
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    tables = {"speed": speed_table, "io": io_table, "naive": naive_table}
-    if len(argv) != 2 or argv[0] not in tables:
+    tables = {"speed": speed_table, "io": io_table, "naive": naive_table,
+              "slopes": slopes_table, "ratios": ratios_table, "tiles": tiles_table}
+    extra = len(argv) == 3 and argv[0] in ("slopes", "ratios")
+    if not (len(argv) == 2 or extra) or argv[0] not in tables:
         print(__doc__, file=sys.stderr)
         return 2
-    print(tables[argv[0]](argv[1]))
+    print(tables[argv[0]](*argv[1:]))
     return 0
 
 

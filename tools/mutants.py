@@ -1,0 +1,244 @@
+"""Curated mutation testing: each mutation below is applied alone to a temporary copy of the
+repository, the CPU tests that should catch it run there (``pytest -x``), and a mutation whose
+tests still pass is reported as a survivor. Exit status 1 if any survives (or a mutation no
+longer applies: its text changed, so the list needs updating), else 0.
+
+    python tools/mutants.py            # the CPU mutations (make mutants)
+    python tools/mutants.py --gpu      # also those of GPU-only code (on a GPU machine)
+    python tools/mutants.py --list     # print the list
+    python tools/mutants.py NAME ...   # only these
+
+Each entry: the file, the exact text replaced (it must occur once), its replacement, the tests
+that must fail, and why the mutation matters. The list follows issue 18's audit (comparator,
+naive yardstick, IO-model constants, tile ranges, twin rounding) plus a few more.
+
+Result at the commit that added this script: see NOTES.md ("Mutation testing").
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclasses.dataclass(frozen=True)
+class Mutant:
+    name: str
+    path: str
+    old: str
+    new: str
+    tests: tuple[str, ...]
+    why: str
+    gpu: bool = False
+
+
+def M(name, path, old, new, tests, why, gpu=False):
+    return Mutant(name, path, old, new, tuple(tests.split()), why, gpu)
+
+
+CHECKERS = "tests/test_checkers.py"
+NAIVE = "tests/test_naive.py"
+IO = "tests/test_iomodel.py tests/test_iomodel_l2.py tests/test_twin_io.py"
+
+MUTANTS = [
+    # -- the comparator and the criterion
+    M("rel_error_zero", "cuflash/oracle.py",
+      "return float(err / denom) if denom > 0 else float(err)", "return 0.0",
+      CHECKERS, "the comparator returns 0: every check passes"),
+    M("rel_error_div100", "cuflash/oracle.py",
+      "return float(err / denom) if denom > 0 else float(err)",
+      "return float(err / denom / 100) if denom > 0 else float(err / 100)",
+      CHECKERS, "the comparator 100x too lenient"),
+    M("normwise_zero", "cuflash/oracle.py",
+      "return err / norm if norm > 0 else err", "return 0.0",
+      CHECKERS, "the normwise comparator returns 0"),
+    M("bias_zero", "cuflash/oracle.py",
+      "return float((a - r) @ r) / rr if rr > 0 else 0.0", "return 0.0",
+      CHECKERS, "the scale-bias comparator returns 0"),
+    M("row_error_global", "cuflash/oracle.py",
+      "denom = norm + tau * norm.max()", "denom = norm.max() + 0 * norm",
+      CHECKERS, "the row comparator divides by the largest row"),
+    M("roundoff_bounds_x3", "tests/helpers.py",
+      'ROUNDOFF = {"max": 4.0, "normwise": 2.0, "bias": 1.0, "row": 4.0}',
+      'ROUNDOFF = {"max": 12.0, "normwise": 6.0, "bias": 3.0, "row": 12.0}',
+      CHECKERS, "16-bit roundoff bounds widened 3x"),
+    M("lse_bound_x100", "tests/helpers.py", "LSE_16 = 32.0", "LSE_16 = 3200.0",
+      CHECKERS, "the float32-level lse bound widened 100x"),
+    M("zero_rows_x100", "tests/helpers.py", "ZERO_ROWS = 1024.0", "ZERO_ROWS = 102400.0",
+      CHECKERS, "rows the oracle has at 0 allowed 100x more"),
+    # -- the twin
+    M("twin_no_D", "cuflash/twin.py", "ds = p * (dp - D_i[..., None])", "ds = p * dp",
+      "tests/test_backward.py::test_backward_matches_oracle",
+      "the backward's D term dropped"),
+    M("twin_D_0.1pct", "cuflash/twin.py", "prod.sum(axis=-1))",
+      "prod.sum(axis=-1) * acc.type(1.001))",
+      "tests/test_backward.py::test_backward_matches_oracle", "D off by 0.1%"),
+    M("twin_round_noop", "cuflash/twin.py",
+      "return x.astype(dtype).astype(acc) if np.dtype(dtype).itemsize < 4 else x", "return x",
+      "tests/test_forward.py::test_twin_rounds_p_like_the_kernels",
+      "the twin no longer rounds P and dS to the input dtype (as the kernels do)"),
+    M("twin_drop_last_key", "cuflash/twin.py",
+      "return np.where(mask.visible(i, j, T, S), s, -np.inf)",
+      "return np.where(mask.visible(i, j, T, S) & (j != S - 1), s, -np.inf)",
+      "tests/test_forward.py::test_forward_matches_oracle",
+      "key S-1 hidden on the tiles the mask cuts"),
+    M("twin_all_query_tiles", "cuflash/twin.py",
+      "for i0 in mask.query_tiles(j0, j1, T, S, block_m):", "for i0 in range(0, T, block_m):",
+      "tests/test_twin_io.py",
+      "the backward visits every query tile (right answer, wrong bytes)"),
+    M("twin_lse_log1.02", "cuflash/twin.py",
+      "(m + np.log(l)).astype(acc))", "(m + np.log(l * 1.02)).astype(acc))",
+      "tests/test_forward.py::test_forward_matches_oracle", "lse off by log 1.02"),
+    M("twin_out_1pct", "cuflash/twin.py",
+      "np.where(l[..., None] == 0, 0, o / l[..., None]).astype(dt))",
+      "np.where(l[..., None] == 0, 0, 1.01 * o / l[..., None]).astype(dt))",
+      "tests/test_forward.py::test_forward_matches_oracle", "output scaled by 1%"),
+    # -- broadcast gradients
+    M("unbroadcast_f16_sum", "cuflash/checks.py",
+      "acc = g.astype(np.float64 if g.dtype == np.float64 else np.float32).sum(",
+      "acc = g.sum(", "tests/test_backward.py::test_broadcast_gradients_sum_over_repeated_dims",
+      "broadcast gradients summed in the input dtype (float16)"),
+    # -- the naive yardstick (16-bit path only: the float64 oracle calls the same code)
+    M("naive_dS_x1.05", "cuflash/naive.py",
+      "dp *= xp.asarray(problem.scale, dtype=dt)",
+      "dp *= xp.asarray(problem.scale * (1.05 if dt.itemsize < 4 else 1), dtype=dt)",
+      NAIVE, "naive 16-bit dS 5% too large"),
+    M("naive_D_f16", "cuflash/naive.py",
+      "D = (p * dp).sum(axis=-1, keepdims=True, dtype=acc)",
+      "D = (p * dp).sum(axis=-1, keepdims=True, dtype=np.float16 if dt.itemsize < 8 else acc)",
+      NAIVE, "naive D summed in float16"),
+    M("naive_lse_log1.02", "cuflash/naive.py",
+      "lse = (m.astype(acc) + xp.log(l))[..., 0]",
+      "lse = (m.astype(acc) + xp.log(l * (1.02 if dt.itemsize < 4 else 1)))[..., 0]",
+      NAIVE, "naive 16-bit lse off by log 1.02"),
+    # -- the IO model
+    M("io_l2_64MB", "cuflash/iomodel.py", "L2_BYTES = 50 * 10**6", "L2_BYTES = 64 * 10**6",
+      IO, "L2 size 64 MB"),
+    M("io_resident_132", "cuflash/iomodel.py", "RESIDENT_BLOCKS = 264", "RESIDENT_BLOCKS = 132",
+      IO, "132 resident blocks"),
+    M("io_f32_extra_1_1", "cuflash/iomodel.py", "_F32_MATMUL_EXTRA = (2, 2)",
+      "_F32_MATMUL_EXTRA = (1, 1)", IO, "float32 copies of 16-bit products cost (1, 1) passes"),
+    M("io_naive_bwd_one_read_less", "cuflash/iomodel.py",
+      "reads, writes = 1 + 3 + 1 + 2 + 1 + 1 + 1, 1 + 1 + 1 + 1 + 1",
+      "reads, writes = 1 + 3 + 1 + 2 + 1 + 1 + 0, 1 + 1 + 1 + 1 + 1", IO,
+      "one T×S read fewer in naive_backward"),
+    M("io_naive_no_mask_pass", "cuflash/iomodel.py",
+      "reads, writes, mask = reads + 1, writes + 1, T * S",
+      "reads, writes, mask = reads, writes, 0", IO, "naive causal-mask pass not counted"),
+    M("io_kv_rows_full_tiles", "cuflash/iomodel.py",
+      "rows += sum(min(block_n, S - j0) for j0 in tiles)",
+      "rows += sum(block_n for j0 in tiles)", IO, "a partial K/V tile counted as full"),
+    # -- the mask rule (read by the twin, naive and the IO model)
+    M("mask_query_lo_0", "cuflash/mask.py",
+      "lo = 0 if self.right is None else max(0, j0 - diag - self.right)", "lo = 0",
+      "tests/test_mask.py tests/test_twin_io.py", "query_range starts at 0 (q_start = 0)"),
+    # -- GPU-only code (run with --gpu on a GPU machine)
+    M("gpu_fwd_drop_last_key", "kernels_cu/flash_fwd.cu",
+      "const int kv_end = CAUSAL ? min(S_len, max(0, i0 + rows_q + diag)) : S_len;",
+      "const int kv_end = CAUSAL ? min(S_len - 1, max(0, i0 + rows_q + diag)) : S_len - 1;",
+      "tests/test_gpu_kernels.py::test_tiles_against_oracle", "SIMT forward drops key S-1",
+      gpu=True),
+    M("gpu_launch_first_chunk_only", "cuflash/gpu/ops.py",
+      "args_of(lambda x: x[b0:b1]) + (np.int32(smem),), shared_mem=smem)",
+      "args_of(lambda x: x[0:b1 - b0]) + (np.int32(smem),), shared_mem=smem)",
+      "tests/test_gpu_kernels.py::test_batch_beyond_grid_limit",
+      "every launch chunk works on the first chunk's heads", gpu=True),
+    M("gpu_null_stream", "cuflash/gpu/ops.py",
+      "kern((grid_x, B), (spec.threads(),), args_of(_whole) + (np.int32(smem),),\n"
+      "             shared_mem=smem)",
+      "kern((grid_x, B), (spec.threads(),), args_of(_whole) + (np.int32(smem),),\n"
+      "             shared_mem=smem, stream=_cp().cuda.Stream.null)",
+      "tests/test_gpu_kernels.py::test_runs_on_current_stream",
+      "kernels launched on the null stream, not the current one", gpu=True),
+]
+
+
+def _copy_tree(dst: Path):
+    """The working tree's tracked and untracked, not ignored files (as the tests see them)."""
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT,
+                           check=True, capture_output=True).stdout.split(b"\0")
+    for f in files:
+        if not f:
+            continue
+        src = ROOT / os.fsdecode(f)
+        if src.is_file():
+            out = dst / os.fsdecode(f)
+            out.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, out)
+
+
+def run_one(m: Mutant, tree: Path, python: str, mutate=True) -> tuple[str, float, str]:
+    """('killed' | 'survived' | 'not applied' | 'error', seconds, detail)."""
+    path = tree / m.path
+    text = path.read_text()
+    if mutate and text.count(m.old) != 1:
+        return "not applied", 0.0, f"{m.path}: the text occurs {text.count(m.old)} times"
+    if mutate:
+        path.write_text(text.replace(m.old, m.new))
+    env = dict(os.environ, PYTHONPATH=str(tree), PYTHONDONTWRITEBYTECODE="1")
+    t0 = time.time()
+    try:
+        proc = subprocess.run([python, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
+                               *m.tests], cwd=tree, env=env, capture_output=True, text=True,
+                              timeout=600)
+    finally:
+        path.write_text(text)
+    dt = time.time() - t0
+    tail = (proc.stdout.strip().splitlines() or [""])[-1]
+    if proc.returncode == 0:
+        return "survived", dt, tail
+    if proc.returncode == 1:
+        return "killed", dt, tail
+    return "error", dt, f"pytest exit {proc.returncode}: {tail}"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("names", nargs="*", help="only these mutations")
+    ap.add_argument("--gpu", action="store_true", help="also the GPU-only mutations")
+    ap.add_argument("--list", action="store_true", help="print the mutations and exit")
+    ap.add_argument("--python", default=sys.executable)
+    args = ap.parse_args(argv)
+    chosen = [m for m in MUTANTS if (args.gpu or not m.gpu) and (not args.names
+                                                                 or m.name in args.names)]
+    if args.list:
+        for m in MUTANTS:
+            print(f"{m.name:28s} {'GPU ' if m.gpu else ''}{m.path}: {m.why} -> {' '.join(m.tests)}")
+        return 0
+    unknown = set(args.names) - {m.name for m in MUTANTS}
+    if unknown:
+        print(f"unknown mutations: {sorted(unknown)}", file=sys.stderr)
+        return 2
+    bad = 0
+    with tempfile.TemporaryDirectory(prefix="cuflash-mutants-") as tmp:
+        tree = Path(tmp)
+        _copy_tree(tree)
+        # the tests must pass unmutated, or every mutation would look killed
+        tests = tuple(dict.fromkeys(t for m in chosen for t in m.tests))
+        status, dt, detail = run_one(Mutant("baseline", "Makefile", "", "", tests, ""), tree,
+                                     args.python, mutate=False)
+        print(f"baseline    {len(tests)} test selections, unmutated: {detail} ({dt:.0f} s)",
+              flush=True)
+        if status != "survived":
+            print("the tests fail without any mutation: fix that first", file=sys.stderr)
+            return 2
+        for m in chosen:
+            status, dt, detail = run_one(m, tree, args.python)
+            bad += status != "killed"
+            print(f"{status:11s} {m.name:28s} {dt:5.1f} s  {m.why}"
+                  + ("" if status == "killed" else f"  [{detail}]"), flush=True)
+    print(f"{len(chosen) - bad} of {len(chosen)} mutations killed"
+          + ("" if not bad else f"; {bad} survived or did not apply"))
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
