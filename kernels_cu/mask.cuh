@@ -22,15 +22,19 @@ struct NoMaskMod {
     __device__ __forceinline__ static bool visible(const P&, int, int, int, int) { return true; }
 };
 
-// The features a kernel is compiled with. BAND: a window side is bounded (causal or sliding
-// window; the bounds themselves are run-time values). SOFTCAP: scores become c·tanh(s / c).
+// The mask kinds a kernel is compiled for: no band, causal (left open, right = 0: the bounds are
+// compile-time facts) and a general window (bounds read at run time).
+enum MaskKind { kDense = 0, kCausal = 1, kWindow = 2 };
+
+// The features a kernel is compiled with. MASK: a MaskKind. SOFTCAP: scores become c·tanh(s / c).
 // ALIBI: scores lose slope·|i + diag - j|. MOD: a custom mask_mod (cuflash/mask_mod.py).
-template <bool BAND_, bool SOFTCAP_, bool ALIBI_, class MOD_ = NoMaskMod>
+template <int MASK_, bool SOFTCAP_, bool ALIBI_, class MOD_ = NoMaskMod>
 struct Variant {
-    static constexpr bool BAND = BAND_, SOFTCAP = SOFTCAP_, ALIBI = ALIBI_;
+    static constexpr int MASK = MASK_;
+    static constexpr bool BAND = MASK_ != kDense, SOFTCAP = SOFTCAP_, ALIBI = ALIBI_;
     using Mod = MOD_;
 };
-using Dense = Variant<false, false, false>;
+using Dense = Variant<kDense, false, false>;
 
 // The tiles one block visits: t = 0..n-1 starts at begin + t·block, or at list[t] >> 1 tiles
 // when a mask_mod's list is there (its low bit: the tile is partial).
@@ -50,14 +54,22 @@ struct Mask {
 
     __device__ __forceinline__ Mask(const P& params, int batch_index)
         : p(params), bz(batch_index), T_len(params.T_len), S_len(params.S_len),
-          diag(params.S_len - params.T_len), left(params.window_left), right(params.window_right) {}
+          diag(params.S_len - params.T_len),
+          left(V::MASK == kWindow ? params.window_left : kUnbounded),
+          right(V::MASK == kCausal ? 0 : V::MASK == kWindow ? params.window_right : kUnbounded) {}
+
+    // Whether a side of the band bounds anything (compile-time for dense and causal kernels)
+    __device__ __forceinline__ bool has_left() const { return V::MASK == kWindow && left != kUnbounded; }
+    __device__ __forceinline__ bool has_right() const {
+        return V::MASK == kCausal || (V::MASK == kWindow && right != kUnbounded);
+    }
 
     // [lo, hi): the keys some query of rows [i0, i1) sees (rows past T count; lo >= hi: none)
     __device__ __forceinline__ int key_lo(int i0) const {
-        return V::BAND && left != kUnbounded ? max(0, i0 + diag - left) : 0;
+        return has_left() ? max(0, i0 + diag - left) : 0;
     }
     __device__ __forceinline__ int key_hi(int i1) const {
-        return V::BAND && right != kUnbounded ? min(S_len, max(0, i1 + diag + right)) : S_len;
+        return has_right() ? min(S_len, max(0, i1 + diag + right)) : S_len;
     }
     // First key tile (a multiple of block_n) and one past the last key the rows [i0, i1) visit:
     // key tiles run j0 = key_begin, key_begin + block_n, ... while j0 < key_end.
@@ -70,10 +82,10 @@ struct Mask {
     }
     // The same for the queries that see a key of rows [j0, j1)
     __device__ __forceinline__ int query_lo(int j0) const {
-        return V::BAND && right != kUnbounded ? max(0, j0 - diag - right) : 0;
+        return has_right() ? max(0, j0 - diag - right) : 0;
     }
     __device__ __forceinline__ int query_hi(int j1) const {
-        return V::BAND && left != kUnbounded ? min(T_len, max(0, j1 - diag + left)) : T_len;
+        return has_left() ? min(T_len, max(0, j1 - diag + left)) : T_len;
     }
     __device__ __forceinline__ int query_begin(int j0, int block_m) const {
         return (query_lo(j0) / block_m) * block_m;
@@ -110,15 +122,16 @@ struct Mask {
     // Whether some pair of rows [i0, i1) × keys [j0, j1) (nominal tile extents) is hidden.
     __device__ __forceinline__ bool tile_needs_mask(int i0, int i1, int j0, int j1) const {
         if (V::Mod::kActive || j1 > S_len || i1 > T_len) return true;
-        if (V::BAND && right != kUnbounded && j1 - 1 > i0 + diag + right) return true;
-        if (V::BAND && left != kUnbounded && j0 < i1 - 1 + diag - left) return true;
+        if (has_right() && j1 - 1 > i0 + diag + right) return true;
+        if (has_left() && j0 < i1 - 1 + diag - left) return true;
         return false;
     }
 
     // Whether query i sees key j.
     __device__ __forceinline__ bool visible(int i, int j) const {
         if (j >= S_len || i >= T_len) return false;
-        if (V::BAND && (j > i + diag + right || j < i + diag - left)) return false;
+        if (has_right() && j > i + diag + right) return false;
+        if (has_left() && j < i + diag - left) return false;
         if constexpr (V::Mod::kActive) {
             return V::Mod::visible(p, bz / p.heads, bz % p.heads, i, j);
         }

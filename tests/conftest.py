@@ -27,12 +27,24 @@ def pytest_configure(config):
 #: test_api.py, test_gpu_kernels.py), refusals, the grid limit, streams and memory.
 SLOW_GPU_TESTS = ("test_tiles_against_oracle", "test_backward_matches_oracle",
                   "test_backward_tiles", "test_forward_tiles")
+#: test_variants.py's kernel cases in the fast tier: per kernel family and dtype, the variant
+#: that combines a window, softcap and ALiBi, and a mask_mod, at one shape.
+FAST_VARIANTS = ("cap_alibi_window", "doc_causal")
+
+
+def _slow_gpu(item) -> bool:
+    if "gpu" not in item.keywords:
+        return False
+    if item.originalname == "test_kernel_variants":
+        params = item.callspec.params
+        return params["name"] not in FAST_VARIANTS or params["T"] != 97
+    return item.originalname in SLOW_GPU_TESTS
 
 
 def pytest_collection_modifyitems(config, items):
     slow = pytest.mark.slow
     for item in items:
-        if "gpu" in item.keywords and item.originalname in SLOW_GPU_TESTS:
+        if _slow_gpu(item):
             item.add_marker(slow)
     if gpu_available():
         return

@@ -3,13 +3,15 @@
     compute-sanitizer --tool memcheck  --error-exitcode 1 python3 tests/sanitize.py
     compute-sanitizer --tool racecheck --error-exitcode 1 python3 tests/sanitize.py
 
-Shapes are odd (partial tiles on both axes, S != T) so the edges are exercised.
+Shapes are odd (partial tiles on both axes, S != T) so the edges are exercised; every family
+runs dense, causal, a window with softcap and ALiBi, and a mask_mod (with its tile lists).
 """
 import numpy as np
 
 import cuflash
 from cuflash import TileConfig
 from cuflash._xp import DTYPES, cupy_module
+from cuflash.mask_mod import MaskMod
 
 CASES = [  # (dtype, d, forward tile, backward tile)
     ("float16", 64, TileConfig(128, 64, 4, 2, "mma"), TileConfig(64, 64, 4, 2, "mma")),
@@ -29,17 +31,21 @@ def main():
     rng = np.random.default_rng(0)
     from cuflash.gpu.ops import device_arch
     cases = CASES + (HOPPER_CASES if device_arch() == "sm_90" else [])
+    T, S = 77, 45
+    docs = cp.asarray(np.cumsum(rng.random((2, S)) < 0.1, axis=1).astype(np.int32))
+    options = {"dense": {}, "causal": dict(causal=True),
+               "window_softcap_alibi": dict(window=(9, 3), softcap=2.0,
+                                            alibi_slopes=cp.asarray([0.3, 0.1], dtype=cp.float32)),
+               "mask_mod": dict(causal=True, mask_mod=MaskMod("doc[h, j] != (i % 3)", doc=docs))}
     for dt, d, ft, bt in cases:
-        for causal in (False, True):
-            T, S = 77, 45
+        for name, kw in options.items():
             q, k, v, do = (cp.asarray(rng.standard_normal(s).astype(DTYPES[dt]))
                            for s in ((2, T, d), (2, S, d), (2, S, d), (2, T, d)))
-            out, lse = cuflash.attention(q, k, v, causal=causal, tile=ft, return_lse=True)
+            out, lse = cuflash.attention(q, k, v, tile=ft, return_lse=True, **kw)
             for det in ((True,) if bt.kernel == "wgmma" else (True, False)):
-                cuflash.attention_backward(do, q, k, v, out, lse, causal=causal, tile=bt,
-                                           deterministic=det)
+                cuflash.attention_backward(do, q, k, v, out, lse, tile=bt, deterministic=det, **kw)
             cp.cuda.Device().synchronize()
-            print(f"ok {dt} d={d} causal={causal} fwd={ft.short()} bwd={bt.short()}")
+            print(f"ok {dt} d={d} {name} fwd={ft.short()} bwd={bt.short()}")
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ def test_wgmma_header_is_what_the_generator_writes():
 
 
 def test_wgmma_spec_layout():
-    (spec,) = plan.specs_for("float16", 72, WG, causal=False, backward=False)
+    (spec,) = plan.specs_for("float16", 72, WG, variant=False, backward=False)
     assert spec.head_dim == 128          # padded to whole 64-element panels
     assert spec.arch == "sm_90a"
     assert spec.smem_bytes() == (128 + 3 * 2 * 128) * 128 * 2 + 1024
@@ -45,8 +45,8 @@ def test_wgmma_refusals(tile, arch, match):
 
 def test_wgmma_backward_is_deterministic_only_and_16_bit():
     with pytest.raises(ValueError, match="dQ in its own pass"):
-        plan.specs_for("float16", 64, WG, causal=True, backward=True, deterministic=False)
-    dkdv, dq = plan.specs_for("float16", 64, TileConfig(64, 128, 8, 2, "wgmma"), causal=True,
+        plan.specs_for("float16", 64, WG, variant=True, backward=True, deterministic=False)
+    dkdv, dq = plan.specs_for("float16", 64, TileConfig(64, 128, 8, 2, "wgmma"), variant=True,
                               backward=True)
     assert (dkdv.role, dkdv.tile.num_warps, dq.role, dq.tile.num_warps) == ("bwd_dkdv", 8,
                                                                            "bwd_dq", 4)
@@ -56,7 +56,7 @@ def test_wgmma_backward_is_deterministic_only_and_16_bit():
         plan.check_tile(TileConfig(64, 64, 8, 2, "wgmma"), 64, "float16", backward=True,
                         smem_limit=HOPPER, arch="sm_90")
     with pytest.raises(ValueError, match="float16 or bfloat16"):
-        plan.specs_for("float32", 64, WG, causal=False, backward=False)
+        plan.specs_for("float32", 64, WG, variant=False, backward=False)
 
 
 def test_wgmma_tile_that_does_not_fit_is_refused():
@@ -89,7 +89,7 @@ def test_wgmma_compiles_for_sm90a_without_spills():
         pytest.skip("CUDA headers not found")
     specs = []
     for causal in (False, True):
-        specs += plan.specs_for("bfloat16", 128, WG, causal=causal, backward=False)
+        specs += plan.specs_for("bfloat16", 128, WG, variant=causal, backward=False)
         specs += plan.specs_for("float16", 128, default_tile(128, "float16", backward=True,
                                 causal=causal, smem_limit=HOPPER, arch="sm_90"), causal, True)
     for spec in specs:

@@ -84,16 +84,29 @@ def _params_type(spec: KernelSpec) -> str:
 def _body(spec: KernelSpec) -> str:
     """The kernel's sources and, when it has one, its mask_mod's C++ (before any instantiation)."""
     _, path = _KERNELS[(spec.role, spec.family)]
-    mod = f"\nnamespace cuflash {{\n{spec.variant.mod_src}\n}}\n" if spec.variant.mod_key else ""
+    mod = f"\n{spec.variant.mod_src}\n" if spec.variant.mod_key else ""   # defines cuflash::MaskMod_<key>
     return expand(path) + mod
+
+
+def tile_lists_name(spec: KernelSpec) -> str:
+    """Entry point that builds a mask_mod kernel's tile lists (kernels_cu/mask.cuh, TileLists)."""
+    return f"{spec.name}_tiles"
 
 
 def source(spec: KernelSpec) -> str:
     """The whole translation unit of one specialization: the kernel struct's sources and an
-    ``extern "C"`` entry point named after the spec that takes the pass's parameter struct."""
+    ``extern "C"`` entry point named after the spec that takes the pass's parameter struct (and,
+    with a mask_mod, the entry point that builds its tile lists for this kernel's tiles)."""
+    P = _params_type(spec)
     entry = (f'extern "C" __global__ void __launch_bounds__({spec.threads()}, 1) '
-             f"{spec.name}(const __grid_constant__ {_params_type(spec)} p) {{\n"
+             f"{spec.name}(const __grid_constant__ {P} p) {{\n"
              f"    {kernel_type(spec)}::run(p);\n}}\n")
+    if spec.variant.mod_key:
+        t = spec.tile
+        lists = (f"cuflash::TileLists<{spec.variant.cpp()}, {P}, {t.block_m}, {t.block_n}, "
+                 f"{'true' if spec.role == 'bwd_dkdv' else 'false'}>")
+        entry += (f'extern "C" __global__ void __launch_bounds__(256) {tile_lists_name(spec)}('
+                  f"const __grid_constant__ {P} p) {{\n    {lists}::run(p);\n}}\n")
     return f"// {spec.name}\n{_body(spec)}\n{entry}"
 
 
@@ -260,6 +273,18 @@ def get_kernel(spec: KernelSpec, device_id: int):
 
 
 @functools.lru_cache(maxsize=None)
+def get_tile_lists(spec: KernelSpec, device_id: int):
+    """The entry point that builds a mask_mod kernel's tile lists (same module as the kernel)."""
+    get_kernel(spec, device_id)
+    if spec.arch is None:
+        mod = _module(source(spec), device_id)
+    else:
+        mod = _module_from_cubin(str(cubin_for_arch(source(spec), spec.name, spec.arch)),
+                                 device_id)
+    return mod.get_function(tile_lists_name(spec))
+
+
+@functools.lru_cache(maxsize=None)
 def get_preprocess(dtype: str, device_id: int):
     return _module(preprocess_source(dtype), device_id).get_function(preprocess_name(dtype))
 
@@ -301,7 +326,8 @@ def compile_offline(src: str, name: str, arch: str, smem_dynamic: int = 0) -> Co
 
 
 def _parse_ptxas(log: str, name: str, arch: str, smem_dynamic: int) -> CompileReport:
-    section = log[log.find(f"Function properties for {name}"):] if name in log else log
+    m = re.search(rf"Function properties for {re.escape(name)}\s*$", log, re.M)
+    section = log[m.start():] if m else log
     def num(pattern, default=0):
         m = re.search(pattern, section)
         return int(m.group(1)) if m else default

@@ -100,11 +100,63 @@ def _launch(kern, smem, threads, grid_x, batch, args):
     kern(_grid(grid_x, batch), (threads,), (args,), shared_mem=smem)
 
 
+def _mask_mod_fields(p) -> dict:
+    """A mask_mod's captures as CUFLASH_COMMON_FIELDS take them (arrays on this device, int32,
+    C-contiguous; shapes padded with 1), and empty tile lists (filled per launch)."""
+    cp = _cp()
+    tensors, shapes, ints = [None] * 4, [1] * 16, [0] * 4
+    if p.mask_mod is not None:
+        for t, (_, a) in enumerate(p.mask_mod.arrays()):
+            a = cp.ascontiguousarray(cp.asarray(a, dtype=np.int32))
+            tensors[t] = a
+            shapes[4 * t: 4 * t + a.ndim] = a.shape
+        for n, (_, x) in enumerate(p.mask_mod.ints()):
+            ints[n] = int(x)
+    return dict(mm_tensor=tensors, mm_shape=shapes, mm_int=ints, mm_count=None, mm_index=None,
+                mm_inner=0, mm_count_stride=0, mm_batched=0)
+
+
+def _tile_lists(spec, fields, layout, T, S):
+    """Fill a mask_mod kernel's tile lists (kernels_cu/mask.cuh, TileLists) for its tiles:
+    for each outer tile (query tiles; key tiles for the dK/dV kernel) the inner tiles it visits.
+    Returns the packed parameters of that launch (the lists live as long as `fields`)."""
+    cp = _cp()
+    t = spec.tile
+    by_keys = spec.role == "bwd_dkdv"
+    n_q, n_k = math.ceil(T / t.block_m), math.ceil(S / t.block_n)
+    outer, inner = (n_k, n_q) if by_keys else (n_q, n_k)
+    batched = bool(fields["_mod"].uses() & {"b", "h"})
+    rows = fields["batch"] if batched else 1
+    count = cp.empty((rows, outer), dtype=np.int32)
+    index = cp.empty((rows, outer, max(1, inner)), dtype=np.int32)
+    f = _plain(fields)
+    f.update(mm_count=count, mm_index=index, mm_inner=max(1, inner), mm_count_stride=outer,
+             mm_batched=int(batched))
+    args = layout.pack(f)
+    if outer > 0 and rows > 0:
+        kern = build.get_tile_lists(spec, cp.cuda.Device().id)
+        kern((outer, rows), (256,), (args,))
+    fields.setdefault("_keep", []).append((count, index))   # alive until the launches are issued
+    return args
+
+
+def _plain(fields) -> dict:
+    """The struct's fields alone (keys starting with '_' are this module's bookkeeping)."""
+    return {k: v for k, v in fields.items() if not k.startswith("_")}
+
+
+def _pack(spec, layout, fields, T, S):
+    """The launch's packed parameters; with a mask_mod, its tile lists built first."""
+    if spec.variant.mod_key:
+        return _tile_lists(spec, fields, layout, T, S)
+    return layout.pack(_plain(fields))
+
+
 def _common(p, batch, T, S, d, acc) -> dict:
     """The fields every pass shares (CUFLASH_COMMON_FIELDS), from a checks.Problem."""
     m = p.mask
-    return dict(alibi_slopes=p.alibi_slopes, mm_tensor=[None] * 4, mm_shape=[1] * 16,
-                mm_int=[0] * 4, batch=batch, heads=p.heads, T_len=T, S_len=S, d=d,
+    return dict(alibi_slopes=p.alibi_slopes, **_mask_mod_fields(p), _mod=p.mask_mod,
+                batch=batch, heads=p.heads, T_len=T, S_len=S, d=d,
                 window_left=_UNBOUNDED if m.left is None else m.left,
                 window_right=_UNBOUNDED if m.right is None else m.right,
                 scale=acc.type(p.scale), scale_log2=acc.type(p.scale * _LOG2E),
@@ -112,10 +164,13 @@ def _common(p, batch, T, S, d, acc) -> dict:
 
 
 def variant_of(p) -> plan.Variant:
-    """The kernel variant a problem needs (mask kind, score modifiers)."""
+    """The kernel variant a problem needs (mask kind, score modifiers, mask_mod)."""
     m = p.mask
     kind = "dense" if m.dense else "causal" if (m.left is None and m.right == 0) else "window"
-    return plan.Variant(kind, p.softcap is not None, p.alibi_slopes is not None)
+    mod = p.mask_mod
+    return plan.Variant(kind, p.softcap is not None, p.alibi_slopes is not None,
+                        None if mod is None else mod.key(),
+                        None if mod is None else mod.cuda_source())
 
 
 def forward(q, k, v, p, *, tile):
@@ -132,8 +187,8 @@ def forward(q, k, v, p, *, tile):
     if B == 0 or T == 0:
         return out, lse
     kern, smem = _ready(spec, _cp().cuda.Device().id)
-    args = params.layout("fwd", dt).pack(dict(q=q, k=k, v=v, out=out, lse=lse,
-                                              **_common(p, B, T, S, d, acc)))
+    fields = dict(q=q, k=k, v=v, out=out, lse=lse, **_common(p, B, T, S, d, acc))
+    args = _pack(spec, params.layout("fwd", dt), fields, T, S)
     _launch(kern, smem, spec.threads(), math.ceil(T / tile.block_m), B, args)
     return out, lse
 
@@ -158,16 +213,21 @@ def backward(dout, q, k, v, out, lse, p, *, tile, deterministic):
     dq = None if atomic else _empty(q.shape, q.dtype)
     fields = dict(q=q, k=k, v=v, out=out, dout=dout, lse=lse, D=D, dq=dq, dk=dk, dv=dv,
                   dq_accum=dq_accum, **_common(p, B, T, S, d, acc))
-    args = params.layout("bwd", dt).pack(fields)
+    layout = params.layout("bwd", dt)
+    if B == 0:
+        return (dq_accum.astype(q.dtype) if atomic else dq), dk, dv
 
     # -- D = rowsum(dO ∘ O): one warp per row, 8 rows per block
     if B * T > 0:
-        _launch(build.get_preprocess(dt, dev), 0, 256, math.ceil(B * T / 8), 1, args)
+        _launch(build.get_preprocess(dt, dev), 0, 256, math.ceil(B * T / 8), 1,
+                layout.pack(_plain(fields)))
     # -- dK, dV (and dQ by atomics); then dQ in a fixed order
     kern, smem = _ready(dkdv, dev)
-    _launch(kern, smem, dkdv.threads(), math.ceil(S / tile.block_n), B, args)
+    _launch(kern, smem, dkdv.threads(), math.ceil(S / tile.block_n), B,
+            _pack(dkdv, layout, fields, T, S))
     if atomic:
         return dq_accum.astype(q.dtype), dk, dv
     kern, smem = _ready(specs[1], dev)
-    _launch(kern, smem, specs[1].threads(), math.ceil(T / specs[1].tile.block_m), B, args)
+    _launch(kern, smem, specs[1].threads(), math.ceil(T / specs[1].tile.block_m), B,
+            _pack(specs[1], layout, fields, T, S))
     return dq, dk, dv

@@ -68,8 +68,9 @@ class Variant:
         """The C++ Variant type (kernels_cu/mask.cuh)."""
         mod = f", cuflash::MaskMod_{self.mod_key}" if self.mod_key else ""
         b = lambda x: "true" if x else "false"
-        return (f"cuflash::Variant<{b(self.mask != 'dense')}, {b(self.softcap)}, "
-                f"{b(self.alibi)}{mod}>")
+        kind = {"dense": "cuflash::kDense", "causal": "cuflash::kCausal",
+                "window": "cuflash::kWindow"}[self.mask]
+        return f"cuflash::Variant<{kind}, {b(self.softcap)}, {b(self.alibi)}{mod}>"
 
 
 @dataclasses.dataclass(frozen=True)

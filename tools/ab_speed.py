@@ -1,0 +1,99 @@
+"""Side-by-side speed of two cuflash trees on one GPU, in one run: FlashAttention's benchmark
+shapes (batch·T = 16384, heads·d = 2048), forward and backward, float16/bfloat16, d = 64/128,
+causal and not, the default tiles of each tree. Each tree runs in its own process (its own
+import of cuflash); the rounds alternate A, B, A, B so that drift of the GPU's clocks hits both,
+and each cell keeps its best round. TFLOP/s by 4·B·H·T²·d forward (halved when causal), ×2.5
+backward.
+
+    python tools/ab_speed.py --base .ab/base --new . [--T 2048,4096,8192,16384] [--rounds 2]
+
+prints a table (new / base per cell, then min / median / max) and writes --json if given.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+CELL_CODE = r"""
+import json, sys, numpy as np, cupy as cp
+sys.path.insert(0, sys.argv[1])
+import cuflash
+from ml_dtypes import bfloat16
+out = {}
+for spec in json.loads(sys.argv[2]):
+    T, d, dt, causal, pass_ = spec
+    H = 2048 // d; B = max(1, 16384 // T)
+    dtype = {"float16": np.float16, "bfloat16": bfloat16}[dt]
+    rng = np.random.default_rng(0)
+    q, k, v, do = (cp.asarray(rng.standard_normal((B, H, T, d)).astype(dtype)) for _ in range(4))
+    o, lse = cuflash.attention(q, k, v, causal=causal, return_lse=True)
+    if pass_ == "fwd":
+        fn = lambda: cuflash.attention(q, k, v, causal=causal)
+    else:
+        fn = lambda: cuflash.attention_backward(do, q, k, v, o, lse, causal=causal)
+    for _ in range(3):
+        fn()
+    times = []
+    for _ in range(10):
+        a, b = cp.cuda.Event(), cp.cuda.Event()
+        a.record(); fn(); b.record(); b.synchronize()
+        times.append(cp.cuda.get_elapsed_time(a, b))
+    ms = float(np.median(times))
+    flops = 4.0 * B * H * T * T * d * (0.5 if causal else 1.0) * (2.5 if pass_ == "bwd" else 1.0)
+    out[json.dumps(spec)] = flops / ms / 1e9
+    del q, k, v, do, o, lse
+print("RESULT " + json.dumps(out))
+"""
+
+
+def run_tree(tree, cells):
+    env = dict(os.environ, PYTHONPATH=os.path.abspath(tree))
+    r = subprocess.run([sys.executable, "-c", CELL_CODE, os.path.abspath(tree), json.dumps(cells)],
+                       capture_output=True, text=True, env=env, timeout=900)
+    line = [x for x in r.stdout.splitlines() if x.startswith("RESULT ")]
+    if r.returncode or not line:
+        raise RuntimeError(f"{tree}: rc={r.returncode}\n{r.stdout[-2000:]}\n{r.stderr[-4000:]}")
+    return {tuple(json.loads(k)): v for k, v in json.loads(line[0][7:]).items()}
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--base", required=True)
+    ap.add_argument("--new", required=True)
+    ap.add_argument("--T", default="2048,4096,8192,16384")
+    ap.add_argument("--d", default="64,128")
+    ap.add_argument("--dtypes", default="float16,bfloat16")
+    ap.add_argument("--passes", default="fwd,bwd")
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--json")
+    a = ap.parse_args(argv)
+    cells = [[T, d, dt, c, p] for p in a.passes.split(",") for d in map(int, a.d.split(","))
+             for dt in a.dtypes.split(",") for c in (False, True) for T in map(int, a.T.split(","))]
+    best = {"base": {}, "new": {}}
+    for r in range(a.rounds):
+        for name, tree in (("base", a.base), ("new", a.new)):
+            for cell, tf in run_tree(tree, cells).items():
+                best[name][cell] = max(tf, best[name].get(cell, 0.0))
+            print(f"round {r + 1}: {name} done", flush=True)
+    ratios = []
+    print(f"{'pass':4} {'d':>4} {'dtype':9} {'causal':6} {'T':>6} {'base':>7} {'new':>7} {'new/base':>8}")
+    for cell in map(tuple, cells):
+        b, n = best["base"][cell], best["new"][cell]
+        ratios.append(n / b)
+        T, d, dt, c, p = cell
+        print(f"{p:4} {d:4} {dt:9} {str(c):6} {T:6} {b:7.1f} {n:7.1f} {n / b:8.3f}")
+    for p in a.passes.split(","):
+        rs = [n for cell, n in zip(cells, ratios) if cell[4] == p]
+        print(f"{p}: new/base min {min(rs):.3f} median {statistics.median(rs):.3f} max {max(rs):.3f}")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"cells": cells, "base": {json.dumps(k): v for k, v in best["base"].items()},
+                       "new": {json.dumps(k): v for k, v in best["new"].items()}}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
