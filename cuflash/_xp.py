@@ -69,13 +69,31 @@ def gpu_available() -> bool:
         return False
 
 
+def _check_numpy_array(name, a) -> None:
+    """A NumPy input must be a plain array in native byte order: masks (numpy.ma) would be
+    ignored, numpy.matrix's ``*`` and 2-D shape break the kernels' algebra, and the GPU copy of a
+    byte-swapped array would be garbage. TypeError naming the argument otherwise."""
+    if type(a) is not np.ndarray:
+        if isinstance(a, np.ma.MaskedArray):
+            raise TypeError(f"{name} is a numpy.ma.MaskedArray; attention does not apply masks: "
+                            f"pass {name}.filled(value) or use causal=True for a causal mask")
+        if isinstance(a, np.matrix):
+            raise TypeError(f"{name} is a numpy.matrix; pass np.asarray({name}) (shape "
+                            f"(..., seq_len, head_dim))")
+    if not a.dtype.isnative:
+        raise TypeError(f"{name} has non-native byte order (dtype {a.dtype.str!r}); convert it "
+                        f"with {name}.astype({name}.dtype.newbyteorder('='))")
+
+
 def array_module(**arrays):
-    """numpy or cupy, from keyword-named arrays; TypeError naming them when they mix or are not arrays."""
+    """numpy or cupy, from keyword-named arrays; TypeError naming them when they mix, are not
+    arrays, or are NumPy arrays of a kind attention cannot take (``_check_numpy_array``)."""
     kinds = {}
     for name, a in arrays.items():
         if is_cupy_array(a):
             kinds[name] = "cupy"
         elif isinstance(a, np.ndarray):
+            _check_numpy_array(name, a)
             kinds[name] = "numpy"
         else:
             raise TypeError(f"{name} must be a numpy.ndarray or cupy.ndarray, got {type(a).__name__}")
