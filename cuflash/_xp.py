@@ -21,6 +21,11 @@ DTYPES = {"float16": np.dtype(np.float16), "float32": np.dtype(np.float32),
           "float64": np.dtype(np.float64)}
 if bfloat16 is not None:
     DTYPES["bfloat16"] = bfloat16
+#: Every dtype name cuflash knows, whether or not this install can make arrays of it.
+DTYPE_NAMES = ("float16", "bfloat16", "float32", "float64")
+#: What to say when bfloat16 is asked for without ml_dtypes.
+BFLOAT16_HINT = ("bfloat16 needs the ml_dtypes package, which is not installed: "
+                 "pip install ml_dtypes (or pip install -e '.[test]')")
 
 
 def dtype_name(dtype) -> str:
@@ -32,6 +37,8 @@ def dtype_name(dtype) -> str:
 def resolve_dtype(name_or_dtype) -> np.dtype:
     """The NumPy dtype for a name such as 'bfloat16', raising ValueError on an unknown name."""
     if isinstance(name_or_dtype, str):
+        if name_or_dtype == "bfloat16" and bfloat16 is None:
+            raise ValueError(BFLOAT16_HINT)
         if name_or_dtype not in DTYPES:
             raise ValueError(f"unknown dtype {name_or_dtype!r}; valid: {sorted(DTYPES)}")
         return DTYPES[name_or_dtype]
