@@ -257,6 +257,27 @@ def test_cpu_timing_repeats_until_the_batch_medians_agree():
     assert spread > 0.5 and 2.0 <= clock.now < 2.1
 
 
+def test_cpu_rounds_keep_the_least_disturbed_timing(tmp_path):
+    exp = schema.build(dict(TINY, measure={"repeats": 1, "warmup": 0, "rounds": 3}))
+    first = FakeMeasure()
+    again = []
+
+    def retime(p, cfg):                      # round 2 twice as fast as round 1, round 3 slower
+        again.append(p)
+        t = first(p, cfg)["time_ms_median"] * (0.5 if again.count(p) == 1 else 1.5)
+        return {"repeats": 1, "time_ms_median": t, "time_ms_min": t, "time_ms_p20": t,
+                "time_ms_p80": t, "time_spread": 0.0, "threads": 1}
+    logs = []
+    runner.run(exp, tmp_path, measure=first, retime=retime, log=logs.append, draw=False)
+    assert len(again) == 2 * 8 and sum("timing round" in line for line in logs) == 2
+    for r in results.read_rows(tmp_path / "results.csv"):
+        t1 = 1e-3 * r["seq_len"] * (r["seq_len"] if r["method"] == "naive" else 1)
+        assert r["time_ms_median"] == pytest.approx(0.5 * t1, rel=1e-5)
+        assert r["time_rounds"] == 3 and r["time_rounds_spread"] == pytest.approx(2.0)
+        assert r["tflops"] == pytest.approx(r["flops"] / (r["time_ms_median"] * 1e-3) / 1e12,
+                                            rel=1e-4)
+
+
 def test_unstable_timing_is_said_in_the_note(tmp_path):
     fake = FakeMeasure()
     base = fake.__call__
@@ -283,6 +304,9 @@ def test_demo_says_what_the_rows_show():
     assert "naive 2.00" in slower and "twin 1.00" in slower
     assert "slower than naive at every" in slower and "3x naive's time" in slower
     assert "faster" not in slower and "BLAS pinned to 1 thread" in slower
+    rounds = demo.findings([dict(r, time_rounds=5, time_rounds_spread=0.1 * i)
+                            for i, r in enumerate(_demo_rows(lambda T: 3e-5 * T * T))])
+    assert any("lowest median of 5 timing rounds" in s and "up to 70%" in s for s in rounds)
     faster = demo.report(_demo_rows(lambda T: 5e-6 * T * T))
     assert "faster than naive at every" in faster and "slower" not in faster
     mixed = demo.findings(_demo_rows(lambda T: 1e-5 * T * 256))

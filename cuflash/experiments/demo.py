@@ -135,6 +135,13 @@ def findings(rows: list[dict]) -> list[str]:
             out.append(f"On the CPU the lesson is memory, not time: the {other} runs a Python "
                        f"loop of small NumPy products against naive's few large ones. The time "
                        f"advantage is a GPU measurement (README: Results on an NVIDIA H200).")
+    spreads = [r["time_rounds_spread"] for r in rows if r.get("time_rounds_spread") is not None]
+    if spreads:
+        n = max(r.get("time_rounds") or 0 for r in rows)
+        out.append(f"Each time is the lowest median of {n} timing rounds spread over the run; "
+                   f"the rounds of one point differed by up to {max(spreads):.0%} (median "
+                   f"{float(np.median(spreads)):.0%}): that is how much this machine's load "
+                   f"moved CPU timings while the demo ran.")
     unstable = [r for r in rows if r.get("time_spread") is not None and r.get("note")
                 and "not stable" in r["note"]]
     if unstable:

@@ -205,9 +205,10 @@ def time_until_stable(fn, repeats: int, warmup: int, max_seconds: float,
 
 
 def summarize(times_ms) -> dict:
-    """Median, 20th and 80th percentile of the timed calls, in ms."""
+    """Median, minimum, 20th and 80th percentile of the timed calls, in ms."""
     t = np.asarray(times_ms, dtype=np.float64)
     return {"repeats": len(t), "time_ms_median": float(np.median(t)),
+            "time_ms_min": float(t.min()),
             "time_ms_p20": float(np.percentile(t, 20)), "time_ms_p80": float(np.percentile(t, 80))}
 
 
@@ -317,6 +318,14 @@ def measure_point(point: Point, cfg: Measure) -> dict:
         return _measure(point, cfg)
     with blas_threads(cfg.threads) as threads:
         return dict(_measure(point, cfg), threads=threads)
+
+
+def time_point(point: Point, cfg: Measure) -> dict:
+    """One more timing of a CPU point (fresh inputs, BLAS pinned): ``time_call``'s columns and
+    ``threads``. Used for the extra rounds of ``measure.rounds``."""
+    with blas_threads(cfg.threads) as threads:
+        inputs = make_inputs(point, cfg.seed)
+        return dict(time_call(build_call(point, inputs), cfg), threads=threads)
 
 
 @contextlib.contextmanager

@@ -24,11 +24,11 @@ COLUMNS = tuple(dict.fromkeys(
 
 STATUSES = ("ok", "oom", "oom-skipped", "unavailable", "error")
 _INT = {"seq_len", "kv_len", "head_dim", "batch", "heads", "block_m", "block_n", "num_warps",
-        "num_stages", "run", "repeats", "threads", "peak_mem_bytes", "pred_bytes", "pred_bytes_read",
-        "pred_bytes_written", "flops", "hbm_bytes", "hbm_bytes_read", "hbm_bytes_written",
-        "hbm_kernels"}
-_FLOAT = {"time_ms_median", "time_ms_p20", "time_ms_p80", "time_spread", "tflops", "gbps", "error_rel",
-          "hbm_gbps", "hbm_pred_ratio"}
+        "num_stages", "run", "repeats", "threads", "time_rounds", "peak_mem_bytes", "pred_bytes",
+        "pred_bytes_read", "pred_bytes_written", "flops", "hbm_bytes", "hbm_bytes_read",
+        "hbm_bytes_written", "hbm_kernels"}
+_FLOAT = {"time_ms_median", "time_ms_min", "time_ms_p20", "time_ms_p80", "time_spread",
+          "time_rounds_spread", "tflops", "gbps", "error_rel", "hbm_gbps", "hbm_pred_ratio"}
 _BOOL = {"causal", "deterministic"}
 
 

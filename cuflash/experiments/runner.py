@@ -41,7 +41,7 @@ from .. import iomodel
 from ..tile import default_tile
 from . import env as envmod
 from . import files, hostmem, results
-from .measure import classify, free_device_memory, measure_point
+from .measure import classify, free_device_memory, measure_point, time_point
 from .points import KEY_COLUMNS, Point, enumerate_points, resolve_device
 from .results import human_bytes
 from .schema import Experiment
@@ -172,14 +172,29 @@ def _add_note(row: dict, text: str) -> None:
     row["note"] = f"{row['note']}; {text}" if row.get("note") else text
 
 
+_UNSTABLE = "time not stable"
+
+
+def _note_unstable(row: dict, cfg) -> None:
+    """Say in the note when the row's timing did not settle (replacing an earlier such note)."""
+    kept = [t for t in (row.get("note") or "").split("; ") if t and not t.startswith(_UNSTABLE)]
+    row["note"] = "; ".join(kept) or None
+    spread = row.get("time_spread")
+    if spread is not None and spread > cfg.stable_spread:
+        _add_note(row, f"{_UNSTABLE}: the last batch medians spread {spread:.0%} > "
+                       f"measure.stable_spread={cfg.stable_spread:g} when max_seconds ran out")
+
+
 def run(exp: Experiment, out_dir=None, *, log: Callable[[str], None] = print,
         measure: Callable = measure_point, hbm_many: Callable | None = None,
-        hbm_batch: int = HBM_BATCH, draw: bool = True) -> RunSummary:
+        hbm_batch: int = HBM_BATCH, draw: bool = True,
+        retime: Callable = time_point) -> RunSummary:
     """Measure every point of ``exp`` not already in ``out_dir``'s CSV, then draw the plots.
 
     ``measure(point, measure_cfg) -> dict`` and ``hbm_many(point_jsons, timeout_s) -> list of
     NcuBytes or NcuUnavailable`` (one ncu process per call, ``ncu.measure_hbm_many``) are
-    parameters so tests can count or fake calls; ``hbm_batch``: rows per ncu batch.
+    parameters so tests can count or fake calls; ``hbm_batch``: rows per ncu batch;
+    ``retime(point, measure_cfg) -> dict``: one more timing of a CPU point (``measure.rounds``).
     """
     from .._xp import gpu_available
     device = resolve_device(exp)
@@ -190,11 +205,12 @@ def run(exp: Experiment, out_dir=None, *, log: Callable[[str], None] = print,
         from .ncu import measure_hbm_many as hbm_many
     out_dir = files.prepare_folder(out_dir if out_dir is not None else default_out_dir(exp))
     with files.folder_lock(out_dir):
-        return _run_locked(exp, device, out_dir, log, measure, hbm_many, hbm_batch, draw)
+        return _run_locked(exp, device, out_dir, log, measure, hbm_many, hbm_batch, draw,
+                           retime)
 
 
 def _run_locked(exp, device, out_dir: Path, log, measure, hbm_many, hbm_batch,
-                draw) -> RunSummary:
+                draw, retime) -> RunSummary:
     points = enumerate_points(exp, device)
     csv_path = out_dir / RESULTS_CSV
     _, old = results.read_raw(csv_path)       # not a results CSV: stop before writing anything
@@ -243,9 +259,13 @@ def _run_locked(exp, device, out_dir: Path, log, measure, hbm_many, hbm_batch,
     def eta(i: int) -> str:
         return _fmt_seconds(spent / max(n_measured, 1) * (len(todo) - i))
 
+    timed: list[tuple[Point, dict]] = []       # CPU rows timed in this run (for more rounds)
+
     def finish(p: Point, row: dict) -> None:
         row["timestamp"] = datetime.datetime.now().isoformat(timespec="seconds")
         writer.write(row)
+        if p.device == "cpu" and row["status"] == "ok" and row.get("time_ms_median"):
+            timed.append((p, row))
         summary.statuses[row["status"]] = summary.statuses.get(row["status"], 0) + 1
         summary.measured += 1
 
@@ -309,11 +329,7 @@ def _run_locked(exp, device, out_dir: Path, log, measure, hbm_many, hbm_batch,
                     marker.unlink(missing_ok=True)
                     if p.device == "gpu":
                         free_device_memory()
-                spread = row.get("time_spread")
-                if spread is not None and spread > cfg.stable_spread:
-                    _add_note(row, f"time not stable: the last batch medians spread "
-                                   f"{spread:.0%} > measure.stable_spread="
-                                   f"{cfg.stable_spread:g} when max_seconds ran out")
+                _note_unstable(row, cfg)
                 if row["status"] == "ok" and cfg.hbm_bytes:
                     if p.device == "gpu":
                         needs_ncu = True              # measured with the batch, by ncu
@@ -331,6 +347,8 @@ def _run_locked(exp, device, out_dir: Path, log, measure, hbm_many, hbm_batch,
             else:
                 finish(p, row)
         flush(len(todo))
+    if cfg.time and cfg.rounds > 1 and timed:
+        _more_rounds(timed, cfg, csv_path, retime, log)
     if draw and exp.plots:
         from .plots import draw_all
         try:
@@ -340,6 +358,40 @@ def _run_locked(exp, device, out_dir: Path, log, measure, hbm_many, hbm_batch,
             summary.plot_error = f"{type(exc).__name__}: {exc}"
             log(f"plotting failed ({summary.plot_error}); redraw with: cuflash plot {csv_path}")
     return summary
+
+
+def _more_rounds(timed: list[tuple[Point, dict]], cfg, csv_path: Path, retime, log) -> None:
+    """Time the CPU points of this run ``cfg.rounds - 1`` more times, round-robin, so that each
+    point's rounds are spread over the run; each row keeps its round with the lowest median (the
+    least disturbed moment of a shared machine) and records the rounds' spread. The CSV rows
+    are replaced at the end (atomically); until then they hold the first round."""
+    rounds: dict[tuple, list[dict]] = {p.key(): [_timing(row)] for p, row in timed}
+    t0 = time.perf_counter()
+    for r in range(2, cfg.rounds + 1):
+        for p, _ in timed:
+            try:
+                rounds[p.key()].append(_timing(retime(p, cfg)))
+            except Exception as exc:  # the first round stands; say why this one is missing
+                log(f"  round {r}: {p.describe()}: {type(exc).__name__}: {exc}")
+        log(f"timing round {r} of {cfg.rounds}: {len(timed)} CPU points timed again "
+            f"({_fmt_seconds(time.perf_counter() - t0)} so far)")
+    for p, row in timed:
+        found = rounds[p.key()]
+        medians = [t["time_ms_median"] for t in found]
+        row.update(min(found, key=lambda t: t["time_ms_median"]), time_rounds=len(found),
+                   time_rounds_spread=(max(medians) - min(medians)) / min(medians))
+        _note_unstable(row, cfg)
+        _add_predictions(row, p)
+    _, on_disk = results.read_raw(csv_path)
+    new = {p.key(): row for p, row in timed}
+    rows = [{c: results.cell_text(v) for c, v in new[results.row_key(r)].items()}
+            if results.row_key(r) in new else r for r in on_disk]
+    results.Writer(csv_path, rows, rewrite=True).close()
+
+
+def _timing(row: dict) -> dict:
+    return {c: row.get(c) for c in ("repeats", "time_ms_median", "time_ms_min", "time_ms_p20",
+                                    "time_ms_p80", "time_spread", "threads")}
 
 
 def _measure_hbm_batch(batch: list[Point], cfg, hbm_many) -> list:

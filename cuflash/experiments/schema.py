@@ -60,8 +60,8 @@ METHOD_COLUMNS = ("method", "method_name", "backend", "tile", "kernel", "block_m
                   "num_warps", "num_stages", "deterministic")
 ALWAYS_COLUMNS = ("status", "note", "device", "device_name", "run", "timestamp",
                   "pred_bytes_read", "pred_bytes_written", "pred_bytes", "flops")
-TIME_COLUMNS = ("repeats", "time_ms_median", "time_ms_p20", "time_ms_p80", "time_spread",
-                "threads", "tflops", "gbps")
+TIME_COLUMNS = ("repeats", "time_ms_median", "time_ms_min", "time_ms_p20", "time_ms_p80",
+                "time_spread", "time_rounds", "time_rounds_spread", "threads", "tflops", "gbps")
 MEMORY_COLUMNS = ("peak_mem_bytes",)
 ERROR_COLUMNS = ("error_rel",)
 HBM_COLUMNS = ("hbm_bytes_read", "hbm_bytes_written", "hbm_bytes", "hbm_pred_ratio",
@@ -155,6 +155,10 @@ class Measure:
     stable_spread: float = 0.05
     """CPU points: time in batches of at least ``repeats`` calls until the medians of the last
     three batches are within this relative spread ((max - min) / median), or ``max_seconds``."""
+    rounds: int = 1
+    """CPU points: after the sweep, time each point again, round-robin, until it has this many
+    timings spread over the run; its row keeps the one with the lowest median (on a shared
+    machine, the least disturbed moment) and ``time_rounds_spread``, how much they differed."""
     time: bool = True
     memory: bool = True
     error: bool = True
@@ -514,7 +518,7 @@ def _measure(r: _Reader, raw) -> Measure:
     kw: dict[str, Any] = {}
     for key, val in raw.items():
         path = f"measure.{key}"
-        if key in ("repeats", "threads"):
+        if key in ("repeats", "threads", "rounds"):
             kw[key] = r.int_(val, path, minimum=1)
         elif key in ("warmup", "seed"):
             kw[key] = r.int_(val, path, minimum=0)
