@@ -38,7 +38,7 @@ def _quiet(*_):
     pass
 
 
-# -- results are never lost --------------------------------------------------------------------------
+# -- results are never lost -----------------------------------------------------------------------
 
 def test_cpu_point_that_cannot_fit_is_an_oom_row_and_is_not_run(tmp_path, monkeypatch):
     from cuflash.experiments import hostmem
@@ -197,7 +197,7 @@ def test_a_foreign_results_csv_is_not_overwritten(tmp_path, capsys):
     assert fake.calls == [] and (tmp_path / "results.csv").read_text() == "a,b\n1,2\n"
 
 
-# -- honest numbers ----------------------------------------------------------------------------------
+# -- honest numbers --------------------------------------------------------------------------------
 
 def test_cpu_points_pin_blas_threads_and_record_them(tmp_path, monkeypatch):
     from threadpoolctl import threadpool_info
@@ -345,7 +345,7 @@ def test_flash_on_the_cpu_records_the_twin_that_ran(tmp_path):
     assert row["tile"] == f"m{row['block_m']}_n{row['block_n']}"
 
 
-# -- clean errors, nothing written where it should not be --------------------------------------------
+# -- clean errors, nothing written where it should not be ------------------------------------------
 
 @pytest.fixture
 def unwritable_dir(tmp_path):

@@ -114,9 +114,10 @@ def write_spec(exp: Experiment, out_dir: Path) -> Path:
     raw = dict(exp.raw or {})
     raw["name"] = exp.name
     path = out_dir / SPEC_YAML
-    return files.atomic_write_text(path, f"# {exp.name}: as run from {exp.source}\n"
-                                         f"# redraw the plots: cuflash plot {out_dir / RESULTS_CSV}\n"
-                                         + yaml.safe_dump(raw, sort_keys=False))
+    text = (f"# {exp.name}: as run from {exp.source}\n"
+            f"# redraw the plots: cuflash plot {out_dir / RESULTS_CSV}\n"
+            + yaml.safe_dump(raw, sort_keys=False))
+    return files.atomic_write_text(path, text)
 
 
 def estimate_text(points: list[Point], cfg) -> str:
