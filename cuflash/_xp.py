@@ -21,6 +21,11 @@ DTYPES = {"float16": np.dtype(np.float16), "float32": np.dtype(np.float32),
           "float64": np.dtype(np.float64)}
 if bfloat16 is not None:
     DTYPES["bfloat16"] = bfloat16
+#: Every dtype name cuflash knows, whether or not this install can make arrays of it.
+DTYPE_NAMES = ("float16", "bfloat16", "float32", "float64")
+#: What to say when bfloat16 is asked for without ml_dtypes.
+BFLOAT16_HINT = ("bfloat16 needs the ml_dtypes package, which is not installed: "
+                 "pip install ml_dtypes (or pip install -e '.[test]')")
 
 
 def dtype_name(dtype) -> str:
@@ -32,6 +37,8 @@ def dtype_name(dtype) -> str:
 def resolve_dtype(name_or_dtype) -> np.dtype:
     """The NumPy dtype for a name such as 'bfloat16', raising ValueError on an unknown name."""
     if isinstance(name_or_dtype, str):
+        if name_or_dtype == "bfloat16" and bfloat16 is None:
+            raise ValueError(BFLOAT16_HINT)
         if name_or_dtype not in DTYPES:
             raise ValueError(f"unknown dtype {name_or_dtype!r}; valid: {sorted(DTYPES)}")
         return DTYPES[name_or_dtype]
@@ -69,13 +76,31 @@ def gpu_available() -> bool:
         return False
 
 
+def _check_numpy_array(name, a) -> None:
+    """A NumPy input must be a plain array in native byte order: masks (numpy.ma) would be
+    ignored, numpy.matrix's ``*`` and 2-D shape break the kernels' algebra, and the GPU copy of a
+    byte-swapped array would be garbage. TypeError naming the argument otherwise."""
+    if type(a) is not np.ndarray:
+        if isinstance(a, np.ma.MaskedArray):
+            raise TypeError(f"{name} is a numpy.ma.MaskedArray; attention does not apply masks: "
+                            f"pass {name}.filled(value) or use causal=True for a causal mask")
+        if isinstance(a, np.matrix):
+            raise TypeError(f"{name} is a numpy.matrix; pass np.asarray({name}) (shape "
+                            f"(..., seq_len, head_dim))")
+    if not a.dtype.isnative:
+        raise TypeError(f"{name} has non-native byte order (dtype {a.dtype.str!r}); convert it "
+                        f"with {name}.astype({name}.dtype.newbyteorder('='))")
+
+
 def array_module(**arrays):
-    """numpy or cupy, from keyword-named arrays; TypeError naming them when they mix or are not arrays."""
+    """numpy or cupy, from keyword-named arrays; TypeError naming them when they mix, are not
+    arrays, or are NumPy arrays of a kind attention cannot take (``_check_numpy_array``)."""
     kinds = {}
     for name, a in arrays.items():
         if is_cupy_array(a):
             kinds[name] = "cupy"
         elif isinstance(a, np.ndarray):
+            _check_numpy_array(name, a)
             kinds[name] = "numpy"
         else:
             raise TypeError(f"{name} must be a numpy.ndarray or cupy.ndarray, got {type(a).__name__}")

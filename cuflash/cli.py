@@ -54,9 +54,15 @@ def cmd_run(args) -> int:
         for p in points:
             print("  " + p.describe())
         return 0
-    summary = runner.run(exp, args.out)
+    summary = runner.run(exp, _out_dir(args.out))
     _report(summary)
     return 0
+
+
+def _out_dir(out):
+    """``--out`` made and checked (``files.prepare_folder``), or None for the default folder."""
+    from .experiments.files import prepare_folder
+    return None if out is None else prepare_folder(out, "--out")
 
 
 def _report(summary) -> None:
@@ -76,8 +82,7 @@ def cmd_plot(args) -> int:
     from .experiments.plots import draw_all
     from .experiments.runner import SPEC_YAML
     csv_path = Path(args.results)
-    if not csv_path.is_file():
-        raise FileNotFoundError(f"no results file {csv_path}")
+    rows = results.read_for_plot(csv_path)
     spec = Path(args.config) if args.config else csv_path.parent / SPEC_YAML
     if not spec.is_file():
         raise FileNotFoundError(f"no plot specification: {spec} does not exist; pass the "
@@ -86,9 +91,7 @@ def cmd_plot(args) -> int:
     if not exp.plots:
         print(f"{spec} declares no plots")
         return 0
-    rows = results.read_rows(csv_path)
-    out = Path(args.out) if args.out else csv_path.parent
-    out.mkdir(parents=True, exist_ok=True)
+    out = _out_dir(args.out) or csv_path.parent
     for p in draw_all(rows, exp.plots, out, envmod.load(csv_path.parent)):
         print(f"plot: {p}")
     return 0
@@ -96,7 +99,7 @@ def cmd_plot(args) -> int:
 
 def cmd_demo(args) -> int:
     from ._xp import gpu_available
-    from .experiments import results, runner, schema
+    from .experiments import demo, results, runner, schema
     name = "memory_vs_length" if gpu_available() else "cpu_quick"
     path = experiments_dir() / f"{name}.yaml"
     if not path.is_file():
@@ -104,58 +107,19 @@ def cmd_demo(args) -> int:
     where = "a GPU is visible" if name == "memory_vs_length" else "no GPU is visible: CPU twin"
     print(f"cuflash demo: {where}; running {path}")
     exp = schema.load(path)
-    summary = runner.run(exp, args.out)
+    summary = runner.run(exp, _out_dir(args.out))
     print()
-    print(demo_table(results.read_rows(summary.csv)))
+    print(demo.report(results.read_rows(summary.csv)))
     _report(summary)
     return 0
 
 
-def demo_table(rows: list[dict]) -> str:
-    """Naive against the tiled method (flash or twin), per pass and T: peak memory and time."""
-    from .experiments.results import human_bytes
-    labels = list(dict.fromkeys(r["method"] for r in rows))
-    if "naive" not in labels or len(labels) < 2:
-        return "(no naive-vs-tiled pair in these results)"
-    other = next(lab for lab in labels if lab != "naive")
-    cell = {}
-    for r in rows:
-        if r["method"] in ("naive", other):
-            cell.setdefault((r["pass"], r["seq_len"], r["method"]), r)
-
-    def mem(r):
-        if r is None:
-            return "-"
-        if r["status"] != "ok":
-            return r["status"]
-        return human_bytes(r["peak_mem_bytes"]) if r.get("peak_mem_bytes") is not None else "-"
-
-    def ms(r):
-        if r is None or r["status"] != "ok" or r.get("time_ms_median") is None:
-            return "-" if r is None or r["status"] == "ok" else r["status"]
-        return f"{r['time_ms_median']:.3g}"
-
-    def ratio(a, b, col):
-        if a is None or b is None or a["status"] != "ok" or b["status"] != "ok":
-            return "-"
-        if not a.get(col) or not b.get(col):
-            return "-"
-        r = a[col] / b[col]
-        return f"{r:,.0f}x" if r >= 100 else f"{r:.3g}x"
-
-    head = (f"{'pass':<9}{'T':>7}  {'naive peak':>11} {other + ' peak':>12} {'ratio':>8}  "
-            f"{'naive ms':>9} {other + ' ms':>10} {'ratio':>8}")
-    lines = [f"peak memory above the inputs and median time, naive vs {other} "
-             f"(ratio = naive / {other}):", head, "-" * len(head)]
-    for pass_, T in sorted({(k[0], k[1]) for k in cell}, key=lambda k: (k[0] != "forward", k)):
-        a, b = cell.get((pass_, T, "naive")), cell.get((pass_, T, other))
-        lines.append(f"{pass_:<9}{T:>7}  {mem(a):>11} {mem(b):>12} "
-                     f"{ratio(a, b, 'peak_mem_bytes'):>8}  {ms(a):>9} {ms(b):>10} "
-                     f"{ratio(a, b, 'time_ms_median'):>8}")
-    return "\n".join(lines)
-
-
 def cmd_compile(args, extra) -> int:
+    from ._xp import BFLOAT16_HINT, bfloat16
+    if bfloat16 is None:
+        print(f"cuflash compile: it builds the bfloat16 kernels too, and {BFLOAT16_HINT}",
+              file=sys.stderr)
+        return 2
     try:
         from .gpu import precompile
     except ImportError as exc:
@@ -173,6 +137,8 @@ def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="cuflash", description="Exact FlashAttention from NumPy-style Python: experiments "
                                     "and kernel tools.")
+    from . import __version__
+    parser.add_argument("--version", action="version", version=f"cuflash {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     p = sub.add_parser("run", help="run an experiment file, append results, draw its plots",
@@ -231,15 +197,22 @@ def main(argv=None) -> int:
     except SchemaError as exc:
         print(f"cuflash {args.command}: invalid experiment: {exc}", file=sys.stderr)
         return 2
-    except (FileNotFoundError, RuntimeError, ValueError) as exc:
-        print(f"cuflash {args.command}: {exc}", file=sys.stderr)
-        return 2
     except BrokenPipeError:   # output piped into head & co.
         return 0
+    except (OSError, RuntimeError, ValueError) as exc:
+        print(f"cuflash {args.command}: {_one_line(exc)}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print(f"\ncuflash {args.command}: interrupted; rerun the same command to resume",
               file=sys.stderr)
         return 130
+
+
+def _one_line(exc: BaseException) -> str:
+    """An exception as one line: an OSError's reason and file name, anything else its message."""
+    if isinstance(exc, OSError) and exc.strerror:
+        return f"{exc.strerror}: {exc.filename}" if exc.filename else exc.strerror
+    return " ".join(str(exc).split()) or type(exc).__name__
 
 
 if __name__ == "__main__":

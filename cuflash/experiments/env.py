@@ -16,10 +16,12 @@ import subprocess
 import sys
 from importlib import metadata
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
 from .._xp import cupy_module, gpu_available
+from . import files
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -102,7 +104,17 @@ def collect(device: str) -> dict:
         "matplotlib_version": _version("matplotlib"),
     }
     env.update(gpu_info())
+    env["blas"] = blas_info()
     return env
+
+
+def blas_info() -> list[dict]:
+    """The BLAS libraries NumPy loaded (threadpoolctl): library, version, threading layer and
+    the default thread count (CPU points run with ``measure.threads`` instead, per row)."""
+    from threadpoolctl import threadpool_info
+    keep = ("internal_api", "version", "num_threads", "threading_layer", "architecture")
+    return [{k: lib.get(k) for k in keep} for lib in threadpool_info()
+            if lib.get("user_api") == "blas"]
 
 
 def device_name(env: dict) -> str:
@@ -112,20 +124,26 @@ def device_name(env: dict) -> str:
     return f"cpu ({env.get('cpu_count')} cores)"
 
 
-def record(out_dir: Path, experiment: str, env: dict) -> int:
-    """Append ``env`` to ``out_dir/env.json``; returns its run index."""
+def record(out_dir: Path, experiment: str, env: dict, log: Callable[[str], None] = print) -> int:
+    """Append ``env`` to ``out_dir/env.json``; returns its run index.
+
+    An env.json that cannot be read is kept aside (``files.keep_aside``, said through ``log``),
+    never overwritten: the history it holds stays on disk."""
     path = Path(out_dir) / "env.json"
     data = {"experiment": experiment, "runs": []}
     if path.exists():
         try:
-            data = json.loads(path.read_text())
-        except json.JSONDecodeError:
-            pass
+            old = json.loads(path.read_text())
+            if not (isinstance(old, dict) and isinstance(old.get("runs"), list)):
+                raise ValueError("not a cuflash env.json (no list of runs)")
+            data = old
+        except (ValueError, UnicodeDecodeError) as exc:   # JSONDecodeError is a ValueError
+            aside = files.keep_aside(path)
+            log(f"warning: {path} could not be read ({type(exc).__name__}: {exc}); kept it as "
+                f"{aside.name} and started a new env.json (run numbers restart at 0)")
     env = dict(env, run=len(data["runs"]))
     data["runs"].append(env)
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(data, indent=2) + "\n")
-    tmp.replace(path)
+    files.atomic_write_text(path, json.dumps(data, indent=2) + "\n")
     return env["run"]
 
 

@@ -2,14 +2,17 @@
 
 GPU: time from CUDA events after warm-up (``cupyx.profiler.benchmark``'s gpu_times); peak memory
 from a tracking allocator installed around one call (CuPy's pool keeps no high-water mark), minus
-the bytes in use before it (the inputs). CPU: wall time (``time.perf_counter``) and the
-``tracemalloc`` peak above the inputs. Inputs are random normal, generated once per point.
+the bytes in use before it (the inputs). CPU: NumPy's BLAS pinned to ``measure.threads`` threads
+(threadpoolctl; the count is recorded in the row), wall time (``time.perf_counter``) in batches
+until the batch medians agree (``time_until_stable``), and the ``tracemalloc`` peak above the
+inputs. Inputs are random normal, generated once per point.
 
 Only the pass named by the point is measured: a backward point times ``attention_backward`` alone,
 given the forward's out and lse computed beforehand (naive: ``naive_attention_backward`` alone).
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import gc
 import sys
@@ -130,31 +133,82 @@ def build_call(point: Point, inputs: dict) -> Call:
 
 # -- time -----------------------------------------------------------------------------------------
 
-def time_call(call: Call, repeats: int, warmup: int, max_seconds: float) -> list[float]:
-    """Milliseconds of each timed call (after ``warmup`` untimed ones); fewer than ``repeats``
-    when ``max_seconds`` runs out (always at least one)."""
+#: A CPU batch lasts at least this long (and at least ``repeats`` calls), so that its median is
+#: not taken over a handful of calls of a few microseconds each.
+MIN_BATCH_SECONDS = 0.02
+#: CPU timing stops once the medians of this many consecutive batches agree.
+STABLE_WINDOW = 3
+
+
+def time_call(call: Call, cfg: Measure) -> dict:
+    """Time the call (after ``cfg.warmup`` untimed ones): ``summarize``'s columns.
+
+    GPU (CuPy, torch): ``cfg.repeats`` CUDA-event timings (fewer when ``cfg.max_seconds`` runs
+    out). CPU: ``time_until_stable``; the summary is over its last batches and adds
+    ``time_spread``, the relative spread of their medians."""
     if call.kind in ("cupy", "torch"):
         from cupyx.profiler import benchmark
-        res = benchmark(call.fn, (), n_repeat=repeats, n_warmup=warmup, max_duration=max_seconds,
-                        name="cuflash")
-        return [float(t) * 1e3 for t in np.asarray(res.gpu_times)[0]]
+        res = benchmark(call.fn, (), n_repeat=cfg.repeats, n_warmup=cfg.warmup,
+                        max_duration=cfg.max_seconds, name="cuflash")
+        return summarize([float(t) * 1e3 for t in np.asarray(res.gpu_times)[0]])
+    times, spread = time_until_stable(call.fn, cfg.repeats, cfg.warmup, cfg.max_seconds,
+                                      cfg.stable_spread)
+    return dict(summarize(times), time_spread=spread)
+
+
+def relative_spread(values) -> float:
+    """(max - min) / median of the values."""
+    v = np.asarray(values, dtype=np.float64)
+    return float((v.max() - v.min()) / np.median(v))
+
+
+def time_until_stable(fn, repeats: int, warmup: int, max_seconds: float,
+                      stable_spread: float, clock=time.perf_counter
+                      ) -> tuple[list[float], float | None]:
+    """Wall-clock milliseconds of calls of ``fn`` in batches (each at least ``repeats`` calls
+    and ``MIN_BATCH_SECONDS``), until the medians of the last ``STABLE_WINDOW`` batches are
+    within ``stable_spread`` of each other (relative spread) or ``max_seconds`` have passed.
+
+    Returns the times of those last batches and their medians' relative spread (None with a
+    single batch). Python's garbage collector is off while timing, as in ``timeit``; ``clock``
+    is the timer (seconds)."""
     for _ in range(warmup):
-        call.fn()
-    times: list[float] = []
-    start = time.perf_counter()
-    while len(times) < repeats:
-        t0 = time.perf_counter()
-        call.fn()
-        times.append((time.perf_counter() - t0) * 1e3)
-        if time.perf_counter() - start > max_seconds:
-            break
-    return times
+        fn()
+    batches: list[list[float]] = []
+    spread = None
+    gc.collect()
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        start = clock()
+        while True:
+            batch: list[float] = []
+            b0 = clock()
+            while len(batch) < repeats or clock() - b0 < MIN_BATCH_SECONDS:
+                t0 = clock()
+                fn()
+                batch.append((clock() - t0) * 1e3)
+                if clock() - start > max_seconds:
+                    break
+            batches.append(batch)
+            window = batches[-STABLE_WINDOW:]
+            if len(window) > 1:
+                spread = relative_spread([np.median(b) for b in window])
+            if len(window) == STABLE_WINDOW and spread <= stable_spread:
+                break
+            if clock() - start > max_seconds:
+                break
+    finally:
+        if was_enabled:
+            gc.enable()
+    return [t for b in batches[-STABLE_WINDOW:] for t in b], spread
 
 
 def summarize(times_ms) -> dict:
-    """Median, 20th and 80th percentile of the timed calls, in ms."""
+    """Median, minimum, 20th and 80th percentile of the timed calls, in ms."""
     t = np.asarray(times_ms, dtype=np.float64)
     return {"repeats": len(t), "time_ms_median": float(np.median(t)),
+            "time_ms_min": float(t.min()),
             "time_ms_p20": float(np.percentile(t, 20)), "time_ms_p80": float(np.percentile(t, 80))}
 
 
@@ -257,11 +311,35 @@ def measure_point(point: Point, cfg: Measure) -> dict:
 
     Order: one call under the memory probe (its outputs give the error), then warm-up and timing.
     """
-    row: dict = {}
     if point.device == "gpu":
         from .._xp import gpu_available
         if not gpu_available():
             raise Unavailable("no CUDA GPU is visible to CuPy")
+        return _measure(point, cfg)
+    with blas_threads(cfg.threads) as threads:
+        return dict(_measure(point, cfg), threads=threads)
+
+
+def time_point(point: Point, cfg: Measure) -> dict:
+    """One more timing of a CPU point (fresh inputs, BLAS pinned): ``time_call``'s columns and
+    ``threads``. Used for the extra rounds of ``measure.rounds``."""
+    with blas_threads(cfg.threads) as threads:
+        inputs = make_inputs(point, cfg.seed)
+        return dict(time_call(build_call(point, inputs), cfg), threads=threads)
+
+
+@contextlib.contextmanager
+def blas_threads(n: int):
+    """Pin NumPy's BLAS to ``n`` threads (threadpoolctl) inside the block; yields the thread
+    count in effect (the largest over the BLAS libraries loaded), None when none is found."""
+    from threadpoolctl import threadpool_info, threadpool_limits
+    with threadpool_limits(limits=n, user_api="blas"):
+        counts = [lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"]
+        yield max(counts) if counts else None
+
+
+def _measure(point: Point, cfg: Measure) -> dict:
+    row: dict = {}
     inputs = make_inputs(point, cfg.seed)
     call = build_call(point, inputs)
     want_error = cfg.error and point.scores <= cfg.error_limit
@@ -274,7 +352,7 @@ def measure_point(point: Point, cfg: Measure) -> dict:
             row["error_rel"] = oracle_error(point, inputs, call.outputs(result))
         del result
     if cfg.time:
-        row.update(summarize(time_call(call, cfg.repeats, cfg.warmup, cfg.max_seconds)))
+        row.update(time_call(call, cfg))
     return row
 
 

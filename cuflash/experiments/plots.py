@@ -286,7 +286,7 @@ def draw_line(rows: list[dict], plot: Plot, path: Path, env: dict | None = None)
             ax.legend(fontsize=7 if many else 8, ncol=2 if many else 1)
     for ax in axes[len(facets):]:
         ax.set_visible(False)
-    _suptitle(fig, _title(plot))
+    _suptitle(fig, title_of(plot, rows))
     fig.savefig(path, dpi=110)
     return path
 
@@ -344,13 +344,41 @@ def _mark_oom(ax, failed, plot: Plot, pts, fit, color, with_label: bool, name: s
                 ha="left" if right else "right", va="top")
 
 
-def _title(plot: Plot) -> str:
+#: Settings a title names when every plotted row shares one value (and the plot does not vary
+#: them): how to write each.
+_SETTINGS = (("head_dim", "d={}"), ("heads", "heads={}"), ("batch", "batch={}"),
+             ("dtype", "{}"), ("causal", "causal={}"), ("threads", "BLAS threads={}"),
+             ("device_name", "{}"))
+
+
+def fixed_settings(rows: list[dict], plot: Plot) -> str:
+    """'d=64, heads=8, float16, NVIDIA H200': the settings shared by every row plotted that the
+    plot does not put on an axis, a facet, a series or its filter."""
+    varied = {plot.x, plot.y, plot.hue, plot.style, *plot.col, *(c for c, _ in plot.filter)}
+    parts = []
+    for col, form in _SETTINGS:
+        values = {r.get(col) for r in rows} - {None}
+        if col not in varied and len(values) == 1:
+            parts.append(form.format(values.pop()))
+    return ", ".join(parts)
+
+
+def title_of(plot: Plot, rows: list[dict]) -> str:
+    """The figure's title: the plot's own, or what is drawn against what with the fixed settings
+    of the rows; log-log lines with slopes say that the legend's slopes are fitted."""
     if plot.title:
-        return plot.title
-    text = f"{ratio_label(plot)} vs {label(plot.x)}" if plot.kind == "line" else (
-        f"{', '.join(label(v) for v in plot.value)} over {plot.x} × {plot.y}")
-    if plot.filter:
-        text += "  [" + ", ".join(f"{c}={'|'.join(map(str, v))}" for c, v in plot.filter) + "]"
+        text = plot.title
+    else:
+        text = f"{ratio_label(plot)} vs {label(plot.x)}" if plot.kind == "line" else (
+            f"{', '.join(label(v) for v in plot.value)} over {plot.x} × {plot.y}")
+        if plot.filter:
+            text += "  [" + ", ".join(f"{c}={'|'.join(map(str, v))}"
+                                      for c, v in plot.filter) + "]"
+        fixed = fixed_settings(select(rows, plot), plot)
+        if fixed:
+            text += f" ({fixed})"
+    if plot.kind == "line" and plot.logx and plot.logy and plot.slope:
+        text += "; legend: least-squares slope of log y on log x"
     return text
 
 
@@ -397,7 +425,7 @@ def draw_heatmap(rows: list[dict], plot: Plot, path: Path, env: dict | None = No
             if facet_cols:
                 head = f"{head}\n{_facet_text(facet_cols, facet)}"
             ax.set_title(head, fontsize=10)
-    _suptitle(fig, _title(plot))
+    _suptitle(fig, title_of(plot, rows))
     fig.savefig(path, dpi=110)
     return path
 

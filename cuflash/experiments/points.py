@@ -58,13 +58,19 @@ class Point:
         """batch · heads · T · S: entries of the score matrix naive attention materializes."""
         return self.bh * self.seq_len * self.kv_len
 
+    @property
+    def runs_twin(self) -> bool:
+        """Whether the CPU twin runs this point: method twin, or flash on the CPU (NumPy arrays),
+        which reads only block_m and block_n of its tiles."""
+        return self.method_name == "twin" or (self.method_name == "flash" and self.device == "cpu")
+
     def tiles_used(self) -> tuple[TileConfig, ...]:
         return tuple(t for t in (self.fwd_tile, self.bwd_tile) if t is not None)
 
     def tile_label(self) -> str:
         """'mma_m128_n64_w4_s2' (one tile), 'fwd … / bwd …' (two) or '' (none); twin: 'm64_n64'."""
         def short(t):
-            return f"m{t.block_m}_n{t.block_n}" if self.method_name == "twin" else t.short()
+            return f"m{t.block_m}_n{t.block_n}" if self.runs_twin else t.short()
         tiles = self.tiles_used()
         if not tiles:
             return ""
@@ -76,7 +82,7 @@ class Point:
         """The point's own CSV columns (axes and method)."""
         tiles = self.tiles_used()
         one = tiles[0] if tiles and len({t for t in tiles}) == 1 else None
-        twin = self.method_name == "twin"
+        twin = self.runs_twin
         return {
             "method": self.method, "method_name": self.method_name, "backend": self.backend,
             "tile": self.tile_label(),
@@ -105,7 +111,8 @@ class Point:
                 + f" d={self.head_dim} b={self.batch} h={self.heads} {self.dtype}"
                 + (" causal" if self.causal else ""))
         if self.method_name in ("flash", "twin"):
-            text += f" [{self.tile_label()}" + (
+            text += " [" + ("twin " if self.method_name == "flash" and self.runs_twin else "")
+            text += f"{self.tile_label()}" + (
                 f", det={fmt(self.deterministic)}]" if self.deterministic is not None else "]")
         return text
 

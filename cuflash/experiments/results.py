@@ -7,9 +7,11 @@ Column names carry their units (``time_ms_median``, ``peak_mem_bytes``, ``tflops
 from __future__ import annotations
 
 import csv
+import io
 import math
 from pathlib import Path
 
+from .files import atomic_write_text
 from .points import KEY_COLUMNS, fmt
 from .schema import (ALWAYS_COLUMNS, AXIS_COLUMNS, ERROR_COLUMNS, HBM_COLUMNS, HBM_TIME_COLUMNS,
                      MEMORY_COLUMNS, METHOD_COLUMNS, TIME_COLUMNS)
@@ -22,45 +24,86 @@ COLUMNS = tuple(dict.fromkeys(
 
 STATUSES = ("ok", "oom", "oom-skipped", "unavailable", "error")
 _INT = {"seq_len", "kv_len", "head_dim", "batch", "heads", "block_m", "block_n", "num_warps",
-        "num_stages", "run", "repeats", "peak_mem_bytes", "pred_bytes", "pred_bytes_read",
-        "pred_bytes_written", "flops", "hbm_bytes", "hbm_bytes_read", "hbm_bytes_written",
-        "hbm_kernels"}
-_FLOAT = {"time_ms_median", "time_ms_p20", "time_ms_p80", "tflops", "gbps", "error_rel",
-          "hbm_gbps", "hbm_pred_ratio"}
+        "num_stages", "run", "repeats", "threads", "time_rounds", "peak_mem_bytes", "pred_bytes",
+        "pred_bytes_read", "pred_bytes_written", "flops", "hbm_bytes", "hbm_bytes_read",
+        "hbm_bytes_written", "hbm_kernels"}
+_FLOAT = {"time_ms_median", "time_ms_min", "time_ms_p20", "time_ms_p80", "time_spread",
+          "time_rounds_spread", "tflops", "gbps", "error_rel", "hbm_gbps", "hbm_pred_ratio"}
 _BOOL = {"causal", "deterministic"}
 
 
+#: Columns without which a file is not a results CSV of this package.
+REQUIRED_COLUMNS = ("status",) + KEY_COLUMNS
+
+
 def parse_value(column: str, text: str | None):
-    """The typed value of one CSV cell (None for blank)."""
+    """The typed value of one CSV cell (None for blank); ValueError for a number that is not."""
     if text is None or text == "":
         return None
     if column in _BOOL:
         return {"true": True, "false": False}.get(text.lower(), text)
-    if column in _INT:
-        try:
-            return int(text)
-        except ValueError:
+    try:
+        if column in _INT:
+            try:
+                return int(text)
+            except ValueError:
+                return float(text)
+        if column in _FLOAT:
             return float(text)
-    if column in _FLOAT:
-        return float(text)
+    except ValueError:
+        raise ValueError(f"{column}={text!r} is not a number") from None
     return text
 
 
 def read_rows(path) -> list[dict]:
-    """Complete rows of a results CSV as dicts of typed values (a torn last line is dropped)."""
-    return [{c: parse_value(c, v) for c, v in row.items()} for row in read_raw(path)[1]]
+    """Complete rows of a results CSV as dicts of typed values (a torn last line is dropped).
+    ValueError naming the row and column for a cell that should be a number and is not."""
+    rows = []
+    for i, row in enumerate(read_raw(path)[1], 2):
+        try:
+            rows.append({c: parse_value(c, v) for c, v in row.items()})
+        except ValueError as exc:
+            raise ValueError(f"{path}: line {i}: {exc}") from None
+    return rows
 
 
 def read_raw(path) -> tuple[list[str], list[dict]]:
-    """(header, complete rows as text). Missing file: ([], [])."""
+    """(header, complete rows as text). Missing or empty file: ([], []). ValueError for a file
+    that is not a results CSV (``check_header``) or not text."""
     path = Path(path)
-    if not path.exists():
+    if not path.exists() or path.stat().st_size == 0:
         return [], []
-    with path.open(newline="") as f:
-        reader = csv.DictReader(f)
-        header = list(reader.fieldnames or [])
-        rows = [r for r in reader if None not in r.values() and None not in r]
+    try:
+        with path.open(newline="") as f:
+            reader = csv.DictReader(f)
+            header = list(reader.fieldnames or [])
+            check_header(header, path)
+            rows = [r for r in reader if None not in r.values() and None not in r]
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise ValueError(f"{path} is not a results CSV: {exc}") from None
     return header, rows
+
+
+def check_header(header: list[str], path) -> None:
+    """ValueError unless ``header`` has every column of ``REQUIRED_COLUMNS``."""
+    missing = [c for c in REQUIRED_COLUMNS if c not in header]
+    if missing:
+        raise ValueError(f"{path} is not a cuflash results CSV: it has no column "
+                         f"{', '.join(missing)} (its first line: {','.join(header)[:80]!r})")
+
+
+def read_for_plot(path) -> list[dict]:
+    """Typed rows of a results CSV that has some; ValueError saying what is wrong otherwise
+    (empty file, header only, not a results CSV)."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no results file {path}")
+    if path.stat().st_size == 0:
+        raise ValueError(f"{path} is empty: nothing to plot")
+    rows = read_rows(path)
+    if not rows:
+        raise ValueError(f"{path} has a header and no complete rows: nothing to plot")
+    return rows
 
 
 def row_key(row: dict) -> tuple[str, ...]:
@@ -77,18 +120,17 @@ class Writer:
         self.path = Path(path)
         exists = self.path.exists() and self.path.stat().st_size > 0
         if rewrite or not exists:
-            tmp = self.path.with_suffix(".csv.tmp")
-            with tmp.open("w", newline="") as f:
-                w = csv.DictWriter(f, fieldnames=COLUMNS, extrasaction="ignore")
-                w.writeheader()
-                for r in keep_rows or []:
-                    w.writerow({c: r.get(c, "") for c in COLUMNS})
-            tmp.replace(self.path)
+            text = io.StringIO()
+            w = csv.DictWriter(text, fieldnames=COLUMNS, extrasaction="ignore")
+            w.writeheader()
+            for r in keep_rows or []:
+                w.writerow({c: r.get(c, "") for c in COLUMNS})
+            atomic_write_text(self.path, text.getvalue())
         self._file = self.path.open("a", newline="")
         self._writer = csv.DictWriter(self._file, fieldnames=COLUMNS, extrasaction="ignore")
 
     def write(self, row: dict) -> None:
-        self._writer.writerow({c: _cell(row.get(c)) for c in COLUMNS})
+        self._writer.writerow({c: cell_text(row.get(c)) for c in COLUMNS})
         self._file.flush()
 
     def close(self) -> None:
@@ -101,7 +143,8 @@ class Writer:
         self.close()
 
 
-def _cell(value) -> str:
+def cell_text(value) -> str:
+    """How one value is written in the CSV (floats to 6 significant digits, NaN blank)."""
     if isinstance(value, float):
         if math.isnan(value):
             return ""

@@ -15,11 +15,22 @@ One point's failure is data, not the end of the run: out of memory is a row with
 (larger sizes of the same method then become 'oom-skipped' without trying), a method that cannot
 run here is 'unavailable', anything else is 'error' with the message. A schema error stops the run
 before anything is measured.
+
+Out of memory on the CPU is not an exception: the OS kills the process. So a CPU point whose
+``hostmem.needed_bytes`` exceed ``hostmem.available_bytes`` is recorded as 'oom' without running,
+and while a point is measured its description sits in ``measuring.json``: a run that finds one
+there was killed in that point (out of memory, most likely) and records it as 'oom', so a rerun
+goes past it instead of dying at the same point again.
+
+One run at a time per folder (``files.folder_lock``); the folder is checked before anything is
+written (``files.prepare_folder``), and the CSV, env.json and experiment.yaml are replaced through
+uniquely named temp files (``files.atomic_write_text``).
 """
 from __future__ import annotations
 
 import dataclasses
 import datetime
+import json
 import time
 from pathlib import Path
 from typing import Callable
@@ -29,8 +40,8 @@ import yaml
 from .. import iomodel
 from ..tile import default_tile
 from . import env as envmod
-from . import results
-from .measure import classify, free_device_memory, measure_point
+from . import files, hostmem, results
+from .measure import classify, free_device_memory, measure_point, time_point
 from .points import KEY_COLUMNS, Point, enumerate_points, resolve_device
 from .results import human_bytes
 from .schema import Experiment
@@ -39,6 +50,8 @@ RESULTS_CSV = "results.csv"
 HBM_BATCH = 20
 """Most points profiled by one ncu process (hbm_bytes), and so most rows held back from the CSV."""
 SPEC_YAML = "experiment.yaml"
+MEASURING_JSON = "measuring.json"
+"""The point being measured now; left behind only when the process was killed in it."""
 _SIZE_COLUMNS = ("seq_len", "kv_len", "batch")
 
 
@@ -101,20 +114,88 @@ def write_spec(exp: Experiment, out_dir: Path) -> Path:
     raw = dict(exp.raw or {})
     raw["name"] = exp.name
     path = out_dir / SPEC_YAML
-    path.write_text(f"# {exp.name}: as run from {exp.source}\n"
-                    f"# redraw the plots: cuflash plot {out_dir / RESULTS_CSV}\n"
-                    + yaml.safe_dump(raw, sort_keys=False))
-    return path
+    text = (f"# {exp.name}: as run from {exp.source}\n"
+            f"# redraw the plots: cuflash plot {out_dir / RESULTS_CSV}\n"
+            + yaml.safe_dump(raw, sort_keys=False))
+    return files.atomic_write_text(path, text)
+
+
+def estimate_text(points: list[Point], cfg) -> str:
+    """What a run of ``points`` will take, said before it starts: the count and the bound that
+    ``measure.max_seconds`` puts on timing."""
+    n = len(points)
+    text = f"{n} point{'s' * (n != 1)} to measure"
+    if n and cfg.time:
+        text += (f"; timing is capped at measure.max_seconds={cfg.max_seconds:g} s a point, so "
+                 f"at most {_fmt_seconds(n * cfg.max_seconds)} of timing, plus warm-up and the "
+                 f"memory and error calls; an ETA follows each point")
+    return text
+
+
+def _killed_point(out_dir: Path, log) -> tuple[Point, int] | None:
+    """The point an earlier run was killed in (``MEASURING_JSON``), and that run's index."""
+    path = out_dir / MEASURING_JSON
+    if not path.exists():
+        return None
+    try:
+        data = json.loads(path.read_text())
+        found = Point.from_json(data["point"]), int(data["run"])
+    except (ValueError, KeyError, TypeError) as exc:
+        aside = files.keep_aside(path)
+        log(f"warning: {path} could not be read ({exc}); kept it as {aside.name}")
+        return None
+    path.unlink()
+    return found
+
+
+def _killed_row(p: Point, run_id: int) -> dict:
+    row = {**p.columns(), "run": run_id, "status": "oom",
+           "note": "the run measuring this point was killed (by the OS for lack of memory, most "
+                   "likely); not tried again: delete this row to retry it",
+           "timestamp": datetime.datetime.now().isoformat(timespec="seconds")}
+    _add_predictions(row, p)
+    return {k: results.cell_text(v) for k, v in row.items()}
+
+
+def _host_oom(p: Point, cfg) -> str | None:
+    """Why a CPU point cannot fit in the memory available now, or None when it can."""
+    if p.device != "cpu":
+        return None
+    need = hostmem.needed_bytes(p, cfg.error, cfg.error_limit)
+    room = hostmem.available_bytes()
+    if room is None or need <= room:
+        return None
+    return (f"not run: needs about {human_bytes(need)} of host memory, {human_bytes(room)} "
+            f"available (the OS would kill the run)")
+
+
+def _add_note(row: dict, text: str) -> None:
+    row["note"] = f"{row['note']}; {text}" if row.get("note") else text
+
+
+_UNSTABLE = "time not stable"
+
+
+def _note_unstable(row: dict, cfg) -> None:
+    """Say in the note when the row's timing did not settle (replacing an earlier such note)."""
+    kept = [t for t in (row.get("note") or "").split("; ") if t and not t.startswith(_UNSTABLE)]
+    row["note"] = "; ".join(kept) or None
+    spread = row.get("time_spread")
+    if spread is not None and spread > cfg.stable_spread:
+        _add_note(row, f"{_UNSTABLE}: the last batch medians spread {spread:.0%} > "
+                       f"measure.stable_spread={cfg.stable_spread:g} when max_seconds ran out")
 
 
 def run(exp: Experiment, out_dir=None, *, log: Callable[[str], None] = print,
         measure: Callable = measure_point, hbm_many: Callable | None = None,
-        hbm_batch: int = HBM_BATCH, draw: bool = True) -> RunSummary:
+        hbm_batch: int = HBM_BATCH, draw: bool = True,
+        retime: Callable = time_point) -> RunSummary:
     """Measure every point of ``exp`` not already in ``out_dir``'s CSV, then draw the plots.
 
     ``measure(point, measure_cfg) -> dict`` and ``hbm_many(point_jsons, timeout_s) -> list of
     NcuBytes or NcuUnavailable`` (one ncu process per call, ``ncu.measure_hbm_many``) are
-    parameters so tests can count or fake calls; ``hbm_batch``: rows per ncu batch.
+    parameters so tests can count or fake calls; ``hbm_batch``: rows per ncu batch;
+    ``retime(point, measure_cfg) -> dict``: one more timing of a CPU point (``measure.rounds``).
     """
     from .._xp import gpu_available
     device = resolve_device(exp)
@@ -123,18 +204,32 @@ def run(exp: Experiment, out_dir=None, *, log: Callable[[str], None] = print,
                            f"use device: cpu or auto")
     if hbm_many is None:
         from .ncu import measure_hbm_many as hbm_many
-    out_dir = Path(out_dir) if out_dir is not None else default_out_dir(exp)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir = files.prepare_folder(out_dir if out_dir is not None else default_out_dir(exp))
+    with files.folder_lock(out_dir):
+        return _run_locked(exp, device, out_dir, log, measure, hbm_many, hbm_batch, draw,
+                           retime)
+
+
+def _run_locked(exp, device, out_dir: Path, log, measure, hbm_many, hbm_batch,
+                draw, retime) -> RunSummary:
     points = enumerate_points(exp, device)
     csv_path = out_dir / RESULTS_CSV
+    _, old = results.read_raw(csv_path)       # not a results CSV: stop before writing anything
     write_spec(exp, out_dir)
     environment = envmod.collect(device)
-    run_id = envmod.record(out_dir, exp.name, environment)
+    if any(p.device == "cpu" for p in points):
+        environment["blas_threads_pinned"] = exp.measure.threads
+    run_id = envmod.record(out_dir, exp.name, environment, log)
     gpu_name = envmod.device_name(environment)
 
     # Resume: keep every finished row except errors (measured again), and the OOM frontier.
-    _, old = results.read_raw(csv_path)
     keep = [r for r in old if r.get("status") in results.STATUSES and r["status"] != "error"]
+    killed = _killed_point(out_dir, log)
+    if killed is not None:
+        row = _killed_row(*killed)
+        keep = [r for r in keep if results.row_key(r) != results.row_key(row)] + [row]
+        log(f"an earlier run was killed while measuring {killed[0].describe()}: recorded as "
+            f"'oom', not tried again")
     done = {results.row_key(r) for r in keep}
     oom_at: dict[tuple, tuple[int, int]] = {}
     for r in keep:
@@ -147,8 +242,15 @@ def run(exp: Experiment, out_dir=None, *, log: Callable[[str], None] = print,
     summary.skipped = len(points) - len(todo)
     if summary.skipped:
         log(f"resuming {csv_path}: {summary.skipped} of {len(points)} points already there")
-    log(f"{exp.name}: {len(todo)} points to measure on {gpu_name if device == 'gpu' else 'cpu'}"
-        f" -> {csv_path}")
+    log(f"{exp.name}: {estimate_text(todo, cfg)}; on "
+        f"{gpu_name if device == 'gpu' else 'cpu'} -> {csv_path}")
+    if any(p.device == "cpu" for p in todo):
+        log(f"  CPU points: NumPy's BLAS pinned to measure.threads={cfg.threads} thread"
+            f"{'s' * (cfg.threads != 1)}; wall time in batches until the last three batch "
+            f"medians agree within measure.stable_spread={cfg.stable_spread:g}")
+    if any(p.device == "cpu" and p.method_name == "flash" for p in todo):
+        log("  flash on the CPU runs the tiled twin (cuflash/twin.py): recorded with its "
+            "block sizes only")
 
     spent, n_measured = 0.0, 0
     # hbm_bytes: rows waiting for their DRAM bytes (and the rows after them, to keep the CSV's
@@ -158,9 +260,13 @@ def run(exp: Experiment, out_dir=None, *, log: Callable[[str], None] = print,
     def eta(i: int) -> str:
         return _fmt_seconds(spent / max(n_measured, 1) * (len(todo) - i))
 
+    timed: list[tuple[Point, dict]] = []       # CPU rows timed in this run (for more rounds)
+
     def finish(p: Point, row: dict) -> None:
         row["timestamp"] = datetime.datetime.now().isoformat(timespec="seconds")
         writer.write(row)
+        if p.device == "cpu" and row["status"] == "ok" and row.get("time_ms_median"):
+            timed.append((p, row))
         summary.statuses[row["status"]] = summary.statuses.get(row["status"], 0) + 1
         summary.measured += 1
 
@@ -202,7 +308,14 @@ def run(exp: Experiment, out_dir=None, *, log: Callable[[str], None] = print,
                 row["status"] = "oom-skipped"
                 row["note"] = (f"not tried: {p.method} ran out of memory at "
                                f"seq_len={frontier[1]} in this configuration")
+            elif (no_room := _host_oom(p, cfg)) is not None:
+                row["status"], row["note"] = "oom", no_room
+                size = (p.scores, p.seq_len)
+                oom_at[p.group()] = min(oom_at.get(p.group(), size), size)
             else:
+                marker = out_dir / MEASURING_JSON
+                files.atomic_write_text(marker, json.dumps({"run": run_id,
+                                                            "point": p.to_json()}))
                 try:
                     row.update(measure(p, cfg))
                     row["status"] = "ok"
@@ -214,13 +327,15 @@ def run(exp: Experiment, out_dir=None, *, log: Callable[[str], None] = print,
                         size = (p.scores, p.seq_len)
                         oom_at[p.group()] = min(oom_at.get(p.group(), size), size)
                 finally:
+                    marker.unlink(missing_ok=True)
                     if p.device == "gpu":
                         free_device_memory()
+                _note_unstable(row, cfg)
                 if row["status"] == "ok" and cfg.hbm_bytes:
                     if p.device == "gpu":
                         needs_ncu = True              # measured with the batch, by ncu
                     else:
-                        row["note"] = "hbm_bytes: not measured on the CPU"
+                        _add_note(row, "hbm_bytes: not measured on the CPU")
                 n_measured += 1
                 spent += time.perf_counter() - t0
             _add_predictions(row, p)
@@ -233,6 +348,8 @@ def run(exp: Experiment, out_dir=None, *, log: Callable[[str], None] = print,
             else:
                 finish(p, row)
         flush(len(todo))
+    if cfg.time and cfg.rounds > 1 and timed:
+        _more_rounds(timed, cfg, csv_path, retime, log)
     if draw and exp.plots:
         from .plots import draw_all
         try:
@@ -242,6 +359,40 @@ def run(exp: Experiment, out_dir=None, *, log: Callable[[str], None] = print,
             summary.plot_error = f"{type(exc).__name__}: {exc}"
             log(f"plotting failed ({summary.plot_error}); redraw with: cuflash plot {csv_path}")
     return summary
+
+
+def _more_rounds(timed: list[tuple[Point, dict]], cfg, csv_path: Path, retime, log) -> None:
+    """Time the CPU points of this run ``cfg.rounds - 1`` more times, round-robin, so that each
+    point's rounds are spread over the run; each row keeps its round with the lowest median (the
+    least disturbed moment of a shared machine) and records the rounds' spread. The CSV rows
+    are replaced at the end (atomically); until then they hold the first round."""
+    rounds: dict[tuple, list[dict]] = {p.key(): [_timing(row)] for p, row in timed}
+    t0 = time.perf_counter()
+    for r in range(2, cfg.rounds + 1):
+        for p, _ in timed:
+            try:
+                rounds[p.key()].append(_timing(retime(p, cfg)))
+            except Exception as exc:  # the first round stands; say why this one is missing
+                log(f"  round {r}: {p.describe()}: {type(exc).__name__}: {exc}")
+        log(f"timing round {r} of {cfg.rounds}: {len(timed)} CPU points timed again "
+            f"({_fmt_seconds(time.perf_counter() - t0)} so far)")
+    for p, row in timed:
+        found = rounds[p.key()]
+        medians = [t["time_ms_median"] for t in found]
+        row.update(min(found, key=lambda t: t["time_ms_median"]), time_rounds=len(found),
+                   time_rounds_spread=(max(medians) - min(medians)) / min(medians))
+        _note_unstable(row, cfg)
+        _add_predictions(row, p)
+    _, on_disk = results.read_raw(csv_path)
+    new = {p.key(): row for p, row in timed}
+    rows = [{c: results.cell_text(v) for c, v in new[results.row_key(r)].items()}
+            if results.row_key(r) in new else r for r in on_disk]
+    results.Writer(csv_path, rows, rewrite=True).close()
+
+
+def _timing(row: dict) -> dict:
+    return {c: row.get(c) for c in ("repeats", "time_ms_median", "time_ms_min", "time_ms_p20",
+                                    "time_ms_p80", "time_spread", "threads")}
 
 
 def _measure_hbm_batch(batch: list[Point], cfg, hbm_many) -> list:

@@ -38,7 +38,7 @@ from typing import Any
 
 import yaml
 
-from .._xp import DTYPES
+from .._xp import BFLOAT16_HINT, DTYPE_NAMES, DTYPES
 from ..checks import SUPPORTED_HEAD_DIMS
 from ..tile import KERNELS, TileConfig, default_tile
 
@@ -60,7 +60,8 @@ METHOD_COLUMNS = ("method", "method_name", "backend", "tile", "kernel", "block_m
                   "num_warps", "num_stages", "deterministic")
 ALWAYS_COLUMNS = ("status", "note", "device", "device_name", "run", "timestamp",
                   "pred_bytes_read", "pred_bytes_written", "pred_bytes", "flops")
-TIME_COLUMNS = ("repeats", "time_ms_median", "time_ms_p20", "time_ms_p80", "tflops", "gbps")
+TIME_COLUMNS = ("repeats", "time_ms_median", "time_ms_min", "time_ms_p20", "time_ms_p80",
+                "time_spread", "time_rounds", "time_rounds_spread", "threads", "tflops", "gbps")
 MEMORY_COLUMNS = ("peak_mem_bytes",)
 ERROR_COLUMNS = ("error_rel",)
 HBM_COLUMNS = ("hbm_bytes_read", "hbm_bytes_written", "hbm_bytes", "hbm_pred_ratio",
@@ -149,6 +150,15 @@ class Measure:
     """Untimed calls before timing (compilation, caches, allocator)."""
     max_seconds: float = 10.0
     """Stop timing a point after this many seconds (at least one timed call)."""
+    threads: int = 1
+    """CPU points: BLAS threads NumPy may use (pinned with threadpoolctl; recorded per row)."""
+    stable_spread: float = 0.05
+    """CPU points: time in batches of at least ``repeats`` calls until the medians of the last
+    three batches are within this relative spread ((max - min) / median), or ``max_seconds``."""
+    rounds: int = 1
+    """CPU points: after the sweep, time each point again, round-robin, until it has this many
+    timings spread over the run; its row keeps the one with the lowest median (on a shared
+    machine, the least disturbed moment) and ``time_rounds_spread``, how much they differed."""
     time: bool = True
     memory: bool = True
     error: bool = True
@@ -317,6 +327,18 @@ class _Reader:
             self.fail(path, f"expected a string, got {_show(value)}")
         return value
 
+    def component(self, value, path: str, why: str) -> str:
+        """A string that is one safe path component: letters, digits and _ . -, starting with a
+        letter, digit or _ (so never '.', '..', a hidden file or an option)."""
+        value = self.string(value, path)
+        if not _COMPONENT.fullmatch(value):
+            self.fail(path, f"{value!r} must be letters, digits and _ . - only, starting with a "
+                            f"letter, digit or _ ({why})")
+        return value
+
+
+_COMPONENT = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
+
 
 def _is_int(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
@@ -380,7 +402,9 @@ def _axes(r: _Reader, raw) -> Axes:
         else:
             kw["heads"] = r.ints(raw["heads"], "axes.heads")
     if "dtype" in raw:
-        kw["dtype"] = r.choices(raw["dtype"], "axes.dtype", tuple(DTYPES))
+        kw["dtype"] = r.choices(raw["dtype"], "axes.dtype", DTYPE_NAMES)
+        if "bfloat16" in kw["dtype"] and "bfloat16" not in DTYPES:
+            r.fail("axes.dtype", BFLOAT16_HINT)
     if "causal" in raw:
         kw["causal"] = r.bools(raw["causal"], "axes.causal")
     if "pass" in raw:
@@ -494,13 +518,13 @@ def _measure(r: _Reader, raw) -> Measure:
     kw: dict[str, Any] = {}
     for key, val in raw.items():
         path = f"measure.{key}"
-        if key in ("repeats",):
+        if key in ("repeats", "threads", "rounds"):
             kw[key] = r.int_(val, path, minimum=1)
         elif key in ("warmup", "seed"):
             kw[key] = r.int_(val, path, minimum=0)
         elif key == "error_limit":
             kw[key] = r.int_(val, path, minimum=1)
-        elif key in ("max_seconds", "ncu_timeout_s"):
+        elif key in ("max_seconds", "ncu_timeout_s", "stable_spread"):
             kw[key] = r.number(val, path)
         else:
             kw[key] = r.bool_(val, path)
@@ -555,8 +579,8 @@ def _plot(r: _Reader, raw, i: int, columns: tuple[str, ...], labels: tuple[str, 
     for key in ("title", "name"):
         if key in raw:
             kw[key] = r.string(raw[key], f"{path}.{key}")
-    if kw.get("name") and not re.fullmatch(r"[A-Za-z0-9_.-]+", kw["name"]):
-        r.fail(f"{path}.name", f"{kw['name']!r} must be letters, digits and _ . - only")
+    if "name" in kw:
+        r.component(kw["name"], f"{path}.name", "it names the PNG file")
     if "filter" in raw:
         filt = r.mapping(raw["filter"], f"{path}.filter", columns)
         kw["filter"] = tuple((c, tuple(r.as_list(v, f"{path}.filter.{c}")))
@@ -591,9 +615,7 @@ def build(raw, source: str = "<experiment>", *, default_name: str = "experiment"
     (used when only plotting)."""
     r = _Reader(source)
     raw_top = r.mapping(raw, "", _TOP_KEYS)
-    name = r.string(raw_top.get("name", default_name), "name")
-    if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
-        r.fail("name", f"{name!r} must be letters, digits and _ . - only (it names a folder)")
+    name = r.component(raw_top.get("name", default_name), "name", "it names the results folder")
     description = r.string(raw_top.get("description", ""), "description")
     device = r.choice(raw_top.get("device", "auto"), "device", DEVICES)
     axes = _axes(r, raw_top.get("axes"))
@@ -725,6 +747,10 @@ def load(path, overrides=(), *, smem_limit: int | None | str = "device") -> Expe
         raw = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise SchemaError(str(path), "", f"not valid YAML: {exc}") from None
+    if raw is None:
+        raise SchemaError(str(path), "", "the file is empty (or only comments); an experiment "
+                                         "needs at least 'axes' or 'methods', e.g. "
+                                         "axes: {seq_len: [256, 512]}")
     try:
         raw = apply_overrides(raw, overrides)
     except ValueError as exc:

@@ -1,0 +1,479 @@
+"""Edges of the experiment runner and the ``cuflash`` command: results are never lost, CPU timings
+are pinned and repeated until stable, titles and the demo say only what the rows show, and bad
+arguments are one-line errors (exit 2) that write nothing. CPU only; measurements are faked
+unless the test is about them."""
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import types
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+import cuflash
+from cuflash import _xp, cli
+from cuflash.experiments import env as envmod
+from cuflash.experiments import measure, results, runner, schema
+from cuflash.experiments.points import enumerate_points
+
+from test_experiments import TINY, FakeMeasure, write
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _rows(path):
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def _quiet(*_):
+    pass
+
+
+# -- results are never lost -----------------------------------------------------------------------
+
+def test_cpu_point_that_cannot_fit_is_an_oom_row_and_is_not_run(tmp_path, monkeypatch):
+    from cuflash.experiments import hostmem
+    monkeypatch.setattr(hostmem, "available_bytes", lambda: 1 << 30)
+    exp = schema.build(dict(TINY, axes=dict(TINY["axes"], seq_len=[16, 32, 16384, 32768])))
+    fake = FakeMeasure()
+    out = tmp_path / "r"
+    runner.run(exp, out, measure=fake, log=_quiet, draw=False)
+    rows = {(r["method"], int(r["seq_len"])): r for r in _rows(out / "results.csv")}
+    assert rows["naive", 16384]["status"] == "oom"
+    assert "host memory" in rows["naive", 16384]["note"] and "1.07 GB" in rows["naive", 16384]["note"]
+    assert rows["naive", 32768]["status"] == "oom-skipped"
+    assert all(rows["twin", t]["status"] == "ok" for t in (16, 32, 16384, 32768))
+    assert ("naive", 16384) not in [(p.method, p.seq_len) for p in fake.calls]
+    again = FakeMeasure()                      # a rerun goes past it
+    runner.run(exp, out, measure=again, log=_quiet, draw=False)
+    assert again.calls == []
+
+
+KILLER = """
+import os, signal, sys
+from cuflash.experiments import runner, schema
+exp = schema.build({tiny!r})
+def measure(p, cfg):
+    if p.method == "naive" and p.seq_len == 64:
+        os.kill(os.getpid(), signal.SIGKILL)   # what the OS does to a process out of memory
+    return {{"repeats": 1, "time_ms_median": 1.0, "peak_mem_bytes": 1}}
+runner.run(exp, sys.argv[1], measure=measure, log=lambda s: None, draw=False)
+"""
+
+
+def test_a_point_the_os_killed_is_an_oom_row_on_the_rerun(tmp_path):
+    out = tmp_path / "r"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO)] + sys.path))
+    proc = subprocess.run([sys.executable, "-c", KILLER.format(tiny=TINY), str(out)], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    measured_before = {(r["method"], r["seq_len"]) for r in _rows(out / "results.csv")}
+    assert measured_before == {("naive", "16"), ("twin", "16"), ("naive", "32"), ("twin", "32")}
+    again = FakeMeasure()
+    logs = []
+    runner.run(schema.build(TINY), out, measure=again, log=logs.append, draw=False)
+    called = [(p.method, p.seq_len) for p in again.calls]
+    assert ("naive", 64) not in called and ("naive", 128) not in called
+    assert sorted(called) == [("twin", 64), ("twin", 128)]
+    rows = {(r["method"], int(r["seq_len"])): r for r in _rows(out / "results.csv")}
+    assert len(rows) == 8
+    assert rows["naive", 64]["status"] == "oom" and "killed" in rows["naive", 64]["note"]
+    assert rows["naive", 128]["status"] == "oom-skipped"
+    assert any("killed" in line for line in logs)
+    assert not (out / runner.MEASURING_JSON).exists()
+
+
+def test_needed_bytes_bounds_the_measured_peak():
+    """hostmem.needed_bytes is an upper bound on what a CPU point allocates (inputs + tracemalloc
+    peak, oracle included), and for naive not more than 4x it."""
+    import tracemalloc
+    from cuflash.experiments import hostmem
+    for dtype in ("float32", "float16", "float64"):
+        exp = schema.build({"device": "cpu", "methods": ["naive", "twin"],
+                            "axes": {"seq_len": 192, "kv_len": ["seq_len", 96], "heads": 2,
+                                     "head_dim": 64, "dtype": dtype, "causal": [False, True],
+                                     "pass": ["forward", "backward"]}})
+        for p in enumerate_points(exp):
+            inputs = measure.make_inputs(p, 0)
+            call = measure.build_call(p, inputs)
+            call.fn()                                  # first-call caches out of the way
+            tracemalloc.start()
+            try:
+                base = tracemalloc.get_traced_memory()[0]
+                measure.oracle_error(p, inputs, call.outputs(call.fn()))
+                peak = tracemalloc.get_traced_memory()[1] - base
+            finally:
+                tracemalloc.stop()
+            used = peak + sum(a.nbytes for a in inputs.values())
+            need = hostmem.needed_bytes(p, True, exp.measure.error_limit)
+            assert need - hostmem.SLACK_BYTES >= used, (p.describe(), need, used)
+            if p.method == "naive":
+                no_oracle = hostmem.needed_bytes(p, False) - hostmem.SLACK_BYTES
+                assert no_oracle <= 4 * used, (p.describe(), no_oracle, used)
+
+
+def test_available_bytes_is_positive():
+    from cuflash.experiments import hostmem
+    room = hostmem.available_bytes()
+    assert room is None or room > 0
+
+
+def test_second_run_into_a_folder_in_use_stops_and_the_first_keeps_its_rows(tmp_path, capsys):
+    out = tmp_path / "r"
+    started, release = threading.Event(), threading.Event()
+
+    def slow(p):
+        if p.method == "twin" and p.seq_len == 32:
+            started.set()
+            assert release.wait(60)
+
+    first = FakeMeasure(slow)
+    summary = {}
+    worker = threading.Thread(target=lambda: summary.update(s=runner.run(
+        schema.build(TINY), out, measure=first, log=_quiet, draw=False)))
+    worker.start()
+    try:
+        assert started.wait(60)
+        f = write(tmp_path, TINY)
+        assert cli.main(["run", str(f), "--out", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert "in use by another cuflash run" in err and str(out) in err
+        assert len(err.strip().splitlines()) == 1
+    finally:
+        release.set()
+        worker.join(60)
+    assert summary["s"].statuses == {"ok": 8}
+    rows = _rows(out / "results.csv")
+    assert len(rows) == 8 and {r["run"] for r in rows} == {"0"}
+    assert len(json.loads((out / "env.json").read_text())["runs"]) == 1
+
+
+def test_writers_never_share_a_temp_file(tmp_path):
+    """env.json and results.csv are replaced through temp files of unique names: writers racing
+    on one folder do not crash on each other's temp file (and leave none behind)."""
+    errors = []
+
+    def hammer(i):
+        try:
+            for _ in range(100):
+                envmod.record(tmp_path, "x", {"who": i}, _quiet)
+                results.Writer(tmp_path / "results.csv", [], rewrite=True).close()
+        except Exception as exc:  # noqa: BLE001 - collected for the assertion
+            errors.append(exc)
+
+    threads = [threading.Thread(target=hammer, args=(i,)) for i in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert not list(tmp_path.glob("*.tmp")) and not list(tmp_path.glob(".*.tmp"))
+
+
+def test_corrupt_env_json_is_kept_aside_and_said(tmp_path):
+    (tmp_path / "env.json").write_text('{"experiment": "x", "runs": [{"run": 0}, ')
+    logs = []
+    runner.run(schema.build(TINY), tmp_path, measure=FakeMeasure(), log=logs.append, draw=False)
+    (aside,) = tmp_path.glob("env.json.unreadable-*")
+    assert aside.read_text() == '{"experiment": "x", "runs": [{"run": 0}, '
+    assert any(aside.name in line and "could not be read" in line for line in logs)
+    assert [r["run"] for r in json.loads((tmp_path / "env.json").read_text())["runs"]] == [0]
+
+
+def test_a_foreign_results_csv_is_not_overwritten(tmp_path, capsys):
+    (tmp_path / "results.csv").write_text("a,b\n1,2\n")
+    fake = FakeMeasure()
+    with pytest.raises(ValueError, match="not a cuflash results CSV"):
+        runner.run(schema.build(TINY), tmp_path, measure=fake, log=_quiet, draw=False)
+    assert fake.calls == [] and (tmp_path / "results.csv").read_text() == "a,b\n1,2\n"
+
+
+# -- honest numbers --------------------------------------------------------------------------------
+
+def test_cpu_points_pin_blas_threads_and_record_them(tmp_path, monkeypatch):
+    from threadpoolctl import threadpool_info
+    seen = []
+
+    def fake_call(point, inputs):
+        def fn():
+            seen.append({lib["num_threads"] for lib in threadpool_info()
+                         if lib["user_api"] == "blas"})
+            return np.zeros(1)
+        return measure.Call(fn, "cpu", lambda r: (r,))
+
+    # recorded in the CSV and in env.json
+    exp = schema.build(dict(TINY, measure={"repeats": 1, "warmup": 0, "threads": 1}))
+    runner.run(exp, tmp_path, log=_quiet, draw=False)
+    assert {r["threads"] for r in _rows(tmp_path / "results.csv")} == {"1"}
+    env = json.loads((tmp_path / "env.json").read_text())["runs"][0]
+    assert env["blas_threads_pinned"] == 1 and isinstance(env["blas"], list)
+    # in effect while the measured call runs, and only then
+    outside = {lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"}
+    monkeypatch.setattr(measure, "build_call", fake_call)
+    cfg = schema.Measure(repeats=2, warmup=1, memory=False, error=False, threads=1,
+                         max_seconds=0.5)
+    (p,) = enumerate_points(schema.build({"device": "cpu", "methods": ["naive"],
+                                          "axes": {"seq_len": 16, "head_dim": 16}}))
+    row = measure.measure_point(p, cfg)
+    assert row["threads"] == 1 and seen and all(s <= {1} for s in seen)
+    assert {lib["num_threads"] for lib in threadpool_info()
+            if lib["user_api"] == "blas"} == outside
+
+
+class FakeClock:
+    """A clock that moves only when the timed function runs, by scripted durations."""
+
+    def __init__(self, durations):
+        self.now, self.durations, self.calls = 0.0, iter(durations), 0
+
+    def __call__(self):
+        return self.now
+
+    def fn(self):
+        self.calls += 1
+        self.now += next(self.durations)
+
+
+def test_cpu_timing_repeats_until_the_batch_medians_agree():
+    # noisy first (alternating 10 ms and 30 ms batches), then steady at 10 ms
+    durations = [0.010] * 4 + [0.030] * 4 + [0.010] * 4 + [0.030] * 4 + [0.010] * 1000
+    clock = FakeClock(durations)
+    times, spread = measure.time_until_stable(clock.fn, 2, 0, 100.0, 0.05, clock=clock)
+    assert spread is not None and spread <= 0.05
+    assert np.median(times) == pytest.approx(10.0)
+    assert clock.calls == 16 + 3 * 2                     # stopped as soon as three batches agreed
+    # never steady: stops at max_seconds with the spread it saw
+    clock = FakeClock([0.010, 0.010, 0.030] * 10000)     # batch medians 10, 30, 10, 30 ms
+    times, spread = measure.time_until_stable(clock.fn, 1, 0, 2.0, 0.05, clock=clock)
+    assert spread > 0.5 and 2.0 <= clock.now < 2.1
+
+
+def test_cpu_rounds_keep_the_least_disturbed_timing(tmp_path):
+    exp = schema.build(dict(TINY, measure={"repeats": 1, "warmup": 0, "rounds": 3}))
+    first = FakeMeasure()
+    again = []
+
+    def retime(p, cfg):                      # round 2 twice as fast as round 1, round 3 slower
+        again.append(p)
+        t = first(p, cfg)["time_ms_median"] * (0.5 if again.count(p) == 1 else 1.5)
+        return {"repeats": 1, "time_ms_median": t, "time_ms_min": t, "time_ms_p20": t,
+                "time_ms_p80": t, "time_spread": 0.0, "threads": 1}
+    logs = []
+    runner.run(exp, tmp_path, measure=first, retime=retime, log=logs.append, draw=False)
+    assert len(again) == 2 * 8 and sum("timing round" in line for line in logs) == 2
+    for r in results.read_rows(tmp_path / "results.csv"):
+        t1 = 1e-3 * r["seq_len"] * (r["seq_len"] if r["method"] == "naive" else 1)
+        assert r["time_ms_median"] == pytest.approx(0.5 * t1, rel=1e-5)
+        assert r["time_rounds"] == 3 and r["time_rounds_spread"] == pytest.approx(2.0)
+        assert r["tflops"] == pytest.approx(r["flops"] / (r["time_ms_median"] * 1e-3) / 1e12,
+                                            rel=1e-4)
+
+
+def test_unstable_timing_is_said_in_the_note(tmp_path):
+    fake = FakeMeasure()
+    base = fake.__call__
+
+    def unstable(p, cfg):
+        return dict(base(p, cfg), time_spread=0.5)
+    runner.run(schema.build(TINY), tmp_path, measure=unstable, log=_quiet, draw=False)
+    assert all("time not stable" in r["note"] for r in _rows(tmp_path / "results.csv"))
+
+
+def _demo_rows(twin_time):
+    rows = []
+    for T in (128, 256, 512, 1024):
+        for method, mem, ms in (("naive", 4 * T * T, 1e-5 * T * T),
+                                ("twin", 100 * T, twin_time(T))):
+            rows.append({"method": method, "pass": "forward", "seq_len": T, "status": "ok",
+                         "peak_mem_bytes": mem, "time_ms_median": ms, "threads": 1})
+    return rows
+
+
+def test_demo_says_what_the_rows_show():
+    from cuflash.experiments import demo
+    slower = demo.report(_demo_rows(lambda T: 3e-5 * T * T))
+    assert "naive 2.00" in slower and "twin 1.00" in slower
+    assert "slower than naive at every" in slower and "3x naive's time" in slower
+    assert "faster" not in slower and "BLAS pinned to 1 thread" in slower
+    rounds = demo.findings([dict(r, time_rounds=5, time_rounds_spread=0.1 * i)
+                            for i, r in enumerate(_demo_rows(lambda T: 3e-5 * T * T))])
+    assert any("lowest median of 5 timing rounds" in s and "up to 70%" in s for s in rounds)
+    faster = demo.report(_demo_rows(lambda T: 5e-6 * T * T))
+    assert "faster than naive at every" in faster and "slower" not in faster
+    mixed = demo.findings(_demo_rows(lambda T: 1e-5 * T * 256))
+    assert any("faster than naive at forward T=512, forward T=1024" in s for s in mixed)
+
+
+def test_plot_titles_assert_nothing_and_say_what_is_fitted():
+    from cuflash.experiments.plots import title_of
+    for f in sorted((REPO / "experiments").glob("*.yaml")):
+        for plot in schema.load(f, smem_limit=schema.DEFAULT_SMEM_LIMIT).plots:
+            for claim in ("grows as", "runs out", "linear", "quadratic"):
+                assert claim not in plot.title, (f.name, plot.title)
+    loglog = schema.Plot(x="seq_len", y="peak_mem_bytes", logx=True, logy=True, title="Peak")
+    assert title_of(loglog, []) == "Peak; legend: least-squares slope of log y on log x"
+
+
+def test_auto_titles_name_the_fixed_settings(tmp_path):
+    from cuflash.experiments.plots import title_of
+    runner.run(schema.build(TINY), tmp_path, measure=FakeMeasure(), log=_quiet, draw=False)
+    rows = results.read_rows(tmp_path / "results.csv")
+    title = title_of(schema.Plot(x="seq_len", y="time_ms_median"), rows)
+    assert title.startswith("time (ms, median) vs sequence length T (")
+    for part in ("d=16", "heads=2", "batch=1", "float32", "causal=False", "cpu ("):
+        assert part in title, title
+    # a column the plot varies is not a fixed setting
+    assert "d=16" not in title_of(schema.Plot(x="seq_len", y="time_ms_median",
+                                              col=("head_dim",)), rows)
+
+
+def test_flash_on_the_cpu_records_the_twin_that_ran(tmp_path):
+    exp = schema.build(dict(TINY, methods=["flash"], axes=dict(TINY["axes"], seq_len=[16])))
+    runner.run(exp, tmp_path, measure=FakeMeasure(), log=_quiet, draw=False)
+    (row,) = _rows(tmp_path / "results.csv")
+    assert row["method"] == "flash" and row["device"] == "cpu"
+    assert row["kernel"] == "" and row["num_warps"] == "" and row["num_stages"] == ""
+    assert row["tile"] == f"m{row['block_m']}_n{row['block_n']}"
+
+
+# -- clean errors, nothing written where it should not be ------------------------------------------
+
+@pytest.fixture
+def unwritable_dir(tmp_path):
+    """A folder this process cannot create files in (chmod; as root, chattr +i)."""
+    d = tmp_path / "ro"
+    d.mkdir()
+    d.chmod(0o555)
+    immutable = False
+    if os.access(d, os.W_OK) or os.geteuid() == 0:
+        immutable = subprocess.run(["chattr", "+i", str(d)], capture_output=True).returncode == 0
+    try:
+        (d / "probe").touch()
+    except OSError:
+        pass
+    else:
+        (d / "probe").unlink()
+        pytest.skip("cannot make a folder unwritable here (root without chattr)")
+    yield d
+    if immutable:
+        subprocess.run(["chattr", "-i", str(d)])
+    d.chmod(0o755)
+
+
+@pytest.mark.parametrize("case", ["file", "under_file", "unwritable"])
+def test_bad_out_is_a_one_line_error_and_writes_nothing(case, tmp_path, capsys, request):
+    f = write(tmp_path, TINY)
+    a_file = tmp_path / "taken"
+    a_file.write_text("keep me")
+    out = {"file": a_file, "under_file": a_file / "sub" / "dir",
+           "unwritable": lambda: request.getfixturevalue("unwritable_dir") / "new"}[case]
+    out = out() if callable(out) else out
+    before = sorted(p for p in tmp_path.rglob("*"))
+    assert cli.main(["run", str(f), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert err.startswith(f"cuflash run: --out={str(out)!r} ")
+    assert {"file": "is a file", "under_file": "is a file",
+            "unwritable": "cannot be made"}[case] in err
+    assert sorted(p for p in tmp_path.rglob("*")) == before
+    assert a_file.read_text() == "keep me"
+
+
+def test_unwritable_existing_out_is_a_clear_error(unwritable_dir, capsys, tmp_path):
+    f = write(tmp_path, TINY)
+    assert cli.main(["run", str(f), "--out", str(unwritable_dir)]) == 2
+    err = capsys.readouterr().err
+    assert f"--out={str(unwritable_dir)!r} is not writable" in err
+    assert list(unwritable_dir.iterdir()) == []
+
+
+@pytest.mark.parametrize("name", ["..", ".", ".hidden", "-rf", "a/b", ""])
+def test_experiment_name_is_one_safe_path_component(name, tmp_path):
+    with pytest.raises(schema.SchemaError, match=r": name: .*must be letters"):
+        schema.build(dict(TINY, name=name))
+    with pytest.raises(schema.SchemaError, match=r"plots\[0\]\.name: .*must be letters"):
+        schema.build(dict(TINY, plots=[{"x": "seq_len", "y": "time_ms_median", "name": name}]))
+
+
+@pytest.mark.parametrize("text", ["", "# nothing but a comment\n", "---\n"])
+def test_an_empty_experiment_file_is_an_error(text, tmp_path, capsys):
+    f = write(tmp_path, text)
+    with pytest.raises(schema.SchemaError, match="empty"):
+        schema.load(f)
+    assert cli.main(["run", str(f), "--out", str(tmp_path / "out")]) == 2
+    assert "empty" in capsys.readouterr().err and not (tmp_path / "out").exists()
+
+
+BAD_CSVS = {"empty": b"", "header_only": ",".join(results.COLUMNS).encode() + b"\n",
+            "garbage": b"lorem ipsum dolor\nsit amet, consectetur\n",
+            "binary": b"\x89PNG\r\n\x1a\n\x00\x00\xff\xfe garbage",
+            "wrong_columns": b"a,b,c\n1,2,3\n4,5,6\n",
+            "bad_number": None}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_CSVS))
+def test_plot_of_a_bad_csv_is_an_error(case, tmp_path, capsys):
+    runner.run(schema.build(dict(TINY, plots=[{"x": "seq_len", "y": "time_ms_median"}])),
+               tmp_path, measure=FakeMeasure(), log=_quiet, draw=False)
+    csv_path = tmp_path / "results.csv"
+    if case == "bad_number":
+        csv_path.write_text(csv_path.read_text().replace(",16,", ",sixteen,", 1))
+    else:
+        csv_path.write_bytes(BAD_CSVS[case])
+    assert cli.main(["plot", str(csv_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("cuflash plot: ") and len(err.strip().splitlines()) == 1
+    assert not list(tmp_path.glob("*.png"))
+
+
+def test_a_run_says_its_point_count_and_an_estimate_first(tmp_path):
+    logs = []
+    fake = FakeMeasure(lambda p: logs.append("<measure>") and None)
+    exp = schema.build(dict(TINY, measure={"max_seconds": 2, "repeats": 1}))
+    runner.run(exp, tmp_path, measure=fake, log=logs.append, draw=False)
+    first = logs[:logs.index("<measure>")]
+    assert any("8 points to measure" in line and "at most 16s of timing" in line
+               for line in first), first
+
+
+def test_version(capsys):
+    with pytest.raises(SystemExit) as e:
+        cli.main(["--version"])
+    assert e.value.code == 0 and capsys.readouterr().out == f"cuflash {cuflash.__version__}\n"
+
+
+def test_bfloat16_without_ml_dtypes_says_how_to_get_it(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(_xp, "bfloat16", None)
+    monkeypatch.delitem(_xp.DTYPES, "bfloat16")
+    f = write(tmp_path, dict(TINY, axes=dict(TINY["axes"], dtype=["float16", "bfloat16"])))
+    with pytest.raises(schema.SchemaError, match=r"axes.dtype: bfloat16 needs the ml_dtypes "
+                                                 r"package.*pip install ml_dtypes"):
+        schema.load(f)
+    with pytest.raises(ValueError, match="pip install ml_dtypes"):
+        _xp.resolve_dtype("bfloat16")
+    compiled = []
+    fake = types.ModuleType("cuflash.gpu.precompile")
+    fake.main = lambda argv: compiled.append(argv) or 0
+    monkeypatch.setitem(sys.modules, "cuflash.gpu.precompile", fake)
+    assert cli.main(["compile", "--arch", "sm_90"]) == 2
+    err = capsys.readouterr().err
+    assert "bfloat16 needs the ml_dtypes package" in err and "pip install ml_dtypes" in err
+    assert compiled == []
+
+
+def test_stored_experiment_yaml_round_trips(tmp_path):
+    """experiment.yaml is now written atomically: it still reloads to the same experiment."""
+    exp = schema.build(dict(TINY, name="tiny"), "tiny.yaml")
+    runner.write_spec(exp, tmp_path)
+    again = schema.load(tmp_path / runner.SPEC_YAML)
+    assert again.axes == exp.axes and again.name == "tiny"
+    assert yaml.safe_load((tmp_path / runner.SPEC_YAML).read_text())["name"] == "tiny"
