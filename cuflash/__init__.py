@@ -10,13 +10,15 @@ specification); CuPy arrays run CUDA kernels compiled at run time by NVRTC.
     >>> out.shape, lse.shape
     ((2, 97, 64), (2, 97))
 """
-from .api import attention, attention_backward, attention_vjp
+from .api import Residuals, attention, attention_backward, attention_vjp
+from .mask_mod import MaskMod
 from .checks import SUPPORTED_HEAD_DIMS
 from .naive import naive_attention, naive_attention_backward
 from .tile import TileConfig, default_tile
 
 __version__ = "0.1.0"
 
-__all__ = ["attention", "attention_backward", "attention_vjp", "naive_attention",
+__all__ = ["attention", "attention_backward", "attention_vjp", "Residuals", "MaskMod",
+           "naive_attention",
            "naive_attention_backward", "TileConfig", "default_tile", "SUPPORTED_HEAD_DIMS",
            "__version__"]

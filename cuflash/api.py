@@ -1,6 +1,8 @@
 """Public attention functions. NumPy arrays run the CPU twin; CuPy arrays run the CUDA kernels."""
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from . import checks, twin
@@ -31,7 +33,7 @@ def _score_mods(p):
 
 
 def attention(q, k, v, *, causal=False, scale=None, tile=None, return_lse=False, window=None,
-              softcap=None, alibi_slopes=None, mask_mod=None):
+              softcap=None, alibi_slopes=None, mask_mod=None, return_residuals=False):
     """Exact attention softmax(scale · q kᵀ) v, tiled: the T×S scores never reach device memory.
 
     Parameters
@@ -48,39 +50,93 @@ def attention(q, k, v, *, causal=False, scale=None, tile=None, return_lse=False,
         their lse is -inf.
     scale : float, optional
         Multiplies q kᵀ; default 1/sqrt(d). Must be finite and > 0.
+    window : (left, right), optional
+        Sliding window (FlashAttention-2's window_size): query i sees key j iff
+        i + S - T - left <= j <= i + S - T + right; an entry None or -1 is unbounded. With
+        ``causal`` the window is cut at the diagonal (right = 0). Key tiles wholly outside the
+        window are skipped, so the cost grows with T·window. (``cuflash.mask``)
+    softcap : float, optional
+        Scores s = scale·q·k become softcap·tanh(s / softcap) before the softmax (Gemma-2).
+    alibi_slopes : array, optional
+        ALiBi: scores lose slope·|i + S - T - j|; one float32/float64 slope per head, of a shape
+        broadcastable to the leading dims (e.g. (H,) for (B, H, T, d) inputs), on q's device.
+    mask_mod : cuflash.MaskMod, optional
+        A custom mask (``cuflash.mask_mod``: prefix-LM, documents, dilated patterns...), combined
+        with causal and window; tiles it hides whole are skipped. b and h in its expression are
+        the indices along the leading axes (h: axis -3, b: the axes before it, flattened).
     tile : TileConfig, optional
         Tile sizes; default ``default_tile(d, dtype)``.
     return_lse : bool
-        Also return the log-sum-exp of each row's scaled scores (natural log).
+        Also return the log-sum-exp of each row's scores (natural log).
+    return_residuals : bool
+        Also return the :class:`Residuals` that :func:`attention_backward` takes.
 
     Returns
     -------
     out : array (lead..., T, d), q's dtype, where lead is the broadcast of the leading dims.
     lse : array (lead..., T), float32 (float64 for float64 inputs); only with ``return_lse``.
+    residuals : Residuals; only with ``return_residuals`` (after lse when both are asked for).
     """
     p = checks.check_qkv(q, k, v, causal=causal, scale=scale, window=window, softcap=softcap,
                          alibi_slopes=alibi_slopes, mask_mod=mask_mod)
     tile = checks.check_tile(tile) or _default(p, backward=False)
     xp = p.xp
+    if not isinstance(return_residuals, (bool, np.bool_)):
+        raise TypeError(f"return_residuals must be a bool, got {return_residuals!r}")
     if p.T == 0:
         out = xp.empty(p.lead + (0, p.d), dtype=p.dtype)
         lse = xp.empty(p.lead + (0,), dtype=accum_dtype(p.dtype))
-        return (out, lse) if return_lse else out
-    q3, k3, v3 = (checks.flatten(x, p.lead, xp) for x in (q, k, v))
-    ops = _backend(xp)
-    if ops is None:
-        out3, lse3 = twin.forward(q3, k3, v3, mask=p.mask, scale=p.scale, block_m=tile.block_m,
-                                  block_n=tile.block_n, **_score_mods(p))
     else:
-        out3, lse3 = ops.forward(q3, k3, v3, p, tile=tile)
-    out = out3.reshape(p.lead + (p.T, p.d))
-    return (out, lse3.reshape(p.lead + (p.T,))) if return_lse else out
+        q3, k3, v3 = (checks.flatten(x, p.lead, xp) for x in (q, k, v))
+        ops = _backend(xp)
+        if ops is None:
+            out3, lse3 = twin.forward(q3, k3, v3, mask=p.mask, scale=p.scale,
+                                      block_m=tile.block_m, block_n=tile.block_n,
+                                      **_score_mods(p))
+        else:
+            out3, lse3 = ops.forward(q3, k3, v3, p, tile=tile)
+        out, lse = out3.reshape(p.lead + (p.T, p.d)), lse3.reshape(p.lead + (p.T,))
+    res = (Residuals(q, k, v, out, lse, causal=causal, scale=scale, window=window,
+                     softcap=softcap, alibi_slopes=alibi_slopes, mask_mod=mask_mod),)
+    return (out,) + ((lse,) if return_lse else ()) + (res if return_residuals else ()) \
+        if (return_lse or return_residuals) else out
 
 
-def attention_backward(dout, q, k, v, out, lse, *, causal=False, scale=None, tile=None,
-                       deterministic=True, window=None, softcap=None, alibi_slopes=None,
-                       mask_mod=None):
-    """Gradients of ``sum(dout · attention(q, k, v))`` with respect to q, k and v.
+@dataclasses.dataclass(frozen=True, eq=False)
+class Residuals:
+    """What the backward needs from a forward: its inputs, output, lse and every setting, in one
+    object, so the backward cannot run with settings other than the forward's.
+
+    ``attention(..., return_residuals=True)`` returns one; build one by hand only for arrays that
+    did not come from :func:`attention` (e.g. an lse from another implementation). It holds
+    references to q, k, v, out and lse, not copies: changing them in place before the backward
+    changes the gradients.
+
+    q (..., T, d), k and v (..., S, d): the forward's inputs; out (lead..., T, d) its output;
+    lse (lead..., T) its log-sum-exp (float32; float64 for float64 inputs). causal, scale,
+    window, softcap, alibi_slopes, mask_mod: as :func:`attention` took them.
+    """
+
+    q: object
+    k: object
+    v: object
+    out: object
+    lse: object
+    causal: bool = False
+    scale: float | None = None
+    window: tuple | None = None
+    softcap: float | None = None
+    alibi_slopes: object = None
+    mask_mod: object = None
+
+    def options(self) -> dict:
+        """The forward's settings as keyword arguments of attention (and of the naive paths)."""
+        return dict(causal=self.causal, scale=self.scale, window=self.window,
+                    softcap=self.softcap, alibi_slopes=self.alibi_slopes, mask_mod=self.mask_mod)
+
+
+def attention_backward(dout, residuals, *args, tile=None, deterministic=True, **kwargs):
+    """Gradients of ``sum(dout · attention(q, k, v, ...))`` with respect to q, k and v.
 
     P is recomputed tile by tile from q, k and lse; no T×S matrix is stored.
 
@@ -88,13 +144,9 @@ def attention_backward(dout, q, k, v, out, lse, *, causal=False, scale=None, til
     ----------
     dout : array (lead..., T, d)
         Gradient of the output, same dtype and device as q.
-    q, k, v : the forward's inputs, shapes (..., T, d), (..., S, d), (..., S, d).
-    out : array (lead..., T, d)
-        The forward's output.
-    lse : array (lead..., T)
-        The forward's log-sum-exp (``attention(..., return_lse=True)``), float32 (float64 for
-        float64 inputs).
-    causal, scale : as in the forward (they must be the same).
+    residuals : Residuals
+        The forward's inputs, output, lse and settings: ``attention(..., return_residuals=True)``
+        returns them (or build a :class:`Residuals`).
     tile : TileConfig, optional
         Default ``default_tile(d, dtype, backward=True)``.
     deterministic : bool
@@ -107,8 +159,19 @@ def attention_backward(dout, q, k, v, out, lse, *, causal=False, scale=None, til
     -------
     dq, dk, dv : arrays shaped and typed like q, k and v (summed over broadcast leading dims).
     """
-    p = checks.check_qkv(q, k, v, causal=causal, scale=scale, window=window, softcap=softcap,
-                         alibi_slopes=alibi_slopes, mask_mod=mask_mod)
+    if args or kwargs or not isinstance(residuals, Residuals):
+        extra = sorted(kwargs)
+        raise TypeError(
+            "attention_backward(dout, residuals, *, tile=None, deterministic=True) takes the "
+            "forward's residuals as one object, so that it runs with the forward's settings: "
+            "out, res = cuflash.attention(q, k, v, ..., return_residuals=True), or "
+            "cuflash.Residuals(q, k, v, out, lse, causal=..., ...) for arrays of your own"
+            + (f"; got the unexpected keyword arguments {extra}" if extra else "")
+            + (f"; got residuals of type {type(residuals).__name__} and {len(args)} more "
+               f"positional arguments" if args or not isinstance(residuals, Residuals) else ""))
+    r = residuals
+    q, k, v, out, lse = r.q, r.k, r.v, r.out, r.lse
+    p = checks.check_qkv(q, k, v, **r.options())
     if not isinstance(deterministic, (bool, np.bool_)):
         raise TypeError(f"deterministic must be a bool, got {deterministic!r}")
     tile = checks.check_tile(tile) or _default(p, backward=True, deterministic=bool(deterministic))
@@ -136,28 +199,31 @@ def attention_backward(dout, q, k, v, out, lse, *, causal=False, scale=None, til
                  for g, s, x in zip(grads, shapes, (q, k, v)))
 
 
+_OPTIONS = ("causal", "scale", "window", "softcap", "alibi_slopes", "mask_mod")
+
+
 def attention_vjp(q, k, v, **kwargs):
     """``(out, vjp)`` where ``vjp(dout) -> (dq, dk, dv)``: the handle autodiff code expects.
 
-    Keyword arguments: causal, scale, tile (forward), backward_tile and deterministic (backward).
-    The forward's lse is kept for the backward; nothing T×S is.
+    Keyword arguments: the options of :func:`attention` (causal, scale, window, softcap,
+    alibi_slopes, mask_mod, tile), backward_tile and deterministic (backward). The forward's
+    residuals are kept for the backward: references to q, k, v (not copies), out and lse;
+    nothing T×S.
     """
     bwd_tile = checks.check_tile(kwargs.pop("backward_tile", None), "backward_tile")
     deterministic = kwargs.pop("deterministic", True)
     if not isinstance(deterministic, (bool, np.bool_)):
         raise TypeError(f"deterministic must be a bool, got {deterministic!r}")
-    unknown = set(kwargs) - {"causal", "scale", "tile"}
+    unknown = set(kwargs) - set(_OPTIONS) - {"tile"}
     if unknown:
         raise TypeError(f"attention_vjp got unexpected keyword arguments {sorted(unknown)}; "
-                        f"valid: causal, scale, tile, backward_tile, deterministic")
-    out, lse = attention(q, k, v, return_lse=True, **kwargs)
+                        f"valid: {', '.join(_OPTIONS)}, tile, backward_tile, deterministic")
+    out, res = attention(q, k, v, return_residuals=True, **kwargs)
 
     def vjp(dout):
-        return attention_backward(dout, q, k, v, out, lse, causal=kwargs.get("causal", False),
-                                  scale=kwargs.get("scale"), tile=bwd_tile,
-                                  deterministic=deterministic)
+        return attention_backward(dout, res, tile=bwd_tile, deterministic=deterministic)
 
     return out, vjp
 
 
-__all__ = ["attention", "attention_backward", "attention_vjp", "dtype_name"]
+__all__ = ["attention", "attention_backward", "attention_vjp", "Residuals", "dtype_name"]

@@ -39,7 +39,7 @@ def main():
     out, lse = cuflash.attention(q, k, v, return_lse=True)
     print(f"cuflash forward:  {per_call_us(lambda: cuflash.attention(q, k, v)):7.1f} us per call")
     print(f"cuflash backward: "
-          f"{per_call_us(lambda: cuflash.attention_backward(do, q, k, v, out, lse)):7.1f} us per call")
+          f"{per_call_us(lambda: cuflash.attention_backward(do, cuflash.Residuals(q, k, v, out, lse))):7.1f} us per call")
     try:
         import torch
         import torch.nn.functional as F

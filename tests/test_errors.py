@@ -111,9 +111,9 @@ def test_backward_arrays_on_another_device():
     q, k, v = qkv(cp)
     out, lse = cuflash.attention(q, k, v, return_lse=True)
     with pytest.raises(TypeError, match="dout is on a different device"):
-        cuflash.attention_backward(cp.asnumpy(out), q, k, v, out, lse)
+        cuflash.attention_backward(cp.asnumpy(out), cuflash.Residuals(q, k, v, out, lse))
     with pytest.raises(TypeError, match="lse is on a different device"):
-        cuflash.attention_backward(out, q, k, v, out, cp.asnumpy(lse))
+        cuflash.attention_backward(out, cuflash.Residuals(q, k, v, out, cp.asnumpy(lse)))
 
 
 # -- scalar arguments -----------------------------------------------------------------------------
@@ -142,7 +142,7 @@ def test_deterministic_must_be_bool(xp):
     q, k, v = qkv(xp)
     out, lse = cuflash.attention(q, k, v, return_lse=True)
     with pytest.raises(TypeError, match="deterministic must be a bool, got 1"):
-        cuflash.attention_backward(out, q, k, v, out, lse, deterministic=1)
+        cuflash.attention_backward(out, cuflash.Residuals(q, k, v, out, lse), deterministic=1)
 
 
 # -- TileConfig -----------------------------------------------------------------------------------
@@ -185,7 +185,7 @@ def test_tile_of_wrong_type(xp, tile):
         cuflash.attention(q, k, v, tile=tile)
     out, lse = cuflash.attention(q, k, v, return_lse=True)
     with pytest.raises(TypeError, match=msg):
-        cuflash.attention_backward(out, q, k, v, out, lse, tile=tile)
+        cuflash.attention_backward(out, cuflash.Residuals(q, k, v, out, lse), tile=tile)
 
 
 # -- attention_backward's extra arrays ------------------------------------------------------------
@@ -204,7 +204,7 @@ def test_backward_wrong_shape(xp, which, shape):
     args[which] = randn(xp, shape, np.float32, seed=209)
     with pytest.raises(ValueError, match=rf"{which} must have shape {_esc(str((2, 7, 16)))}.*"
                                          rf"got {_esc(str(shape))}"):
-        cuflash.attention_backward(args["dout"], q, k, v, args["out"], lse)
+        cuflash.attention_backward(args["dout"], cuflash.Residuals(q, k, v, args["out"], lse))
 
 
 @pytest.mark.parametrize("shape", [(2, 8), (7,), (2, 7, 1), (2, 7, 16)], ids=str)
@@ -212,7 +212,7 @@ def test_backward_wrong_lse_shape(xp, shape):
     q, k, v, out, lse = _fwd(xp)
     with pytest.raises(ValueError, match=rf"lse must have shape {_esc(str((2, 7)))}.*"
                                          rf"got {_esc(str(shape))}"):
-        cuflash.attention_backward(out, q, k, v, out, randn(xp, shape, np.float32, seed=210))
+        cuflash.attention_backward(out, cuflash.Residuals(q, k, v, out, randn(xp, shape, np.float32, seed=210)))
 
 
 @pytest.mark.parametrize("which", ["dout", "out"])
@@ -221,7 +221,7 @@ def test_backward_wrong_dtype(xp, which):
     args = dict(dout=out, out=out)
     args[which] = out.astype(np.float64)
     with pytest.raises(TypeError, match=rf"{which} must have dtype float32, got float64"):
-        cuflash.attention_backward(args["dout"], q, k, v, args["out"], lse)
+        cuflash.attention_backward(args["dout"], cuflash.Residuals(q, k, v, args["out"], lse))
 
 
 @pytest.mark.parametrize("dtype,lse_dtype,expected", [
@@ -231,22 +231,21 @@ def test_backward_wrong_lse_dtype(xp, dtype, lse_dtype, expected):
     q, k, v, out, lse = _fwd(xp, dtype)
     got = np.dtype(lse_dtype).name
     with pytest.raises(TypeError, match=rf"lse must have dtype {expected}, got {got}"):
-        cuflash.attention_backward(out, q, k, v, out, lse.astype(lse_dtype))
+        cuflash.attention_backward(out, cuflash.Residuals(q, k, v, out, lse.astype(lse_dtype)))
 
 
 def test_backward_list_argument(xp):
     q, k, v, out, lse = _fwd(xp)
     with pytest.raises(TypeError, match="dout must be a numpy.ndarray or cupy.ndarray, got list"):
-        cuflash.attention_backward(to_list(out), q, k, v, out, lse)
+        cuflash.attention_backward(to_list(out), cuflash.Residuals(q, k, v, out, lse))
     with pytest.raises(TypeError, match="lse must be a numpy.ndarray or cupy.ndarray, got tuple"):
-        cuflash.attention_backward(out, q, k, v, out, tuple(to_list(lse)))
+        cuflash.attention_backward(out, cuflash.Residuals(q, k, v, out, tuple(to_list(lse))))
 
 
 def test_backward_checks_q_k_v_too(xp):
     q, k, v, out, lse = _fwd(xp)
     with pytest.raises(ValueError, match=r"head_dim=12 is not supported"):
-        cuflash.attention_backward(out[..., :12], q[..., :12], k[..., :12], v[..., :12],
-                                   out[..., :12], lse)
+        cuflash.attention_backward(out[..., :12], cuflash.Residuals(q[..., :12], k[..., :12], v[..., :12], out[..., :12], lse))
 
 
 # -- attention_vjp --------------------------------------------------------------------------------
@@ -256,7 +255,8 @@ def test_backward_checks_q_k_v_too(xp):
                                         "['block_m', 'z']")], ids=["foo", "return_lse", "two"])
 def test_vjp_unknown_keywords(xp, kwargs, bad):
     with pytest.raises(TypeError, match=rf"unexpected keyword arguments {_esc(bad)}.*valid: "
-                                        rf"causal, scale, tile, backward_tile, deterministic"):
+                                        rf"causal, scale, window, softcap, alibi_slopes, mask_mod, tile, "
+                                        rf"backward_tile, deterministic"):
         cuflash.attention_vjp(*qkv(xp), **kwargs)
 
 

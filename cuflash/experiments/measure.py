@@ -119,15 +119,14 @@ def build_call(point: Point, inputs: dict) -> Call:
     if point.pass_ == "forward":
         return Call(lambda: api.attention(q, k, v, causal=c, tile=point.fwd_tile), kind, as_numpy)
     if point.pass_ == "backward":
-        out, lse = api.attention(q, k, v, causal=c, return_lse=True)   # default tile; not measured
-        return Call(lambda: api.attention_backward(dout, q, k, v, out, lse, causal=c,
-                                                   tile=point.bwd_tile, deterministic=det),
-                    kind, as_numpy)
+        # the forward with the default tile, not measured
+        _, res = api.attention(q, k, v, causal=c, return_residuals=True)
+        return Call(lambda: api.attention_backward(dout, res, tile=point.bwd_tile,
+                                                   deterministic=det), kind, as_numpy)
 
     def both():
-        o, lse_ = api.attention(q, k, v, causal=c, tile=point.fwd_tile, return_lse=True)
-        return (o,) + api.attention_backward(dout, q, k, v, o, lse_, causal=c,
-                                             tile=point.bwd_tile, deterministic=det)
+        o, res_ = api.attention(q, k, v, causal=c, tile=point.fwd_tile, return_residuals=True)
+        return (o,) + api.attention_backward(dout, res_, tile=point.bwd_tile, deterministic=det)
     return Call(both, kind, as_numpy)
 
 

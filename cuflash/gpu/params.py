@@ -1,10 +1,12 @@
 """The kernels' parameter structs, as C++ declares them (kernels_cu/params.cuh).
 
 C++ owns the layout: NVRTC compiles a small probe of ``params.cuh`` (no GPU needed) that writes
-each field's name, offset, size and element kind into PTX globals; :func:`layout` reads them
-back and :meth:`Layout.pack` fills the struct by field name into the bytes CuPy passes by value
-(a NumPy array of size one). Every field must be given and no other, so the two sides cannot
-drift apart silently.
+each field's name, size and element kind, and the struct's size, into PTX globals; :func:`layout`
+reads them back, places each field at its natural alignment (what every C++ compiler does for
+these ints, floats and pointers; checked against the struct's size, since offsetof is not
+available in every NVRTC) and :meth:`Layout.pack` fills the struct by field name into the bytes
+CuPy passes by value (a NumPy array of size one). Every field must be given and no other, so
+the two sides cannot drift apart silently.
 """
 from __future__ import annotations
 
@@ -31,7 +33,7 @@ template <class X, int N> struct Elem<X[N]> {
     static constexpr long long kind = Elem<X>::kind, n = N * Elem<X>::n; };
 using P = cuflash::{struct}<unsigned short, {acc}>;
 }
-#define CUFLASH_PROBE(type, name) __builtin_offsetof(cuflash_probe::P, name), \
+#define CUFLASH_PROBE(type, name) \
     (long long)sizeof(cuflash_probe::P::name), \
     cuflash_probe::Elem<decltype(cuflash_probe::P::name)>::kind, \
     cuflash_probe::Elem<decltype(cuflash_probe::P::name)>::n,
@@ -115,12 +117,19 @@ def _layout(struct_name: str, acc: str) -> Layout:
     ptx = build.ptx_globals(src, f"params_{struct_name}_{acc}")
     nums = [int(x) for x in np.frombuffer(ptx["cuflash_layout"], dtype="<i8")]
     names = ptx["cuflash_names"].rstrip(b"\0").decode().split()
-    out = []
+    out, pos, align = [], 0, 1
     for idx, name in enumerate(names):
-        offset, size, kind, count = nums[4 * idx: 4 * idx + 4]
+        size, kind, count = nums[3 * idx: 3 * idx + 3]
         if kind not in _KINDS:
             raise RuntimeError(f"{struct_name}.{name}: a field type params.py cannot fill")
-        if struct.calcsize(_KINDS[kind]) * count != size:
+        elem = struct.calcsize(_KINDS[kind])
+        if elem * count != size:
             raise RuntimeError(f"{struct_name}.{name}: {count} × {_KINDS[kind]} is not {size} bytes")
-        out.append(Field(name, offset, _KINDS[kind], count))
-    return Layout(struct_name, tuple(out), nums[4 * len(names)])
+        pos = -(-pos // elem) * elem          # natural alignment of the element type
+        out.append(Field(name, pos, _KINDS[kind], count))
+        pos, align = pos + size, max(align, elem)
+    total = nums[3 * len(names)]
+    if -(-pos // align) * align != total:
+        raise RuntimeError(f"{struct_name}: fields at natural alignment end at {pos} bytes, "
+                           f"sizeof says {total}")
+    return Layout(struct_name, tuple(out), total)
