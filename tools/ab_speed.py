@@ -30,11 +30,13 @@ for spec in json.loads(sys.argv[2]):
     dtype = {"float16": np.float16, "bfloat16": bfloat16}[dt]
     rng = np.random.default_rng(0)
     q, k, v, do = (cp.asarray(rng.standard_normal((B, H, T, d)).astype(dtype)) for _ in range(4))
-    o, lse = cuflash.attention(q, k, v, causal=causal, return_lse=True)
-    if pass_ == "fwd":
-        fn = lambda: cuflash.attention(q, k, v, causal=causal)
-    else:
-        fn = lambda: cuflash.attention_backward(do, q, k, v, o, lse, causal=causal)
+    if hasattr(cuflash, "Residuals"):   # the backward takes the forward's residuals
+        o, lse = cuflash.attention(q, k, v, causal=causal, return_residuals=True)
+        bwd = lambda: cuflash.attention_backward(do, lse)
+    else:                               # trees before 2026-12-01: arrays and settings again
+        o, lse = cuflash.attention(q, k, v, causal=causal, return_lse=True)
+        bwd = lambda: cuflash.attention_backward(do, q, k, v, o, lse, causal=causal)
+    fn = (lambda: cuflash.attention(q, k, v, causal=causal)) if pass_ == "fwd" else bwd
     for _ in range(3):
         fn()
     times = []
@@ -79,6 +81,14 @@ def main(argv=None):
             for cell, tf in run_tree(tree, cells).items():
                 best[name][cell] = max(tf, best[name].get(cell, 0.0))
             print(f"round {r + 1}: {name} done", flush=True)
+        report(cells, best, a.passes.split(","))   # after every round: a time-out keeps the table
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"cells": cells, "base": {json.dumps(k): v for k, v in best["base"].items()},
+                       "new": {json.dumps(k): v for k, v in best["new"].items()}}, f, indent=1)
+
+
+def report(cells, best, passes):
     ratios = []
     print(f"{'pass':4} {'d':>4} {'dtype':9} {'causal':6} {'T':>6} {'base':>7} {'new':>7} {'new/base':>8}")
     for cell in map(tuple, cells):
@@ -86,13 +96,10 @@ def main(argv=None):
         ratios.append(n / b)
         T, d, dt, c, p = cell
         print(f"{p:4} {d:4} {dt:9} {str(c):6} {T:6} {b:7.1f} {n:7.1f} {n / b:8.3f}")
-    for p in a.passes.split(","):
+    for p in passes:
         rs = [n for cell, n in zip(cells, ratios) if cell[4] == p]
-        print(f"{p}: new/base min {min(rs):.3f} median {statistics.median(rs):.3f} max {max(rs):.3f}")
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump({"cells": cells, "base": {json.dumps(k): v for k, v in best["base"].items()},
-                       "new": {json.dumps(k): v for k, v in best["new"].items()}}, f, indent=1)
+        print(f"{p}: new/base min {min(rs):.3f} median {statistics.median(rs):.3f} max {max(rs):.3f}",
+              flush=True)
 
 
 if __name__ == "__main__":
