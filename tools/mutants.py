@@ -141,21 +141,19 @@ MUTANTS = [
       "lo = 0 if self.right is None else max(0, j0 - diag - self.right)", "lo = 0",
       "tests/test_mask.py tests/test_twin_io.py", "query_range starts at 0 (q_start = 0)"),
     # -- GPU-only code (run with --gpu on a GPU machine)
-    M("gpu_fwd_drop_last_key", "kernels_cu/flash_fwd.cu",
-      "const int kv_end = CAUSAL ? min(S_len, max(0, i0 + rows_q + diag)) : S_len;",
-      "const int kv_end = CAUSAL ? min(S_len - 1, max(0, i0 + rows_q + diag)) : S_len - 1;",
-      "tests/test_gpu_kernels.py::test_tiles_against_oracle", "SIMT forward drops key S-1",
-      gpu=True),
-    M("gpu_launch_first_chunk_only", "cuflash/gpu/ops.py",
-      "args_of(lambda x: x[b0:b1]) + (np.int32(smem),), shared_mem=smem)",
-      "args_of(lambda x: x[0:b1 - b0]) + (np.int32(smem),), shared_mem=smem)",
+    M("gpu_drop_last_key", "kernels_cu/mask.cuh",
+      "        if (j >= S_len || i >= T_len) return false;",
+      "        if (j >= S_len - 1 || i >= T_len) return false;",
+      "tests/test_gpu_kernels.py::test_tiles_against_oracle",
+      "every kernel hides key S-1 (on the tiles that need the per-element rule)", gpu=True),
+    M("gpu_batch_index_without_z", "kernels_cu/params.cuh",
+      "return blockIdx.z * gridDim.y + blockIdx.y;", "return blockIdx.y;",
       "tests/test_gpu_kernels.py::test_batch_beyond_grid_limit",
-      "every launch chunk works on the first chunk's heads", gpu=True),
+      "blocks past gridDim.y work on the first 65535 heads again", gpu=True),
     M("gpu_null_stream", "cuflash/gpu/ops.py",
-      "kern((grid_x, B), (spec.threads(),), args_of(_whole) + (np.int32(smem),),\n"
-      "             shared_mem=smem)",
-      "kern((grid_x, B), (spec.threads(),), args_of(_whole) + (np.int32(smem),),\n"
-      "             shared_mem=smem, stream=_cp().cuda.Stream.null)",
+      "kern(_grid(grid_x, batch), (threads,), (args,), shared_mem=smem)",
+      "kern(_grid(grid_x, batch), (threads,), (args,), shared_mem=smem,\n"
+      "         stream=_cp().cuda.Stream.null)",
       "tests/test_gpu_kernels.py::test_runs_on_current_stream",
       "kernels launched on the null stream, not the current one", gpu=True),
 ]
