@@ -14,7 +14,8 @@ for dt in (np.float16, bfloat16):
             ref, _ = oracle_attention(q, k, v, causal=causal)
             gq, gk, gv, gdo = (cp.asarray(x) for x in (q, k, v, do))
             o, l = cuflash.attention(gq, gk, gv, causal=causal, return_lse=True)
-            grads = cuflash.attention_backward(gdo, cuflash.Residuals(gq, gk, gv, o, l, causal=causal))
+            grads = cuflash.attention_backward(gdo,
+                                               cuflash.Residuals(gq, gk, gv, o, l, causal=causal))
             refs = oracle_backward(do, q, k, v, causal=causal)
             eo = np.abs(to_numpy(o).astype(float) - ref).max() / np.abs(ref).max()
             eg = max(np.abs(to_numpy(g).astype(float) - r).max() / np.abs(r).max() for g, r in zip(grads, refs))

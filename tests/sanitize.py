@@ -43,7 +43,8 @@ def main():
                            for s in ((2, T, d), (2, S, d), (2, S, d), (2, T, d)))
             out, lse = cuflash.attention(q, k, v, tile=ft, return_lse=True, **kw)
             for det in ((True,) if bt.kernel == "wgmma" else (True, False)):
-                cuflash.attention_backward(do, cuflash.Residuals(q, k, v, out, lse, **kw), tile=bt, deterministic=det)
+                cuflash.attention_backward(do, cuflash.Residuals(q, k, v, out, lse, **kw), tile=bt,
+                                           deterministic=det)
             cp.cuda.Device().synchronize()
             print(f"ok {dt} d={d} {name} fwd={ft.short()} bwd={bt.short()}")
 

@@ -218,7 +218,9 @@ def test_vjp_equals_attention_and_backward(xp, dtype, causal):
                                    return_lse=True)
     np.testing.assert_array_equal(to_numpy(out), to_numpy(out2))
     grads = vjp(dout)
-    grads2 = cuflash.attention_backward(dout, cuflash.Residuals(q, k, v, out2, lse2, causal=causal, scale=0.2), tile=bwd_tile, deterministic=True)
+    grads2 = cuflash.attention_backward(
+        dout, cuflash.Residuals(q, k, v, out2, lse2, causal=causal, scale=0.2), tile=bwd_tile,
+        deterministic=True)
     assert len(grads) == 3
     for a, b in zip(grads, grads2):
         assert a.shape == b.shape and a.dtype == b.dtype

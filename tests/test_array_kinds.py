@@ -44,7 +44,8 @@ def test_backward_rejects_naming_the_argument(kind, make, text, which):
     args = {"dout": np.ones_like(out), "out": out, "lse": lse}
     args[which] = make(args[which])
     with pytest.raises(TypeError, match=rf"^{which} .*{text}"):
-        cuflash.attention_backward(args["dout"], cuflash.Residuals(q, k, v, args["out"], args["lse"]))
+        cuflash.attention_backward(args["dout"],
+                                   cuflash.Residuals(q, k, v, args["out"], args["lse"]))
 
 
 def test_memmap_and_plain_arrays_work(tmp_path):

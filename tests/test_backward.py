@@ -25,7 +25,8 @@ def check_backward(xp, T, S, d, dtype, causal, deterministic, tile=None, lead=(2
     q, k, v = make_inputs(xp, lead + (T, d), lead + (S, d), dtype, seed)
     dout = randn(xp, lead + (T, d), dtype, seed + 1000)
     out, lse = cuflash.attention(q, k, v, causal=causal, return_lse=True)
-    grads = cuflash.attention_backward(dout, cuflash.Residuals(q, k, v, out, lse, causal=causal), tile=tile, deterministic=deterministic)
+    grads = cuflash.attention_backward(dout, cuflash.Residuals(q, k, v, out, lse, causal=causal),
+                                       tile=tile, deterministic=deterministic)
     refs = oracle_backward(dout, q, k, v, causal=causal)
     naive = cuflash.naive_attention_backward(dout, q, k, v, causal=causal)
     for name, g, x, ref, nv in zip(("dq", "dk", "dv"), grads, (q, k, v), refs, naive):
@@ -141,7 +142,8 @@ def test_tiled_gradient_matches_finite_differences(xp, shape, causal, determinis
     fd = _finite_difference(f, [q, k, v])
     qx, kx, vx, dx = (xp.asarray(a) for a in (q, k, v, dout))
     out, lse = cuflash.attention(qx, kx, vx, causal=causal, tile=tile, return_lse=True)
-    grads = cuflash.attention_backward(dx, cuflash.Residuals(qx, kx, vx, out, lse, causal=causal), tile=tile, deterministic=deterministic)
+    grads = cuflash.attention_backward(dx, cuflash.Residuals(qx, kx, vx, out, lse, causal=causal),
+                                       tile=tile, deterministic=deterministic)
     for name, g, ref in zip(("dq", "dk", "dv"), grads, fd):
         assert rel_error(g, ref) < 1e-7, name
 
@@ -160,7 +162,9 @@ def test_tiled_gradient_finite_differences_many_tiles():
         fd = _finite_difference(f, [q, k, v])
         out, lse = cuflash.attention(q, k, v, causal=causal, tile=tile, return_lse=True)
         for det in (True, False):
-            grads = cuflash.attention_backward(dout, cuflash.Residuals(q, k, v, out, lse, causal=causal), tile=tile, deterministic=det)
+            grads = cuflash.attention_backward(dout,
+                                               cuflash.Residuals(q, k, v, out, lse, causal=causal),
+                                               tile=tile, deterministic=det)
             for name, g, ref in zip(("dq", "dk", "dv"), grads, fd):
                 assert rel_error(g, ref) < 1e-7, (name, causal, det)
 
@@ -177,7 +181,8 @@ def test_rows_without_keys_get_zero_dq(xp, dtype, deterministic):
     q, k, v = make_inputs(xp, (2, T, d), (2, S, d), dtype, seed=17)
     dout = randn(xp, (2, T, d), dtype, seed=18)
     out, lse = cuflash.attention(q, k, v, causal=True, return_lse=True)
-    dq, dk, dv = (to_numpy(g).astype(np.float64) for g in cuflash.attention_backward(dout, cuflash.Residuals(q, k, v, out, lse, causal=True), deterministic=deterministic))
+    dq, dk, dv = (to_numpy(g).astype(np.float64) for g in cuflash.attention_backward(
+        dout, cuflash.Residuals(q, k, v, out, lse, causal=True), deterministic=deterministic))
     assert (dq[:, :T - S] == 0).all()
     # row T - S sees exactly one key: P = 1 and D = dP, so its dq is 0 up to rounding;
     # every later row sees at least two keys and has a gradient
@@ -197,7 +202,8 @@ def test_deterministic_is_bitwise_repeatable(dtype):
     q, k, v = make_inputs(xp, (2, 257, 64), (2, 300, 64), dtype, seed=19)
     dout = randn(xp, (2, 257, 64), dtype, seed=20)
     out, lse = cuflash.attention(q, k, v, causal=True, return_lse=True)
-    runs = [cuflash.attention_backward(dout, cuflash.Residuals(q, k, v, out, lse, causal=True), deterministic=True)
+    runs = [cuflash.attention_backward(dout, cuflash.Residuals(q, k, v, out, lse, causal=True),
+                                       deterministic=True)
             for _ in range(3)]
     for other in runs[1:]:
         for a, b in zip(runs[0], other):
@@ -211,8 +217,11 @@ def test_deterministic_head_ignores_its_batch(xp, dtype):
     q, k, v = make_inputs(xp, (5, 130, 64), (5, 150, 64), dtype, seed=19)
     dout = randn(xp, (5, 130, 64), dtype, seed=20)
     out, lse = cuflash.attention(q, k, v, causal=True, return_lse=True)
-    batch = cuflash.attention_backward(dout, cuflash.Residuals(q, k, v, out, lse, causal=True), deterministic=True)
-    alone = cuflash.attention_backward(dout[3:4], cuflash.Residuals(q[3:4], k[3:4], v[3:4], out[3:4], lse[3:4], causal=True), deterministic=True)
+    batch = cuflash.attention_backward(dout, cuflash.Residuals(q, k, v, out, lse, causal=True),
+                                       deterministic=True)
+    alone = cuflash.attention_backward(
+        dout[3:4], cuflash.Residuals(q[3:4], k[3:4], v[3:4], out[3:4], lse[3:4], causal=True),
+        deterministic=True)
     for a, b in zip(batch, alone):
         np.testing.assert_array_equal(to_numpy(a)[3:4], to_numpy(b))
 
@@ -223,7 +232,8 @@ def test_deterministic_and_atomic_agree(xp, dtype):
     dout = randn(xp, (2, 130, 72), dtype, seed=22)
     out, lse = cuflash.attention(q, k, v, return_lse=True)
     det = cuflash.attention_backward(dout, cuflash.Residuals(q, k, v, out, lse), deterministic=True)
-    atomic = cuflash.attention_backward(dout, cuflash.Residuals(q, k, v, out, lse), deterministic=False)
+    atomic = cuflash.attention_backward(dout, cuflash.Residuals(q, k, v, out, lse),
+                                        deterministic=False)
     for name, a, b in zip(("dq", "dk", "dv"), det, atomic):
         assert rel_error(b, to_numpy(a).astype(np.float64)) <= FLOORS[dtype_name(dtype)], name
 
@@ -240,12 +250,15 @@ def test_broadcast_gradients_sum_over_repeated_dims(xp, dtype, deterministic):
     q, k, v = make_inputs(xp, (5, 3, T, d), (1, 3, S, d), dtype, seed=23)
     dout = randn(xp, (5, 3, T, d), dtype, seed=24)
     out, lse = cuflash.attention(q, k, v, causal=True, return_lse=True)
-    dq, dk, dv = cuflash.attention_backward(dout, cuflash.Residuals(q, k, v, out, lse, causal=True), deterministic=deterministic)
+    dq, dk, dv = cuflash.attention_backward(dout, cuflash.Residuals(q, k, v, out, lse, causal=True),
+                                            deterministic=deterministic)
     assert dq.shape == q.shape and dk.shape == k.shape and dv.shape == v.shape
     k_rep, v_rep = (xp.ascontiguousarray(xp.broadcast_to(x, (5, 3, S, d))) for x in (k, v))
     out_r, lse_r = cuflash.attention(q, k_rep, v_rep, causal=True, return_lse=True)
     np.testing.assert_array_equal(to_numpy(out), to_numpy(out_r))
-    dq_r, dk_r, dv_r = cuflash.attention_backward(dout, cuflash.Residuals(q, k_rep, v_rep, out_r, lse_r, causal=True), deterministic=deterministic)
+    dq_r, dk_r, dv_r = cuflash.attention_backward(
+        dout, cuflash.Residuals(q, k_rep, v_rep, out_r, lse_r, causal=True),
+        deterministic=deterministic)
     floor = FLOORS[dtype_name(dtype)]
     assert rel_error(dq, to_numpy(dq_r).astype(np.float64)) <= floor
     for g, g_rep in ((dk, dk_r), (dv, dv_r)):
@@ -300,7 +313,8 @@ def test_empty_queries_backward(xp):
     q = randn(xp, (2, 0, 16), np.float32, seed=31)
     k, v = (randn(xp, (2, 5, 16), np.float32, seed=s) for s in (32, 33))
     out, lse = cuflash.attention(q, k, v, return_lse=True)
-    dq, dk, dv = cuflash.attention_backward(randn(xp, (2, 0, 16), np.float32, 34), cuflash.Residuals(q, k, v, out, lse))
+    dq, dk, dv = cuflash.attention_backward(randn(xp, (2, 0, 16), np.float32, 34),
+                                            cuflash.Residuals(q, k, v, out, lse))
     assert dq.shape == (2, 0, 16) and dk.shape == (2, 5, 16) and dv.shape == (2, 5, 16)
     assert dq.dtype == dk.dtype == dv.dtype == np.float32
     assert not to_numpy(dk).any() and not to_numpy(dv).any()

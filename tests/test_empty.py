@@ -42,7 +42,8 @@ def _real_call_works(xp, dtype, fwd_tile, bwd_tile, deterministic):
     q, k, v = make_inputs(xp, (2, 33, 64), (2, 40, 64), dtype, seed=501)
     do = make_inputs(xp, (2, 33, 64), (2, 1, 64), dtype, seed=502)[0]
     out, lse = cuflash.attention(q, k, v, causal=True, tile=fwd_tile, return_lse=True)
-    grads = cuflash.attention_backward(do, cuflash.Residuals(q, k, v, out, lse, causal=True), tile=bwd_tile, deterministic=deterministic)
+    grads = cuflash.attention_backward(do, cuflash.Residuals(q, k, v, out, lse, causal=True),
+                                       tile=bwd_tile, deterministic=deterministic)
     ref, _ = oracle_attention(q, k, v, causal=True)
     refs = oracle_backward(do, q, k, v, causal=True)
     tol = 1e-2 if np.dtype(dtype).itemsize == 2 else 1e-5
@@ -65,7 +66,8 @@ def test_zero_size(xp, fam, dtype, fwd_tile, bwd_tile, det, name, q_shape, k_sha
     assert not to_numpy(out).any() if S == 0 else True
     assert np.isneginf(to_numpy(lse)).all() if S == 0 else True
     do = xp.ones_like(out)
-    dq, dk, dv = cuflash.attention_backward(do, cuflash.Residuals(q, k, v, out, lse, causal=True), tile=bwd_tile, deterministic=det)
+    dq, dk, dv = cuflash.attention_backward(do, cuflash.Residuals(q, k, v, out, lse, causal=True),
+                                            tile=bwd_tile, deterministic=det)
     for g, x in zip((dq, dk, dv), (q, k, v)):
         assert g.shape == x.shape and g.dtype == x.dtype
         assert not to_numpy(g).any()       # nothing to differentiate: all gradients are 0

@@ -212,7 +212,8 @@ def test_backward_wrong_lse_shape(xp, shape):
     q, k, v, out, lse = _fwd(xp)
     with pytest.raises(ValueError, match=rf"lse must have shape {_esc(str((2, 7)))}.*"
                                          rf"got {_esc(str(shape))}"):
-        cuflash.attention_backward(out, cuflash.Residuals(q, k, v, out, randn(xp, shape, np.float32, seed=210)))
+        cuflash.attention_backward(
+            out, cuflash.Residuals(q, k, v, out, randn(xp, shape, np.float32, seed=210)))
 
 
 @pytest.mark.parametrize("which", ["dout", "out"])
@@ -245,7 +246,9 @@ def test_backward_list_argument(xp):
 def test_backward_checks_q_k_v_too(xp):
     q, k, v, out, lse = _fwd(xp)
     with pytest.raises(ValueError, match=r"head_dim=12 is not supported"):
-        cuflash.attention_backward(out[..., :12], cuflash.Residuals(q[..., :12], k[..., :12], v[..., :12], out[..., :12], lse))
+        cuflash.attention_backward(
+            out[..., :12],
+            cuflash.Residuals(q[..., :12], k[..., :12], v[..., :12], out[..., :12], lse))
 
 
 # -- attention_vjp --------------------------------------------------------------------------------

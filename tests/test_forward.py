@@ -118,9 +118,10 @@ def test_twin_rounds_p_like_the_kernels(dtype):
     # out is rounded to the dtype at the end either way; compare after that rounding
     assert not np.array_equal(out, out32.astype(dtype)), "P was not rounded (forward)"
     assert normwise_error(out, out32.astype(np.float64)) <= 2 * u
-    grads = cuflash.attention_backward(dout, cuflash.Residuals(q, k, v, out, lse, causal=True), tile=tile)
-    grads32 = cuflash.attention_backward(f32[0], *f32[1:], out.astype(np.float32), lse,
-                                         causal=True, tile=tile)
+    grads = cuflash.attention_backward(dout, cuflash.Residuals(q, k, v, out, lse, causal=True),
+                                       tile=tile)
+    grads32 = cuflash.attention_backward(
+        f32[0], cuflash.Residuals(*f32[1:], out.astype(np.float32), lse, causal=True), tile=tile)
     for name, g, g32 in zip(("dq", "dk", "dv"), grads, grads32):
         assert not np.array_equal(g, g32.astype(dtype)), f"{name}: P/dS were not rounded"
         assert normwise_error(g, g32.astype(np.float64)) <= 2 * u, name

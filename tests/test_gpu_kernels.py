@@ -51,7 +51,8 @@ def test_every_output_written(cp, dtype, causal, T, S, d):
     _finite_everywhere("out", out)
     _finite_everywhere("lse", lse)
     for det in (True, False):
-        for name, g in zip(("dq", "dk", "dv"), cuflash.attention_backward(do, cuflash.Residuals(q, k, v, out, lse, causal=causal), deterministic=det)):
+        for name, g in zip(("dq", "dk", "dv"), cuflash.attention_backward(
+            do, cuflash.Residuals(q, k, v, out, lse, causal=causal), deterministic=det)):
             _finite_everywhere(f"{name} (deterministic={det})", g)
 
 
@@ -62,7 +63,8 @@ def test_repeated_runs_identical_bits(cp, dtype):
     runs = []
     for _ in range(3):
         out, lse = cuflash.attention(q, k, v, causal=True, return_lse=True)
-        grads = cuflash.attention_backward(do, cuflash.Residuals(q, k, v, out, lse, causal=True), deterministic=True)
+        grads = cuflash.attention_backward(do, cuflash.Residuals(q, k, v, out, lse, causal=True),
+                                           deterministic=True)
         runs.append([to_numpy(x).view(np.uint8) for x in (out, lse) + tuple(grads)])
     for r in runs[1:]:
         for name, a, b in zip(("out", "lse", "dq", "dk", "dv"), runs[0], r):
@@ -102,8 +104,11 @@ def test_kernels_agree_with_twin(cp, dtype, tile):
     acc = "float64" if dtype_name(dtype) == "float64" else "float32"
     diff = np.abs(lse_got[fin] - lse_ref[fin]).max()
     assert diff <= _ulp_tol(acc, lse_ref[fin], 256), f"lse: kernel vs twin differ by {diff:.3e}"
-    g_gpu = cuflash.attention_backward(do, cuflash.Residuals(q, k, v, out_g, lse_g, causal=True), deterministic=True, tile=tile)
-    g_cpu = cuflash.attention_backward(don, cuflash.Residuals(qn, kn, vn, out_c, lse_c, causal=True), deterministic=True, tile=tile)
+    g_gpu = cuflash.attention_backward(do, cuflash.Residuals(q, k, v, out_g, lse_g, causal=True),
+                                       deterministic=True, tile=tile)
+    g_cpu = cuflash.attention_backward(don,
+                                       cuflash.Residuals(qn, kn, vn, out_c, lse_c, causal=True),
+                                       deterministic=True, tile=tile)
     for name, a, b in zip(("dq", "dk", "dv"), g_gpu, g_cpu):
         ref = to_numpy(b).astype(np.float64)
         diff = np.abs(to_numpy(a).astype(np.float64) - ref).max()
@@ -151,7 +156,8 @@ def test_tiles_against_oracle(cp, dtype, tile, pass_, causal, T, S, d):
     refs = oracle_backward(to_numpy(do), qn, kn, vn, causal=causal)
     naive = cuflash.naive_attention_backward(do, q, k, v, causal=causal)
     for det in ((True,) if pass_ == "bwd_det" else (True, False)):
-        grads = cuflash.attention_backward(do, cuflash.Residuals(q, k, v, out, lse, causal=causal), tile=tile, deterministic=det)
+        grads = cuflash.attention_backward(do, cuflash.Residuals(q, k, v, out, lse, causal=causal),
+                                           tile=tile, deterministic=det)
         for name, g, r, n in zip(("dq", "dk", "dv"), grads, refs, naive):
             assert_matches_oracle(g, r, n, dtype=dtype, name=f"{name} (det={det})",
                                   floor_scale=grad_scale(*refs))
@@ -184,7 +190,9 @@ def test_wgmma_forward_on_hopper_only(cp):
     assert_matches_oracle(out, ref, cuflash.naive_attention(q, k, v), dtype=np.float16,
                           name="out")
     with pytest.raises(ValueError, match="dQ in its own pass"):
-        cuflash.attention_backward(q, cuflash.Residuals(q, k, v, out, cp.zeros((3, 200), cp.float32)), tile=TileConfig(64, 64, 4, 2, "wgmma"), deterministic=False)
+        cuflash.attention_backward(q,
+                                   cuflash.Residuals(q, k, v, out, cp.zeros((3, 200), cp.float32)),
+                                   tile=TileConfig(64, 64, 4, 2, "wgmma"), deterministic=False)
 
 
 def test_batch_beyond_grid_limit(cp):
@@ -206,7 +214,8 @@ def test_batch_beyond_grid_limit(cp):
     refs = oracle_backward(don, qn, kn, vn)
     naive = cuflash.naive_attention_backward(don, qn, kn, vn)
     for det in (True, False):
-        grads = cuflash.attention_backward(do, cuflash.Residuals(q, k, v, out, lse), deterministic=det)
+        grads = cuflash.attention_backward(do, cuflash.Residuals(q, k, v, out, lse),
+                                           deterministic=det)
         for name, g, r, n in zip(("dq", "dk", "dv"), grads, refs, naive):
             assert_matches_oracle(g, r, n, dtype=np.float16, name=f"{name} (det={det})",
                                   floor_scale=grad_scale(*refs))
@@ -242,7 +251,8 @@ def test_runs_on_current_stream(cp, backward):
     q_old, k, v = make_inputs(cp, (4, 512, 64), (4, 512, 64), np.float16, seed=6)
     q_new, do = make_inputs(cp, (4, 512, 64), (4, 512, 64), np.float16, seed=7)[:2]
     out_new, lse_new = cuflash.attention(q_new, k, v, return_lse=True)
-    want = to_numpy(cuflash.attention_backward(do, cuflash.Residuals(q_new, k, v, out_new, lse_new))[0]
+    want = to_numpy(cuflash.attention_backward(
+        do, cuflash.Residuals(q_new, k, v, out_new, lse_new))[0]
                     if backward else out_new)
     q = q_old.copy()
     cp.cuda.Device().synchronize()

@@ -71,7 +71,8 @@ def test_twin_backward_matches_oracle(p, deterministic):
     dout = randn(np, q.shape, p["dtype"], seed=p["seed"] + 1)
     causal, tile = p["causal"], TileConfig(p["block_m"], p["block_n"])
     out, lse = cuflash.attention(q, k, v, causal=causal, tile=tile, return_lse=True)
-    grads = cuflash.attention_backward(dout, cuflash.Residuals(q, k, v, out, lse, causal=causal), tile=tile, deterministic=deterministic)
+    grads = cuflash.attention_backward(dout, cuflash.Residuals(q, k, v, out, lse, causal=causal),
+                                       tile=tile, deterministic=deterministic)
     refs = oracle_backward(dout, q, k, v, causal=causal)
     naive = cuflash.naive_attention_backward(dout, q, k, v, causal=causal)
     for name, g, ref, nv in zip(("dq", "dk", "dv"), grads, refs, naive):

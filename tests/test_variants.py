@@ -67,7 +67,8 @@ def _check(xp, dtype, T, S, d, name, fwd_tile=None, bwd_tile=None, dets=(True, F
     naive = cuflash.naive_attention_backward(do, q, k, v, **kw)
     for det in dets:
         with poisoned_outputs():
-            grads = cuflash.attention_backward(do, cuflash.Residuals(q, k, v, out, lse, **kw), tile=bwd_tile, deterministic=det)
+            grads = cuflash.attention_backward(do, cuflash.Residuals(q, k, v, out, lse, **kw),
+                                               tile=bwd_tile, deterministic=det)
         for g, r, n, gname in zip(grads, refs, naive, ("dq", "dk", "dv")):
             assert_matches_oracle(g, r, n, dtype=dtype, name=f"{name} {gname} (det={det})",
                                   floor_scale=grad_scale(*refs), kind=gname)
