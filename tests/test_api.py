@@ -10,7 +10,7 @@ import pytest
 import cuflash
 from cuflash import TileConfig
 from cuflash._xp import accum_dtype, to_numpy
-from cuflash.oracle import oracle_attention, rel_error
+from cuflash.oracle import oracle_attention, oracle_backward, rel_error
 
 from helpers import ALL_DTYPES, assert_matches_oracle, dtype_param, make_inputs, randn
 
@@ -250,3 +250,26 @@ def test_exports():
 def test_package_docstring_example():
     failures, tried = doctest.testmod(cuflash, verbose=False)
     assert tried > 0 and failures == 0
+
+
+def test_backward_takes_the_forwards_residuals(xp):
+    """The backward runs with the forward's settings: attention(..., return_residuals=True)
+    hands them over in one object (references to q, k, v, not copies); the old call, which took
+    causal and scale again and gave wrong gradients when they differed, is a TypeError that
+    says how to call it."""
+    q, k, v = make_inputs(xp, (2, 23, 16), (2, 31, 16), np.float64, seed=301)
+    do = make_inputs(xp, (2, 23, 16), (2, 1, 16), np.float64, seed=302)[0]
+    kw = dict(causal=True, window=(5, None), softcap=3.0, scale=0.3)
+    out, lse, res = cuflash.attention(q, k, v, return_lse=True, return_residuals=True, **kw)
+    assert res.q is q and res.k is k and res.v is v and res.out is out and res.lse is lse
+    assert res.options() == dict(kw, alibi_slopes=None, mask_mod=None)
+    grads = cuflash.attention_backward(do, res)
+    for g, r in zip(grads, oracle_backward(do, q, k, v, **kw)):
+        assert rel_error(g, r) < 1e-10
+    with pytest.raises(TypeError, match=r"takes the forward's residuals as one object.*"
+                                        r"return_residuals=True.*\['causal'\]"):
+        cuflash.attention_backward(do, q, k, v, out, lse, causal=True)
+    with pytest.raises(TypeError, match="residuals of type"):
+        cuflash.attention_backward(do, lse)
+    with pytest.raises(TypeError, match="return_residuals must be a bool"):
+        cuflash.attention(q, k, v, return_residuals=1)
