@@ -132,12 +132,13 @@ def tile_candidates(head_dim: int, dtype, *, backward: bool = False, causal: boo
             # Forward, tensor cores. Each warp owns 16·MT query rows and keeps S (16·MT × block_n)
             # and O (16·MT × d) in registers; with MT = 2 each K/V fragment read from shared
             # memory feeds two mma's.
-            # d <= 64: 128 × 128 ran at 284 TFLOP/s against 262 for 128 × 64; its causal build
-            #   spills (188 B: the mask), so causal keeps 128 × 64 (228 registers).
+            # d <= 64: 128 × 128 ran at 284 TFLOP/s against 262 for 128 × 64 (v2), but since the
+            #   shared mainloop (v6) it spills 24 B on sm_80 and sm_90, causal or not (255
+            #   registers; 128 × 64: 222-224, no spill), so 128 × 64 is the default.
             # d <= 128: 128 × 32, 254 TFLOP/s. 128 × 64 ran faster (280–284) but spills 292 B.
             # d > 128: O alone is 128 registers at MT = 1; block_n = 32 keeps S small.
             if head_dim <= 64:
-                first = TileConfig(128, 64 if causal else 128, 4, 2, "mma")
+                first = TileConfig(128, 64, 4, 2, "mma")
             elif head_dim <= 128:
                 first = TileConfig(128, 32, 4, 2, "mma")
             else:
