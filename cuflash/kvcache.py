@@ -20,7 +20,6 @@ is the reference the split-KV kernels will be checked against.
 from __future__ import annotations
 
 import dataclasses
-import math
 import numbers
 
 import numpy as np

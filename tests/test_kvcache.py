@@ -150,6 +150,24 @@ def test_matches_oracle(xp, dtype, layout, case):
     sc.check(out, lse, f"{layout} {name}", **opts)
 
 
+@pytest.mark.parametrize("d,page_size,Hq,Hkv,Tq,Tnew", [(64, 32, 8, 8, 4, 20),
+                                                   (128, 64, 8, 1, 1, 40),
+                                                   (256, 16, 2, 1, 6, 35)])
+@pytest.mark.parametrize("layout", ["contiguous", "paged"])
+@pytest.mark.parametrize("dtype", [DTYPES["bfloat16"], DTYPES["float32"]], ids=["bf16", "f32"])
+def test_larger_head_dims_and_pages(xp, dtype, layout, d, page_size, Hq, Hkv, Tq, Tnew):
+    """Longer sequences over several pages, appends that span pages, larger head dims and
+    pages, MHA and MQA with Hq = 8 (group 1 and 8)."""
+    if dtype is None:
+        pytest.skip("ml_dtypes not installed (no bfloat16)")
+    sc = Scenario(xp, dtype, layout, Hq=Hq, Hkv=Hkv, Tq=Tq, Tnew=Tnew, d=d,
+                  page_size=page_size, seqlens=(0, 1, 100, 31, 100),
+                  seed=case_seed("larger", layout, d, str(dtype)))
+    opts = dict(causal=True, window=(70, None), softcap=8.0)
+    out, lse = sc.call(return_lse=True, **opts)
+    sc.check(out, lse, f"{layout} d={d} page={page_size}", **opts)
+
+
 @pytest.mark.parametrize("strategy,Tq,alibi", [("fold", 1, False), ("broadcast", 1, True),
                                                 ("broadcast", 4, False), ("loop", 1, False),
                                                 ("loop", 3, True)])
