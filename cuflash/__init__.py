@@ -11,6 +11,7 @@ specification); CuPy arrays run CUDA kernels compiled at run time by NVRTC.
     ((2, 97, 64), (2, 97))
 """
 from .api import Residuals, attention, attention_backward, attention_vjp
+from .kvcache import PagedKVCache, attention_with_kvcache
 from .mask_mod import MaskMod
 from .checks import SUPPORTED_HEAD_DIMS
 from .naive import naive_attention, naive_attention_backward
@@ -19,6 +20,7 @@ from .tile import TileConfig, default_tile
 __version__ = "0.1.0"
 
 __all__ = ["attention", "attention_backward", "attention_vjp", "Residuals", "MaskMod",
+           "attention_with_kvcache", "PagedKVCache",
            "naive_attention",
            "naive_attention_backward", "TileConfig", "default_tile", "SUPPORTED_HEAD_DIMS",
            "__version__"]

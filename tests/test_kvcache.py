@@ -1,0 +1,605 @@
+"""attention_with_kvcache, PagedKVCache and the KV byte arithmetic (cuflash.kvcache).
+
+Every case runs on NumPy (the CPU twin) and, with a GPU, on CuPy (the CUDA kernels), through the
+`xp` fixture. Outputs are checked per sequence against the float64 oracle on the concatenated
+sequence (cache tokens, then k_new), K/V repeated per query head of a GQA group, with the
+project's criterion (assert_matches_oracle against naive in the same precision). Caches hold NaN
+in every slot that is not a token of some sequence, so a read past a sequence's end shows.
+"""
+import math
+
+import numpy as np
+import pytest
+
+import cuflash
+from cuflash import kvcache
+from cuflash._xp import accum_dtype, to_numpy
+from cuflash.kvcache import (PagedKVCache, PagePoolExhausted, attention_with_kvcache,
+                             cache_waste, decode_step_bytes, kv_cache_bytes)
+from cuflash.oracle import oracle_attention
+from helpers import (  # poison_gpu_outputs: autouse fixture
+    poison_gpu_outputs, ALL_DTYPES, DTYPES, assert_matches_oracle, case_seed)
+
+D = 16
+PAGE = 16
+#: cache lengths before the append: 0 and 1, a page boundary, and equal lengths both apart
+#: (sequences 0 and 3: a gathered group) and side by side (4 and 5: a slice)
+SEQLENS = (37, 0, 1, 37, 16, 16)
+
+
+def _slopes(xp, Hq):
+    return xp.asarray((0.5 ** np.arange(1, Hq + 1)).astype(np.float32))
+
+
+class Scenario:
+    """Sequences of known tokens in a contiguous or paged cache, with the queries and the
+    tokens to append; ``full_k[b]``/``full_v[b]`` (Hkv, L_b, d) on the host are the
+    concatenations (cache tokens, then k_new) the oracle sees."""
+
+    def __init__(self, xp, dtype, layout, *, Hq, Hkv, Tq, Tnew, seqlens=SEQLENS, seed=0,
+                 page_size=PAGE, d=D):
+        rng = np.random.default_rng(seed)
+        self.xp, self.dtype, self.layout, self.Tnew = xp, np.dtype(dtype), layout, Tnew
+        self.Hq, self.Hkv, self.Tq = Hq, Hkv, Tq
+        self.seqlens = np.asarray(seqlens, dtype=np.int32)
+        B = len(seqlens)
+        lengths = self.seqlens + Tnew
+        self.full_k = [rng.standard_normal((Hkv, L, d)).astype(dtype) for L in lengths]
+        self.full_v = [rng.standard_normal((Hkv, L, d)).astype(dtype) for L in lengths]
+        q = rng.standard_normal((B, Hq, Tq, d)).astype(dtype)
+        k_new = np.stack([k[:, s:] for k, s in zip(self.full_k, self.seqlens)]) \
+            if B else np.zeros((0, Hkv, Tnew, d), dtype)
+        v_new = np.stack([v[:, s:] for v, s in zip(self.full_v, self.seqlens)]) \
+            if B else np.zeros((0, Hkv, Tnew, d), dtype)
+        if layout == "contiguous":
+            s_max = int(lengths.max(initial=0)) + 3
+            k_cache = np.full((B, Hkv, s_max, d), np.nan, dtype)
+            v_cache = np.full((B, Hkv, s_max, d), np.nan, dtype)
+            for b, s in enumerate(self.seqlens):
+                k_cache[b, :, :s] = self.full_k[b][:, :s]
+                v_cache[b, :, :s] = self.full_v[b][:, :s]
+            table = None
+        else:
+            need = [-(-int(L) // page_size) for L in lengths]
+            num_pages = sum(need) + 3
+            perm = rng.permutation(num_pages)   # pages scattered over the pool
+            width = max(need, default=0) + 1
+            table = np.full((B, width), -1, dtype=np.int32)
+            k_cache = np.full((num_pages, Hkv, page_size, d), np.nan, dtype)
+            v_cache = np.full((num_pages, Hkv, page_size, d), np.nan, dtype)
+            at = 0
+            for b, s in enumerate(self.seqlens):
+                table[b, :need[b]] = perm[at:at + need[b]]
+                at += need[b]
+                for t in range(s):
+                    p, slot = table[b, t // page_size], t % page_size
+                    k_cache[p, :, slot] = self.full_k[b][:, t]
+                    v_cache[p, :, slot] = self.full_v[b][:, t]
+        self.q, self.k_new, self.v_new = (xp.asarray(a) for a in (q, k_new, v_new))
+        self.k_cache, self.v_cache = xp.asarray(k_cache), xp.asarray(v_cache)
+        self.block_table = None if table is None else xp.asarray(table)
+        self.cache_seqlens = xp.asarray(self.seqlens)
+
+    def kwargs(self, append=True):
+        kw = dict(cache_seqlens=self.cache_seqlens, block_table=self.block_table)
+        if append and self.Tnew:
+            kw.update(k_new=self.k_new, v_new=self.v_new)
+        return kw
+
+    def call(self, append=True, **options):
+        return attention_with_kvcache(self.q, self.k_cache, self.v_cache,
+                                      **self.kwargs(append), **options)
+
+    def sequence(self, b):
+        """q (Hq, Tq, d), K and V (Hq, L, d) of sequence b on xp: kv heads repeated per group."""
+        g = self.Hq // self.Hkv
+        rep = lambda a: self.xp.asarray(np.repeat(a, g, axis=0))
+        return self.q[b], rep(self.full_k[b]), rep(self.full_v[b])
+
+    def check(self, out, lse, name, **options):
+        """Each sequence's out and lse against the oracle on its concatenation."""
+        xp = self.xp
+        assert out.shape == self.q.shape and out.dtype == self.dtype
+        assert lse.shape == self.q.shape[:3] and lse.dtype == accum_dtype(self.dtype)
+        assert isinstance(out, type(self.q)) and isinstance(lse, type(self.q))
+        for b in range(len(self.seqlens)):
+            q, k, v = self.sequence(b)
+            ref_out, ref_lse = oracle_attention(q, k, v, **options)
+            n_out, n_lse = cuflash.naive_attention(q, k, v, return_lse=True, **options)
+            where = f"{name} seq {b} (L={self.seqlens[b] + self.Tnew})"
+            assert_matches_oracle(out[b], ref_out, n_out, dtype=self.dtype,
+                                  name=f"out {where}", kind="out")
+            assert_matches_oracle(lse[b], ref_lse, n_lse, dtype=self.dtype,
+                                  name=f"lse {where}", kind="lse")
+
+
+def _bytes(*arrays):
+    return [None if a is None else to_numpy(a).tobytes() for a in arrays]
+
+
+# (id, Hq, Hkv, Tq, Tnew, options): GQA groups 1, 2, 3 and 4 = Hq; Tq 1, 2, 3, 5, 8; causal and
+# not; window, softcap, ALiBi alone and together ("alibi" stands for per-head slopes on xp)
+CASES = [
+    ("mha-decode", 4, 4, 1, 1, dict(causal=True)),
+    ("gqa2-decode-window", 4, 2, 1, 1, dict(causal=True, window=(7, None))),
+    ("mqa-decode-softcap", 4, 1, 1, 1, dict(causal=True, softcap=1.5)),
+    ("mqa-decode-alibi", 4, 1, 1, 1, dict(causal=True, alibi_slopes="alibi")),
+    ("gqa2-tq3-alibi", 4, 2, 3, 3, dict(causal=True, alibi_slopes="alibi")),
+    ("mqa-tq8-dense", 4, 1, 8, 0, dict(causal=False)),
+    ("gqa3-tq5-all", 6, 2, 5, 2, dict(causal=False, window=(9, 2), softcap=2.0,
+                                       alibi_slopes="alibi")),
+    ("mha-tq2-window", 4, 4, 2, 2, dict(causal=False, window=(3, 1))),
+]
+
+
+def _options(xp, Hq, options):
+    if options.get("alibi_slopes") == "alibi":
+        return dict(options, alibi_slopes=_slopes(xp, Hq))
+    return dict(options)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+@pytest.mark.parametrize("layout", ["contiguous", "paged"])
+@pytest.mark.parametrize("dtype", ALL_DTYPES)
+def test_matches_oracle(xp, dtype, layout, case):
+    name, Hq, Hkv, Tq, Tnew, options = case
+    sc = Scenario(xp, dtype, layout, Hq=Hq, Hkv=Hkv, Tq=Tq, Tnew=Tnew,
+                  seed=case_seed(name, layout, str(dtype)))
+    opts = _options(xp, Hq, options)
+    out, lse = sc.call(return_lse=True, **opts)
+    sc.check(out, lse, f"{layout} {name}", **opts)
+
+
+@pytest.mark.parametrize("d,page_size,Hq,Hkv,Tq,Tnew", [(64, 32, 8, 8, 4, 20),
+                                                   (128, 64, 8, 1, 1, 40),
+                                                   (256, 16, 2, 1, 6, 35)])
+@pytest.mark.parametrize("layout", ["contiguous", "paged"])
+@pytest.mark.parametrize("dtype", [DTYPES["bfloat16"], DTYPES["float32"]], ids=["bf16", "f32"])
+def test_larger_head_dims_and_pages(xp, dtype, layout, d, page_size, Hq, Hkv, Tq, Tnew):
+    """Longer sequences over several pages, appends that span pages, larger head dims and
+    pages, MHA and MQA with Hq = 8 (group 1 and 8)."""
+    if dtype is None:
+        pytest.skip("ml_dtypes not installed (no bfloat16)")
+    sc = Scenario(xp, dtype, layout, Hq=Hq, Hkv=Hkv, Tq=Tq, Tnew=Tnew, d=d,
+                  page_size=page_size, seqlens=(0, 1, 100, 31, 100),
+                  seed=case_seed("larger", layout, d, str(dtype)))
+    opts = dict(causal=True, window=(70, None), softcap=8.0)
+    out, lse = sc.call(return_lse=True, **opts)
+    sc.check(out, lse, f"{layout} d={d} page={page_size}", **opts)
+
+
+@pytest.mark.parametrize("strategy,Tq,alibi", [("fold", 1, False), ("broadcast", 1, True),
+                                                ("broadcast", 4, False), ("loop", 1, False),
+                                                ("loop", 3, True)])
+@pytest.mark.parametrize("dtype", [DTYPES["float16"], DTYPES["float32"]], ids=["f16", "f32"])
+def test_gqa_strategies(xp, monkeypatch, dtype, strategy, Tq, alibi):
+    """Each way the query heads of a group meet their shared K/V, forced (the automatic choice
+    takes fold for Tq = 1 without ALiBi, else broadcast on NumPy and loop on CuPy)."""
+    monkeypatch.setattr(kvcache, "_GQA_STRATEGY", strategy)
+    sc = Scenario(xp, dtype, "paged", Hq=8, Hkv=2, Tq=Tq, Tnew=1,
+                  seed=case_seed(strategy, Tq, alibi, str(dtype)))
+    opts = dict(causal=True, window=(11, None), softcap=3.0)
+    if alibi:
+        opts["alibi_slopes"] = _slopes(xp, 8)
+    out, lse = sc.call(return_lse=True, **opts)
+    sc.check(out, lse, strategy, **opts)
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "paged"])
+@pytest.mark.parametrize("dtype", [DTYPES["float16"], DTYPES["float64"]], ids=["f16", "f64"])
+def test_append_then_attend_equals_concatenation(xp, dtype, layout):
+    """k_new written at cache_seqlens, then attended, gives the bits of attending over a cache
+    that already held the concatenation, the cache ends up holding exactly the concatenation
+    (every other slot untouched), and cache_seqlens is not modified. Also the same as
+    cuflash.attention on each concatenated sequence (MHA, Tq = Tnew = 2)."""
+    kw = dict(Hq=3, Hkv=3, Tq=2, Tnew=2, seed=case_seed("append", layout, str(dtype)))
+    appended = Scenario(xp, dtype, layout, **kw)
+    seqlens_before = _bytes(appended.cache_seqlens)
+    out_a, lse_a = appended.call(return_lse=True, causal=True, softcap=4.0)
+    assert _bytes(appended.cache_seqlens) == seqlens_before
+    # the same sequences with the new tokens already in the cache
+    whole = Scenario(xp, dtype, layout, seqlens=tuple(np.array(SEQLENS) + 2), **dict(kw, Tnew=0))
+    assert _bytes(appended.k_cache, appended.v_cache) == _bytes(whole.k_cache, whole.v_cache)
+    out_w, lse_w = whole.call(return_lse=True, causal=True, softcap=4.0)
+    assert _bytes(out_a, lse_a) == _bytes(out_w, lse_w)
+    for b in range(len(SEQLENS)):
+        q, k, v = appended.sequence(b)
+        out_b, lse_b = cuflash.attention(q, k, v, causal=True, softcap=4.0, return_lse=True)
+        scale = float(np.abs(to_numpy(out_b).astype(np.float64)).max(initial=0)) or 1.0
+        np.testing.assert_allclose(to_numpy(out_a[b]).astype(np.float64),
+                                   to_numpy(out_b).astype(np.float64), rtol=0,
+                                   atol=4 * np.finfo(dtype).eps * scale)
+        np.testing.assert_allclose(to_numpy(lse_a[b]), to_numpy(lse_b), rtol=1e-6, atol=0)
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "paged"])
+def test_decode_loop(xp, layout):
+    """Several decode steps (Tq = Tnew = 1, GQA), the caller advancing cache_seqlens: each
+    step's output matches the oracle over the tokens so far, and the cache ends up holding every
+    token of every sequence in order."""
+    dtype = np.dtype(np.float32)
+    rng = np.random.default_rng(case_seed("loop", layout))
+    B, Hq, Hkv, steps = 4, 4, 2, 3
+    start = np.array([0, 1, 15, 31], dtype=np.int32)
+    S_max = int(start.max()) + steps
+    toks = [rng.standard_normal((Hkv, s + steps, D)).astype(dtype) for s in start]
+    vals = [rng.standard_normal((Hkv, s + steps, D)).astype(dtype) for s in start]
+    if layout == "contiguous":
+        k_cache = np.zeros((B, Hkv, S_max, D), dtype)
+        v_cache = np.zeros_like(k_cache)
+        for b, s in enumerate(start):
+            k_cache[b, :, :s], v_cache[b, :, :s] = toks[b][:, :s], vals[b][:, :s]
+        table = None
+    else:
+        pages = -(-S_max // PAGE)
+        k_cache = np.zeros((B * pages, Hkv, PAGE, D), dtype)
+        v_cache = np.zeros_like(k_cache)
+        table = (np.arange(B * pages).reshape(pages, B).T[:, ::-1]).astype(np.int32)
+        for b, s in enumerate(start):
+            for t in range(s):
+                k_cache[table[b, t // PAGE], :, t % PAGE] = toks[b][:, t]
+                v_cache[table[b, t // PAGE], :, t % PAGE] = vals[b][:, t]
+        table = xp.asarray(np.ascontiguousarray(table))
+    k_cache, v_cache = xp.asarray(k_cache), xp.asarray(v_cache)
+    seqlens = start.copy()
+    for step in range(steps):
+        q = rng.standard_normal((B, Hq, 1, D)).astype(dtype)
+        k_new = np.stack([t[:, s:s + 1] for t, s in zip(toks, seqlens)])
+        v_new = np.stack([t[:, s:s + 1] for t, s in zip(vals, seqlens)])
+        out = attention_with_kvcache(xp.asarray(q), k_cache, v_cache,
+                                     cache_seqlens=xp.asarray(seqlens), block_table=table,
+                                     k_new=xp.asarray(k_new), v_new=xp.asarray(v_new))
+        for b in range(B):
+            L = seqlens[b] + 1
+            k, v = (np.repeat(a[b][:, :L], Hq // Hkv, axis=0) for a in (toks, vals))
+            ref = oracle_attention(q[b], k, v, causal=True)[0]
+            naive = cuflash.naive_attention(q[b], k, v, causal=True)
+            assert_matches_oracle(out[b], ref, naive, dtype=dtype, name=f"out step {step} b {b}")
+        seqlens += 1                      # the caller advances the lengths
+    kc, vc = to_numpy(k_cache), to_numpy(v_cache)
+    tab = None if table is None else to_numpy(table)
+    for b in range(B):
+        L = int(seqlens[b])
+        if tab is None:
+            got_k, got_v = kc[b, :, :L], vc[b, :, :L]
+        else:
+            got_k = np.concatenate([kc[p] for p in tab[b, :-(-L // PAGE)]], axis=1)[:, :L]
+            got_v = np.concatenate([vc[p] for p in tab[b, :-(-L // PAGE)]], axis=1)[:, :L]
+        assert np.array_equal(got_k, toks[b]) and np.array_equal(got_v, vals[b])
+
+
+@pytest.mark.parametrize("num_splits", [1, 3])
+def test_num_splits_changes_nothing_yet(xp, num_splits):
+    sc = Scenario(xp, np.float32, "paged", Hq=4, Hkv=2, Tq=2, Tnew=0, seed=5)
+    base = sc.call(return_lse=True)
+    assert _bytes(*sc.call(return_lse=True, num_splits=num_splits)) == _bytes(*base)
+
+
+def test_default_is_causal_and_out_only(xp):
+    sc = Scenario(xp, np.float32, "contiguous", Hq=2, Hkv=2, Tq=3, Tnew=0, seed=6)
+    out = sc.call()
+    assert not isinstance(out, tuple)
+    assert _bytes(out) == _bytes(sc.call(causal=True, return_lse=True)[0])
+    # sequence 2 holds one token: with Tq = 3 its first two queries see none (out 0, lse -inf)
+    lse = to_numpy(sc.call(return_lse=True)[1])
+    assert np.isneginf(lse[2, :, :2]).all() and np.isfinite(lse[2, :, 2]).all()
+    assert np.isneginf(lse[1]).all() and not to_numpy(out[1]).any()   # empty sequence
+
+
+@pytest.mark.parametrize("shape", [(0, 2, 1), (3, 2, 0), (3, 0, 1)], ids=["B0", "Tq0", "Hq0"])
+def test_zero_sizes(xp, shape):
+    """Batch 0, Tq 0, Hq 0: empty results; with Tq = 0 the append still happens."""
+    B, Hq, Tq = shape
+    Hkv = 2 if Hq else 1
+    sc = Scenario(xp, np.float32, "paged", Hq=Hq, Hkv=Hkv, Tq=Tq, Tnew=1,
+                  seqlens=SEQLENS[:B], seed=7)
+    out, lse = sc.call(return_lse=True)
+    assert out.shape == (B, Hq, Tq, D) and lse.shape == (B, Hq, Tq)
+    if B:
+        k, _ = (to_numpy(a) for a in (sc.k_cache, sc.v_cache))
+        tab = to_numpy(sc.block_table)
+        for b, s in enumerate(SEQLENS[:B]):
+            assert np.array_equal(k[tab[b, s // PAGE], :, s % PAGE], sc.full_k[b][:, s])
+
+
+# -- bad input: an error naming the argument, the cache untouched --------------------------------
+
+def _bad_cases(xp):
+    """name -> (layout, mutate(kwargs of attention_with_kvcache) -> None, exception, match)."""
+    np_ = lambda a: xp.asarray(np.asarray(a))
+
+    def setitem(key, index, value, dtype=np.int32):
+        def f(kw):
+            a = to_numpy(kw[key]).copy()
+            a[index] = value
+            kw[key] = np_(a.astype(dtype))
+        return f
+
+    def put(key, value):
+        def f(kw):
+            kw[key] = value(kw) if callable(value) else value
+        return f
+
+    def with_pages(p):
+        def f(kw):
+            n, h, _, d = kw["k_cache"].shape
+            kw["k_cache"] = xp.zeros((n, h, p, d), np.float32)
+            kw["v_cache"] = xp.zeros((n, h, p, d), np.float32)
+        return f
+
+    def shared_page(kw):   # sequence 1 (written at token 0) gets sequence 0's first page
+        t = to_numpy(kw["block_table"]).copy()
+        t[1, 0] = t[0, 0]
+        kw["block_table"] = np_(t)
+
+    def recast(key, dtype):
+        return put(key, lambda kw: kw[key].astype(dtype))
+
+    return {
+        "seqlens_beyond_contiguous": ("contiguous", setitem("cache_seqlens", 2, 43), ValueError,
+                                      r"cache_seqlens\[2\]=43 is beyond the cache.*S_max=42"),
+        "seqlens_negative": ("contiguous", setitem("cache_seqlens", 4, -1), ValueError,
+                             r"cache_seqlens\[4\]=-1 is beyond the cache: it must be in 0\.\.42"),
+        "append_overflows_contiguous": ("contiguous", setitem("cache_seqlens", 5, 41),
+                                        ValueError, r"k_new: appending Tnew=2 tokens to "
+                                        r"sequence 5 \(cache_seqlens\[5\]=41\) would overflow "
+                                        r"the cache: it needs 43 tokens"),
+        "seqlens_beyond_pages": ("paged", setitem("cache_seqlens", 1, 65), ValueError,
+                                 r"cache_seqlens\[1\]=65 is beyond the cache.*4 pages of 16"),
+        "append_overflows_pages": ("paged", setitem("cache_seqlens", 0, 63), ValueError,
+                                   r"k_new: appending Tnew=2 tokens to sequence 0 .* would "
+                                   r"overflow its pages"),
+        "table_past_pool": ("paged", setitem("block_table", (3, 1), 99), ValueError,
+                            r"block_table\[3, 1\]=99 points outside the page pool: pages are "
+                            r"0\.\.\d+"),
+        "table_negative": ("paged", setitem("block_table", (2, 0), -1), ValueError,
+                           r"block_table\[2, 0\]=-1 points outside the page pool"),
+        "table_written_page_shared": ("paged", shared_page, ValueError,
+                                      r"block_table\[1, 0\]=\d+: page \d+ is written by this "
+                                      r"call .* block_table\[0, 0\] uses it too"),
+        "page_size_24": ("paged", with_pages(24), ValueError,
+                         r"page_size \(k_cache.shape\[2\]\)=24: pages must hold a power of two"),
+        "page_size_8": ("paged", with_pages(8), ValueError, r"page_size .*=8: pages must hold"),
+        "seqlens_int64": ("paged", recast("cache_seqlens", np.int64), TypeError,
+                          r"cache_seqlens must have dtype int32, got int64"),
+        "seqlens_length": ("paged", put("cache_seqlens", lambda kw: kw["cache_seqlens"][:5]),
+                           ValueError, r"cache_seqlens must have shape \(6,\) \(batch,\), got "
+                           r"\(5,\)"),
+        "seqlens_list": ("paged", put("cache_seqlens", [0] * 6), TypeError,
+                         r"cache_seqlens must be a numpy.ndarray or cupy.ndarray, got list"),
+        "table_int64": ("paged", recast("block_table", np.int64), TypeError,
+                        r"block_table must have dtype int32, got int64"),
+        "table_batch": ("paged", put("block_table", lambda kw: kw["block_table"][:4]),
+                        ValueError, r"block_table must have shape \(6, \d+\)"),
+        "table_rank": ("paged", put("block_table", lambda kw: kw["block_table"][0]),
+                       ValueError, r"block_table must have 2 dims"),
+        "heads_not_multiple": ("paged", put("q", lambda kw: xp.zeros((6, 3, 2, D), np.float32)),
+                               ValueError, r"q's 3 heads \(q.shape\[1\]\) must be a multiple of "
+                               r"k_cache's 2 kv heads"),
+        "v_cache_dtype": ("contiguous", recast("v_cache", np.float64), TypeError,
+                          r"v_cache must have q's dtype float32, got float64"),
+        "k_new_dtype": ("paged", recast("k_new", np.float16), TypeError,
+                        r"k_new must have q's dtype float32, got float16"),
+        "k_new_heads": ("paged", put("k_new", lambda kw: kw["k_new"][:, :1]), ValueError,
+                        r"k_new must have shape \(6, 2, 2, 16\).*got \(6, 1, 2, 16\)"),
+        "v_new_missing": ("paged", put("v_new", None), ValueError,
+                          r"k_new was given without v_new"),
+        "v_cache_shape": ("contiguous", put("v_cache", lambda kw: kw["v_cache"][:, :, :-1]),
+                          ValueError, r"v_cache must have k_cache's shape"),
+        "contiguous_batch": ("contiguous", put("q", lambda kw: kw["q"][:5]), ValueError,
+                             r"k_cache.shape\[0\]=6 must equal q's batch 5"),
+        "head_dim_12": ("contiguous", put("q", lambda kw: xp.zeros((6, 4, 2, 12), np.float32)),
+                        ValueError, r"head_dim=12 \(q.shape\[-1\]\) is not supported"),
+        "same_k_v_cache": ("paged", put("v_cache", lambda kw: kw["k_cache"]), ValueError,
+                           r"k_cache and v_cache overlap in memory"),
+        "num_splits_0": ("paged", put("num_splits", 0), ValueError, r"num_splits=0 must be >= 1"),
+        "num_splits_float": ("paged", put("num_splits", 2.0), TypeError,
+                             r"num_splits must be an int >= 1 or None, got 2.0"),
+        "window": ("paged", put("window", (-2, 0)), ValueError, r"window\[0\] \(left\)=-2"),
+        "alibi_shape": ("paged", put("alibi_slopes", lambda kw: xp.ones(3, np.float32)),
+                        ValueError, r"alibi_slopes of shape \(3,\) does not broadcast to the "
+                        r"leading dims \(6, 4\)"),
+        "scale": ("paged", put("scale", 0.0), ValueError, r"scale=0.0 must be finite and > 0"),
+    }
+
+
+BAD = list(_bad_cases(np))
+
+
+@pytest.mark.parametrize("case", BAD)
+def test_bad_input_leaves_cache_untouched(xp, case):
+    layout, mutate, exc, match = _bad_cases(xp)[case]
+    sc = Scenario(xp, np.float32, layout, Hq=4, Hkv=2, Tq=2, Tnew=2, seed=8)
+    kw = dict(q=sc.q, k_cache=sc.k_cache, v_cache=sc.v_cache, **sc.kwargs())
+    mutate(kw)
+    before = _bytes(kw["k_cache"], kw["v_cache"], kw["cache_seqlens"], kw.get("block_table"))
+    with pytest.raises(exc, match=match):
+        attention_with_kvcache(**kw)
+    assert _bytes(kw["k_cache"], kw["v_cache"], kw["cache_seqlens"],
+                  kw.get("block_table")) == before
+
+
+def test_read_only_cache_refused():
+    sc = Scenario(np, np.float32, "contiguous", Hq=2, Hkv=2, Tq=1, Tnew=1, seed=9)
+    sc.v_cache.flags.writeable = False
+    before = _bytes(sc.k_cache)
+    with pytest.raises(ValueError, match="v_cache is read-only"):
+        sc.call()
+    assert _bytes(sc.k_cache) == before
+    sc.call(append=False)   # reading a read-only cache is fine
+
+
+def test_device_mismatch(xp):
+    if xp is np:
+        pytest.skip("needs CuPy arrays to mix with NumPy ones")
+    sc = Scenario(xp, np.float32, "paged", Hq=2, Hkv=2, Tq=1, Tnew=1, seed=10)
+    before = _bytes(sc.k_cache, sc.v_cache)
+    for key in ("cache_seqlens", "block_table", "k_new"):
+        kw = dict(sc.kwargs(), **{key: to_numpy(sc.kwargs()[key])})
+        with pytest.raises(TypeError, match=rf"inputs mix NumPy and CuPy arrays .*{key}: numpy"):
+            attention_with_kvcache(sc.q, sc.k_cache, sc.v_cache, **kw)
+    assert _bytes(sc.k_cache, sc.v_cache) == before
+
+
+# -- PagedKVCache -------------------------------------------------------------------------------
+
+def _chunk(xp, rng, heads, n, dtype=np.float32):
+    return xp.asarray(rng.standard_normal((heads, n, D)).astype(dtype))
+
+
+def test_paged_cache_allocate_append_gather_free(xp):
+    rng = np.random.default_rng(11)
+    cache = PagedKVCache(6, 2, 16, D, "float32", xp=xp)
+    assert cache.k.shape == (6, 2, 16, D) and isinstance(cache.k, type(xp.zeros(1)))
+    assert cache.allocate("a") == [] and cache.allocate("b", tokens=17) == [0, 1]
+    chunks = {"a": [], "b": []}
+    for seq, n in (("a", 5), ("b", 16), ("a", 12), ("b", 3), ("a", 0)):   # across page ends
+        k, v = _chunk(xp, rng, 2, n), _chunk(xp, rng, 2, n)
+        cache.append(seq, k, v)
+        chunks[seq].append((to_numpy(k), to_numpy(v)))
+    assert cache.length("a") == 17 and cache.length("b") == 19
+    assert cache.pages("a") == [2, 3] and cache.pages("b") == [0, 1]
+    assert cache.capacity("b") == 32 and cache.num_free_pages == 2
+    for seq in ("a", "b"):
+        k, v = cache.gather(seq)
+        assert isinstance(k, type(cache.k)) and k.shape == (2, cache.length(seq), D)
+        assert np.array_equal(to_numpy(k), np.concatenate([c[0] for c in chunks[seq]], axis=1))
+        assert np.array_equal(to_numpy(v), np.concatenate([c[1] for c in chunks[seq]], axis=1))
+    table = cache.block_table(["b", "a"], width=3)
+    assert table.dtype == np.int32 and to_numpy(table).tolist() == [[0, 1, -1], [2, 3, -1]]
+    assert to_numpy(cache.seqlens(["a", "b"])).tolist() == [17, 19]
+    assert cache.seqlens(["a"]).dtype == np.int32
+    assert cache.free("b") == [0, 1] and cache.num_free_pages == 4
+    assert cache.sequences == ["a"]
+    assert cache.allocate("c", tokens=40) == [0, 1, 4]          # freed pages first, lowest first
+    k, v = cache.gather("c")
+    assert k.shape == (2, 0, D)
+
+
+def test_paged_cache_pool_exhausted(xp):
+    rng = np.random.default_rng(12)
+    cache = PagedKVCache(3, 1, 16, D, np.float16, xp=xp)
+    cache.allocate("a")
+    cache.append("a", _chunk(xp, rng, 1, 20, np.float16), _chunk(xp, rng, 1, 20, np.float16))
+    before = _bytes(cache.k, cache.v)
+    with pytest.raises(PagePoolExhausted, match=r"needs 2 more pages of 16 tokens; 1 of 3 are "
+                                                r"free"):
+        cache.allocate("b", tokens=17)
+    assert cache.sequences == ["a"] and cache.num_free_pages == 1
+    with pytest.raises(PagePoolExhausted, match="needs 2 more pages"):
+        cache.append("a", _chunk(xp, rng, 1, 30, np.float16), _chunk(xp, rng, 1, 30, np.float16))
+    assert cache.length("a") == 20 and cache.pages("a") == [0, 1] and cache.num_free_pages == 1
+    assert _bytes(cache.k, cache.v) == before
+    cache.append("a", _chunk(xp, rng, 1, 28, np.float16), _chunk(xp, rng, 1, 28, np.float16))
+    assert cache.num_free_pages == 0 and cache.length("a") == 48
+
+
+def test_paged_cache_bad_input(xp):
+    cache = PagedKVCache(4, 2, 16, D, "float32", xp=xp)
+    cache.allocate(0)
+    with pytest.raises(ValueError, match="page_size=24: pages must hold a power of two"):
+        PagedKVCache(4, 2, 24, D, "float32", xp=xp)
+    with pytest.raises(ValueError, match="num_pages=-1 must be an int >= 0"):
+        PagedKVCache(-1, 2, 16, D, "float32", xp=xp)
+    with pytest.raises(TypeError, match="dtype=int32 is not supported"):
+        PagedKVCache(4, 2, 16, D, np.int32, xp=xp)
+    with pytest.raises(ValueError, match="sequence 0 is already allocated"):
+        cache.allocate(0)
+    with pytest.raises(KeyError, match="sequence 'x' is not allocated"):
+        cache.gather("x")
+    good = xp.zeros((2, 3, D), np.float32)
+    with pytest.raises(TypeError, match="k must have the cache's dtype float32, got float64"):
+        cache.append(0, good.astype(np.float64), good)
+    with pytest.raises(ValueError, match=r"v must have shape \(heads=2, tokens=3, head_dim=16\)"):
+        cache.append(0, good, good[:, :2])
+    with pytest.raises(ValueError, match="advancing 0 by 1 tokens to 1 exceeds its capacity 0"):
+        cache.advance(0, 1)
+    with pytest.raises(ValueError, match=r"width=0 must be an int >= 1"):
+        cache.block_table([0], width=0) if cache.reserve(0, 1) == [0] else None
+    assert cache.length(0) == 0 and cache.pages(0) == [0]
+
+
+def test_paged_cache_attend(xp):
+    """Decode steps through PagedKVCache.attend: pages reserved as sequences grow, lengths
+    advanced, outputs against the oracle; a failing step gives its pages back."""
+    rng = np.random.default_rng(13)
+    dtype = np.dtype(np.float32)
+    cache = PagedKVCache(12, 2, 16, D, dtype, xp=xp)
+    seqs, host_k, host_v = ["x", "y", "z"], {}, {}
+    for s, n in zip(seqs, (0, 1, 31)):
+        cache.allocate(s)
+        k, v = _chunk(xp, rng, 2, n), _chunk(xp, rng, 2, n)
+        cache.append(s, k, v)
+        host_k[s], host_v[s] = to_numpy(k), to_numpy(v)
+    for step in range(3):
+        q = rng.standard_normal((3, 4, 1, D)).astype(dtype)
+        k_new = rng.standard_normal((3, 2, 1, D)).astype(dtype)
+        v_new = rng.standard_normal((3, 2, 1, D)).astype(dtype)
+        out, lse = cache.attend(seqs, xp.asarray(q), xp.asarray(k_new), xp.asarray(v_new),
+                                return_lse=True, softcap=5.0)
+        for i, s in enumerate(seqs):
+            host_k[s] = np.concatenate([host_k[s], k_new[i]], axis=1)
+            host_v[s] = np.concatenate([host_v[s], v_new[i]], axis=1)
+            k, v = (np.repeat(a[s], 2, axis=0) for a in (host_k, host_v))
+            ref = oracle_attention(q[i], k, v, causal=True, softcap=5.0)
+            naive = cuflash.naive_attention(q[i], k, v, causal=True, softcap=5.0, return_lse=True)
+            assert_matches_oracle(out[i], ref[0], naive[0], dtype=dtype, name=f"out {s} {step}")
+            assert_matches_oracle(lse[i], ref[1], naive[1], dtype=dtype, name=f"lse {s} {step}")
+            assert cache.length(s) == host_k[s].shape[1]
+            assert np.array_equal(to_numpy(cache.gather(s)[0]), host_k[s])
+    assert cache.pages("z") == [1, 2, 4] and cache.num_free_pages == 7
+    # a failing step (k_new of the wrong head count) takes nothing
+    lengths, free = [cache.length(s) for s in seqs], cache.num_free_pages
+    before = _bytes(cache.k, cache.v)
+    bad = xp.zeros((3, 1, 14, D), dtype)
+    with pytest.raises(ValueError, match="k_new must have shape"):
+        cache.attend(seqs, xp.asarray(q), bad, bad)
+    assert [cache.length(s) for s in seqs] == lengths and cache.num_free_pages == free
+    assert _bytes(cache.k, cache.v) == before
+    with pytest.raises(ValueError, match="seqs must be distinct"):
+        cache.attend(["x", "x"], xp.asarray(q[:2]))
+
+
+# -- byte arithmetic ----------------------------------------------------------------------------
+
+def test_kv_cache_bytes():
+    # a 7B-class model: 32 layers, 32 heads of 128, float16, 4096 tokens: 2 GiB per sequence
+    mha = kv_cache_bytes(4096, kv_heads=32, head_dim=128, dtype="float16", layers=32)
+    assert mha == 2 * 2 ** 30
+    assert kv_cache_bytes(4096, kv_heads=8, head_dim=128, layers=32) * 4 == mha      # GQA, G = 4
+    assert kv_cache_bytes(4096, kv_heads=1, head_dim=128, layers=32) * 32 == mha     # MQA
+    assert kv_cache_bytes(10, kv_heads=2, head_dim=16, dtype="float32", batch=3) == \
+        2 * 3 * 2 * 10 * 16 * 4
+    assert kv_cache_bytes(0, kv_heads=2, head_dim=16) == 0
+    with pytest.raises(ValueError, match="context=-1 must be an int >= 0"):
+        kv_cache_bytes(-1, kv_heads=2, head_dim=16)
+
+
+def test_cache_waste():
+    w = cache_waste([1, 16, 17, 100], page_size=16)
+    assert (w.tokens, w.contiguous_slots, w.pages, w.paged_slots) == (134, 400, 11, 176)
+    assert math.isclose(w.contiguous_waste, 1 - 134 / 400)
+    assert math.isclose(w.paged_waste, 1 - 134 / 176)
+    w = cache_waste([0, 5], page_size=16, max_len=64)
+    assert (w.tokens, w.contiguous_slots, w.pages, w.paged_slots) == (5, 128, 1, 16)
+    assert cache_waste([], page_size=16).paged_waste == 0.0
+    with pytest.raises(ValueError, match="max_len=4 is shorter than the longest length 5"):
+        cache_waste([5], page_size=16, max_len=4)
+
+
+def test_decode_step_bytes():
+    lens = [10, 20]
+    # float16, Hq 8, Hkv 2, d 16, one query and one new token per sequence, contiguous
+    kv = 2 * 30 * 2 * 16 * 2
+    q_out = 2 * 2 * 8 * 1 * 16 * 2
+    lse = 2 * 8 * 4
+    new = 2 * 2 * 2 * 2 * 1 * 16 * 2
+    got = decode_step_bytes(lens, q_heads=8, kv_heads=2, head_dim=16, dtype="float16")
+    assert got == kv + q_out + lse + new + 4 * 2
+    # paged: 4 bytes per block_table entry in use (1 + 2 pages of 16)
+    assert decode_step_bytes(lens, q_heads=8, kv_heads=2, head_dim=16, page_size=16) == got + 12
+    # K/V copied per query head: the K/V reads grow by the group size
+    naive = decode_step_bytes(lens, q_heads=8, kv_heads=2, head_dim=16, gqa_aware=False)
+    assert naive - got == 3 * kv
+    with pytest.raises(ValueError, match="q_heads=6 must be a multiple of kv_heads=4"):
+        decode_step_bytes(lens, q_heads=6, kv_heads=4, head_dim=16)
