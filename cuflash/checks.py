@@ -7,8 +7,7 @@ import numbers
 
 import numpy as np
 
-from . import scores
-from ._xp import DTYPES, array_module, dtype_name
+from ._xp import DTYPES, accum_dtype, array_module, dtype_name
 from .mask import Mask
 from .tile import TileConfig
 
@@ -65,15 +64,54 @@ def _head_dims_text() -> str:
     return f"a multiple of 8 from 16 to 256 ({', '.join(map(str, SUPPORTED_HEAD_DIMS))})"
 
 
+def _positive_real(name, value, extra="") -> float:
+    """A finite real number > 0 (not a bool), as a float; errors name the argument."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a real number or None, got {value!r}")
+    x = float(value)
+    if not math.isfinite(x) or x <= 0:
+        raise ValueError(f"{name}={value!r} must be finite and > 0{extra}")
+    return x
+
+
 def check_scale(scale, d: int) -> float:
-    if scale is None:
-        return 1.0 / math.sqrt(d)
-    if isinstance(scale, bool) or not isinstance(scale, numbers.Real):
-        raise TypeError(f"scale must be a real number or None, got {scale!r}")
-    s = float(scale)
-    if not math.isfinite(s) or s <= 0:
-        raise ValueError(f"scale={scale!r} must be finite and > 0")
-    return s
+    return 1.0 / math.sqrt(d) if scale is None else _positive_real("scale", scale)
+
+
+def check_softcap(softcap) -> float | None:
+    """None (no cap) or a finite float > 0 (``cuflash.scores``)."""
+    return None if softcap is None else _positive_real("softcap", softcap, " (or None for no cap)")
+
+
+def check_alibi(alibi_slopes, lead: tuple, dtype, xp):
+    """ALiBi slopes broadcast to the leading dims and flattened: (batch,) in the accumulation
+    dtype (float32; float64 for float64 inputs) on the inputs' device, or None.
+
+    ``alibi_slopes``: a float array of the inputs' array module whose shape broadcasts to the
+    leading dims ``lead`` of the problem (one slope per head: shape (H,) for (B, H, T, d)
+    inputs), finite."""
+    if alibi_slopes is None:
+        return None
+    try:
+        mod = array_module(alibi_slopes=alibi_slopes)
+    except TypeError:
+        raise TypeError(f"alibi_slopes must be a float array of shape broadcastable to the "
+                        f"leading dims {tuple(lead)}, got {type(alibi_slopes).__name__}") from None
+    if mod is not xp:
+        raise TypeError("alibi_slopes is on a different device from q, k, v")
+    if alibi_slopes.dtype.kind != "f" or dtype_name(alibi_slopes.dtype) not in ("float32", "float64"):
+        raise TypeError(f"alibi_slopes must be float32 or float64, got {dtype_name(alibi_slopes.dtype)}")
+    try:
+        full = xp.broadcast_to(alibi_slopes, tuple(lead))
+    except ValueError:
+        raise ValueError(f"alibi_slopes of shape {tuple(alibi_slopes.shape)} does not broadcast "
+                         f"to the leading dims {tuple(lead)} of q, k, v (one slope per head: "
+                         f"shape (heads,) for (batch, heads, T, d) inputs)") from None
+    if not bool(xp.isfinite(alibi_slopes).all()):
+        raise ValueError("alibi_slopes must be finite")
+    acc = accum_dtype(dtype)
+    return xp.ascontiguousarray(full.astype(acc, copy=False)).reshape(-1)
+
 
 
 def check_tile(tile, name: str = "tile"):
@@ -119,8 +157,7 @@ def check_qkv(q, k, v, *, causal, scale, window=None, softcap=None, alibi_slopes
             raise TypeError(f"mask_mod must be a cuflash.MaskMod or None, got "
                             f"{type(mask_mod).__name__}")
     return Problem(xp, q.dtype, lead, T, S, d, check_scale(scale, d), mask,
-                   scores.check_softcap(softcap),
-                   scores.check_alibi(alibi_slopes, lead, q.dtype, xp), mask_mod)
+                   check_softcap(softcap), check_alibi(alibi_slopes, lead, q.dtype, xp), mask_mod)
 
 
 def check_same(name, a, ref_name, shape, dtype, xp):

@@ -188,26 +188,28 @@ def flash_forward_dram(batch, T, S, d, dtype, causal, tile: TileConfig, *, l2_by
     return Traffic(batch * (T * d * e + 2 * kv_rows * d * e), plain.bytes_written, plain.flops)
 
 
-def _kv_rows_once(T, S, causal, block_m, block_n):
-    """K/V rows that at least one query tile visits: each read once when re-reads hit in L2."""
-    mask = as_mask(causal)
-    seen = np.zeros(S, dtype=bool)
-    for i0 in range(0, T, block_m):
-        tiles = mask.key_tiles(i0, min(T, i0 + block_m), T, S, block_n)
-        if len(tiles):
-            seen[tiles.start:min(S, tiles.stop)] = True
+def _rows_once(n, ranges) -> int:
+    """Rows of an n-row operand that at least one of the row ranges touches: what DRAM serves
+    once when the re-reads hit in L2."""
+    seen = np.zeros(n, dtype=bool)
+    for r in ranges:
+        if len(r):
+            seen[r.start:min(n, r.stop)] = True
     return int(seen.sum())
+
+
+def _kv_rows_once(T, S, causal, block_m, block_n):
+    """K/V rows that at least one query tile visits."""
+    mask = as_mask(causal)
+    return _rows_once(S, (mask.key_tiles(i0, min(T, i0 + block_m), T, S, block_n)
+                          for i0 in range(0, T, block_m)))
 
 
 def _q_rows_once(T, S, causal, block_m, block_n):
-    """Query rows that at least one key tile visits: each read once when re-reads hit in L2."""
+    """Query rows that at least one key tile visits."""
     mask = as_mask(causal)
-    seen = np.zeros(T, dtype=bool)
-    for j0 in range(0, S, block_n):
-        tiles = mask.query_tiles(j0, min(S, j0 + block_n), T, S, block_m)
-        if len(tiles):
-            seen[tiles.start:min(T, tiles.stop)] = True
-    return int(seen.sum())
+    return _rows_once(T, (mask.query_tiles(j0, min(S, j0 + block_n), T, S, block_m)
+                          for j0 in range(0, S, block_n)))
 
 
 def _heads_in_flight(batch, tiles_per_head, resident_blocks):

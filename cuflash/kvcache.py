@@ -24,7 +24,7 @@ import numbers
 
 import numpy as np
 
-from . import checks, scores
+from . import checks
 from ._xp import DTYPES, accum_dtype, array_module, dtype_name, is_cupy_array, resolve_dtype
 from .api import attention
 from .mask import Mask
@@ -184,8 +184,8 @@ def _check_call(q, k_cache, v_cache, cache_seqlens, block_table, k_new, v_new, *
     # -- options
     mask = Mask.make(causal=causal, window=window)
     scale_f = checks.check_scale(scale, d)
-    cap = scores.check_softcap(softcap)
-    slopes = scores.check_alibi(alibi_slopes, (B, Hq), q.dtype, xp)
+    cap = checks.check_softcap(softcap)
+    slopes = checks.check_alibi(alibi_slopes, (B, Hq), q.dtype, xp)
     if slopes is not None:
         slopes = slopes.reshape(B, Hkv, Hq // Hkv)
     if not isinstance(return_lse, (bool, np.bool_)):

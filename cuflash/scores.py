@@ -12,54 +12,7 @@ softmax's dS times it.
 """
 from __future__ import annotations
 
-import math
-import numbers
-
-import numpy as np
-
-from ._xp import accum_dtype, array_module, dtype_name
-
-
-def check_softcap(softcap) -> float | None:
-    """None (no cap) or a finite float > 0."""
-    if softcap is None:
-        return None
-    if isinstance(softcap, bool) or not isinstance(softcap, numbers.Real):
-        raise TypeError(f"softcap must be a real number > 0 or None, got {softcap!r}")
-    c = float(softcap)
-    if not math.isfinite(c) or c <= 0:
-        raise ValueError(f"softcap={softcap!r} must be finite and > 0 (or None for no cap)")
-    return c
-
-
-def check_alibi(alibi_slopes, lead: tuple, dtype, xp):
-    """ALiBi slopes broadcast to the leading dims and flattened: (batch,) in the accumulation
-    dtype (float32; float64 for float64 inputs) on the inputs' device, or None.
-
-    ``alibi_slopes``: a float array of the inputs' array module whose shape broadcasts to the
-    leading dims ``lead`` of the problem (one slope per head: shape (H,) for (B, H, T, d)
-    inputs), finite."""
-    if alibi_slopes is None:
-        return None
-    try:
-        mod = array_module(alibi_slopes=alibi_slopes)
-    except TypeError:
-        raise TypeError(f"alibi_slopes must be a float array of shape broadcastable to the "
-                        f"leading dims {tuple(lead)}, got {type(alibi_slopes).__name__}") from None
-    if mod is not xp:
-        raise TypeError("alibi_slopes is on a different device from q, k, v")
-    if alibi_slopes.dtype.kind != "f" or dtype_name(alibi_slopes.dtype) not in ("float32", "float64"):
-        raise TypeError(f"alibi_slopes must be float32 or float64, got {dtype_name(alibi_slopes.dtype)}")
-    try:
-        full = xp.broadcast_to(alibi_slopes, tuple(lead))
-    except ValueError:
-        raise ValueError(f"alibi_slopes of shape {tuple(alibi_slopes.shape)} does not broadcast "
-                         f"to the leading dims {tuple(lead)} of q, k, v (one slope per head: "
-                         f"shape (heads,) for (batch, heads, T, d) inputs)") from None
-    if not bool(xp.isfinite(alibi_slopes).all()):
-        raise ValueError("alibi_slopes must be finite")
-    acc = accum_dtype(dtype)
-    return xp.ascontiguousarray(full.astype(acc, copy=False)).reshape(-1)
+from ._xp import array_module
 
 
 def modify(s, i, j, T: int, S: int, *, softcap=None, slopes=None, grad=False):
