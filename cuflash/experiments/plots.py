@@ -242,10 +242,11 @@ def _fit_slope(xs, ys):
 
 
 def draw_line(rows: list[dict], plot: Plot, path: Path, env: dict | None = None) -> Path:
-    rows = select(rows, plot)
     is_ratio = bool(plot.ratio_numerator or plot.ratio_denominator)
-    ok = [r for r in with_ratio(rows, plot)
+    # a ratio's baseline is looked up among all rows, so the filter need not keep it
+    ok = [r for r in select(with_ratio(rows, plot), plot)
           if r.get("status") == "ok" and r.get(plot.y) is not None and r.get(plot.x) is not None]
+    rows = select(rows, plot)
     ooms = [] if is_ratio else [r for r in rows if r.get("status") == "oom"]
     series_cols = [c for c in (plot.hue, plot.style) if c]
     fixed = {plot.x, *series_cols, *plot.col, *(c for c, _ in plot.filter)}
@@ -313,7 +314,8 @@ def draw_line(rows: list[dict], plot: Plot, path: Path, env: dict | None = None)
                 ax.plot([lo, hi], [lo, hi], color="0.5", linestyle=":", linewidth=1,
                         label="y = x")
         _format_axis(ax, "x", plot.x, plot.logx, [r.get(plot.x) for r in in_facet + oom_facet])
-        _format_axis(ax, "y", plot.y, plot.logy, [r.get(plot.y) for r in in_facet])
+        _format_axis(ax, "y", "ratio" if is_ratio else plot.y, plot.logy,
+                     [r.get(plot.y) for r in in_facet])
         ax.set_xlabel(label(plot.x))
         ax.set_ylabel(ratio_label(plot) if is_ratio else label(plot.y))
         if plot.col:

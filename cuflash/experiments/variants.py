@@ -312,7 +312,8 @@ def model_notes(point) -> list[str]:
         if extra:
             notes.append(f"pred_bytes: the naive model leaves out the T x S passes of "
                          f"{', '.join(extra)}")
-    elif documents(point) is not None and not padded(point):
+    elif (point.method_name == "flash" and point.device == "gpu"
+          and documents(point) is not None and not padded(point)):
         notes.append("pred_bytes: without the mask_mod's tile lists (built per call)")
     return notes
 
