@@ -167,6 +167,22 @@ class Point:
         return cls(**d)
 
 
+def point_of_row(row: dict) -> Point:
+    """The point a results row measured (a text row, as ``csv.DictReader`` reads it), without
+    its tiles: enough for its shapes, variant and mask (``Point.run_shape``,
+    ``variants.model_mask``, ``variants.flops``). Rows of files from before the variant columns
+    read as no variant."""
+    t = lambda c: key_text(row, c)                                              # noqa: E731
+    return Point(t("method"), t("method_name"), t("backend"), int(row["seq_len"]),
+                 int(row["kv_len"]), int(row["head_dim"]), int(row["batch"]), int(row["heads"]),
+                 t("dtype"), t("causal") == "true", t("pass"), t("device") or "gpu",
+                 deterministic={"true": True, "false": False}.get(t("deterministic")),
+                 window=variants.parse_window(t("window")),
+                 softcap=float(t("softcap")) if t("softcap") else None,
+                 alibi=t("alibi") == "true", mask=t("mask") or None,
+                 layout=t("layout") or None, sweep=t("sweep") or None)
+
+
 def resolve_device(exp: Experiment) -> str:
     """'gpu' or 'cpu': where naive and flash run for this experiment."""
     if exp.device != "auto":
