@@ -219,7 +219,9 @@ def _bytes(r):
     return "–" if x is None else f"{x / 1e6:,.1f}"
 
 
-_ORDER = lambda k: tuple((_PASS_ORDER.get(x, 2) if i == 0 else x) for i, x in enumerate(k))  # noqa: E731
+def _ORDER(key):
+    """Sort key of a (pass, ...) tuple: forward before backward, then the rest."""
+    return (_PASS_ORDER.get(key[0], 2),) + tuple(key[1:])
 
 
 def _tiled(path) -> str:

@@ -272,10 +272,6 @@ class Experiment:
             raise AttributeError(f"{self.source} has {len(self.sweeps)} sweeps; use .sweeps")
         return self.sweeps[0]
 
-    def passes(self) -> tuple[str, ...]:
-        """Every pass some sweep has."""
-        return tuple(dict.fromkeys(p for ax in self.sweeps for p in ax.passes))
-
     def labels(self) -> tuple[str, ...]:
         return tuple(lab for m in self.methods for lab in m.labels())
 
@@ -641,9 +637,9 @@ def _method(r: _Reader, raw, i: int, sweeps: tuple[Axes, ...]) -> Method:
 
 
 def _check_tiles(r: _Reader, method: Method, i: int, axes: Axes, smem_limit: int) -> None:
-    """(For one sweep's axes; ``build`` calls it for each.)"""
     """Every tile of a flash/twin grid must make a TileConfig (and, for flash, pass
-    ``cuflash.gpu.plan.check_tile``) at every swept head_dim, dtype and pass."""
+    ``cuflash.gpu.plan.check_tile``) at every head_dim, dtype and pass of ``axes`` (one sweep;
+    ``build`` checks each)."""
     if method.tiles == (None,):
         return
     grid_path = f"methods[{i}].grid"
@@ -762,11 +758,12 @@ def _plot(r: _Reader, raw, i: int, columns: tuple[str, ...], labels: tuple[str, 
             if not label:
                 r.fail(where, "an empty baseline; give the columns that tell the baseline rows "
                               "apart, e.g. {window: null}")
+            valid = [k for k in KEY_COLUMNS if k not in ("method", "backend")]
             for c, v in label.items():
-                if c not in KEY_COLUMNS or c in ("method", "backend"):
+                if c not in valid:
                     r.fail(f"{where}.{c}", f"{_show(c)} is not a column a baseline can differ "
-                                           f"in; valid: {[k for k in KEY_COLUMNS if k not in ('method', 'backend')]} "
-                                           f"(a method baseline is given by its label)")
+                                           f"in; valid: {valid} (a method baseline is given by "
+                                           f"its label)")
                 if isinstance(v, (list, dict)):
                     r.fail(f"{where}.{c}", f"expected one value, got {_show(v)}")
             kw[f"ratio_{which}"] = tuple(label.items())
