@@ -434,3 +434,11 @@ def test_needed_bytes_bounds_the_measured_peak_of_variants():
         used = peak + sum(a.nbytes for a in inputs.values())
         need = hostmem.needed_bytes(p, True, exp.measure.error_limit)
         assert need - hostmem.SLACK_BYTES >= used, (p.describe(), need, used)
+
+
+def test_legends_name_the_variant_and_order_windows_by_size():
+    from cuflash.experiments.plots import _sorted_unique, series_text
+    assert series_text("window", None) == "window=none" and series_text("method", "twin") == "twin"
+    assert series_text("softcap", 30.0) == "softcap=30.0"
+    got = _sorted_unique([("4095,0",), (None,), ("255,0",), ("1023,0",)], ("window",), {})
+    assert got == [("255,0",), ("1023,0",), ("4095,0",), (None,)]

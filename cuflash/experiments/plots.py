@@ -21,6 +21,7 @@ from matplotlib.figure import Figure
 from .points import KEY_COLUMNS
 from .results import human_bytes
 from .schema import AXIS_COLUMNS, PASSES, VARIANT_COLUMNS, Plot
+from .variants import parse_window
 
 #: Axis labels, with units.
 LABELS = {
@@ -181,12 +182,17 @@ def split_columns(rows: list[dict], fixed: set, cell) -> list[str]:
 
 
 def _rank(column: str, value, order: dict):
-    """Sort key of one value: methods in experiment order, passes in pipeline order, None last,
-    everything else by value."""
+    """Sort key of one value: methods in experiment order, passes in pipeline order, windows by
+    their sizes, None last, everything else by value."""
     if column == "method" and value in order:
         return (0, order[value])
     if column == "pass" and value in PASSES:
         return (0, PASSES.index(value))
+    if column == "window" and isinstance(value, str):
+        try:
+            return (0, tuple(-1 if w is None else w for w in parse_window(value)))
+        except ValueError:
+            pass
     return (1 if value is None else 0, value)
 
 
