@@ -41,10 +41,12 @@ def _naive_peak(bh: int, T: int, S: int, d: int, itemsize: int, pass_: str) -> i
 
 def _tiled_peak(point, itemsize: int) -> int:
     acc = 8 if itemsize == 8 else 4
-    rows = point.bh * (point.seq_len + point.kv_len) * point.head_dim
+    batch, heads, T, S = point.run_shape
+    bh = batch * heads
+    rows = bh * (T + S) * point.head_dim
     tiles = [t for t in point.tiles_used()] or [None]
     blocks = max((t.block_m * t.block_n if t else 128 * 128) for t in tiles)
-    return 6 * rows * acc + 16 * point.bh * blocks * acc
+    return 6 * rows * acc + 16 * bh * blocks * acc
 
 
 def needed_bytes(point, error: bool = True, error_limit: int = 2 ** 24) -> int:
@@ -52,14 +54,15 @@ def needed_bytes(point, error: bool = True, error_limit: int = 2 ** 24) -> int:
     the larger of the measured call's peak and (when ``error`` and the point is within
     ``error_limit`` scores) the float64 oracle's."""
     e = _itemsize(point.dtype)
-    bh, T, S, d = point.bh, point.seq_len, point.kv_len, point.head_dim
+    batch, heads, T, S = point.run_shape          # the padded layout runs other shapes
+    bh, d = batch * heads, point.head_dim
     tensors = 3 if point.pass_ == "forward" else 4          # q, k, v (, dout)
     inputs = tensors * bh * max(T, S) * d * e
     if point.method_name == "naive":
         peak = _naive_peak(bh, T, S, d, e, point.pass_)
     else:
         peak = _tiled_peak(point, e)
-    if error and point.scores <= error_limit:
+    if error and point.run_scores <= error_limit:
         peak = max(peak, _naive_peak(bh, T, S, d, 8, point.pass_) + 2 * inputs * 8 // e)
     return inputs + peak + SLACK_BYTES
 

@@ -9,6 +9,8 @@ inputs. Inputs are random normal, generated once per point.
 
 Only the pass named by the point is measured: a backward point times ``attention_backward`` alone,
 given the forward's out and lse computed beforehand (naive: ``naive_attention_backward`` alone).
+Every method runs the point's attention variant with the same options (``variants.call_options``:
+window, softcap, ALiBi slopes, a documents mask_mod), on the arrays of ``Point.run_shape``.
 """
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ import numpy as np
 
 from .. import api, naive, oracle
 from .._xp import cupy_module, resolve_dtype
+from . import variants
 from .points import Point
 from .schema import Measure
 
@@ -64,13 +67,14 @@ class Call:
 # -- inputs ---------------------------------------------------------------------------------------
 
 def make_inputs(point: Point, seed: int, on_host: bool = False) -> dict:
-    """q, k, v (and dout for a backward pass): random normal (batch, heads, T|S, d) arrays in the
-    point's dtype, NumPy on the CPU and CuPy on the GPU (``on_host``: NumPy copied to the GPU, so
-    no kernel runs to make them)."""
+    """q, k, v (and dout for a backward pass): random normal (batch, heads, T|S, d) arrays of
+    ``Point.run_shape`` in the point's dtype, NumPy on the CPU and CuPy on the GPU (``on_host``:
+    NumPy copied to the GPU, so no kernel runs to make them)."""
     dtype = resolve_dtype(point.dtype)
-    shapes = {"q": (point.batch, point.heads, point.seq_len, point.head_dim),
-              "k": (point.batch, point.heads, point.kv_len, point.head_dim),
-              "v": (point.batch, point.heads, point.kv_len, point.head_dim)}
+    batch, heads, T, S = point.run_shape
+    shapes = {"q": (batch, heads, T, point.head_dim),
+              "k": (batch, heads, S, point.head_dim),
+              "v": (batch, heads, S, point.head_dim)}
     if point.pass_ != "forward":
         shapes["dout"] = shapes["q"]
     gpu = point.device == "gpu"
@@ -100,14 +104,15 @@ def build_call(point: Point, inputs: dict) -> Call:
     kind = "cupy" if point.device == "gpu" else "cpu"
     q, k, v = inputs["q"], inputs["k"], inputs["v"]
     dout = inputs.get("dout")
-    c = point.causal
+    xp = cupy_module() if point.device == "gpu" else np
+    opts = variants.call_options(point, xp)        # causal and the variant, on q's device
 
     def as_numpy(result):
         return tuple(_to_numpy(x) for x in (result if isinstance(result, tuple) else (result,)))
 
     if point.method_name == "naive":
-        fwd = lambda: naive.naive_attention(q, k, v, causal=c)                      # noqa: E731
-        bwd = lambda: naive.naive_attention_backward(dout, q, k, v, causal=c)       # noqa: E731
+        fwd = lambda: naive.naive_attention(q, k, v, **opts)                        # noqa: E731
+        bwd = lambda: naive.naive_attention_backward(dout, q, k, v, **opts)         # noqa: E731
         if point.pass_ == "forward":
             return Call(fwd, kind, as_numpy)
         if point.pass_ == "backward":
@@ -117,15 +122,15 @@ def build_call(point: Point, inputs: dict) -> Call:
     # flash and twin: cuflash.attention on the point's arrays (NumPy arrays run the CPU twin)
     det = bool(point.deterministic)
     if point.pass_ == "forward":
-        return Call(lambda: api.attention(q, k, v, causal=c, tile=point.fwd_tile), kind, as_numpy)
+        return Call(lambda: api.attention(q, k, v, tile=point.fwd_tile, **opts), kind, as_numpy)
     if point.pass_ == "backward":
         # the forward with the default tile, not measured
-        _, res = api.attention(q, k, v, causal=c, return_residuals=True)
+        _, res = api.attention(q, k, v, return_residuals=True, **opts)
         return Call(lambda: api.attention_backward(dout, res, tile=point.bwd_tile,
                                                    deterministic=det), kind, as_numpy)
 
     def both():
-        o, res_ = api.attention(q, k, v, causal=c, tile=point.fwd_tile, return_residuals=True)
+        o, res_ = api.attention(q, k, v, tile=point.fwd_tile, return_residuals=True, **opts)
         return (o,) + api.attention_backward(dout, res_, tile=point.bwd_tile, deterministic=det)
     return Call(both, kind, as_numpy)
 
@@ -271,14 +276,15 @@ def peak_memory(call: Call):
 # -- error ----------------------------------------------------------------------------------------
 
 def oracle_error(point: Point, inputs: dict, outputs: tuple) -> float:
-    """Largest rel_error of the outputs against the float64 oracle (backward: over dq, dk, dv)."""
+    """Largest rel_error of the outputs against the float64 oracle (backward: over dq, dk, dv),
+    with the point's variant."""
     host = {n: _to_numpy(a) for n, a in inputs.items()}
+    opts = variants.call_options(point, np)
     refs: tuple = ()
     if point.pass_ in ("forward", "both"):
-        refs += (oracle.oracle_attention(host["q"], host["k"], host["v"], causal=point.causal)[0],)
+        refs += (oracle.oracle_attention(host["q"], host["k"], host["v"], **opts)[0],)
     if point.pass_ in ("backward", "both"):
-        refs += oracle.oracle_backward(host["dout"], host["q"], host["k"], host["v"],
-                                       causal=point.causal)
+        refs += oracle.oracle_backward(host["dout"], host["q"], host["k"], host["v"], **opts)
     if len(refs) != len(outputs):
         raise RuntimeError(f"{point.method} returned {len(outputs)} arrays, expected {len(refs)}")
     return max(oracle.rel_error(x, ref) for x, ref in zip(outputs, refs))
@@ -341,7 +347,7 @@ def _measure(point: Point, cfg: Measure) -> dict:
     row: dict = {}
     inputs = make_inputs(point, cfg.seed)
     call = build_call(point, inputs)
-    want_error = cfg.error and point.scores <= cfg.error_limit
+    want_error = cfg.error and point.run_scores <= cfg.error_limit
     if cfg.memory or want_error:
         if cfg.memory:
             result, row["peak_mem_bytes"] = peak_memory(call)

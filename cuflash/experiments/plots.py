@@ -7,6 +7,7 @@ its ``experiment.yaml`` are enough to redraw everything. Matplotlib is used thro
 from __future__ import annotations
 
 import math
+import re
 import textwrap
 from pathlib import Path
 
@@ -17,8 +18,10 @@ from matplotlib import ticker
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from .points import KEY_COLUMNS
 from .results import human_bytes
-from .schema import AXIS_COLUMNS, PASSES, Plot
+from .schema import AXIS_COLUMNS, PASSES, VARIANT_COLUMNS, Plot
+from .variants import parse_window
 
 #: Axis labels, with units.
 LABELS = {
@@ -37,6 +40,8 @@ LABELS = {
     "hbm_bytes_read": "measured DRAM bytes read (ncu)",
     "hbm_bytes_written": "measured DRAM bytes written (ncu)", "hbm_gbps": "measured DRAM GB/s",
     "hbm_pred_ratio": "measured / predicted DRAM bytes", "repeats": "timed calls",
+    "window": "sliding window (left,right; -1: unbounded)", "softcap": "softcap c",
+    "alibi": "ALiBi", "mask": "custom mask", "sweep": "sweep", "layout": "layout",
 }
 BYTE_COLUMNS = {"peak_mem_bytes", "pred_bytes", "pred_bytes_read", "pred_bytes_written",
                 "hbm_bytes", "hbm_bytes_read", "hbm_bytes_written"}
@@ -44,7 +49,8 @@ POW2_COLUMNS = {"seq_len", "kv_len", "head_dim", "block_m", "block_n", "num_warp
                 "heads"}
 #: Columns that may split a line or a heatmap cell when the plot does not fix them (in order).
 SPLIT_COLUMNS = AXIS_COLUMNS + ("method", "tile", "kernel", "block_m", "block_n", "num_warps",
-                                "num_stages", "deterministic", "backend", "device_name")
+                                "num_stages", "deterministic", "backend", "layout",
+                                "device_name")
 _MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 _LINESTYLES = ("-", "--", ":", "-.")
 
@@ -73,7 +79,26 @@ def fmt_value(column: str, v) -> str:
 
 
 def _facet_text(keys, values) -> str:
-    return ", ".join(f"{k}={v}" for k, v in zip(keys, values))
+    return ", ".join(f"{k}={_none(v)}" if k in VARIANT_COLUMNS else f"{k}={v}"
+                     for k, v in zip(keys, values))
+
+
+def _none(v):
+    """A variant column's value as shown: 'none' for no variant."""
+    return "none" if v is None else v
+
+
+def series_text(column: str, value) -> str:
+    """A line's name in the legend from one series column: the value ('flash'), or for a variant
+    column 'window=255,0' / 'window=none'."""
+    return f"{column}={_none(value)}" if column in VARIANT_COLUMNS else str(value)
+
+
+def _baseline_text(base) -> str:
+    """A ratio's baseline as text: a method label, or 'window=none, alibi=False'."""
+    if isinstance(base, tuple):
+        return ", ".join(f"{c}={_none(v)}" for c, v in base)
+    return base
 
 
 # -- row selection --------------------------------------------------------------------------------
@@ -90,19 +115,33 @@ def with_ratio(rows: list[dict], plot: Plot) -> list[dict]:
     """Rows whose y is replaced by the ratio to the baseline method at the same point.
 
     numerator=B: y := y(B) / y(row) (a speedup when y is a time); denominator=B: y := y(row) / y(B).
-    The baseline's own rows are dropped; rows with no baseline at their point too."""
+    B is a method label (matched on the axis columns) or (column, value) pairs (the row with
+    those values and the same values in every other key column: same method, tile, shapes and
+    other variants). The baseline's own rows are dropped; rows with no baseline at their point
+    too."""
     base = plot.ratio_numerator or plot.ratio_denominator
     if base is None:
         return rows
+    if isinstance(base, tuple):
+        fixed = dict(base)
+        match = [c for c in KEY_COLUMNS if c not in fixed]
+
+        def is_base(r):
+            return all(r.get(c) == v for c, v in fixed.items())
+    else:
+        match = AXIS_COLUMNS
+
+        def is_base(r):
+            return r.get("method") == base
 
     def at(r):
-        return tuple(r.get(c) for c in AXIS_COLUMNS)
+        return tuple(r.get(c) for c in match)
 
     ref = {at(r): r[plot.y] for r in rows
-           if r.get("method") == base and r.get("status") == "ok" and r.get(plot.y)}
+           if is_base(r) and r.get("status") == "ok" and r.get(plot.y)}
     out = []
     for r in rows:
-        if r.get("method") == base or r.get("status") != "ok" or not r.get(plot.y):
+        if is_base(r) or r.get("status") != "ok" or not r.get(plot.y):
             continue
         b = ref.get(at(r))
         if b is None:
@@ -112,6 +151,11 @@ def with_ratio(rows: list[dict], plot: Plot) -> list[dict]:
 
 
 def ratio_label(plot: Plot) -> str:
+    if isinstance(plot.ratio_numerator or plot.ratio_denominator, tuple):
+        base = _baseline_text(plot.ratio_numerator or plot.ratio_denominator)
+        if plot.ratio_numerator:
+            return f"{label(plot.y)}: ({base}) / row"
+        return f"{label(plot.y)}: row / ({base})"
     if plot.ratio_numerator and plot.y.startswith("time_ms"):
         return f"speedup over {plot.ratio_numerator} ({plot.ratio_numerator} time / time)"
     if plot.ratio_numerator:
@@ -138,12 +182,17 @@ def split_columns(rows: list[dict], fixed: set, cell) -> list[str]:
 
 
 def _rank(column: str, value, order: dict):
-    """Sort key of one value: methods in experiment order, passes in pipeline order, None last,
-    everything else by value."""
+    """Sort key of one value: methods in experiment order, passes in pipeline order, windows by
+    their sizes, None last, everything else by value."""
     if column == "method" and value in order:
         return (0, order[value])
     if column == "pass" and value in PASSES:
         return (0, PASSES.index(value))
+    if column == "window" and isinstance(value, str):
+        try:
+            return (0, tuple(-1 if w is None else w for w in parse_window(value)))
+        except ValueError:
+            pass
     return (1 if value is None else 0, value)
 
 
@@ -199,10 +248,11 @@ def _fit_slope(xs, ys):
 
 
 def draw_line(rows: list[dict], plot: Plot, path: Path, env: dict | None = None) -> Path:
-    rows = select(rows, plot)
     is_ratio = bool(plot.ratio_numerator or plot.ratio_denominator)
-    ok = [r for r in with_ratio(rows, plot)
+    # a ratio's baseline is looked up among all rows, so the filter need not keep it
+    ok = [r for r in select(with_ratio(rows, plot), plot)
           if r.get("status") == "ok" and r.get(plot.y) is not None and r.get(plot.x) is not None]
+    rows = select(rows, plot)
     ooms = [] if is_ratio else [r for r in rows if r.get("status") == "oom"]
     series_cols = [c for c in (plot.hue, plot.style) if c]
     fixed = {plot.x, *series_cols, *plot.col, *(c for c, _ in plot.filter)}
@@ -236,7 +286,7 @@ def draw_line(rows: list[dict], plot: Plot, path: Path, env: dict | None = None)
                          key=lambda r: r[plot.x])
             hue = kv.get(plot.hue) if plot.hue else None
             sty = styles.index(kv.get(plot.style)) if plot.style else 0
-            name = " ".join(str(kv[c]) for c in series_cols) or plot.y
+            name = " ".join(series_text(c, kv[c]) for c in series_cols) or plot.y
             shown = [(c, kv[c]) for c in extra if kv[c] is not None]
             if shown:
                 name += " (" + _facet_text(*zip(*shown)) + ")"
@@ -270,7 +320,8 @@ def draw_line(rows: list[dict], plot: Plot, path: Path, env: dict | None = None)
                 ax.plot([lo, hi], [lo, hi], color="0.5", linestyle=":", linewidth=1,
                         label="y = x")
         _format_axis(ax, "x", plot.x, plot.logx, [r.get(plot.x) for r in in_facet + oom_facet])
-        _format_axis(ax, "y", plot.y, plot.logy, [r.get(plot.y) for r in in_facet])
+        _format_axis(ax, "y", "ratio" if is_ratio else plot.y, plot.logy,
+                     [r.get(plot.y) for r in in_facet])
         ax.set_xlabel(label(plot.x))
         ax.set_ylabel(ratio_label(plot) if is_ratio else label(plot.y))
         if plot.col:
@@ -347,8 +398,9 @@ def _mark_oom(ax, failed, plot: Plot, pts, fit, color, with_label: bool, name: s
 #: Settings a title names when every plotted row shares one value (and the plot does not vary
 #: them): how to write each.
 _SETTINGS = (("head_dim", "d={}"), ("heads", "heads={}"), ("batch", "batch={}"),
-             ("dtype", "{}"), ("causal", "causal={}"), ("threads", "BLAS threads={}"),
-             ("device_name", "{}"))
+             ("dtype", "{}"), ("causal", "causal={}"), ("window", "window={}"),
+             ("softcap", "softcap={}"), ("alibi", "ALiBi={}"), ("mask", "{}"),
+             ("threads", "BLAS threads={}"), ("device_name", "{}"))
 
 
 def fixed_settings(rows: list[dict], plot: Plot) -> str:
@@ -357,7 +409,12 @@ def fixed_settings(rows: list[dict], plot: Plot) -> str:
     varied = {plot.x, plot.y, plot.hue, plot.style, *plot.col, *(c for c, _ in plot.filter)}
     parts = []
     for col, form in _SETTINGS:
-        values = {r.get(col) for r in rows} - {None}
+        values = {r.get(col) for r in rows}
+        if col in VARIANT_COLUMNS:       # named only when every row has it (None: no variant)
+            if values in ({None}, {False}):
+                continue
+        else:
+            values -= {None}
         if col not in varied and len(values) == 1:
             parts.append(form.format(values.pop()))
     return ", ".join(parts)
@@ -463,6 +520,8 @@ def plot_path(out_dir: Path, plot: Plot, index: int) -> Path:
         return Path(out_dir) / f"{plot.name}.png"
     what = "_".join(plot.value) if plot.kind == "heatmap" else plot.y
     base = plot.ratio_numerator or plot.ratio_denominator
+    if isinstance(base, tuple):
+        base = re.sub(r"[^A-Za-z0-9_.-]+", "-", "_".join(f"{c}-{_none(v)}" for c, v in base))
     return Path(out_dir) / (f"{index:02d}_{what}_vs_{plot.x}" + (f"_ratio_{base}" if base else "")
                             + ".png")
 

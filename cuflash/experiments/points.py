@@ -1,31 +1,45 @@
 """Points: one measurement each. An experiment expands into an ordered list of them.
 
 A point fixes the shapes (seq_len T, kv_len S, head_dim d, batch, heads), the dtype, causal, the
-pass and the method variant (tile, deterministic, torch backend). Its ``key`` is what a results
-row is matched on when a run resumes.
+attention variant (window, softcap, alibi, mask: ``variants``), the pass, the method variant
+(tile, deterministic, torch backend, layout) and its sweep. Its ``key`` is what a results row is
+matched on when a run resumes.
 """
 from __future__ import annotations
 
 import dataclasses
 import json
 
+from ..mask import Mask
 from ..tile import TileConfig
+from . import variants
 from .schema import Experiment, device_smem_limit, library_tile
 
-#: Columns that identify a point; a results row with the same values is the same point.
-KEY_COLUMNS = ("method", "backend", "tile", "deterministic", "seq_len", "kv_len", "head_dim",
-               "batch", "heads", "dtype", "causal", "pass")
+#: Columns every results CSV has (files of every version); a file without one is not a results CSV.
+BASE_KEY_COLUMNS = ("method", "backend", "tile", "deterministic", "seq_len", "kv_len",
+                    "head_dim", "batch", "heads", "dtype", "causal", "pass")
+#: Columns that identify a point; a results row with the same values is the same point. Rows of
+#: files written before a column existed lack it and match its default (``KEY_DEFAULTS``).
+KEY_COLUMNS = BASE_KEY_COLUMNS + variants.VARIANT_COLUMNS + ("sweep",)
+#: Key text of a column when its cell is blank or missing (otherwise '').
+KEY_DEFAULTS = {"alibi": "false"}
 
 
 def fmt(value) -> str:
-    """How a value is written in the CSV (and compared on resume): '' for None, YAML booleans."""
+    """How a value is written in the CSV (and compared on resume): '' for None, YAML booleans,
+    floats to 6 significant digits (as ``results.cell_text`` writes them)."""
     if value is None:
         return ""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, float):
-        return repr(value)
+        return f"{value:.6g}" if abs(value) < 1e15 else repr(value)
     return str(value)
+
+
+def key_text(row: dict, column: str) -> str:
+    """The key text of one column of a text row (blank or missing: the column's default)."""
+    return row.get(column) or KEY_DEFAULTS.get(column, "")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,6 +61,12 @@ class Point:
     fwd_tile: TileConfig | None = None   # flash/twin: tile of the forward call (if measured)
     bwd_tile: TileConfig | None = None   # flash/twin: tile of the backward call (if measured)
     deterministic: bool | None = None    # flash/twin backward only
+    window: tuple | None = None          # (left, right), None for an unbounded side
+    softcap: float | None = None
+    alibi: bool = False                  # slopes variants.alibi_slopes(heads)
+    mask: str | None = None              # a named mask's text, e.g. 'documents(512,2048)'
+    layout: str | None = None            # 'padded': the documents as a padded batch
+    sweep: str | None = None             # the sweep (axes list entry) it belongs to
 
     @property
     def bh(self) -> int:
@@ -55,8 +75,21 @@ class Point:
 
     @property
     def scores(self) -> int:
-        """batch · heads · T · S: entries of the score matrix naive attention materializes."""
+        """batch · heads · T · S of the point's problem (the size OOM skipping compares)."""
         return self.bh * self.seq_len * self.kv_len
+
+    @property
+    def run_shape(self) -> tuple[int, int, int, int]:
+        """(batch, heads, T, S) of the arrays the call runs on (``variants.run_shape``: the
+        point's own, or the padded batch)."""
+        return variants.run_shape(self)
+
+    @property
+    def run_scores(self) -> int:
+        """Entries of the score matrix of the arrays that run (what naive and the oracle
+        materialize)."""
+        b, h, t, s = self.run_shape
+        return b * h * t * s
 
     @property
     def runs_twin(self) -> bool:
@@ -94,6 +127,8 @@ class Point:
             "seq_len": self.seq_len, "kv_len": self.kv_len, "head_dim": self.head_dim,
             "batch": self.batch, "heads": self.heads, "dtype": self.dtype, "causal": self.causal,
             "pass": self.pass_, "device": self.device,
+            "window": variants.window_text(self.window), "softcap": self.softcap,
+            "alibi": self.alibi, "mask": self.mask, "layout": self.layout, "sweep": self.sweep,
         }
 
     def key(self) -> tuple[str, ...]:
@@ -109,7 +144,7 @@ class Point:
         text = (f"{self.method} {self.pass_} T={self.seq_len}"
                 + (f" S={self.kv_len}" if self.kv_len != self.seq_len else "")
                 + f" d={self.head_dim} b={self.batch} h={self.heads} {self.dtype}"
-                + (" causal" if self.causal else ""))
+                + (" causal" if self.causal else "") + variants.describe(self))
         if self.method_name in ("flash", "twin"):
             text += " [" + ("twin " if self.method_name == "flash" and self.runs_twin else "")
             text += f"{self.tile_label()}" + (
@@ -127,7 +162,25 @@ class Point:
         d = json.loads(text)
         for k in ("fwd_tile", "bwd_tile"):
             d[k] = TileConfig(**d[k]) if d[k] else None
+        if d.get("window") is not None:
+            d["window"] = tuple(d["window"])
         return cls(**d)
+
+
+def point_of_row(row: dict) -> Point:
+    """The point a results row measured (a text row, as ``csv.DictReader`` reads it), without
+    its tiles: enough for its shapes, variant and mask (``Point.run_shape``,
+    ``variants.model_mask``, ``variants.flops``). Rows of files from before the variant columns
+    read as no variant."""
+    t = lambda c: key_text(row, c)                                              # noqa: E731
+    return Point(t("method"), t("method_name"), t("backend"), int(row["seq_len"]),
+                 int(row["kv_len"]), int(row["head_dim"]), int(row["batch"]), int(row["heads"]),
+                 t("dtype"), t("causal") == "true", t("pass"), t("device") or "gpu",
+                 deterministic={"true": True, "false": False}.get(t("deterministic")),
+                 window=variants.parse_window(t("window")),
+                 softcap=float(t("softcap")) if t("softcap") else None,
+                 alibi=t("alibi") == "true", mask=t("mask") or None,
+                 layout=t("layout") or None, sweep=t("sweep") or None)
 
 
 def resolve_device(exp: Experiment) -> str:
@@ -158,37 +211,59 @@ def _variants(method, d: int, dtype: str, pass_: str, causal: bool, smem_limit: 
                 yield "", ft, bt, det
 
 
+def _attention_variants(ax, causal: bool):
+    """(window, softcap, alibi, mask) of every attention variant a sweep crosses, and the band's
+    causal (which picks the default tiles, as the library does)."""
+    for window in ax.window:
+        for softcap in ax.softcap:
+            for alibi in ax.alibi:
+                for mask in ax.mask:
+                    yield (window, softcap, alibi, mask), Mask.make(causal, window).causal
+
+
 def enumerate_points(exp: Experiment, device: str | None = None,
                      smem_limit: int | None | str = "device") -> list[Point]:
-    """Every point of the experiment, in run order: per configuration, T ascending, then methods
-    (so an interrupted run has every method at the smaller sizes, and OOM skipping sees sizes
-    grow). Duplicates (e.g. deterministic on a forward pass) are dropped."""
+    """Every point of the experiment, in run order: sweep by sweep; per configuration, T
+    ascending, then methods (so an interrupted run has every method at the smaller sizes, and
+    OOM skipping sees sizes grow). Duplicates (e.g. deterministic on a forward pass) are dropped.
+    A method with ``layout: padded`` has points only where the mask is documents and causal."""
     device = device or resolve_device(exp)
     if smem_limit == "device":
         smem_limit = device_smem_limit() if device == "gpu" else None
-    ax = exp.axes
     seen, points = set(), []
-    for pass_ in ax.passes:
-        for dtype in ax.dtype:
-            for d in ax.head_dim:
-                for causal in ax.causal:
-                    for heads in ax.heads_for(d):
-                        for T in ax.seq_len:
-                            for S in ax.kv_lens(T):
-                                for batch in ax.batches(T):
-                                    for m in exp.methods:
-                                        if m.passes is not None and pass_ not in m.passes:
-                                            continue
-                                        where = ("cpu" if m.name == "twin" else
-                                                 "gpu" if m.name == "torch_sdpa" else device)
-                                        for backend, ft, bt, det in _variants(
-                                                m, d, dtype, pass_, causal,
-                                                None if m.name == "twin" else smem_limit):
-                                            label = f"{m.label}_{backend}" if backend else m.label
-                                            p = Point(label, m.name, backend, T, S, d, batch,
-                                                      heads, dtype, causal, pass_, where, ft, bt,
-                                                      det)
-                                            if p.key() not in seen:
-                                                seen.add(p.key())
-                                                points.append(p)
+    for ax in exp.sweeps:
+        for pass_ in ax.passes:
+            for dtype in ax.dtype:
+                for d in ax.head_dim:
+                    for causal in ax.causal:
+                        for var, tiled_causal in _attention_variants(ax, causal):
+                            for heads in ax.heads_for(d):
+                                for T in ax.seq_len:
+                                    for S in ax.kv_lens(T):
+                                        for batch in ax.batches(T):
+                                            _add_points(points, seen, exp, ax, device,
+                                                        smem_limit, pass_, dtype, d, causal,
+                                                        tiled_causal, var, heads, T, S, batch)
     return points
+
+
+def _add_points(points, seen, exp, ax, device, smem_limit, pass_, dtype, d, causal,
+                tiled_causal, var, heads, T, S, batch) -> None:
+    """The points of every method at one configuration."""
+    window, softcap, alibi, mask = var
+    for m in exp.methods:
+        if m.passes is not None and pass_ not in m.passes:
+            continue
+        padded = m.layout == "padded"
+        if padded and (mask is None or not causal):
+            continue
+        where = "cpu" if m.name == "twin" else "gpu" if m.name == "torch_sdpa" else device
+        for backend, ft, bt, det in _variants(m, d, dtype, pass_, tiled_causal,
+                                              None if m.name == "twin" else smem_limit):
+            label = f"{m.label}_{backend}" if backend else m.label
+            p = Point(label, m.name, backend, T, S, d, batch, heads, dtype, causal, pass_, where,
+                      ft, bt, det, window=window, softcap=softcap, alibi=alibi, mask=mask,
+                      layout="padded" if padded else None, sweep=ax.name)
+            if p.key() not in seen:
+                seen.add(p.key())
+                points.append(p)

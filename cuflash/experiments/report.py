@@ -6,6 +6,7 @@
     python -m cuflash.experiments.report slopes docs/results/memory_vs_length/results.csv [MIN_T]
     python -m cuflash.experiments.report ratios docs/results/io_bytes/results.csv
     python -m cuflash.experiments.report tiles docs/results/tile_ablation/results.csv
+    python -m cuflash.experiments.report variants results/variants/results.csv
 
 ``speed``: TFLOP/s of cuflash's flash, torch SDPA's flash (FlashAttention-2) and cuDNN backends
 per (pass, d, dtype, causal, T), with the ratios, all from rows of one run.
@@ -19,6 +20,11 @@ fall short of the model.
 ``io``: the DRAM bytes Nsight Compute counted against the plain IO model (every re-read reaches
 DRAM: ``iomodel.predict``) and, for flash, the L2-aware models (``iomodel.flash_forward_dram``,
 ``iomodel.flash_backward_dram``); naive's 'L2 model' column repeats the plain model.
+``io`` and ``ratios`` model each row under its own mask and shapes (window, documents, padded:
+``variants.model_mask``, ``Point.run_shape``).
+``variants``: the three tables of experiments/variants.yaml (its sweeps 'windows', 'scores' and
+'documents'): sliding windows' TFLOP/s against dense causal, softcap and ALiBi time over plain,
+packed documents against padded.
 """
 from __future__ import annotations
 
@@ -27,6 +33,8 @@ import sys
 
 from .. import iomodel
 from ..tile import TileConfig
+from . import variants
+from .points import point_of_row
 
 
 def _tile(row):
@@ -41,6 +49,14 @@ def rows_of(path):
         for row in csv.DictReader(f):
             if row.get("status") == "ok" and row.get("hbm_bytes"):
                 yield row
+
+
+def model_args(row):
+    """(batch, T, S, d, dtype, mask) of the IO model for a results row: the arrays that ran
+    (``Point.run_shape``) under the row's mask (``variants.model_mask``)."""
+    p = point_of_row(row)
+    b, h, T, S = p.run_shape
+    return (b * h, T, S, p.head_dim, p.dtype, variants.model_mask(p))
 
 
 def dram_model(method, pass_, args, tile, deterministic):
@@ -61,8 +77,7 @@ def io_table(path) -> str:
             "L2 model read (MB) | read: measured / model |")
     lines = [head, "|" + " --- |" * 8]
     for r in rows_of(path):
-        args = (int(r["batch"]) * int(r["heads"]), int(r["seq_len"]), int(r["kv_len"]),
-                int(r["head_dim"]), r["dtype"], r["causal"] == "true")
+        args = model_args(r)
         tile = _tile(r)
         method = "naive" if r["method_name"] == "naive" else "flash"
         det = r.get("deterministic", "") != "false"
@@ -150,8 +165,7 @@ def ratios_table(path, min_T=2048) -> str:
     for r in rows_of(path):
         if int(r["seq_len"]) < int(min_T):
             continue
-        args = (int(r["batch"]) * int(r["heads"]), int(r["seq_len"]), int(r["kv_len"]),
-                int(r["head_dim"]), r["dtype"], r["causal"] == "true")
+        args = model_args(r)
         method = "naive" if r["method_name"] == "naive" else "flash"
         det = r.get("deterministic", "") != "false"
         tile = _tile(r)
@@ -186,10 +200,142 @@ def tiles_table(path) -> str:
     return "\n".join(lines)
 
 
+def _ok_rows(path, sweep):
+    with open(path, newline="") as f:
+        return [r for r in csv.DictReader(f)
+                if r.get("status") == "ok" and r.get("sweep") == sweep and r.get("time_ms_median")]
+
+
+def _f(r, col):
+    return float(r[col]) if r is not None and r.get(col) else None
+
+
+def _num(x, fmt="{:.3g}"):
+    return "–" if x is None else fmt.format(x)
+
+
+def _bytes(r):
+    x = _f(r, "hbm_bytes")
+    return "–" if x is None else f"{x / 1e6:,.1f}"
+
+
+def _ORDER(key):
+    """Sort key of a (pass, ...) tuple: forward before backward, then the rest."""
+    return (_PASS_ORDER.get(key[0], 2),) + tuple(key[1:])
+
+
+def _tiled(path) -> str:
+    """The tiled method of a variants run: 'flash' on the GPU, 'twin' on the CPU."""
+    with open(path, newline="") as f:
+        names = {r.get("method_name") for r in csv.DictReader(f)}
+    return "flash" if "flash" in names else "twin"
+
+
+def _role(r, tiled):
+    """'packed', 'padded' (the tiled method), 'torch_padded' or None for a row of a variants run."""
+    padded = r.get("layout") == "padded"
+    if r.get("method_name") == tiled:
+        return "padded" if padded else "packed"
+    if r.get("method_name") == "torch_sdpa" and padded:
+        return "torch_padded"
+    return None
+
+
+def windows_table(path, method=None) -> str:
+    """TFLOP/s (visible scores only) of each sliding window and of dense causal at the same
+    (pass, d, T), with the ratio, and the measured DRAM bytes."""
+    method = method or _tiled(path)
+    cells = {}
+    for r in _ok_rows(path, "windows"):
+        if r["method_name"] == method and r.get("layout") != "padded":
+            key = (r["pass"], int(r["head_dim"]), int(r["seq_len"]))
+            cells.setdefault(key, {})[r.get("window") or ""] = r
+    windows = sorted({w for c in cells.values() for w in c if w},
+                     key=lambda w: int(w.split(",")[0]))
+    head = ["pass", "d", "T", "causal TFLOP/s"] + [f"window {w}: TFLOP/s (/ causal)"
+                                                   for w in windows]
+    head += ["DRAM MB causal"] + [f"DRAM MB {w}" for w in windows]
+    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    for key in sorted(cells, key=_ORDER):
+        c = cells[key]
+        base = _f(c.get(""), "tflops")
+        row = [key[0], str(key[1]), str(key[2]), _num(base)]
+        for w in windows:
+            t = _f(c.get(w), "tflops")
+            row.append("–" if t is None else f"{t:.3g}" + (f" ({t / base:.2f})" if base else ""))
+        row += [_bytes(c.get(""))] + [_bytes(c.get(w)) for w in windows]
+        lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines)
+
+
+def scores_table(path, method=None) -> str:
+    """Median time of plain attention and the time of softcap, ALiBi and both over it."""
+    method = method or _tiled(path)
+    cells = {}
+    for r in _ok_rows(path, "scores"):
+        if r["method_name"] == method and r.get("layout") != "padded":
+            key = (r["pass"], int(r["head_dim"]), r["causal"], int(r["seq_len"]))
+            which = (("softcap" if r.get("softcap") else "")
+                     + ("+" if r.get("softcap") and r.get("alibi") == "true" else "")
+                     + ("alibi" if r.get("alibi") == "true" else "")) or "plain"
+            cells.setdefault(key, {})[which] = r
+    kinds = ("softcap", "alibi", "softcap+alibi")
+    head = ["pass", "d", "causal", "T", "plain ms"] + [f"{k}: ms (/ plain)" for k in kinds]
+    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    for key in sorted(cells, key=_ORDER):
+        c = cells[key]
+        base = _f(c.get("plain"), "time_ms_median")
+        row = [key[0], str(key[1]), key[2], str(key[3]), _num(base, "{:.3f}")]
+        for k in kinds:
+            t = _f(c.get(k), "time_ms_median")
+            row.append("–" if t is None else f"{t:.3f}" + (f" ({t / base:.2f})" if base else ""))
+        lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines)
+
+
+def documents_table(path) -> str:
+    """Packed documents (mask_mod) against the same documents padded, and the whole row causal:
+    median time, useful TFLOP/s (both count the real tokens' visible scores), the saving
+    (padded / packed) and measured DRAM bytes."""
+    tiled = _tiled(path)
+    packed, padded, torch_padded = "packed", "padded", "torch_padded"
+    cells = {}
+    for r in _ok_rows(path, "documents"):
+        key = (r["pass"], int(r["head_dim"]), r.get("mask") or "", int(r["seq_len"]))
+        role = _role(r, tiled)
+        if role is not None:
+            cells.setdefault(key, {}).setdefault(role, r)
+    whole = {(k[0], k[1], k[3]): c.get(packed) for k, c in cells.items() if not k[2]}
+    head = ["pass", "d", "documents", "T", "row causal ms", "packed ms (TFLOP/s)",
+            "padded ms (TFLOP/s)", "padded / packed time", "torch padded ms",
+            "DRAM MB packed / padded"]
+    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    for key in sorted((k for k in cells if k[2]), key=_ORDER):
+        c = cells[key]
+        pk, pd, tp = c.get(packed), c.get(padded), c.get(torch_padded)
+        tk, td = _f(pk, "time_ms_median"), _f(pd, "time_ms_median")
+
+        def cell(r):
+            t = _f(r, "time_ms_median")
+            return "–" if t is None else f"{t:.3f} ({_num(_f(r, 'tflops'))})"
+        lines.append("| " + " | ".join([
+            key[0], str(key[1]), key[2], str(key[3]),
+            _num(_f(whole.get((key[0], key[1], key[3])), "time_ms_median"), "{:.3f}"),
+            cell(pk), cell(pd), "–" if not (tk and td) else f"{td / tk:.2f}",
+            _num(_f(tp, "time_ms_median"), "{:.3f}"), f"{_bytes(pk)} / {_bytes(pd)}"]) + " |")
+    return "\n".join(lines)
+
+
+def variants_tables(path) -> str:
+    """The three tables of a variants run (sweeps 'windows', 'scores', 'documents')."""
+    return "\n\n".join([windows_table(path), scores_table(path), documents_table(path)])
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     tables = {"speed": speed_table, "io": io_table, "naive": naive_table,
-              "slopes": slopes_table, "ratios": ratios_table, "tiles": tiles_table}
+              "slopes": slopes_table, "ratios": ratios_table, "tiles": tiles_table,
+              "variants": variants_tables}
     extra = len(argv) == 3 and argv[0] in ("slopes", "ratios")
     if not (len(argv) == 2 or extra) or argv[0] not in tables:
         print(__doc__, file=sys.stderr)

@@ -12,7 +12,7 @@ import math
 from pathlib import Path
 
 from .files import atomic_write_text
-from .points import KEY_COLUMNS, fmt
+from .points import BASE_KEY_COLUMNS, KEY_COLUMNS, fmt, key_text
 from .schema import (ALWAYS_COLUMNS, AXIS_COLUMNS, ERROR_COLUMNS, HBM_COLUMNS, HBM_TIME_COLUMNS,
                      MEMORY_COLUMNS, METHOD_COLUMNS, TIME_COLUMNS)
 
@@ -28,18 +28,23 @@ _INT = {"seq_len", "kv_len", "head_dim", "batch", "heads", "block_m", "block_n",
         "pred_bytes_read", "pred_bytes_written", "flops", "hbm_bytes", "hbm_bytes_read",
         "hbm_bytes_written", "hbm_kernels"}
 _FLOAT = {"time_ms_median", "time_ms_min", "time_ms_p20", "time_ms_p80", "time_spread",
-          "time_rounds_spread", "tflops", "gbps", "error_rel", "hbm_gbps", "hbm_pred_ratio"}
-_BOOL = {"causal", "deterministic"}
+          "time_rounds_spread", "tflops", "gbps", "error_rel", "hbm_gbps", "hbm_pred_ratio",
+          "softcap"}
+_BOOL = {"causal", "deterministic", "alibi"}
+#: Typed value of a column that is blank or missing (files from before the column existed).
+_DEFAULTS = {"alibi": False}
 
 
-#: Columns without which a file is not a results CSV of this package.
-REQUIRED_COLUMNS = ("status",) + KEY_COLUMNS
+#: Columns without which a file is not a results CSV of this package (the variant columns came
+#: later: files without them are read with their defaults).
+REQUIRED_COLUMNS = ("status",) + BASE_KEY_COLUMNS
 
 
 def parse_value(column: str, text: str | None):
-    """The typed value of one CSV cell (None for blank); ValueError for a number that is not."""
+    """The typed value of one CSV cell (None for blank, or the column's default); ValueError for
+    a number that is not."""
     if text is None or text == "":
-        return None
+        return _DEFAULTS.get(column)
     if column in _BOOL:
         return {"true": True, "false": False}.get(text.lower(), text)
     try:
@@ -61,7 +66,8 @@ def read_rows(path) -> list[dict]:
     rows = []
     for i, row in enumerate(read_raw(path)[1], 2):
         try:
-            rows.append({c: parse_value(c, v) for c, v in row.items()})
+            typed = {c: parse_value(c, v) for c, v in row.items()}
+            rows.append({**{c: v for c, v in _DEFAULTS.items() if c not in typed}, **typed})
         except ValueError as exc:
             raise ValueError(f"{path}: line {i}: {exc}") from None
     return rows
@@ -107,8 +113,9 @@ def read_for_plot(path) -> list[dict]:
 
 
 def row_key(row: dict) -> tuple[str, ...]:
-    """The identifying columns of a text row, comparable with ``Point.key()``."""
-    return tuple(row.get(c) or "" for c in KEY_COLUMNS)
+    """The identifying columns of a text row, comparable with ``Point.key()`` (a column the file
+    lacks: its default, ``points.KEY_DEFAULTS``)."""
+    return tuple(key_text(row, c) for c in KEY_COLUMNS)
 
 
 class Writer:

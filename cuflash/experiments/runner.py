@@ -42,7 +42,8 @@ from ..tile import default_tile
 from . import env as envmod
 from . import files, hostmem, results
 from .measure import classify, free_device_memory, measure_point, time_point
-from .points import KEY_COLUMNS, Point, enumerate_points, resolve_device
+from . import variants
+from .points import KEY_COLUMNS, Point, enumerate_points, key_text, resolve_device
 from .results import human_bytes
 from .schema import Experiment
 
@@ -76,27 +77,34 @@ def predicted(p: Point) -> iomodel.Traffic:
     """Predicted bytes and FLOPs of the point's measured pass (``cuflash.iomodel``).
 
     naive and torch 'math' use the naive model; flash and twin the tiled model with their tiles;
-    torch's fused backends the tiled model with cuflash's default tiles (atomic dQ, as FA2)."""
-    args = (p.bh, p.seq_len, p.kv_len, p.head_dim, p.dtype, p.causal)
+    torch's fused backends the tiled model with cuflash's default tiles (atomic dQ, as FA2).
+    The model counts the arrays that run (``Point.run_shape``) under the point's mask
+    (``variants.model_mask``: causal, window, packed documents), so only the tiles the mask
+    leaves; FLOPs count only the visible scores of real tokens (``variants.flops``)."""
+    batch, heads, T, S = p.run_shape
+    mask = variants.model_mask(p)
+    args = (batch * heads, T, S, p.head_dim, p.dtype, mask)
     if p.method_name == "naive" or (p.method_name == "torch_sdpa" and p.backend == "math"):
-        return iomodel.predict("naive", p.pass_, *args)
-    if p.method_name == "torch_sdpa":
-        fwd_tile, bwd_tile, det = (default_tile(p.head_dim, p.dtype, causal=p.causal),
-                                   default_tile(p.head_dim, p.dtype, backward=True,
-                                                causal=p.causal, deterministic=False), False)
+        total = iomodel.predict("naive", p.pass_, *args)
     else:
-        fwd_tile, bwd_tile, det = p.fwd_tile, p.bwd_tile, bool(p.deterministic)
-    total = None
-    if p.pass_ in ("forward", "both"):
-        total = iomodel.predict("flash", "forward", *args, tile=fwd_tile)
-    if p.pass_ in ("backward", "both"):
-        bwd = iomodel.predict("flash", "backward", *args, tile=bwd_tile, deterministic=det)
-        total = bwd if total is None else total + bwd
-    return total
+        if p.method_name == "torch_sdpa":
+            fwd_tile, bwd_tile, det = (default_tile(p.head_dim, p.dtype, causal=mask.causal),
+                                       default_tile(p.head_dim, p.dtype, backward=True,
+                                                    causal=mask.causal, deterministic=False),
+                                       False)
+        else:
+            fwd_tile, bwd_tile, det = p.fwd_tile, p.bwd_tile, bool(p.deterministic)
+        total = None
+        if p.pass_ in ("forward", "both"):
+            total = iomodel.predict("flash", "forward", *args, tile=fwd_tile)
+        if p.pass_ in ("backward", "both"):
+            bwd = iomodel.predict("flash", "backward", *args, tile=bwd_tile, deterministic=det)
+            total = bwd if total is None else total + bwd
+    return iomodel.Traffic(total.bytes_read, total.bytes_written, variants.flops(p))
 
 
 def _group_of_row(row: dict) -> tuple[str, ...]:
-    return tuple(row.get(c) or "" for c in KEY_COLUMNS if c not in _SIZE_COLUMNS)
+    return tuple(key_text(row, c) for c in KEY_COLUMNS if c not in _SIZE_COLUMNS)
 
 
 def _scores_of_row(row: dict) -> int:
@@ -434,6 +442,9 @@ def _add_predictions(row: dict, p: Point) -> None:
         return
     row.update(pred_bytes_read=t.bytes_read, pred_bytes_written=t.bytes_written,
                pred_bytes=t.bytes_total, flops=int(round(t.flops)))
+    for text in variants.model_notes(p):
+        if text not in (row.get("note") or ""):
+            _add_note(row, text)
     ms = row.get("time_ms_median")
     if ms:
         row["tflops"] = t.flops / (ms * 1e-3) / 1e12

@@ -7,7 +7,7 @@ the key path (``methods[1].grid.block_m``) and the valid choices, raised before 
 
     name: tile_ablation            # default: the file's stem; results go to results/<name>/
     device: auto                   # auto | gpu | cpu
-    axes:
+    axes:                          # one sweep (a mapping), or a list of named sweeps
       seq_len: [1024, 2048]        # an int or a list of ints
       kv_len: seq_len              # 'seq_len' (default) or ints
       head_dim: [64, 128]
@@ -16,15 +16,25 @@ the key path (``methods[1].grid.block_m``) and the valid choices, raised before 
       dtype: float16               # float16 | bfloat16 | float32 | float64
       causal: false
       pass: [forward, backward]    # forward | backward | both
+      window: [null, [255, 0]]     # sliding windows [left, right] (-1 or null: unbounded)
+      softcap: [null, 30.0]        # scores c·tanh(s/c)
+      alibi: [false, true]         # ALiBi, slopes 2^(-8k/H) per head (variants.alibi_slopes)
+      mask: [null, {kind: documents, lengths: [512, 2048]}]   # a named custom mask
     methods:
       - naive
       - name: flash
         grid: {block_m: [64, 128], num_warps: 4}   # or a list of such grids (their union)
         deterministic: false
       - {name: torch_sdpa, backends: [flash, cudnn]}
+      - {name: flash, label: flash_padded, layout: padded}   # documents as a padded batch
     measure: {repeats: 10, warmup: 3}
     plots:
       - {x: seq_len, y: peak_mem_bytes, logx: true, logy: true, col: pass}
+
+``axes`` as a list: each entry is one sweep, named by its key ``sweep`` (a column of the
+results), with its own shapes and variants; the experiment's points are the union of the
+sweeps' points. A point two sweeps share is measured in each (its rows differ in ``sweep``).
+The variant axes and the padded layout are defined in ``cuflash.experiments.variants``.
 """
 from __future__ import annotations
 
@@ -41,6 +51,7 @@ import yaml
 from .._xp import BFLOAT16_HINT, DTYPE_NAMES, DTYPES
 from ..checks import SUPPORTED_HEAD_DIMS
 from ..tile import KERNELS, TileConfig, default_tile
+from . import variants as variants_mod
 
 DEVICES = ("auto", "gpu", "cpu")
 METHODS = ("naive", "flash", "twin", "torch_sdpa")
@@ -55,9 +66,11 @@ DEFAULT_SMEM_LIMIT = 232448
 DEFAULT_ARCH = "sm_90"
 
 # -- CSV columns, by what produces them (``results.COLUMNS`` orders them) -------------------------
-AXIS_COLUMNS = ("seq_len", "kv_len", "head_dim", "batch", "heads", "dtype", "causal", "pass")
+VARIANT_COLUMNS = variants_mod.VARIANT_COLUMNS
+AXIS_COLUMNS = (("seq_len", "kv_len", "head_dim", "batch", "heads", "dtype", "causal", "pass")
+                + VARIANT_COLUMNS + ("sweep",))
 METHOD_COLUMNS = ("method", "method_name", "backend", "tile", "kernel", "block_m", "block_n",
-                  "num_warps", "num_stages", "deterministic")
+                  "num_warps", "num_stages", "deterministic", "layout")
 ALWAYS_COLUMNS = ("status", "note", "device", "device_name", "run", "timestamp",
                   "pred_bytes_read", "pred_bytes_written", "pred_bytes", "flops")
 TIME_COLUMNS = ("repeats", "time_ms_median", "time_ms_min", "time_ms_p20", "time_ms_p80",
@@ -106,6 +119,18 @@ class Axes:
     dtype: tuple[str, ...] = ("float16",)
     causal: tuple[bool, ...] = (False,)
     passes: tuple[str, ...] = ("forward",)
+    window: tuple[tuple | None, ...] = (None,)
+    """Sliding windows (left, right), None for an unbounded side; None: no window."""
+    softcap: tuple[float | None, ...] = (None,)
+    alibi: tuple[bool, ...] = (False,)
+    mask: tuple[str | None, ...] = (None,)
+    """Named custom masks by their text (``variants.Documents.text``); None: no mask_mod."""
+    name: str | None = None
+    """The sweep's name (``sweep`` in a list of sweeps; the ``sweep`` column)."""
+
+    def documents(self) -> bool:
+        """Whether some point of this sweep has a documents mask."""
+        return any(m is not None for m in self.mask)
 
     def batches(self, seq_len: int) -> tuple[int, ...]:
         return (self.batch_tokens // seq_len,) if self.batch_tokens else self.batch
@@ -132,6 +157,10 @@ class Method:
     backends: tuple[str, ...] = ()
     passes: tuple[str, ...] | None = None
     """Restrict this method to some of the swept passes (None: all of them)."""
+    layout: str = "packed"
+    """'padded': run each documents mask's documents as a padded causal batch instead
+    (``cuflash.experiments.variants``); such a method has points only where the mask is
+    documents and causal is true."""
 
     def labels(self) -> tuple[str, ...]:
         """Row labels this entry produces (one per torch backend, else one)."""
@@ -207,10 +236,13 @@ class Plot:
     title: str = ""
     name: str = ""
     """File name (without .png); default from the index, y and x."""
-    ratio_numerator: str | None = None
-    """Plot (this method's y) / (each row's y), matched on the axis columns (e.g. a speedup)."""
-    ratio_denominator: str | None = None
-    """Plot (each row's y) / (this method's y), matched on the axis columns."""
+    ratio_numerator: str | tuple | None = None
+    """Plot (the baseline's y) / (each row's y) (e.g. a speedup). The baseline: a method label,
+    matched on the axis columns; or (column, value) pairs (``ratio: {numerator: {window:
+    null}}``): the row with those values and every other key column the same (same method,
+    tile, shapes and other variants), e.g. the same attention without a window."""
+    ratio_denominator: str | tuple | None = None
+    """Plot (each row's y) / (the baseline's y), the baseline as for ratio_numerator."""
     slope: bool = True
     """Annotate the least-squares slope of each line on log-log axes."""
     identity: bool = False
@@ -225,12 +257,20 @@ class Experiment:
     source: str
     description: str = ""
     device: str = "auto"
-    axes: Axes = Axes()
+    sweeps: tuple[Axes, ...] = (Axes(),)
+    """What is swept: one Axes per sweep (``axes`` as a mapping: one)."""
     methods: tuple[Method, ...] = ()
     measure: Measure = Measure()
     plots: tuple[Plot, ...] = ()
     raw: Any = dataclasses.field(default=None, compare=False, repr=False)
     """The mapping it was read from, after ``--set`` overrides (stored beside the results)."""
+
+    @property
+    def axes(self) -> Axes:
+        """The axes of an experiment with one sweep."""
+        if len(self.sweeps) != 1:
+            raise AttributeError(f"{self.source} has {len(self.sweeps)} sweeps; use .sweeps")
+        return self.sweeps[0]
 
     def labels(self) -> tuple[str, ...]:
         return tuple(lab for m in self.methods for lab in m.labels())
@@ -355,26 +395,120 @@ def _choices_text(choices) -> str:
 # -- sections -------------------------------------------------------------------------------------
 
 _TOP_KEYS = ("name", "description", "device", "axes", "methods", "measure", "plots")
-_AXES_KEYS = ("seq_len", "kv_len", "head_dim", "batch", "heads", "dtype", "causal", "pass")
-_METHOD_KEYS = {"naive": ("name", "label", "pass"),
-                "flash": ("name", "label", "pass", "grid", "deterministic"),
-                "twin": ("name", "label", "pass", "grid", "deterministic"),
-                "torch_sdpa": ("name", "label", "pass", "backends")}
+_AXES_KEYS = ("seq_len", "kv_len", "head_dim", "batch", "heads", "dtype", "causal", "pass",
+              "window", "softcap", "alibi", "mask", "sweep")
+_METHOD_KEYS = {"naive": ("name", "label", "pass", "layout"),
+                "flash": ("name", "label", "pass", "grid", "deterministic", "layout"),
+                "twin": ("name", "label", "pass", "grid", "deterministic", "layout"),
+                "torch_sdpa": ("name", "label", "pass", "backends", "layout")}
+_MASK_KEYS = {"documents": ("kind", "lengths")}
 _MEASURE_KEYS = tuple(f.name for f in dataclasses.fields(Measure))
 _PLOT_KEYS = ("x", "y", "kind", "hue", "style", "col", "value", "logx", "logy", "filter", "title",
               "name", "ratio", "slope", "identity")
 
 
-def _axes(r: _Reader, raw) -> Axes:
-    raw = r.mapping(raw, "axes", _AXES_KEYS)
+def _sweeps(r: _Reader, raw) -> tuple[Axes, ...]:
+    """``axes``: one mapping (one sweep) or a list of named sweeps."""
+    if not isinstance(raw, list):
+        return (_axes(r, raw, "axes"),)
+    if not raw:
+        r.fail("axes", "the list of sweeps is empty; give at least one mapping of axes")
+    sweeps, seen = [], {}
+    for i, entry in enumerate(raw):
+        path = f"axes[{i}]"
+        if not isinstance(entry, dict):
+            r.fail(path, f"expected a mapping of axes (a sweep), got {_show(entry)}")
+        if len(raw) > 1 and "sweep" not in entry:
+            r.fail(path, "a list of sweeps names each one: add 'sweep: NAME' (the results' "
+                         "'sweep' column)")
+        ax = _axes(r, entry, path)
+        if ax.name in seen:
+            r.fail(f"{path}.sweep", f"sweep {ax.name!r} is also the name of axes[{seen[ax.name]}]"
+                                    f"; give each sweep its own name")
+        seen[ax.name] = i
+        sweeps.append(ax)
+    return tuple(sweeps)
+
+
+def _window(r: _Reader, value, path: str):
+    """One window: null, or a pair [left, right] of ints >= 0, -1 or null for unbounded."""
+    if value is None:
+        return None
+    if not isinstance(value, (list, tuple)) or len(value) != 2:
+        r.fail(path, f"expected a pair [left, right] (ints >= 0; -1 or null: unbounded) or null "
+                     f"for no window, got {_show(value)}; one window alone is written as a "
+                     f"list of one pair, e.g. window: [[255, 0]]")
+    pair = []
+    for k, w in enumerate(value):
+        where = f"{path}[{k}]"
+        if w is None or w == -1 and _is_int(w):
+            pair.append(None)
+        elif not _is_int(w) or w < -1:
+            r.fail(where, f"expected an int >= 0, or -1 or null for unbounded "
+                          f"({'left' if k == 0 else 'right'}), got {_show(w)}")
+        else:
+            pair.append(int(w))
+    if pair == [None, None]:
+        r.fail(path, f"{_show(value)} is unbounded on both sides, which is no window: write null")
+    return tuple(pair)
+
+
+def _softcap(r: _Reader, value, path: str):
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or value <= 0:
+        r.fail(path, f"expected a finite number > 0 (the cap c of c·tanh(s/c)) or null for none, "
+                     f"got {_show(value)}")
+    return float(value)
+
+
+def _mask(r: _Reader, value, path: str):
+    """A named custom mask: null, or {kind: documents, lengths: [...]}; its text
+    (``variants.Documents.text``)."""
+    if value is None:
+        return None
+    if not isinstance(value, dict) or "kind" not in value:
+        r.fail(path, f"expected null or a mapping with 'kind' from {list(_MASK_KEYS)}, e.g. "
+                     f"{{kind: documents, lengths: [512, 2048]}}, got {_show(value)}")
+    kind = r.choice(value["kind"], f"{path}.kind", tuple(_MASK_KEYS))
+    r.mapping(value, path, _MASK_KEYS[kind])
+    if "lengths" not in value:
+        r.fail(path, "documents need 'lengths': the document lengths packed in turn into each "
+                     "row of seq_len tokens, e.g. lengths: [512, 2048, 256]")
+    lengths = r.ints(value["lengths"], f"{path}.lengths")
+    return variants_mod.Documents(lengths).text()
+
+
+def _variant_list(r: _Reader, raw, key: str, path: str, one, pair_items: bool = False) -> tuple:
+    """A variant axis: one value or a list of them, each read by ``one(r, value, path)``.
+    ``pair_items``: a value is itself a list (a window), so the axis must be a list of them."""
+    val = raw[key]
+    where = f"{path}.{key}"
+    if isinstance(val, list) and (not pair_items or not val or any(
+            v is None or isinstance(v, (list, tuple)) for v in val)):
+        if not val:
+            r.fail(where, "the list is empty; give at least one value (null: no variant)")
+        out = [one(r, v, f"{where}[{i}]") for i, v in enumerate(val)]
+    elif pair_items and isinstance(val, list):
+        out = [one(r, v, f"{where}[{i}]") for i, v in enumerate(val)]   # fails at item 0
+    else:
+        out = [one(r, val, where)]
+    return tuple(dict.fromkeys(out))
+
+
+def _axes(r: _Reader, raw, path: str = "axes") -> Axes:
+    raw = r.mapping(raw, path, _AXES_KEYS)
     kw: dict[str, Any] = {}
+    if "sweep" in raw:
+        kw["name"] = r.component(raw["sweep"], f"{path}.sweep", "it names a sweep in the results")
     if "seq_len" in raw:
-        kw["seq_len"] = tuple(sorted(set(r.ints(raw["seq_len"], "axes.seq_len"))))
+        kw["seq_len"] = tuple(sorted(set(r.ints(raw["seq_len"], f"{path}.seq_len"))))
     if "kv_len" in raw:
         kv = []
         val = raw["kv_len"]
-        for i, v in enumerate(r.as_list(val, "axes.kv_len")):
-            where = f"axes.kv_len[{i}]" if isinstance(val, list) else "axes.kv_len"
+        for i, v in enumerate(r.as_list(val, f"{path}.kv_len")):
+            where = f"{path}.kv_len[{i}]" if isinstance(val, list) else f"{path}.kv_len"
             if v == "seq_len":
                 kv.append("seq_len")
             elif _is_int(v) and v >= 1:
@@ -383,41 +517,52 @@ def _axes(r: _Reader, raw) -> Axes:
                 r.fail(where, f"expected a positive integer or 'seq_len', got {_show(v)}")
         kw["kv_len"] = tuple(dict.fromkeys(kv))
     if "head_dim" in raw:
-        kw["head_dim"] = r.ints(raw["head_dim"], "axes.head_dim", choices=SUPPORTED_HEAD_DIMS)
+        kw["head_dim"] = r.ints(raw["head_dim"], f"{path}.head_dim", choices=SUPPORTED_HEAD_DIMS)
     if "batch" in raw:
         if isinstance(raw["batch"], dict):
-            m = r.mapping(raw["batch"], "axes.batch", ("tokens",))
+            m = r.mapping(raw["batch"], f"{path}.batch", ("tokens",))
             if "tokens" not in m:
-                r.fail("axes.batch", "a mapping here needs 'tokens' (batch = tokens // seq_len)")
-            kw["batch_tokens"] = r.int_(m["tokens"], "axes.batch.tokens", minimum=1)
+                r.fail(f"{path}.batch", "a mapping here needs 'tokens' (batch = tokens // seq_len)")
+            kw["batch_tokens"] = r.int_(m["tokens"], f"{path}.batch.tokens", minimum=1)
         else:
-            kw["batch"] = r.ints(raw["batch"], "axes.batch")
+            kw["batch"] = r.ints(raw["batch"], f"{path}.batch")
     if "heads" in raw:
         if isinstance(raw["heads"], dict):
-            m = r.mapping(raw["heads"], "axes.heads", ("model_dim",))
+            m = r.mapping(raw["heads"], f"{path}.heads", ("model_dim",))
             if "model_dim" not in m:
-                r.fail("axes.heads", "a mapping here needs 'model_dim' "
-                                     "(heads = model_dim // head_dim)")
-            kw["heads_model_dim"] = r.int_(m["model_dim"], "axes.heads.model_dim", minimum=1)
+                r.fail(f"{path}.heads", "a mapping here needs 'model_dim' "
+                                        "(heads = model_dim // head_dim)")
+            kw["heads_model_dim"] = r.int_(m["model_dim"], f"{path}.heads.model_dim", minimum=1)
         else:
-            kw["heads"] = r.ints(raw["heads"], "axes.heads")
+            kw["heads"] = r.ints(raw["heads"], f"{path}.heads")
     if "dtype" in raw:
-        kw["dtype"] = r.choices(raw["dtype"], "axes.dtype", DTYPE_NAMES)
+        kw["dtype"] = r.choices(raw["dtype"], f"{path}.dtype", DTYPE_NAMES)
         if "bfloat16" in kw["dtype"] and "bfloat16" not in DTYPES:
-            r.fail("axes.dtype", BFLOAT16_HINT)
+            r.fail(f"{path}.dtype", BFLOAT16_HINT)
     if "causal" in raw:
-        kw["causal"] = r.bools(raw["causal"], "axes.causal")
+        kw["causal"] = r.bools(raw["causal"], f"{path}.causal")
     if "pass" in raw:
-        kw["passes"] = r.choices(raw["pass"], "axes.pass", PASSES)
+        kw["passes"] = r.choices(raw["pass"], f"{path}.pass", PASSES)
+    if "window" in raw:
+        kw["window"] = _variant_list(r, raw, "window", path, _window, pair_items=True)
+    if "softcap" in raw:
+        kw["softcap"] = _variant_list(r, raw, "softcap", path, _softcap)
+    if "alibi" in raw:
+        kw["alibi"] = r.bools(raw["alibi"], f"{path}.alibi")
+    if "mask" in raw:
+        kw["mask"] = _variant_list(r, raw, "mask", path, _mask)
     axes = Axes(**kw)
     for T in axes.seq_len:
         if axes.batch_tokens and (axes.batch_tokens % T or axes.batch_tokens < T):
-            r.fail("axes.batch.tokens", f"tokens={axes.batch_tokens} is not a multiple of "
-                                        f"seq_len={T}; batch = tokens // seq_len must be exact")
+            r.fail(f"{path}.batch.tokens", f"tokens={axes.batch_tokens} is not a multiple of "
+                                           f"seq_len={T}; batch = tokens // seq_len must be exact")
     for d in axes.head_dim:
         if axes.heads_model_dim and (axes.heads_model_dim % d or axes.heads_model_dim < d):
-            r.fail("axes.heads.model_dim", f"model_dim={axes.heads_model_dim} is not a multiple "
-                                           f"of head_dim={d}")
+            r.fail(f"{path}.heads.model_dim", f"model_dim={axes.heads_model_dim} is not a "
+                                              f"multiple of head_dim={d}")
+    if axes.documents() and any(s != "seq_len" for s in axes.kv_len):
+        r.fail(f"{path}.mask", f"documents are packed into rows of seq_len tokens and need "
+                               f"kv_len: seq_len, got kv_len {list(axes.kv_len)}")
     return axes
 
 
@@ -439,7 +584,7 @@ def _grid(r: _Reader, raw, path: str, fields) -> tuple[tuple[tuple[str, Any], ..
     return tuple(tuple(combo) for combo in itertools.product(*axes))
 
 
-def _method(r: _Reader, raw, i: int, axes: Axes) -> Method:
+def _method(r: _Reader, raw, i: int, sweeps: tuple[Axes, ...]) -> Method:
     path = f"methods[{i}]"
     if isinstance(raw, str):
         raw = {"name": raw}
@@ -459,9 +604,18 @@ def _method(r: _Reader, raw, i: int, axes: Axes) -> Method:
         kw["label"] = label
     if "pass" in raw:
         kw["passes"] = r.choices(raw["pass"], f"{path}.pass", PASSES)
-        extra = set(kw["passes"]) - set(axes.passes)
+        swept = tuple(dict.fromkeys(p for ax in sweeps for p in ax.passes))
+        extra = set(kw["passes"]) - set(swept)
         if extra:
-            r.fail(f"{path}.pass", f"{sorted(extra)} not in axes.pass {list(axes.passes)}")
+            r.fail(f"{path}.pass", f"{sorted(extra)} not in axes.pass {list(swept)}")
+    if "layout" in raw:
+        kw["layout"] = r.choice(raw["layout"], f"{path}.layout", variants_mod.LAYOUTS)
+        if kw["layout"] == "padded" and not any(ax.documents() and True in ax.causal
+                                                for ax in sweeps):
+            r.fail(f"{path}.layout", "'padded' runs the documents of a documents mask as a "
+                                     "padded causal batch: it needs a sweep with mask: {kind: "
+                                     "documents, ...} and causal: true (the pads are hidden from "
+                                     "the real queries by the causal mask only)")
     if "grid" in raw:
         fields = TILE_FIELDS if name == "flash" else ("block_m", "block_n")
         grids = raw["grid"]
@@ -484,7 +638,8 @@ def _method(r: _Reader, raw, i: int, axes: Axes) -> Method:
 
 def _check_tiles(r: _Reader, method: Method, i: int, axes: Axes, smem_limit: int) -> None:
     """Every tile of a flash/twin grid must make a TileConfig (and, for flash, pass
-    ``cuflash.gpu.plan.check_tile``) at every swept head_dim, dtype and pass."""
+    ``cuflash.gpu.plan.check_tile``) at every head_dim, dtype and pass of ``axes`` (one sweep;
+    ``build`` checks each)."""
     if method.tiles == (None,):
         return
     grid_path = f"methods[{i}].grid"
@@ -597,6 +752,22 @@ def _plot(r: _Reader, raw, i: int, columns: tuple[str, ...], labels: tuple[str, 
             r.fail(f"{path}.ratio", "give exactly one of 'numerator' (baseline / row, e.g. a "
                                     "speedup) or 'denominator' (row / baseline)")
         (which, label), = rat.items()
+        if isinstance(label, dict):
+            from .points import KEY_COLUMNS
+            where = f"{path}.ratio.{which}"
+            if not label:
+                r.fail(where, "an empty baseline; give the columns that tell the baseline rows "
+                              "apart, e.g. {window: null}")
+            valid = [k for k in KEY_COLUMNS if k not in ("method", "backend")]
+            for c, v in label.items():
+                if c not in valid:
+                    r.fail(f"{where}.{c}", f"{_show(c)} is not a column a baseline can differ "
+                                           f"in; valid: {valid} (a method baseline is given by "
+                                           f"its label)")
+                if isinstance(v, (list, dict)):
+                    r.fail(f"{where}.{c}", f"expected one value, got {_show(v)}")
+            kw[f"ratio_{which}"] = tuple(label.items())
+            return Plot(**kw)
         if label not in labels:
             r.fail(f"{path}.ratio.{which}", f"{_show(label)} is not a method label of this "
                                             f"experiment; valid: {list(labels)}")
@@ -618,12 +789,12 @@ def build(raw, source: str = "<experiment>", *, default_name: str = "experiment"
     name = r.component(raw_top.get("name", default_name), "name", "it names the results folder")
     description = r.string(raw_top.get("description", ""), "description")
     device = r.choice(raw_top.get("device", "auto"), "device", DEVICES)
-    axes = _axes(r, raw_top.get("axes"))
+    sweeps = _sweeps(r, raw_top.get("axes"))
     raw_methods = raw_top.get("methods", ["naive", "flash"])
     if not isinstance(raw_methods, list) or not raw_methods:
         r.fail("methods", f"expected a non-empty list of methods from {list(METHODS)}, "
                           f"got {_show(raw_methods)}")
-    methods = tuple(_method(r, m, i, axes) for i, m in enumerate(raw_methods))
+    methods = tuple(_method(r, m, i, sweeps) for i, m in enumerate(raw_methods))
     seen: dict[str, int] = {}
     for i, m in enumerate(methods):
         for lab in m.labels():
@@ -632,10 +803,11 @@ def build(raw, source: str = "<experiment>", *, default_name: str = "experiment"
                                               f"methods[{seen[lab]}]; give each entry its own label")
             seen[lab] = i
         if smem_limit is not None:
-            _check_tiles(r, m, i, axes, smem_limit)
+            for axes in sweeps:
+                _check_tiles(r, m, i, axes, smem_limit)
     measure = _measure(r, raw_top.get("measure"))
     exp = Experiment(name=name, source=source, description=description, device=device,
-                     axes=axes, methods=methods, measure=measure)
+                     sweeps=sweeps, methods=methods, measure=measure)
     raw_plots = raw_top.get("plots", [])
     if not isinstance(raw_plots, list):
         r.fail("plots", f"expected a list of plots, got {_show(raw_plots)}")

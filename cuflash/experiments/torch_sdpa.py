@@ -12,6 +12,7 @@ import warnings
 
 import numpy as np
 
+from . import variants
 from .measure import Call, Unavailable
 from .points import Point
 
@@ -50,6 +51,9 @@ def build_call(point: Point, inputs: dict) -> Call:
     """The measured SDPA call (forward, backward via autograd.grad, or both)."""
     if point.device != "gpu":
         raise Unavailable("torch_sdpa runs on the GPU only")
+    refusal = variants.torch_refusal(point)
+    if refusal is not None:
+        raise Unavailable(refusal)
     if point.causal and point.seq_len != point.kv_len:
         raise Unavailable("torch's is_causal mask is aligned top-left, cuflash's bottom-right; "
                           "they differ when seq_len != kv_len")
