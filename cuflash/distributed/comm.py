@@ -57,6 +57,46 @@ class _Done:
         return self._result
 
 
+class _Broken(Exception):
+    pass
+
+
+class _Gate:
+    """A reusable barrier of n threads. Unlike threading.Barrier, breaking it (a rank failed, or
+    a wait timed out) never reaches threads that a completed generation already released."""
+
+    def __init__(self, n):
+        self.n, self.count, self.gen, self.broken = n, 0, 0, False
+        self.cond = threading.Condition()
+
+    def wait(self, timeout):
+        """Return once all n threads arrived; raise _Broken('failed' | 'timeout') otherwise."""
+        with self.cond:
+            if self.broken:
+                raise _Broken("failed")
+            gen = self.gen
+            self.count += 1
+            if self.count == self.n:
+                self.count, self.gen = 0, self.gen + 1
+                self.cond.notify_all()
+                return
+            done = self.cond.wait_for(lambda: self.gen != gen or self.broken, timeout)
+            if self.gen != gen:
+                return
+            self.broken = True           # a time-out breaks it for the others too
+            self.cond.notify_all()
+            raise _Broken("failed" if done else "timeout")
+
+    def abort(self):
+        with self.cond:
+            self.broken = True
+            self.cond.notify_all()
+
+    def reset(self):
+        with self.cond:
+            self.broken, self.count = False, 0
+
+
 class SimulatedComm:
     """Rank ``rank`` of a :class:`SimulatedRing` (see the module docstring for the operations)."""
 
@@ -119,16 +159,18 @@ class SimulatedRing:
             raise ValueError(f"world_size={world_size!r} must be an int >= 1")
         self.world_size = int(world_size)
         self.timeout = float(timeout)
-        self._barrier = threading.Barrier(self.world_size)
+        self._gate = _Gate(self.world_size)
         self._slots = [None] * self.world_size
         self.comms = [SimulatedComm(self, r) for r in range(self.world_size)]
 
     def _wait(self, rank, what):
         try:
-            self._barrier.wait(self.timeout)
-        except threading.BrokenBarrierError:
-            raise CommError(f"rank {rank}: the simulated ring broke during {what}: another rank "
-                            f"failed, or did not arrive within {self.timeout:g} s") from None
+            self._gate.wait(self.timeout)
+        except _Broken as exc:
+            why = (f"a rank did not arrive within {self.timeout:g} s" if str(exc) == "timeout"
+                   else f"another rank failed (or did not arrive within {self.timeout:g} s)")
+            raise CommError(f"rank {rank}: the simulated ring broke during {what}: {why}") \
+                from None
 
     def _exchange(self, rank, tag, payload) -> list:
         """Post ``payload`` under ``tag``; return every rank's payload once all have posted."""
@@ -137,9 +179,8 @@ class SimulatedRing:
         self._wait(rank, what)
         tags = [s[0] for s in self._slots]
         got = [s[1] for s in self._slots]
-        mismatch = [r for r, t in enumerate(tags) if t != tags[rank]]
-        if mismatch:
-            self._barrier.abort()
+        if any(t != tags[0] for t in tags):    # every rank sees the same tags: all raise
+            self._wait(rank, what)
             raise CommError(f"rank {rank}: the ranks called different operations: "
                             + "; ".join(f"rank {r}: {t[0]} #{t[1]} {t[2] or ''}".rstrip()
                                         for r, t in enumerate(tags)))
@@ -167,7 +208,7 @@ class SimulatedRing:
                 results[r] = fn(self.comms[r], *(a[r] for a in per_rank_args))
             except BaseException as exc:          # noqa: BLE001 - reported per rank
                 errors[r] = exc
-                self._barrier.abort()
+                self._gate.abort()
 
         threads = [threading.Thread(target=body, args=(r,), name=f"sim-rank-{r}", daemon=True)
                    for r in range(n)]
@@ -175,8 +216,7 @@ class SimulatedRing:
             t.start()
         for t in threads:
             t.join()
-        if self._barrier.broken:                  # ready for another run
-            self._barrier.reset()
+        self._gate.reset()                        # ready for another run
         if return_exceptions:
             return [e if e is not None else res for res, e in zip(results, errors)]
         if any(e is not None for e in errors):
