@@ -612,7 +612,7 @@ def _gpu_count():
 
 def _demo(extra):
     return [sys.executable, os.path.join(ROOT, "examples", "ring_demo.py"), "--check",
-            "--seq", "4096", "--heads", "4", "--dim", "64", "--timeout", "120"] + extra
+            "--seq", "2048", "--heads", "2", "--dim", "64", "--timeout", "120"] + extra
 
 
 @pytest.mark.gpu

@@ -371,7 +371,7 @@ class NcclComm:
             rank, world, _, uid = rendezvous_mpi(nccl.get_unique_id, timeout, set_device)
         elif kind == "env":
             rank, world = _env_int("RANK"), _env_int("WORLD_SIZE")
-            set_device(_env_int("LOCAL_RANK", rank if n_dev > 1 else 0))
+            set_device(_env_int("LOCAL_RANK", rank % n_dev if n_dev else 0))
             if world > 1:
                 addr = os.environ.get("MASTER_ADDR")
                 if not addr:
