@@ -10,6 +10,7 @@ The same script runs under MPI and under the RANK / WORLD_SIZE environment of ot
         python3 examples/ring_demo.py --check
     mpirun -np 2 python3 examples/ring_demo.py --bench --seq 262144 --heads 8 --dim 128 \\
         --dtype bfloat16 --causal
+    python3 examples/ring_demo.py --check --simulate 2 --seq 256   # CPU: virtual ranks, no NCCL
 
 --check: for each dtype, causal and not, every rank runs the ring forward and backward on its
 shard of one seeded global problem and compares its rows with the float64 oracle (on the host)
@@ -53,9 +54,14 @@ def rel_err(x, ref, scale=None):
     return float(np.abs(x[fin] - ref[fin]).max(initial=0.0)) / denom
 
 
-def check(comm, args):
-    import cupy as cp
-    from cuflash._xp import resolve_dtype
+def _sync(xp):
+    if xp is not np:
+        xp.cuda.get_current_stream().synchronize()
+
+
+def check(comm, args, xp):
+    """The check on this rank, arrays of module xp (cupy; numpy under --simulate)."""
+    from cuflash._xp import resolve_dtype, to_numpy
     from cuflash.oracle import oracle_attention, oracle_backward
 
     N, r = comm.world_size, comm.rank
@@ -67,16 +73,16 @@ def check(comm, args):
         q, k, v, do = (rng.standard_normal((1, H, L, d)).astype(dt) for _ in range(4))
         for causal in (False, True):
             t0 = time.perf_counter()
-            loc = [cp.asarray(shard(x, N, r, args.layout)) for x in (q, k, v, do)]
+            loc = [xp.asarray(shard(x, N, r, args.layout)) for x in (q, k, v, do)]
             out, lse, res = ring_attention(*loc[:3], comm=comm, causal=causal,
                                            layout=args.layout, return_lse=True,
                                            return_residuals=True)
             grads = ring_attention_backward(loc[3], res)
-            cp.cuda.get_current_stream().synchronize()
+            _sync(xp)
             t_ring = time.perf_counter() - t0
-            ring = [x.get() for x in (out, lse) + tuple(grads)]
+            ring = [to_numpy(x) for x in (out, lse) + tuple(grads)]
             # references on the whole sequence, then this rank's rows of them
-            g = [cp.asarray(x) for x in (q, k, v, do)]
+            g = [xp.asarray(x) for x in (q, k, v, do)]
             s_out, s_lse, s_res = cuflash.attention(*g[:3], causal=causal, return_lse=True,
                                                     return_residuals=True)
             single = [s_out, s_lse] + list(cuflash.attention_backward(g[3], s_res))
@@ -90,8 +96,8 @@ def check(comm, args):
                 shard(x[..., None], N, r, args.layout)[..., 0]
             for i, kind in enumerate(("out", "lse", "dq", "dk", "dv")):
                 ref = mine(oracle[i])
-                nv = mine(cp.asnumpy(naive[i]).astype(np.float64))
-                sg = mine(cp.asnumpy(single[i]).astype(np.float64))
+                nv = mine(to_numpy(naive[i]).astype(np.float64))
+                sg = mine(to_numpy(single[i]).astype(np.float64))
                 scale = gscale if i >= 2 else None
                 m = float(np.abs(ref[np.isfinite(ref)]).max(initial=0.0)) or 1.0
                 floor = FLOORS[name]           # in units of the denominator: scale or m
@@ -185,7 +191,16 @@ def main():
     ap.add_argument("--iters", type=int, default=5)
     ap.add_argument("--no-baseline", action="store_true", help="bench: skip single-GPU timing")
     ap.add_argument("--timeout", type=float, default=None, help="seconds for set-up and waits")
+    ap.add_argument("--simulate", type=int, default=0, metavar="N",
+                    help="--check on N virtual ranks in this process (SimulatedRing, NumPy: "
+                         "the CPU twin), no GPU or NCCL")
     args = ap.parse_args()
+    if args.simulate:
+        from cuflash.distributed import SimulatedRing
+        oks = SimulatedRing(args.simulate, timeout=args.timeout or 300).run(
+            lambda comm: check(comm, args, np))
+        sys.exit(0 if all(oks) else 1)
+    import cupy
     comm = NcclComm.from_env(timeout=args.timeout)
     print(f"rank {comm.rank} of {comm.world_size}: GPU {comm.device.id}, NCCL_NVLS_ENABLE="
           f"{os.environ.get('NCCL_NVLS_ENABLE')}", flush=True)
@@ -194,7 +209,7 @@ def main():
         if args.bench:
             bench(comm, args)
         if args.check or not args.bench:
-            ok = check(comm, args)
+            ok = check(comm, args, cupy)
     except BaseException:
         comm.abort()
         raise

@@ -576,6 +576,18 @@ def test_detect_launcher(monkeypatch):
     assert dnccl.detect_launcher() == "mpi"
 
 
+def test_ring_demo_check_simulated():
+    """examples/ring_demo.py --check, the lead's 2-GPU script, on 2 virtual CPU ranks: its
+    slicing, references and criterion (everything but NCCL) run in CI."""
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "examples", "ring_demo.py"),
+                           "--check", "--simulate", "2", "--seq", "64", "--dim", "16"],
+                          capture_output=True, text=True, timeout=120, cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": ROOT})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.count("CHECK PASSED") == 2, proc.stdout
+    assert proc.stdout.count(" ok") == 2 * 3 * 2 * 5, proc.stdout   # ranks, dtypes, causal, kinds
+
+
 # -- GPU ------------------------------------------------------------------------------------------
 
 @pytest.mark.gpu
