@@ -37,8 +37,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import numpy as np
 
 import cuflash
-from cuflash.distributed import (NcclComm, ring_attention, ring_attention_backward, shard,
-                                 unshard)
+from cuflash.distributed import NcclComm, ring_attention, ring_attention_backward, shard
 
 FLOORS = {"float64": 1e-12, "float32": 2e-6, "float16": 1e-3, "bfloat16": 8e-3}
 

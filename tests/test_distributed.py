@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import cuflash
-from cuflash._xp import dtype_name, gpu_available, to_numpy
+from cuflash._xp import gpu_available, to_numpy
 from cuflash.distributed import (CommError, RankErrors, SimulatedRing, chunk_ranges,
                                  local_positions, merge_all, merge_into, merge_partials,
                                  pair_kinds, ring_attention, ring_attention_backward, ring_plan,
@@ -23,7 +23,7 @@ from cuflash.distributed import (CommError, RankErrors, SimulatedRing, chunk_ran
 from cuflash.distributed import nccl as dnccl
 from cuflash.mask import Mask
 from cuflash.mask_mod import MaskMod
-from cuflash.oracle import oracle_attention, oracle_backward, rel_error
+from cuflash.oracle import oracle_attention, oracle_backward
 
 from helpers import (  # poison_gpu_outputs: autouse fixture
     poison_gpu_outputs, assert_matches_oracle, dtype_param, grad_scale, make_inputs, randn)
@@ -276,7 +276,8 @@ def check_ring(xp, N, layout, dtype, lead_q, lead_k, L, d, seed, **opts):
             a, b = to_numpy(a), to_numpy(b)
             fin = np.isfinite(b)
             assert (np.isfinite(a) == fin).all()
-            np.testing.assert_allclose(a[fin], b[fin], rtol=0, atol=1e-13 * max(1, np.abs(b[fin]).max()))
+            np.testing.assert_allclose(a[fin], b[fin], rtol=0,
+                                       atol=1e-13 * max(1, np.abs(b[fin]).max()))
     return ring
 
 
@@ -453,6 +454,31 @@ def test_a_rank_that_dies_breaks_the_ring_at_once():
         assert isinstance(e, CommError) and "another rank failed" in str(e)
 
 
+def test_a_failure_mid_ring_reaches_every_rank(monkeypatch):
+    """Rank 1 fails in its local kernel at step 1, with a shift in flight: it aborts the ring,
+    and the other ranks raise CommError at once instead of waiting for the time-out."""
+    real = cuflash.api.attention
+    calls = []
+
+    def flaky(*args, **kwargs):
+        if threading.current_thread().name == "sim-rank-1":
+            calls.append(1)
+            if len(calls) == 2:
+                raise MemoryError("out of device memory")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(cuflash.api, "attention", flaky)
+    q = np.random.default_rng(0).standard_normal((1, 24, 16)).astype(np.float32)
+    t0 = time.monotonic()
+    errs = SimulatedRing(3, timeout=30).run(
+        lambda comm, x: ring_attention(x, x, x, comm=comm, causal=True),
+        [shard(q, 3, r) for r in range(3)], return_exceptions=True)
+    assert time.monotonic() - t0 < 10
+    assert isinstance(errs[1], MemoryError)
+    for e in (errs[0], errs[2]):
+        assert isinstance(e, CommError) and "another rank failed" in str(e), e
+
+
 def test_a_rank_that_hangs_times_out():
     qs = [np.zeros((1, 8, 16), np.float32)] * 2
 
@@ -496,7 +522,7 @@ def test_simulated_shift_reads_at_wait():
     assert (got[0] == 99).all() and (got[1] == 99).all()
 
 
-# -- NCCL start-up pieces that run without a GPU ----------------------------------------------------
+# -- NCCL start-up pieces that run without a GPU ---------------------------------------------
 
 def test_nccl_id_bytes_round_trip():
     uid = tuple(int(x) for x in np.random.default_rng(0).integers(-128, 128, 128))

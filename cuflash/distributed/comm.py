@@ -125,6 +125,11 @@ class SimulatedComm:
         return [json.loads(t) for t in self._ring._exchange(self.rank, ("allgather", seq, None),
                                                             text)]
 
+    def abort(self):
+        """Break the ring: every rank waiting in (or later entering) an operation raises
+        CommError at once (ring_attention calls this when it fails mid-ring)."""
+        self._ring._gate.abort()
+
     def _next(self) -> int:
         self._seq += 1
         return self._seq

@@ -53,7 +53,8 @@ def merge_all(outs, lses):
     for b, (o, l) in enumerate(zip(outs, lses)):
         _check(f"outs[{b}]", o, f"lses[{b}]", l)
         if tuple(o.shape) != tuple(outs[0].shape):
-            raise ValueError(f"outs[{b}] has shape {tuple(o.shape)}, outs[0] {tuple(outs[0].shape)}")
+            raise ValueError(f"outs[{b}] has shape {tuple(o.shape)}, outs[0] "
+                             f"{tuple(outs[0].shape)}")
     xp = array_module(**{f"outs{b}": o for b, o in enumerate(outs)},
                       **{f"lses{b}": l for b, l in enumerate(lses)})
     acc = _acc(*(o.dtype for o in outs), *(l.dtype for l in lses))
@@ -96,7 +97,8 @@ def merge_partials(out_a, lse_a, out_b, lse_b):
     a_big = la >= lb
     wa = xp.where(none, acc.type(0), xp.where(a_big, inv, small * inv))
     wb = xp.where(none, acc.type(0), xp.where(a_big, small * inv, inv))
-    out = wa[..., None] * out_a.astype(acc, copy=False) + wb[..., None] * out_b.astype(acc, copy=False)
+    out = (wa[..., None] * out_a.astype(acc, copy=False)
+           + wb[..., None] * out_b.astype(acc, copy=False))
     lse = xp.where(none, acc.type(-np.inf), hi_safe + xp.log1p(small))
     return out, lse
 

@@ -128,10 +128,10 @@ def rendezvous_mpi(make_id, timeout, set_device):
     try:
         from mpi4py import MPI
     except ImportError as exc:
-        raise CommError(f"launched by an MPI launcher ({', '.join(v for v in _MPI_VARS if v in os.environ)} "
-                        f"set) but mpi4py is not importable ({exc}): pip install mpi4py, or "
-                        f"launch with RANK / WORLD_SIZE / LOCAL_RANK / MASTER_ADDR / MASTER_PORT") \
-            from exc
+        found = ", ".join(v for v in _MPI_VARS if v in os.environ)
+        raise CommError(f"launched by an MPI launcher ({found} set) but mpi4py is not "
+                        f"importable ({exc}): pip install mpi4py, or launch with RANK / "
+                        f"WORLD_SIZE / LOCAL_RANK / MASTER_ADDR / MASTER_PORT") from exc
     deadline = time.monotonic() + timeout
     world = MPI.COMM_WORLD
     rank, size = world.Get_rank(), world.Get_size()

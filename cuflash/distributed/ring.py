@@ -7,10 +7,11 @@ block to rank r + 1 (``comm.shift``), runs its local attention calls against the
 while the data moves (``plan.step_calls``: the global mask cut to the block), and merges each
 call's (out, lse) into its running output (``merge``). N - 1 shifts in all.
 
-The backward runs the same ring once more. With the merged out and lse, ``cuflash.attention_backward``
-on ``Residuals(q, k_b, v_b, out, lse)`` gives exactly key block b's share of dq and block b's dk,
-dv (``merge`` module docstring). dq is summed on the rank; the dk, dv sums travel with their
-block (float32; float64 for float64) and reach the block's owner after one more shift.
+The backward runs the same ring once more. With the merged out and lse,
+``cuflash.attention_backward`` on ``Residuals(q, k_b, v_b, out, lse)`` gives exactly key block
+b's share of dq and block b's dk, dv (``merge`` module docstring). dq is summed on the rank; the
+dk, dv sums travel with their block (float32; float64 for float64) and reach the block's owner
+after one more shift.
 
 Before any data moves, every rank checks its inputs and the ranks all-gather a description of
 them (shapes, dtype, every setting): a bad input on one rank, or ranks that disagree, is the
@@ -20,20 +21,19 @@ from __future__ import annotations
 
 import ast
 import dataclasses
-import math
 
 import numpy as np
 
 from .. import api, checks
 from .._xp import accum_dtype, dtype_name
-from ..mask import Mask
 from .comm import CommError, check_comm
-from .layout import check_divisible, check_layout, chunks_per_rank
+from .layout import check_divisible, check_layout
 from .merge import merge_into
 from .plan import ring_plan
 
 _ERRORS = {"TypeError": TypeError, "ValueError": ValueError,
-           "NotImplementedError": NotImplementedError, "CommError": CommError}
+           "NotImplementedError": NotImplementedError, "IndexError": IndexError,
+           "OverflowError": OverflowError, "ZeroDivisionError": ZeroDivisionError}
 _OFFSET_NAMES = {"i": "ring_q_pos", "j": "ring_k_pos"}
 
 
@@ -158,6 +158,22 @@ def _local_checks(q, k, v, N, layout, causal, scale, window, softcap, alibi_slop
     return p, seq_len
 
 
+class _abort_on_failure:
+    """Abort the communicator (when it can) if the ring fails on this rank after data started to
+    move: its peers are inside a transfer with it and would otherwise wait for their time-out."""
+
+    def __init__(self, comm):
+        self.comm = comm
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, exc, tb):
+        if kind is not None and not isinstance(exc, CommError) and hasattr(self.comm, "abort"):
+            self.comm.abort()
+        return False
+
+
 def _slice(x, a, b):
     return x[..., a:b, :]
 
@@ -211,7 +227,7 @@ def ring_attention(q, k, v, *, comm, causal=False, scale=None, layout="zigzag", 
         for name, flag in (("return_lse", return_lse), ("return_residuals", return_residuals)):
             if not isinstance(flag, (bool, np.bool_)):
                 raise TypeError(f"{name} must be a bool, got {flag!r}")
-    except (TypeError, ValueError, NotImplementedError) as exc:
+    except Exception as exc:          # reported to every rank by _agree
         error = exc
     record = {"world_size": N,
               "array": None if p is None else ("numpy" if p.xp is np else "cupy"),
@@ -232,15 +248,17 @@ def ring_attention(q, k, v, *, comm, causal=False, scale=None, layout="zigzag", 
     out_acc = xp.zeros(p.lead + (p.T, p.d), dtype=acc)
     lse_acc = xp.full(p.lead + (p.T,), -np.inf, dtype=acc)
     kv = [k, v]
-    for s in range(N):
-        pending = comm.shift(kv) if s < N - 1 else None
-        for c in plan[s]:
-            o, l = api.attention(_slice(q, *c.q), _slice(kv[0], *c.k), _slice(kv[1], *c.k),
-                                 scale=scale, softcap=softcap, tile=tile, return_lse=True,
-                                 mask_mod=mods.get((c.q_pos, c.k_pos)), **c.attention_kwargs())
-            merge_into(out_acc, lse_acc, o, l, rows=slice(*c.q))
-        if pending is not None:
-            kv = pending.wait()
+    with _abort_on_failure(comm):
+        for s in range(N):
+            pending = comm.shift(kv) if s < N - 1 else None
+            for c in plan[s]:
+                o, l = api.attention(_slice(q, *c.q), _slice(kv[0], *c.k), _slice(kv[1], *c.k),
+                                     scale=scale, softcap=softcap, tile=tile, return_lse=True,
+                                     mask_mod=mods.get((c.q_pos, c.k_pos)),
+                                     **c.attention_kwargs())
+                merge_into(out_acc, lse_acc, o, l, rows=slice(*c.q))
+            if pending is not None:
+                kv = pending.wait()
     out = out_acc.astype(p.dtype)
     res = RingResiduals(q, k, v, out, lse_acc, comm, layout, causal, scale, window, softcap,
                         mask_mod, tile)
@@ -273,12 +291,13 @@ def ring_attention_backward(dout, residuals, *, tile=None, deterministic=True):
         checks.check_tile(tile)
         if not isinstance(deterministic, (bool, np.bool_)):
             raise TypeError(f"deterministic must be a bool, got {deterministic!r}")
-    except (TypeError, ValueError) as exc:
+    except Exception as exc:
         error = exc
     record = {"world_size": N, "dtype": dtype_name(r.q.dtype),
               "dout.shape": list(getattr(dout, "shape", ())),
               "deterministic": bool(deterministic) if isinstance(deterministic, (bool, np.bool_))
-              else repr(deterministic), "tile": None if tile is None else repr(tile),
+              else repr(deterministic),
+              "backward tile": None if tile is None else repr(tile),
               "q.shape": list(r.q.shape), "k.shape": list(r.k.shape),
               **_options_record(r.layout, r.causal, r.scale, r.window, r.softcap, r.mask_mod,
                                 r.tile)}
@@ -293,36 +312,37 @@ def ring_attention_backward(dout, residuals, *, tile=None, deterministic=True):
             for c in step:
                 mods.setdefault((c.q_pos, c.k_pos), _shifted_mask_mod(r.mask_mod, c.q_pos, c.k_pos))
     dq = xp.zeros(r.q.shape, dtype=acc)
-    kv = [r.k, r.v]
-    done = None                      # (dk, dv) sums of the block held at the previous step
-    for s in range(N):
-        send = (kv if s < N - 1 else []) + (list(done) if done is not None else [])
-        pending = comm.shift(send) if send else None
-        dk = xp.zeros(r.k.shape, dtype=acc)
-        dv = xp.zeros(r.v.shape, dtype=acc)
-        for c in plan[s]:
-            qs, ks = slice(*c.q), slice(*c.k)
-            res = api.Residuals(_slice(r.q, *c.q), _slice(kv[0], *c.k), _slice(kv[1], *c.k),
-                                _slice(r.out, *c.q), r.lse[..., qs], scale=r.scale,
-                                softcap=r.softcap, mask_mod=mods.get((c.q_pos, c.k_pos)),
-                                **c.attention_kwargs())
-            g_q, g_k, g_v = api.attention_backward(_slice(dout, *c.q), res, tile=tile,
-                                                   deterministic=deterministic)
-            dq[..., qs, :] += g_q
-            dk[..., ks, :] += g_k
-            dv[..., ks, :] += g_v
-        if pending is not None:
-            got = pending.wait()
-            if s < N - 1:
-                kv, got = got[:2], got[2:]
-            if s > 0:                # the sums of this block from the ranks before us
-                dk += got[0]
-                dv += got[1]
-        done = (dk, dv)
-    if N > 1:                        # the finished sums go to the block's owner
-        dk, dv = comm.shift(list(done)).wait()
-    else:
-        dk, dv = done
+    with _abort_on_failure(comm):
+        kv = [r.k, r.v]
+        done = None                      # (dk, dv) sums of the block held at the previous step
+        for s in range(N):
+            send = (kv if s < N - 1 else []) + (list(done) if done is not None else [])
+            pending = comm.shift(send) if send else None
+            dk = xp.zeros(r.k.shape, dtype=acc)
+            dv = xp.zeros(r.v.shape, dtype=acc)
+            for c in plan[s]:
+                qs, ks = slice(*c.q), slice(*c.k)
+                res = api.Residuals(_slice(r.q, *c.q), _slice(kv[0], *c.k), _slice(kv[1], *c.k),
+                                    _slice(r.out, *c.q), r.lse[..., qs], scale=r.scale,
+                                    softcap=r.softcap, mask_mod=mods.get((c.q_pos, c.k_pos)),
+                                    **c.attention_kwargs())
+                g_q, g_k, g_v = api.attention_backward(_slice(dout, *c.q), res, tile=tile,
+                                                       deterministic=deterministic)
+                dq[..., qs, :] += g_q
+                dk[..., ks, :] += g_k
+                dv[..., ks, :] += g_v
+            if pending is not None:
+                got = pending.wait()
+                if s < N - 1:
+                    kv, got = got[:2], got[2:]
+                if s > 0:                # the sums of this block from the ranks before us
+                    dk += got[0]
+                    dv += got[1]
+            done = (dk, dv)
+        if N > 1:                        # the finished sums go to the block's owner
+            dk, dv = comm.shift(list(done)).wait()
+        else:
+            dk, dv = done
     return dq.astype(r.q.dtype), dk.astype(r.k.dtype), dv.astype(r.v.dtype)
 
 
