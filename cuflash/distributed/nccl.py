@@ -337,6 +337,7 @@ class NcclComm:
         self.stream = cupy.cuda.Stream(non_blocking=True)
         self.next, self.prev = (self.rank + 1) % self.world_size, (self.rank - 1) % self.world_size
         self._ops = 0
+        self._comm = None
         self._comm = self._init_comm(uid)
         got = self.allgather({"rank": self.rank, "world_size": self.world_size})
         if [g["rank"] for g in got] != list(range(self.world_size)) or \
@@ -353,7 +354,12 @@ class NcclComm:
         kind = launcher or detect_launcher()
         if kind not in ("mpi", "env", "single"):
             raise ValueError(f"launcher={launcher!r} must be 'mpi', 'env', 'single' or None")
-        n_dev = cupy.cuda.runtime.getDeviceCount()
+        try:
+            n_dev = cupy.cuda.runtime.getDeviceCount()
+        except Exception as exc:
+            raise CommError(f"NcclComm needs a CUDA GPU: {type(exc).__name__}: {exc}") from exc
+        if n_dev < 1:
+            raise CommError("NcclComm needs a CUDA GPU: none is visible")
         box = {}
 
         def set_device(local_rank):
@@ -371,7 +377,7 @@ class NcclComm:
             rank, world, _, uid = rendezvous_mpi(nccl.get_unique_id, timeout, set_device)
         elif kind == "env":
             rank, world = _env_int("RANK"), _env_int("WORLD_SIZE")
-            set_device(_env_int("LOCAL_RANK", rank % n_dev if n_dev else 0))
+            set_device(_env_int("LOCAL_RANK", rank % n_dev))
             if world > 1:
                 addr = os.environ.get("MASTER_ADDR")
                 if not addr:

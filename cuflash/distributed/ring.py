@@ -248,6 +248,7 @@ def ring_attention(q, k, v, *, comm, causal=False, scale=None, layout="zigzag", 
     out_acc = xp.zeros(p.lead + (p.T, p.d), dtype=acc)
     lse_acc = xp.full(p.lead + (p.T,), -np.inf, dtype=acc)
     kv = [k, v]
+    written = []                      # query row ranges merged into so far
     with _abort_on_failure(comm):
         for s in range(N):
             pending = comm.shift(kv) if s < N - 1 else None
@@ -256,7 +257,12 @@ def ring_attention(q, k, v, *, comm, causal=False, scale=None, layout="zigzag", 
                                      scale=scale, softcap=softcap, tile=tile, return_lse=True,
                                      mask_mod=mods.get((c.q_pos, c.k_pos)),
                                      **c.attention_kwargs())
-                merge_into(out_acc, lse_acc, o, l, rows=slice(*c.q))
+                if any(a < c.q[1] and c.q[0] < b for a, b in written):
+                    merge_into(out_acc, lse_acc, o, l, rows=slice(*c.q))
+                else:        # rows nothing wrote yet: the merge with (0, -inf) is (o, l) exactly
+                    out_acc[..., c.q[0]:c.q[1], :] = o
+                    lse_acc[..., c.q[0]:c.q[1]] = l
+                written.append(c.q)
             if pending is not None:
                 kv = pending.wait()
     out = out_acc.astype(p.dtype)
