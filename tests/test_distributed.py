@@ -232,14 +232,16 @@ def test_merged_residuals_split_the_backward():
 
 # -- ring attention -----------------------------------------------------------------------------
 
-def run_ring(N, layout, q, k, v, do, **opts):
-    """Global (out, lse, dq, dk, dv) of ring attention on N simulated ranks."""
+def run_ring(N, layout, q, k, v, do, bwd=None, **opts):
+    """Global (out, lse, dq, dk, dv) of ring attention on N simulated ranks (``bwd``: keyword
+    arguments of the backward; a ``tile`` in opts goes to both)."""
     parts = [[shard(x, N, r, layout) for r in range(N)] for x in (q, k, v, do)]
+    bwd = dict(bwd or {}, **({"tile": opts["tile"]} if "tile" in opts else {}))
 
     def rank_fn(comm, q, k, v, do):
         out, lse, res = ring_attention(q, k, v, comm=comm, layout=layout, return_lse=True,
                                        return_residuals=True, **opts)
-        return (out, lse) + ring_attention_backward(do, res)
+        return (out, lse) + ring_attention_backward(do, res, **bwd)
 
     got = SimulatedRing(N, timeout=30).run(rank_fn, *parts)
     out = unshard([g[0] for g in got], layout)
@@ -248,11 +250,12 @@ def run_ring(N, layout, q, k, v, do, **opts):
     return out, lse, grads
 
 
-def check_ring(xp, N, layout, dtype, lead_q, lead_k, L, d, seed, **opts):
+def check_ring(xp, N, layout, dtype, lead_q, lead_k, L, d, seed, bwd=None, **opts):
     q, k, v = make_inputs(xp, lead_q + (L, d), lead_k + (L, d), dtype, seed)
     lead = np.broadcast_shapes(lead_q, lead_k)
     do = randn(xp, lead + (L, d), dtype, seed + 1)
-    out, lse, grads = run_ring(N, layout, q, k, v, do, **opts)
+    out, lse, grads = run_ring(N, layout, q, k, v, do, bwd=bwd, **opts)
+    opts.pop("tile", None)
     assert out.dtype == dtype and out.shape == lead + (L, d)
     ref_o, ref_l = oracle_attention(q, k, v, **opts)
     n_o, n_l = cuflash.naive_attention(q, k, v, return_lse=True, **opts)
@@ -327,6 +330,12 @@ def test_ring_gqa():
     (B, H_kv, G, T, d); dk, dv summed over the group (only k, v travel)."""
     check_ring(np, 2, "zigzag", np.dtype(np.float32), (1, 2, 3), (1, 2, 1), 32, 16, seed=9,
                causal=True)
+
+
+def test_ring_atomic_dq_and_tile():
+    """deterministic=False (the atomic dQ order) and a tile reach every local call."""
+    check_ring(np, 3, "zigzag", np.dtype(np.float16), (2,), (2,), 96, 32, seed=12,
+               bwd=dict(deterministic=False), causal=True, tile=cuflash.TileConfig(16, 32))
 
 
 def test_ring_empty_sequence():
