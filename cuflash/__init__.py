@@ -16,6 +16,7 @@ from .mask_mod import MaskMod
 from .checks import SUPPORTED_HEAD_DIMS
 from .naive import naive_attention, naive_attention_backward
 from .tile import TileConfig, default_tile
+from . import distributed  # noqa: F401  (cuflash.distributed: ring attention; imports no CuPy)
 
 __version__ = "0.1.0"
 
