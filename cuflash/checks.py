@@ -99,8 +99,9 @@ def check_alibi(alibi_slopes, lead: tuple, dtype, xp):
                         f"leading dims {tuple(lead)}, got {type(alibi_slopes).__name__}") from None
     if mod is not xp:
         raise TypeError("alibi_slopes is on a different device from q, k, v")
-    if alibi_slopes.dtype.kind != "f" or dtype_name(alibi_slopes.dtype) not in ("float32", "float64"):
-        raise TypeError(f"alibi_slopes must be float32 or float64, got {dtype_name(alibi_slopes.dtype)}")
+    name = dtype_name(alibi_slopes.dtype)
+    if name not in ("float32", "float64"):
+        raise TypeError(f"alibi_slopes must be float32 or float64, got {name}")
     try:
         full = xp.broadcast_to(alibi_slopes, tuple(lead))
     except ValueError:
@@ -111,7 +112,6 @@ def check_alibi(alibi_slopes, lead: tuple, dtype, xp):
         raise ValueError("alibi_slopes must be finite")
     acc = accum_dtype(dtype)
     return xp.ascontiguousarray(full.astype(acc, copy=False)).reshape(-1)
-
 
 
 def check_tile(tile, name: str = "tile"):

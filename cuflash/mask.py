@@ -56,10 +56,12 @@ class Mask:
         if window is None:
             left = right = None
         else:
-            if isinstance(window, (str, bytes)) or not hasattr(window, "__len__") or len(window) != 2:
+            if (isinstance(window, (str, bytes)) or not hasattr(window, "__len__")
+                    or len(window) != 2):
                 raise TypeError(f"window={window!r} must be a pair (left, right) of non-negative "
                                 f"ints or None / -1 (unbounded), or None")
-            left, right = _bound("window[0] (left)", window[0]), _bound("window[1] (right)", window[1])
+            left = _bound("window[0] (left)", window[0])
+            right = _bound("window[1] (right)", window[1])
         if causal:
             right = 0 if right is None else min(right, 0)
         return cls(left, right)

@@ -29,5 +29,6 @@ def modify(s, i, j, T: int, S: int, *, softcap=None, slopes=None, grad=False):
             g = (1 - t * t).astype(s.dtype, copy=False)
     if slopes is not None:
         dist = abs(i + (S - T) - j)
-        s = (s - slopes.astype(s.dtype, copy=False) * dist.astype(s.dtype)).astype(s.dtype, copy=False)
+        bias = slopes.astype(s.dtype, copy=False) * dist.astype(s.dtype)
+        s = (s - bias).astype(s.dtype, copy=False)
     return (s, g) if grad else s
