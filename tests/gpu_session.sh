@@ -3,13 +3,17 @@
 # Each experiment's results directory and log are packed into $OUT/<step>.tgz as soon as the
 # step ends (a device call returns at most 8 files), so a later step that times out loses
 # nothing. A short summary prints last.
-#   STEPS="env tests sanitize ablation speed memory io" bash tests/gpu_session.sh
+#   STEPS="env fast tests sanitize ab ablation speed memory io variants" bash tests/gpu_session.sh
+# fast: the fast GPU tier; tests: the full GPU suite (both with pytest-xdist, JOBS processes,
+# when it is installed: compiling kernels is most of their time); ab: tools/ab_speed.py against
+# the tree in .ab/base (carry .ab; see README, Development).
 # Limits (seconds): LIMIT_<STEP>; extra `cuflash run` arguments: SET_<STEP>.
 set -u
 OUT=${OUT:-/tmp/cuflash_out}
 mkdir -p "$OUT"
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 MPLBACKEND=Agg
 PY=${PYTHON:-python3}
+XDIST=$($PY -c "import xdist" 2>/dev/null && echo "-n ${JOBS:-12}")
 STEPS=${STEPS:-"env tests sanitize"}
 SUMMARY="$OUT/summary.txt"
 : > "$SUMMARY"
@@ -35,7 +39,10 @@ for s in $STEPS; do
     env) step env 60 bash -c "nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,memory.total --format=csv; \
           $PY -c 'import cupy, numpy, sys; print(sys.version); print(\"cupy\", cupy.__version__, \"numpy\", numpy.__version__)'; \
           git log -1 --format='%H %s' 2>/dev/null || true" ;;
-    tests) step tests "${LIMIT_TESTS:-300}" $PY -m pytest -q -m gpu tests -rfE -p no:cacheprovider ${PYTEST_ARGS:-} ;;
+    fast) step fast "${LIMIT_FAST:-150}" $PY -m pytest -q -m "gpu and not slow" tests -rfE -p no:cacheprovider $XDIST ${PYTEST_ARGS:-} ;;
+    tests) step tests "${LIMIT_TESTS:-400}" $PY -m pytest -q -m gpu tests -rfE -p no:cacheprovider $XDIST ${PYTEST_ARGS:-} ;;
+    ab) step ab "${LIMIT_AB:-420}" $PY tools/ab_speed.py --base .ab/base --new . ${AB_ARGS:-} ;;
+    variants) experiment variants experiments/variants.yaml "${LIMIT_VARIANTS:-580}" ${SET_VARIANTS:-} ;;
     sanitize) step sanitize "${LIMIT_SANITIZE:-60}" compute-sanitizer --tool memcheck --error-exitcode 1 $PY tests/sanitize.py
               step sanitize "${LIMIT_SANITIZE:-60}" compute-sanitizer --tool racecheck --error-exitcode 1 $PY tests/sanitize.py ;;
     ablation) experiment ablation experiments/tile_ablation.yaml "${LIMIT_ABLATION:-150}" ${SET_ABLATION:-} ;;
