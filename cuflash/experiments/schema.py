@@ -39,7 +39,7 @@ from typing import Any
 import yaml
 
 from .._xp import BFLOAT16_HINT, DTYPE_NAMES, DTYPES
-from ..checks import SUPPORTED_HEAD_DIMS
+from ..checks import KERNEL_HEAD_DIMS
 from ..tile import KERNELS, TileConfig, default_tile
 
 DEVICES = ("auto", "gpu", "cpu")
@@ -383,7 +383,7 @@ def _axes(r: _Reader, raw) -> Axes:
                 r.fail(where, f"expected a positive integer or 'seq_len', got {_show(v)}")
         kw["kv_len"] = tuple(dict.fromkeys(kv))
     if "head_dim" in raw:
-        kw["head_dim"] = r.ints(raw["head_dim"], "axes.head_dim", choices=SUPPORTED_HEAD_DIMS)
+        kw["head_dim"] = r.ints(raw["head_dim"], "axes.head_dim", choices=KERNEL_HEAD_DIMS)
     if "batch" in raw:
         if isinstance(raw["batch"], dict):
             m = r.mapping(raw["batch"], "axes.batch", ("tokens",))
