@@ -172,6 +172,152 @@ def check_qkv(q, k, v, *, causal, scale, window=None, softcap=None, alibi_slopes
                    None if d_v == d else d_v, group)
 
 
+@dataclasses.dataclass(frozen=True)
+class VarlenProblem:
+    """One checked call of attention_varlen: sequence b has the query tokens
+    cu_q[b]..cu_q[b+1]-1 of q (total_q, Hq, d) and the key tokens cu_k[b]..cu_k[b+1]-1 of
+    k (total_k, Hkv, d) and v (total_k, Hkv, d_v); cu_q, cu_k are host copies (int64)."""
+
+    xp: object
+    dtype: np.dtype
+    Hq: int
+    Hkv: int
+    d: int
+    dv: int
+    cu_q: np.ndarray
+    cu_k: np.ndarray
+    scale: float
+    mask: Mask
+    softcap: float | None
+    alibi_slopes: object           # (batch, Hq) in the accumulation dtype on xp, or None
+
+    @property
+    def batch(self) -> int:
+        return len(self.cu_q) - 1
+
+    @property
+    def total_q(self) -> int:
+        return int(self.cu_q[-1])
+
+    @property
+    def total_k(self) -> int:
+        return int(self.cu_k[-1])
+
+    @property
+    def lengths_q(self) -> np.ndarray:
+        return np.diff(self.cu_q)
+
+    @property
+    def lengths_k(self) -> np.ndarray:
+        return np.diff(self.cu_k)
+
+    def options(self) -> dict:
+        """causal, window, softcap and scale as cuflash.attention takes them per sequence."""
+        m = self.mask
+        return dict(causal=False, window=(m.left, m.right), softcap=self.softcap,
+                    scale=self.scale)
+
+
+def _device_of(a):
+    """None for a NumPy array, the GPU id of a CuPy array."""
+    return None if isinstance(a, np.ndarray) else int(a.device.id)
+
+
+def _where(dev) -> str:
+    return "on the host (NumPy)" if dev is None else f"on GPU {dev} (CuPy)"
+
+
+def _check_cu_seqlens(name, a, total: int, total_text: str, dev) -> np.ndarray:
+    """A host int64 copy of cu_seqlens ``a`` after checking it: int32, 1-D with at least one
+    entry, on q's device (``dev``), starting at 0, non-decreasing, ending at ``total``."""
+    array_module(**{name: a})
+    if _device_of(a) != dev:
+        raise TypeError(f"{name} is {_where(_device_of(a))} but q is {_where(dev)}: move it to "
+                        f"q's device")
+    if a.dtype != np.int32:
+        raise TypeError(f"{name} must have dtype int32 (as flash_attn_varlen_func's), got "
+                        f"{dtype_name(a.dtype)}")
+    if a.ndim != 1 or a.shape[0] < 1:
+        raise ValueError(f"{name} must be 1-D with batch + 1 entries (the first token of each "
+                         f"sequence, then the total), got shape {tuple(a.shape)}")
+    c = np.asarray(a if dev is None else a.get(), dtype=np.int64)
+    if c[0] != 0:
+        raise ValueError(f"{name}[0]={c[0]} must be 0 (the first sequence starts at token 0)")
+    drop = np.flatnonzero(np.diff(c) < 0)
+    if drop.size:
+        b = int(drop[0])
+        raise ValueError(f"{name} must be non-decreasing: {name}[{b + 1}]={c[b + 1]} < "
+                         f"{name}[{b}]={c[b]}")
+    if c[-1] != total:
+        raise ValueError(f"{name}[-1]={c[-1]} must equal {total_text}={total} (the total number "
+                         f"of tokens)")
+    return c
+
+
+def _check_max_seqlen(name, value, lengths, cu_name) -> None:
+    if value is None:
+        return
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an int or None, got {value!r}")
+    if value < 0:
+        raise ValueError(f"{name}={value} must be >= 0")
+    if lengths.size and value < lengths.max():
+        b = int(np.argmax(lengths))
+        raise ValueError(f"{name}={value} is smaller than sequence {b}'s length {lengths[b]} "
+                         f"({cu_name}[{b + 1}] - {cu_name}[{b}])")
+
+
+def check_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, max_seqlen_q=None, max_seqlen_k=None,
+                 causal=False, scale=None, window=None, softcap=None,
+                 alibi_slopes=None) -> VarlenProblem:
+    """Check the arguments of attention_varlen (every error names the argument) and return the
+    VarlenProblem they pose. Reads cu_seqlens on the host (a device sync on CuPy)."""
+    xp = array_module(q=q, k=k, v=v)
+    dev = _device_of(q)
+    for name, a in (("k", k), ("v", v)):
+        if _device_of(a) != dev:
+            raise TypeError(f"{name} is {_where(_device_of(a))} but q is {_where(dev)}")
+    for name, a, what in (("q", q, "(total_q, heads, head_dim)"),
+                          ("k", k, "(total_k, kv_heads, head_dim)"),
+                          ("v", v, "(total_k, kv_heads, head_dim_v)")):
+        if a.ndim != 3:
+            raise ValueError(f"{name} must have 3 dims {what} (tokens of every sequence packed "
+                             f"along axis 0), got shape {tuple(a.shape)}")
+        _check_dtype(name, a)
+    if not (q.dtype == k.dtype == v.dtype):
+        raise TypeError(f"q, k, v must share one dtype; got q: {dtype_name(q.dtype)}, "
+                        f"k: {dtype_name(k.dtype)}, v: {dtype_name(v.dtype)}")
+    d, d_v = q.shape[-1], v.shape[-1]
+    if k.shape[-1] != d:
+        raise ValueError(f"head_dim must match: q.shape[-1]={d}, k.shape[-1]={k.shape[-1]} "
+                         f"(v's head dim may differ: v.shape[-1]={d_v})")
+    check_head_dim(d, f"head_dim={d} (q.shape[-1])")
+    if d_v != d:
+        check_head_dim(d_v, f"head_dim_v={d_v} (v.shape[-1])")
+    if k.shape[:2] != v.shape[:2]:
+        raise ValueError(f"k and v must have the same tokens and kv heads: k.shape="
+                         f"{tuple(k.shape)}, v.shape={tuple(v.shape)}")
+    Hq, Hkv = int(q.shape[1]), int(k.shape[1])
+    if Hkv < 1 or Hq % Hkv:
+        raise ValueError(f"q has {Hq} heads (q.shape[1]) and k, v have {Hkv} (k.shape[1]): the "
+                         f"query heads must be a multiple of the kv heads, at least 1 (GQA: "
+                         f"query head h reads kv head h // (Hq / Hkv))")
+    cu_q = _check_cu_seqlens("cu_seqlens_q", cu_seqlens_q, int(q.shape[0]), "q.shape[0]", dev)
+    cu_k = _check_cu_seqlens("cu_seqlens_k", cu_seqlens_k, int(k.shape[0]), "k.shape[0]", dev)
+    if len(cu_q) != len(cu_k):
+        raise ValueError(f"cu_seqlens_q has {len(cu_q)} entries ({len(cu_q) - 1} sequences) and "
+                         f"cu_seqlens_k {len(cu_k)} ({len(cu_k) - 1} sequences): both must have "
+                         f"batch + 1")
+    _check_max_seqlen("max_seqlen_q", max_seqlen_q, np.diff(cu_q), "cu_seqlens_q")
+    _check_max_seqlen("max_seqlen_k", max_seqlen_k, np.diff(cu_k), "cu_seqlens_k")
+    mask = Mask.make(causal=causal, window=window)
+    slopes = scores.check_alibi(alibi_slopes, (len(cu_q) - 1, Hq), q.dtype, xp)
+    if slopes is not None:
+        slopes = slopes.reshape(len(cu_q) - 1, Hq)
+    return VarlenProblem(xp, q.dtype, Hq, Hkv, d, d_v, cu_q, cu_k, check_scale(scale, d), mask,
+                         scores.check_softcap(softcap), slopes)
+
+
 def check_same(name, a, ref_name, shape, dtype, xp):
     """`a` must be an array of module xp with the given shape and dtype."""
     array_module(**{name: a})

@@ -159,3 +159,64 @@ def naive_attention_backward(dout, q, k, v, *, causal=False, scale=None, window=
         dk, dv = (x.astype(acc).sum(axis=-3).astype(dt) for x in (dk, dv))
     return (checks.unbroadcast(dq, q_in.shape, xp), checks.unbroadcast(dk, k_in.shape, xp),
             checks.unbroadcast(dv, v_in.shape, xp))
+
+
+# -- variable-length packed batches: one sequence at a time ------------------------------------
+
+def _sequences(vp):
+    """(b, q rows, k rows) of every sequence with at least one query token."""
+    for b in range(vp.batch):
+        q0, q1, k0, k1 = (int(x) for x in (vp.cu_q[b], vp.cu_q[b + 1], vp.cu_k[b], vp.cu_k[b + 1]))
+        if q1 > q0:
+            yield b, slice(q0, q1), slice(k0, k1)
+
+
+def _heads_first(x, rows, xp):
+    """(H, L, .) view of the packed rows of x (total, H, .)."""
+    return xp.swapaxes(x[rows], 0, 1)
+
+
+def naive_attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, max_seqlen_q=None,
+                           max_seqlen_k=None, causal=False, scale=None, window=None,
+                           softcap=None, alibi_slopes=None, return_lse=False):
+    """:func:`cuflash.attention_varlen` materialized, one sequence at a time: out
+    (total_q, Hq, d_v) and, with ``return_lse``, lse (Hq, total_q). Arguments as there."""
+    vp = checks.check_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q=max_seqlen_q,
+                             max_seqlen_k=max_seqlen_k, causal=causal, scale=scale,
+                             window=window, softcap=softcap, alibi_slopes=alibi_slopes)
+    xp, dt = vp.xp, vp.dtype
+    out = xp.zeros((vp.total_q, vp.Hq, vp.dv), dtype=dt)
+    lse = xp.full((vp.Hq, vp.total_q), -np.inf, dtype=accum_dtype(dt))
+    if vp.Hq:
+        for b, rq, rk in _sequences(vp):
+            o, l = naive_attention(_heads_first(q, rq, xp), _heads_first(k, rk, xp),
+                                   _heads_first(v, rk, xp), causal=causal, scale=vp.scale,
+                                   window=window, softcap=softcap, return_lse=True,
+                                   alibi_slopes=None if vp.alibi_slopes is None
+                                   else vp.alibi_slopes[b])
+            out[rq] = xp.swapaxes(o, 0, 1)
+            lse[:, rq] = l
+    return (out, lse) if return_lse else out
+
+
+def naive_attention_varlen_backward(dout, q, k, v, cu_seqlens_q, cu_seqlens_k, *,
+                                    max_seqlen_q=None, max_seqlen_k=None, causal=False,
+                                    scale=None, window=None, softcap=None, alibi_slopes=None):
+    """Gradients (dq, dk, dv) of ``sum(dout · naive_attention_varlen(q, k, v, ...))``, shaped
+    like q, k, v, one sequence at a time (keys of sequences without queries get 0)."""
+    vp = checks.check_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q=max_seqlen_q,
+                             max_seqlen_k=max_seqlen_k, causal=causal, scale=scale,
+                             window=window, softcap=softcap, alibi_slopes=alibi_slopes)
+    xp, dt = vp.xp, vp.dtype
+    checks.check_same("dout", dout, "the output", (vp.total_q, vp.Hq, vp.dv), dt, xp)
+    dq, dk, dv = (xp.zeros(x.shape, dtype=dt) for x in (q, k, v))
+    if vp.Hq:
+        for b, rq, rk in _sequences(vp):
+            grads = naive_attention_backward(
+                _heads_first(dout, rq, xp), _heads_first(q, rq, xp), _heads_first(k, rk, xp),
+                _heads_first(v, rk, xp), causal=causal, scale=vp.scale, window=window,
+                softcap=softcap,
+                alibi_slopes=None if vp.alibi_slopes is None else vp.alibi_slopes[b])
+            for dst, rows, g in zip((dq, dk, dv), (rq, rk, rk), grads):
+                dst[rows] = xp.swapaxes(g, 0, 1)
+    return dq, dk, dv
