@@ -91,12 +91,14 @@ def attention(q, k, v, *, causal=False, scale=None, tile=None, return_lse=False,
     softcap : float, optional
         Scores s = scale·q·k become softcap·tanh(s / softcap) before the softmax (Gemma-2).
     alibi_slopes : array, optional
-        ALiBi: scores lose slope·|i + S - T - j|; one float32/float64 slope per head, of a shape
-        broadcastable to the leading dims (e.g. (H,) for (B, H, T, d) inputs), on q's device.
+        ALiBi: scores lose slope·|i + S - T - j|; one float32/float64 slope per (query) head,
+        of a shape broadcastable to the leading dims (e.g. (Hq,) for (B, Hq, T, d) queries), on
+        q's device.
     mask_mod : cuflash.MaskMod, optional
         A custom mask (``cuflash.mask_mod``: prefix-LM, documents, dilated patterns...), combined
         with causal and window; tiles it hides whole are skipped. b and h in its expression are
-        the indices along the leading axes (h: axis -3, b: the axes before it, flattened).
+        the indices along the leading axes (h: axis -3, the query head under GQA; b: the axes
+        before it, flattened).
     tile : TileConfig, optional
         Tile sizes; default ``default_tile(d, dtype)``.
     return_lse : bool

@@ -137,6 +137,3 @@ def test_backward_checks_dout_against_head_dim_v(xp):
     out, res = cuflash.attention(q, k, v, return_residuals=True)
     with pytest.raises(ValueError, match=r"dout must have shape \(2, 37, 8\)"):
         cuflash.attention_backward(randn(xp, (2, T, 16), np.float32, seed=5), res)
-
-
-
