@@ -19,17 +19,47 @@ def _backend(xp):
 
 
 def _default(p, backward, deterministic=True):
-    """Default tile for this problem; on the GPU, one that fits the device's shared memory."""
+    """Default tile for this problem; on the GPU, one that fits the device's shared memory at
+    the head dim the kernels run it at (``Problem.kernel_d``)."""
     ops = _backend(p.xp)
-    limit = None if ops is None else ops.smem_limit()
-    arch = None if ops is None else ops.device_arch()
-    return default_tile(p.d, p.dtype, backward=backward, causal=p.causal,
-                        deterministic=deterministic, smem_limit=limit, arch=arch)
+    if ops is None:
+        return default_tile(max(p.d, p.dv), p.dtype, backward=backward, causal=p.causal,
+                            deterministic=deterministic)
+    return default_tile(p.kernel_d, p.dtype, backward=backward, causal=p.causal,
+                        deterministic=deterministic, smem_limit=ops.smem_limit(),
+                        arch=ops.device_arch())
 
 
 def _score_mods(p):
     """The twin's score-modifier arguments of a problem."""
     return dict(softcap=p.softcap, slopes=p.alibi_slopes, mask_mod=p.mask_mod, heads=p.heads)
+
+
+def _forward3(p, q3, k3, v3, tile):
+    """out3 (batch, T, dv), lse3 (batch, T) of flattened inputs: the twin, or the kernels at
+    ``p.kernel_d`` (inputs zero-padded and the output sliced back: ``checks.pad_head_dim``)."""
+    ops = _backend(p.xp)
+    if ops is None:
+        return twin.forward(q3, k3, v3, mask=p.mask, scale=p.scale, block_m=tile.block_m,
+                            block_n=tile.block_n, **_score_mods(p))
+    D, xp = p.kernel_d, p.xp
+    q3, k3, v3 = (checks.pad_head_dim(x, D, xp) for x in (q3, k3, v3))
+    out3, lse3 = ops.forward(q3, k3, v3, p, tile=tile)
+    return checks.unpad(out3, p.dv, xp), lse3
+
+
+def _backward3(p, do3, q3, k3, v3, o3, lse3, tile, deterministic):
+    """(dq3, dk3, dv3) of flattened inputs (k3, v3 one entry per query head), as _forward3."""
+    ops = _backend(p.xp)
+    if ops is None:
+        return twin.backward(do3, q3, k3, v3, o3, lse3, mask=p.mask, scale=p.scale,
+                             block_m=tile.block_m, block_n=tile.block_n,
+                             deterministic=deterministic, **_score_mods(p))
+    D, xp = p.kernel_d, p.xp
+    do3, q3, k3, v3, o3 = (checks.pad_head_dim(x, D, xp) for x in (do3, q3, k3, v3, o3))
+    dq, dk, dv = ops.backward(do3, q3, k3, v3, o3, lse3, p, tile=tile,
+                              deterministic=deterministic)
+    return checks.unpad(dq, p.d, xp), checks.unpad(dk, p.d, xp), checks.unpad(dv, p.dv, xp)
 
 
 def attention(q, k, v, *, causal=False, scale=None, tile=None, return_lse=False, window=None,
@@ -38,12 +68,15 @@ def attention(q, k, v, *, causal=False, scale=None, tile=None, return_lse=False,
 
     Parameters
     ----------
-    q : array (..., T, d)
+    q : array (..., Hq, T, d)
         Queries: NumPy (runs the CPU twin) or CuPy (runs the CUDA kernels). float16, bfloat16,
-        float32 or float64; d a multiple of 8 from 16 to 256.
-    k, v : arrays (..., S, d)
-        Keys and values, same dtype and device as q. S may differ from T. Leading dims broadcast
-        against q's as in NumPy.
+        float32 or float64; any head dim d from 1 to 256. Any strides (e.g. a (B, T, H, d) array
+        transposed to (B, H, T, d)).
+    k, v : arrays (..., Hkv, S, d) and (..., Hkv, S, d_v)
+        Keys and values, same dtype and device as q. S may differ from T; v's head dim d_v may
+        differ from d (1 to 256). Leading dims broadcast against q's as in NumPy, and the head
+        axis (-3) may be smaller than q's (GQA): with Hq a multiple of Hkv, query head h reads kv
+        head h // (Hq / Hkv), as torch's enable_gqa and FlashAttention (Hkv = 1 is MQA).
     causal : bool
         Mask aligned to the bottom-right corner: query i sees key j iff j <= i + S - T (as in
         FlashAttention-2). With S < T the first T - S queries see no key: their output is 0 and
@@ -58,12 +91,14 @@ def attention(q, k, v, *, causal=False, scale=None, tile=None, return_lse=False,
     softcap : float, optional
         Scores s = scale·q·k become softcap·tanh(s / softcap) before the softmax (Gemma-2).
     alibi_slopes : array, optional
-        ALiBi: scores lose slope·|i + S - T - j|; one float32/float64 slope per head, of a shape
-        broadcastable to the leading dims (e.g. (H,) for (B, H, T, d) inputs), on q's device.
+        ALiBi: scores lose slope·|i + S - T - j|; one float32/float64 slope per (query) head,
+        of a shape broadcastable to the leading dims (e.g. (Hq,) for (B, Hq, T, d) queries), on
+        q's device.
     mask_mod : cuflash.MaskMod, optional
         A custom mask (``cuflash.mask_mod``: prefix-LM, documents, dilated patterns...), combined
         with causal and window; tiles it hides whole are skipped. b and h in its expression are
-        the indices along the leading axes (h: axis -3, b: the axes before it, flattened).
+        the indices along the leading axes (h: axis -3, the query head under GQA; b: the axes
+        before it, flattened).
     tile : TileConfig, optional
         Tile sizes; default ``default_tile(d, dtype)``.
     return_lse : bool
@@ -73,9 +108,18 @@ def attention(q, k, v, *, causal=False, scale=None, tile=None, return_lse=False,
 
     Returns
     -------
-    out : array (lead..., T, d), q's dtype, where lead is the broadcast of the leading dims.
+    out : array (lead..., T, d_v), q's dtype, where lead is the broadcast of the leading dims
+        (with Hq heads); a new C-contiguous array whatever the inputs' strides.
     lse : array (lead..., T), float32 (float64 for float64 inputs); only with ``return_lse``.
     residuals : Residuals; only with ``return_residuals`` (after lse when both are asked for).
+
+    What the CUDA path costs today beyond the kernels (each in one place, ``cuflash.checks``;
+    the kernels will do these natively, without the copies): strided, broadcast or
+    Fortran-ordered inputs are copied to C-contiguous (batch, T, d) arrays (``flatten``); under
+    GQA each kv head is repeated G = Hq / Hkv times (``flatten_kv``: a copy of G times k's and
+    v's size); a head dim outside KERNEL_HEAD_DIMS (multiples of 8 from 16 to 256), or
+    d_v != d, zero-pads q, k and v to the smallest kernel head dim holding max(d, d_v) (a copy of
+    each; the output is sliced back, another copy). The CPU twin takes any head dim as it is.
     """
     p = checks.check_qkv(q, k, v, causal=causal, scale=scale, window=window, softcap=softcap,
                          alibi_slopes=alibi_slopes, mask_mod=mask_mod)
@@ -84,18 +128,13 @@ def attention(q, k, v, *, causal=False, scale=None, tile=None, return_lse=False,
     if not isinstance(return_residuals, (bool, np.bool_)):
         raise TypeError(f"return_residuals must be a bool, got {return_residuals!r}")
     if p.T == 0:
-        out = xp.empty(p.lead + (0, p.d), dtype=p.dtype)
+        out = xp.empty(p.lead + (0, p.dv), dtype=p.dtype)
         lse = xp.empty(p.lead + (0,), dtype=accum_dtype(p.dtype))
     else:
-        q3, k3, v3 = (checks.flatten(x, p.lead, xp) for x in (q, k, v))
-        ops = _backend(xp)
-        if ops is None:
-            out3, lse3 = twin.forward(q3, k3, v3, mask=p.mask, scale=p.scale,
-                                      block_m=tile.block_m, block_n=tile.block_n,
-                                      **_score_mods(p))
-        else:
-            out3, lse3 = ops.forward(q3, k3, v3, p, tile=tile)
-        out, lse = out3.reshape(p.lead + (p.T, p.d)), lse3.reshape(p.lead + (p.T,))
+        q3 = checks.flatten(q, p.lead, xp)
+        k3, v3 = checks.flatten_kv(k, p, xp), checks.flatten_kv(v, p, xp)
+        out3, lse3 = _forward3(p, q3, k3, v3, tile)
+        out, lse = out3.reshape(p.lead + (p.T, p.dv)), lse3.reshape(p.lead + (p.T,))
     res = (Residuals(q, k, v, out, lse, causal=causal, scale=scale, window=window,
                      softcap=softcap, alibi_slopes=alibi_slopes, mask_mod=mask_mod),)
     return (out,) + ((lse,) if return_lse else ()) + (res if return_residuals else ()) \
@@ -112,9 +151,11 @@ class Residuals:
     references to q, k, v, out and lse, not copies: changing them in place before the backward
     changes the gradients.
 
-    q (..., T, d), k and v (..., S, d): the forward's inputs; out (lead..., T, d) its output;
-    lse (lead..., T) its log-sum-exp (float32; float64 for float64 inputs). causal, scale,
-    window, softcap, alibi_slopes, mask_mod: as :func:`attention` took them.
+    q (..., Hq, T, d), k (..., Hkv, S, d) and v (..., Hkv, S, d_v): the forward's inputs;
+    out (lead..., T, d_v) its output; lse (lead..., T) its log-sum-exp (float32; float64 for
+    float64 inputs). causal, scale, window, softcap, alibi_slopes, mask_mod: as
+    :func:`attention` took them. (:class:`VarlenResiduals` adds what
+    :func:`cuflash.attention_varlen` took.)
     """
 
     q: object
@@ -135,6 +176,29 @@ class Residuals:
                     softcap=self.softcap, alibi_slopes=self.alibi_slopes, mask_mod=self.mask_mod)
 
 
+@dataclasses.dataclass(frozen=True, eq=False)
+class VarlenResiduals(Residuals):
+    """The :class:`Residuals` of :func:`cuflash.attention_varlen`: q (total_q, Hq, d), k
+    (total_k, Hkv, d), v (total_k, Hkv, d_v), out (total_q, Hq, d_v), lse (Hq, total_q), the
+    options, and the packing: cu_seqlens_q, cu_seqlens_k (int32, batch + 1 entries, on q's
+    device) and max_seqlen_q, max_seqlen_k as the forward took them. References, not copies.
+    :func:`cuflash.attention_varlen_backward` (or :func:`attention_backward`) takes it.
+    mask_mod must stay None (the varlen API has none)."""
+
+    cu_seqlens_q: object = None
+    cu_seqlens_k: object = None
+    max_seqlen_q: int | None = None
+    max_seqlen_k: int | None = None
+
+    def options(self) -> dict:
+        """The forward's settings as keyword arguments of attention_varlen (and of
+        naive_attention_varlen), cu_seqlens and max_seqlen included."""
+        return dict(cu_seqlens_q=self.cu_seqlens_q, cu_seqlens_k=self.cu_seqlens_k,
+                    max_seqlen_q=self.max_seqlen_q, max_seqlen_k=self.max_seqlen_k,
+                    causal=self.causal, scale=self.scale, window=self.window,
+                    softcap=self.softcap, alibi_slopes=self.alibi_slopes)
+
+
 def attention_backward(dout, residuals, *args, tile=None, deterministic=True, **kwargs):
     """Gradients of ``sum(dout · attention(q, k, v, ...))`` with respect to q, k and v.
 
@@ -142,11 +206,12 @@ def attention_backward(dout, residuals, *args, tile=None, deterministic=True, **
 
     Parameters
     ----------
-    dout : array (lead..., T, d)
+    dout : array (lead..., T, d_v)
         Gradient of the output, same dtype and device as q.
     residuals : Residuals
         The forward's inputs, output, lse and settings: ``attention(..., return_residuals=True)``
-        returns them (or build a :class:`Residuals`).
+        returns them (or build a :class:`Residuals`). A :class:`VarlenResiduals` (from
+        :func:`cuflash.attention_varlen`) runs :func:`cuflash.attention_varlen_backward`.
     tile : TileConfig, optional
         Default ``default_tile(d, dtype, backward=True)``.
     deterministic : bool
@@ -157,7 +222,12 @@ def attention_backward(dout, residuals, *args, tile=None, deterministic=True, **
 
     Returns
     -------
-    dq, dk, dv : arrays shaped and typed like q, k and v (summed over broadcast leading dims).
+    dq, dk, dv : new C-contiguous arrays shaped and typed like q, k and v (summed over
+        broadcast leading dims, and under GQA over the G query heads that share a kv head).
+
+    Costs of the CUDA path today as in :func:`attention`; under GQA the kernels also write dK
+    and dV per query head (G times k's and v's size, float32 sums over the group afterwards:
+    ``checks.unbroadcast``); the kernels will sum the group themselves.
     """
     if args or kwargs or not isinstance(residuals, Residuals):
         extra = sorted(kwargs)
@@ -169,6 +239,9 @@ def attention_backward(dout, residuals, *args, tile=None, deterministic=True, **
             + (f"; got the unexpected keyword arguments {extra}" if extra else "")
             + (f"; got residuals of type {type(residuals).__name__} and {len(args)} more "
                f"positional arguments" if args or not isinstance(residuals, Residuals) else ""))
+    if isinstance(residuals, VarlenResiduals):
+        from .varlen import attention_varlen_backward
+        return attention_varlen_backward(dout, residuals, tile=tile, deterministic=deterministic)
     r = residuals
     q, k, v, out, lse = r.q, r.k, r.v, r.out, r.lse
     p = checks.check_qkv(q, k, v, **r.options())
@@ -176,27 +249,19 @@ def attention_backward(dout, residuals, *args, tile=None, deterministic=True, **
         raise TypeError(f"deterministic must be a bool, got {deterministic!r}")
     tile = checks.check_tile(tile) or _default(p, backward=True, deterministic=bool(deterministic))
     xp = p.xp
-    full = p.lead + (p.T, p.d)
+    full = p.lead + (p.T, p.dv)
     checks.check_same("dout", dout, "the output", full, p.dtype, xp)
     checks.check_same("out", out, "the forward's output", full, p.dtype, xp)
     checks.check_same("lse", lse, "the forward's lse", p.lead + (p.T,), accum_dtype(p.dtype), xp)
     if p.T == 0:
-        full_k = p.lead + (p.S, p.d)
-        zeros = (xp.zeros(full, p.dtype), xp.zeros(full_k, p.dtype), xp.zeros(full_k, p.dtype))
-        return tuple(checks.unbroadcast(g, x.shape, xp) for g, x in zip(zeros, (q, k, v)))
-    q3, k3, v3, do3, o3 = (checks.flatten(x, p.lead, xp) for x in (q, k, v, dout, out))
+        return tuple(xp.zeros(x.shape, p.dtype) for x in (q, k, v))
+    q3, do3, o3 = (checks.flatten(x, p.lead, xp) for x in (q, dout, out))
+    k3, v3 = checks.flatten_kv(k, p, xp), checks.flatten_kv(v, p, xp)
     lse3 = xp.ascontiguousarray(lse).reshape(p.batch, p.T)
-    ops = _backend(xp)
-    if ops is None:
-        grads = twin.backward(do3, q3, k3, v3, o3, lse3, mask=p.mask, scale=p.scale,
-                              block_m=tile.block_m, block_n=tile.block_n,
-                              deterministic=bool(deterministic), **_score_mods(p))
-    else:
-        grads = ops.backward(do3, q3, k3, v3, o3, lse3, p, tile=tile,
-                             deterministic=bool(deterministic))
-    shapes = (full, p.lead + (p.S, p.d), p.lead + (p.S, p.d))
-    return tuple(checks.unbroadcast(g.reshape(s), x.shape, xp)
-                 for g, s, x in zip(grads, shapes, (q, k, v)))
+    grads = _backward3(p, do3, q3, k3, v3, o3, lse3, tile, bool(deterministic))
+    shapes = (p.lead + (p.T, p.d), p.lead + (p.S, p.d), p.lead + (p.S, p.dv))
+    return tuple(checks.unbroadcast(g.reshape(s), x.shape, xp, group)
+                 for g, s, x, group in zip(grads, shapes, (q, k, v), (1, p.group, p.group)))
 
 
 _OPTIONS = ("causal", "scale", "window", "softcap", "alibi_slopes", "mask_mod")
@@ -226,4 +291,5 @@ def attention_vjp(q, k, v, **kwargs):
     return out, vjp
 
 
-__all__ = ["attention", "attention_backward", "attention_vjp", "Residuals", "dtype_name"]
+__all__ = ["attention", "attention_backward", "attention_vjp", "Residuals", "VarlenResiduals",
+           "dtype_name"]

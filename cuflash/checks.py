@@ -11,14 +11,18 @@ from ._xp import DTYPES, accum_dtype, array_module, dtype_name
 from .mask import Mask
 from .tile import TileConfig
 
-#: head dims the kernels are built for: every multiple of 8 from 16 to 256.
-SUPPORTED_HEAD_DIMS = tuple(range(16, 257, 8))
+#: head dims attention accepts (q and k; v's head dim too, which may differ): 1 to 256.
+SUPPORTED_HEAD_DIMS = tuple(range(1, 257))
+#: head dims the CUDA kernels run natively today: every multiple of 8 from 16 to 256, with q, k
+#: and v of one head dim. Other head dims reach them zero-padded (``pad_head_dim``).
+KERNEL_HEAD_DIMS = tuple(range(16, 257, 8))
 
 
 @dataclasses.dataclass(frozen=True)
 class Problem:
     """Shapes of one attention call after checking. Leading dims are broadcast and flattened to
-    ``batch``; the kernels and the twin see (batch, T, d) and (batch, S, d)."""
+    ``batch``; the kernels and the twin see (batch, T, d) for q, (batch, S, d) for k and
+    (batch, S, d_v) for v (K/V repeated per query head under GQA: ``flatten_kv``)."""
 
     xp: object          # numpy or cupy
     dtype: np.dtype
@@ -31,11 +35,25 @@ class Problem:
     softcap: float | None = None   # scores become softcap·tanh(s / softcap)
     alibi_slopes: object = None    # (batch,) ALiBi slope per flattened batch entry, or None
     mask_mod: object = None        # a cuflash.MaskMod, or None
+    d_v: int | None = None         # v's head dim (out's), when it differs from d
+    group: int = 1                 # GQA: query heads per kv head (axis -3); 1 without GQA
 
     @property
     def heads(self) -> int:
-        """Size of the head axis (-3), so that a flattened batch index is (b, h) = divmod(., heads)."""
+        """Size of the head axis (-3) of the output (the query heads), so that a flattened batch
+        index is (b, h) = divmod(., heads)."""
         return int(self.lead[-1]) if self.lead else 1
+
+    @property
+    def dv(self) -> int:
+        """Head dim of v and of the output."""
+        return self.d if self.d_v is None else self.d_v
+
+    @property
+    def kernel_d(self) -> int:
+        """The head dim the CUDA kernels run this problem at today: the smallest of
+        KERNEL_HEAD_DIMS holding both d and dv (``pad_head_dim``)."""
+        return kernel_head_dim(max(self.d, self.dv))
 
     @property
     def batch(self) -> int:
@@ -61,7 +79,13 @@ def _check_dtype(name, a):
 
 
 def _head_dims_text() -> str:
-    return f"a multiple of 8 from 16 to 256 ({', '.join(map(str, SUPPORTED_HEAD_DIMS))})"
+    return "an int from 1 to 256"
+
+
+def check_head_dim(d: int, what: str) -> None:
+    """ValueError naming ``what`` (e.g. 'head_dim=0 (q.shape[-1])') unless 1 <= d <= 256."""
+    if not 1 <= d <= 256:    # SUPPORTED_HEAD_DIMS, without a search through it
+        raise ValueError(f"{what} is not supported; head_dim must be {_head_dims_text()}")
 
 
 def _positive_real(name, value, extra="") -> float:
@@ -120,10 +144,39 @@ def check_tile(tile, name: str = "tile"):
     return tile
 
 
+def _heads_and_lead(q, k, v):
+    """(group, lead): the GQA group size G (1 without GQA) and the broadcast leading dims of the
+    output. GQA when q and k/v both have a head axis (-3) and their sizes differ with neither 1:
+    Hq must then be a multiple of Hkv, and query head h reads kv head h // G."""
+    shapes = (q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    if shapes[0] == shapes[1] == shapes[2]:            # the common case, checked cheaply
+        return 1, tuple(shapes[0])
+    group = 1
+    kv_heads = {x.shape[-3] for x in (k, v) if x.ndim >= 3} - {1}
+    if q.ndim >= 3 and len(kv_heads) == 1:
+        hq, hkv = q.shape[-3], kv_heads.pop()
+        if hq > hkv > 0:   # (fewer query heads than kv heads: a broadcast error below)
+            if hq % hkv:
+                raise ValueError(
+                    f"q has {hq} heads (q.shape[-3]) and k, v have {hkv} (k.shape="
+                    f"{tuple(k.shape)}, v.shape={tuple(v.shape)}): the query heads must be a "
+                    f"multiple of the kv heads (GQA: query head h reads kv head h // (Hq / Hkv))")
+            group = hq // hkv
+            # k, v take part in the broadcast with Hq heads (each kv head repeated G times)
+            shapes = (shapes[0],) + tuple(x.shape[:-3] + ((hq,) if x.shape[-3] == hkv else (1,))
+                                          if x.ndim >= 3 else x.shape[:-2] for x in (k, v))
+    try:
+        lead = np.broadcast_shapes(*shapes)
+    except ValueError:
+        raise ValueError(f"leading dims of q {tuple(q.shape[:-2])}, k {tuple(k.shape[:-2])} and "
+                         f"v {tuple(v.shape[:-2])} do not broadcast") from None
+    return group, tuple(lead)
+
+
 def check_qkv(q, k, v, *, causal, scale, window=None, softcap=None, alibi_slopes=None,
               mask_mod=None) -> Problem:
-    """Check q (..., T, d), k (..., S, d), v (..., S, d) and the attention options, and return
-    the Problem they pose."""
+    """Check q (..., T, d), k (..., S, d), v (..., S, d_v) and the attention options, and return
+    the Problem they pose. The head axis is -3; k and v may have fewer heads than q (GQA)."""
     xp = array_module(q=q, k=k, v=v)
     for name, a in (("q", q), ("k", k), ("v", v)):
         if a.ndim < 2:
@@ -133,31 +186,174 @@ def check_qkv(q, k, v, *, causal, scale, window=None, softcap=None, alibi_slopes
     if not (q.dtype == k.dtype == v.dtype):
         raise TypeError(f"q, k, v must share one dtype; got q: {dtype_name(q.dtype)}, "
                         f"k: {dtype_name(k.dtype)}, v: {dtype_name(v.dtype)}")
-    d = q.shape[-1]
-    if k.shape[-1] != d or v.shape[-1] != d:
-        raise ValueError(f"head_dim must match: q.shape[-1]={d}, k.shape[-1]={k.shape[-1]}, "
-                         f"v.shape[-1]={v.shape[-1]}")
-    if d not in SUPPORTED_HEAD_DIMS:
-        raise ValueError(f"head_dim={d} is not supported; head_dim must be {_head_dims_text()}")
+    d, d_v = q.shape[-1], v.shape[-1]
+    if k.shape[-1] != d:
+        raise ValueError(f"head_dim must match: q.shape[-1]={d}, k.shape[-1]={k.shape[-1]} "
+                         f"(v's head dim may differ: v.shape[-1]={d_v})")
+    check_head_dim(d, f"head_dim={d} (q.shape[-1])")
+    if d_v != d:
+        check_head_dim(d_v, f"head_dim_v={d_v} (v.shape[-1])")
     if k.shape[-2] != v.shape[-2]:
         raise ValueError(f"k and v must have the same sequence length: k.shape={tuple(k.shape)}, "
                          f"v.shape={tuple(v.shape)}")
-    try:
-        lead = (q.shape[:-2] if q.shape[:-2] == k.shape[:-2] == v.shape[:-2] else
-                np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2]))
-    except ValueError:
-        raise ValueError(f"leading dims of q {tuple(q.shape[:-2])}, k {tuple(k.shape[:-2])} and "
-                         f"v {tuple(v.shape[:-2])} do not broadcast") from None
+    group, lead = _heads_and_lead(q, k, v)
     T, S = q.shape[-2], k.shape[-2]
     mask = Mask.make(causal=causal, window=window)
-    lead = tuple(lead)
     if mask_mod is not None:
         from .mask_mod import MaskMod
         if not isinstance(mask_mod, MaskMod):
             raise TypeError(f"mask_mod must be a cuflash.MaskMod or None, got "
                             f"{type(mask_mod).__name__}")
     return Problem(xp, q.dtype, lead, T, S, d, check_scale(scale, d), mask,
-                   check_softcap(softcap), check_alibi(alibi_slopes, lead, q.dtype, xp), mask_mod)
+                   check_softcap(softcap),
+                   check_alibi(alibi_slopes, lead, q.dtype, xp), mask_mod,
+                   None if d_v == d else d_v, group)
+
+
+@dataclasses.dataclass(frozen=True)
+class VarlenProblem:
+    """One checked call of attention_varlen: sequence b has the query tokens
+    cu_q[b]..cu_q[b+1]-1 of q (total_q, Hq, d) and the key tokens cu_k[b]..cu_k[b+1]-1 of
+    k (total_k, Hkv, d) and v (total_k, Hkv, d_v); cu_q, cu_k are host copies (int64)."""
+
+    xp: object
+    dtype: np.dtype
+    Hq: int
+    Hkv: int
+    d: int
+    dv: int
+    cu_q: np.ndarray
+    cu_k: np.ndarray
+    scale: float
+    mask: Mask
+    softcap: float | None
+    alibi_slopes: object           # (batch, Hq) in the accumulation dtype on xp, or None
+
+    @property
+    def batch(self) -> int:
+        return len(self.cu_q) - 1
+
+    @property
+    def total_q(self) -> int:
+        return int(self.cu_q[-1])
+
+    @property
+    def total_k(self) -> int:
+        return int(self.cu_k[-1])
+
+    @property
+    def lengths_q(self) -> np.ndarray:
+        return np.diff(self.cu_q)
+
+    @property
+    def lengths_k(self) -> np.ndarray:
+        return np.diff(self.cu_k)
+
+    def options(self) -> dict:
+        """causal, window, softcap and scale as cuflash.attention takes them per sequence."""
+        m = self.mask
+        return dict(causal=False, window=(m.left, m.right), softcap=self.softcap,
+                    scale=self.scale)
+
+
+def _device_of(a):
+    """None for a NumPy array, the GPU id of a CuPy array."""
+    return None if isinstance(a, np.ndarray) else int(a.device.id)
+
+
+def _where(dev) -> str:
+    return "on the host (NumPy)" if dev is None else f"on GPU {dev} (CuPy)"
+
+
+def _check_cu_seqlens(name, a, total: int, total_text: str, dev) -> np.ndarray:
+    """A host int64 copy of cu_seqlens ``a`` after checking it: int32, 1-D with at least one
+    entry, on q's device (``dev``), starting at 0, non-decreasing, ending at ``total``."""
+    array_module(**{name: a})
+    if _device_of(a) != dev:
+        raise TypeError(f"{name} is {_where(_device_of(a))} but q is {_where(dev)}: move it to "
+                        f"q's device")
+    if a.dtype != np.int32:
+        raise TypeError(f"{name} must have dtype int32 (as flash_attn_varlen_func's), got "
+                        f"{dtype_name(a.dtype)}")
+    if a.ndim != 1 or a.shape[0] < 1:
+        raise ValueError(f"{name} must be 1-D with batch + 1 entries (the first token of each "
+                         f"sequence, then the total), got shape {tuple(a.shape)}")
+    c = np.asarray(a if dev is None else a.get(), dtype=np.int64)
+    if c[0] != 0:
+        raise ValueError(f"{name}[0]={c[0]} must be 0 (the first sequence starts at token 0)")
+    drop = np.flatnonzero(np.diff(c) < 0)
+    if drop.size:
+        b = int(drop[0])
+        raise ValueError(f"{name} must be non-decreasing: {name}[{b + 1}]={c[b + 1]} < "
+                         f"{name}[{b}]={c[b]}")
+    if c[-1] != total:
+        raise ValueError(f"{name}[-1]={c[-1]} must equal {total_text}={total} (the total number "
+                         f"of tokens)")
+    return c
+
+
+def _check_max_seqlen(name, value, lengths, cu_name) -> None:
+    if value is None:
+        return
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an int or None, got {value!r}")
+    if value < 0:
+        raise ValueError(f"{name}={value} must be >= 0")
+    if lengths.size and value < lengths.max():
+        b = int(np.argmax(lengths))
+        raise ValueError(f"{name}={value} is smaller than sequence {b}'s length {lengths[b]} "
+                         f"({cu_name}[{b + 1}] - {cu_name}[{b}])")
+
+
+def check_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, max_seqlen_q=None, max_seqlen_k=None,
+                 causal=False, scale=None, window=None, softcap=None,
+                 alibi_slopes=None) -> VarlenProblem:
+    """Check the arguments of attention_varlen (every error names the argument) and return the
+    VarlenProblem they pose. Reads cu_seqlens on the host (a device sync on CuPy)."""
+    xp = array_module(q=q, k=k, v=v)
+    dev = _device_of(q)
+    for name, a in (("k", k), ("v", v)):
+        if _device_of(a) != dev:
+            raise TypeError(f"{name} is {_where(_device_of(a))} but q is {_where(dev)}")
+    for name, a, what in (("q", q, "(total_q, heads, head_dim)"),
+                          ("k", k, "(total_k, kv_heads, head_dim)"),
+                          ("v", v, "(total_k, kv_heads, head_dim_v)")):
+        if a.ndim != 3:
+            raise ValueError(f"{name} must have 3 dims {what} (tokens of every sequence packed "
+                             f"along axis 0), got shape {tuple(a.shape)}")
+        _check_dtype(name, a)
+    if not (q.dtype == k.dtype == v.dtype):
+        raise TypeError(f"q, k, v must share one dtype; got q: {dtype_name(q.dtype)}, "
+                        f"k: {dtype_name(k.dtype)}, v: {dtype_name(v.dtype)}")
+    d, d_v = q.shape[-1], v.shape[-1]
+    if k.shape[-1] != d:
+        raise ValueError(f"head_dim must match: q.shape[-1]={d}, k.shape[-1]={k.shape[-1]} "
+                         f"(v's head dim may differ: v.shape[-1]={d_v})")
+    check_head_dim(d, f"head_dim={d} (q.shape[-1])")
+    if d_v != d:
+        check_head_dim(d_v, f"head_dim_v={d_v} (v.shape[-1])")
+    if k.shape[:2] != v.shape[:2]:
+        raise ValueError(f"k and v must have the same tokens and kv heads: k.shape="
+                         f"{tuple(k.shape)}, v.shape={tuple(v.shape)}")
+    Hq, Hkv = int(q.shape[1]), int(k.shape[1])
+    if Hkv < 1 or Hq % Hkv:
+        raise ValueError(f"q has {Hq} heads (q.shape[1]) and k, v have {Hkv} (k.shape[1]): the "
+                         f"query heads must be a multiple of the kv heads, at least 1 (GQA: "
+                         f"query head h reads kv head h // (Hq / Hkv))")
+    cu_q = _check_cu_seqlens("cu_seqlens_q", cu_seqlens_q, int(q.shape[0]), "q.shape[0]", dev)
+    cu_k = _check_cu_seqlens("cu_seqlens_k", cu_seqlens_k, int(k.shape[0]), "k.shape[0]", dev)
+    if len(cu_q) != len(cu_k):
+        raise ValueError(f"cu_seqlens_q has {len(cu_q)} entries ({len(cu_q) - 1} sequences) and "
+                         f"cu_seqlens_k {len(cu_k)} ({len(cu_k) - 1} sequences): both must have "
+                         f"batch + 1")
+    _check_max_seqlen("max_seqlen_q", max_seqlen_q, np.diff(cu_q), "cu_seqlens_q")
+    _check_max_seqlen("max_seqlen_k", max_seqlen_k, np.diff(cu_k), "cu_seqlens_k")
+    mask = Mask.make(causal=causal, window=window)
+    slopes = check_alibi(alibi_slopes, (len(cu_q) - 1, Hq), q.dtype, xp)
+    if slopes is not None:
+        slopes = slopes.reshape(len(cu_q) - 1, Hq)
+    return VarlenProblem(xp, q.dtype, Hq, Hkv, d, d_v, cu_q, cu_k, check_scale(scale, d), mask,
+                         check_softcap(softcap), slopes)
 
 
 def check_same(name, a, ref_name, shape, dtype, xp):
@@ -171,10 +367,27 @@ def check_same(name, a, ref_name, shape, dtype, xp):
         raise TypeError(f"{name} must have dtype {dtype_name(dtype)}, got {dtype_name(a.dtype)}")
 
 
+# -- What the kernels cannot take yet: the copies made for them, each in one place ----------------
+#
+# The CUDA kernels take C-contiguous (batch, n, d) arrays, one K/V head per query head, and
+# q, k, v of one head dim in KERNEL_HEAD_DIMS. Until they take strides, index the shared K/V
+# head of a GQA group and pad inside (issue 12), the calls below make the copies:
+#
+#   flatten        strided, broadcast or Fortran-ordered inputs -> C-contiguous (batch, n, d)
+#   flatten_kv     GQA: each kv head repeated G times along axis -3 (k and v, G times their size)
+#   unbroadcast    gradients summed back over GQA groups and broadcast dims (float32 sums)
+#   pad_head_dim   (GPU) q, k, v, dout, out zero-padded to kernel_head_dim(max(d, d_v))
+#   unpad          (GPU) outputs sliced back to their head dim (a copy, C-contiguous)
+#
+# The twin takes the first three, so that it runs what the kernels run; the padding is the GPU's
+# alone (the twin takes any head dim). Variable-length batches are looped over in
+# cuflash.varlen (``_groups``).
+
 def flatten(x, lead, xp):
     """Broadcast x (..., n, d) to lead + (n, d) and view it as a C-contiguous (batch, n, d) array.
 
-    Copies only when x is broadcast, non-contiguous or Fortran-ordered."""
+    Copies only when x is broadcast, non-contiguous (any strided view, e.g. a (B, T, H, d) array
+    transposed to (B, H, T, d)) or Fortran-ordered."""
     batch = math.prod(lead)   # explicit, not -1: a zero-size row (n = 0) leaves -1 ambiguous
     if tuple(x.shape[:-2]) == tuple(lead) and x.flags.c_contiguous:   # no copy, few objects
         return x if x.ndim == 3 else x.reshape((batch,) + tuple(x.shape[-2:]))
@@ -182,13 +395,54 @@ def flatten(x, lead, xp):
     return xp.ascontiguousarray(x).reshape((batch,) + tuple(x.shape[-2:]))
 
 
-def unbroadcast(g, shape, xp):
-    """Sum a gradient of shape lead + (n, d) back to an input's own (broadcast) shape."""
-    if tuple(g.shape) == tuple(shape):
+def flatten_kv(x, p: Problem, xp):
+    """k or v (..., Hkv, S, d) as the C-contiguous (batch, S, d) array of ``flatten``, one entry
+    per query head: under GQA (p.group = G > 1) query head h reads kv head h // G, so each kv
+    head is repeated G times along axis -3 first (a copy of G times x's size; a k or v with one
+    head is broadcast instead). The kernels will index the shared head instead."""
+    if p.group > 1 and x.ndim >= 3 and x.shape[-3] > 1:
+        x = xp.repeat(x, p.group, axis=-3)
+    return flatten(x, p.lead, xp)
+
+
+def unbroadcast(g, shape, xp, group: int = 1):
+    """Sum a gradient of shape lead + (n, d) back to an input's own (broadcast) shape: first
+    over GQA groups (``group`` consecutive query heads of axis -3 per kv head), then over the
+    leading dims the input was broadcast along. 16-bit sums run in float32, rounded once."""
+    if tuple(g.shape) == tuple(shape) and group == 1:
         return g
+    dtype = g.dtype
+    if group > 1:   # (..., Hq, n, d) -> (..., Hkv, G, n, d), summed over G
+        wide = g.astype(np.float64 if dtype == np.float64 else np.float32)
+        g = wide.reshape(g.shape[:-3] + (g.shape[-3] // group, group) + g.shape[-2:]).sum(axis=-3)
     extra = g.ndim - len(shape)
     axes = list(range(extra)) + [extra + i for i, s in enumerate(shape[:-2]) if s == 1
                                  and g.shape[extra + i] != 1]
     acc = g.astype(np.float64 if g.dtype == np.float64 else np.float32).sum(
         axis=tuple(axes), keepdims=True)
-    return acc.reshape(shape).astype(g.dtype)
+    return acc.reshape(shape).astype(dtype)
+
+
+def kernel_head_dim(d: int) -> int:
+    """The smallest head dim of KERNEL_HEAD_DIMS that holds d (1 <= d <= 256)."""
+    return max(16, -(-d // 8) * 8)
+
+
+def pad_head_dim(x, D: int, xp):
+    """x (..., n, d) with its last axis zero-padded to D (a C-contiguous copy), or x when d == D.
+
+    The GPU path's way to head dims the kernels do not run (KERNEL_HEAD_DIMS) and to
+    head_dim_v != head_dim: q, k and v (and dout, out in the backward) are padded to one
+    D = kernel_head_dim(max(d, d_v)). Zero columns of q and k add nothing to q·k, zero columns of
+    v make zero output columns, which ``unpad`` drops; the scale stays 1/sqrt(real d)."""
+    d = x.shape[-1]
+    if d == D:
+        return x
+    out = xp.zeros(tuple(x.shape[:-1]) + (D,), dtype=x.dtype)
+    out[..., :d] = x
+    return out
+
+
+def unpad(x, d: int, xp):
+    """x (..., n, D) sliced to its first d columns, C-contiguous (a copy), or x when D == d."""
+    return x if x.shape[-1] == d else xp.ascontiguousarray(x[..., :d])

@@ -363,7 +363,7 @@ def attention_with_kvcache(q, k_cache, v_cache, *, cache_seqlens, block_table=No
     q : array (B, Hq, Tq, d)
         The queries: the last Tq positions of each sequence (Tq = 1 for a decode step, a few
         for speculative decoding). NumPy (the CPU twin) or CuPy (the CUDA kernels); float16,
-        bfloat16, float32 or float64; d a multiple of 8 from 16 to 256.
+        bfloat16, float32 or float64; d from 1 to 256 (cuflash.attention pads it for the kernels).
     k_cache, v_cache : arrays, q's dtype and device
         Contiguous: (B, Hkv, S_max, d). Paged (with ``block_table``): (num_pages, Hkv,
         page_size, d), page_size a power of two >= 16. Hq must be a multiple of Hkv: query head h

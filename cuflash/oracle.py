@@ -9,7 +9,8 @@ from __future__ import annotations
 import numpy as np
 
 from ._xp import to_numpy
-from .naive import naive_attention, naive_attention_backward
+from .naive import (naive_attention, naive_attention_backward, naive_attention_varlen,
+                    naive_attention_varlen_backward)
 
 
 def _f64(x):
@@ -35,6 +36,23 @@ def oracle_backward(dout, q, k, v, *, causal=False, scale=None, **options):
     """(dq, dk, dv) in float64 NumPy: the analytic gradient of exact attention."""
     return naive_attention_backward(_f64(dout), _f64(q), _f64(k), _f64(v), causal=causal,
                                     scale=scale, **_options(options))
+
+
+def oracle_attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, causal=False, scale=None,
+                            **options):
+    """(out (total_q, Hq, d_v), lse (Hq, total_q)) in float64 NumPy of a packed batch
+    (:func:`cuflash.attention_varlen`'s arguments), one sequence at a time."""
+    return naive_attention_varlen(_f64(q), _f64(k), _f64(v), to_numpy(cu_seqlens_q),
+                                  to_numpy(cu_seqlens_k), causal=causal, scale=scale,
+                                  return_lse=True, **_options(options))
+
+
+def oracle_backward_varlen(dout, q, k, v, cu_seqlens_q, cu_seqlens_k, *, causal=False,
+                           scale=None, **options):
+    """(dq, dk, dv) in float64 NumPy of a packed batch, one sequence at a time."""
+    return naive_attention_varlen_backward(_f64(dout), _f64(q), _f64(k), _f64(v),
+                                           to_numpy(cu_seqlens_q), to_numpy(cu_seqlens_k),
+                                           causal=causal, scale=scale, **_options(options))
 
 
 def rel_error(x, ref) -> float:

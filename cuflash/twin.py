@@ -3,7 +3,8 @@
 Read it beside ``kernels_cu/flash_fwd.cu`` and ``kernels_cu/flash_bwd.cu``: the same names
 (block_m, block_n, m, l, lse, D), the same loop bounds, the same causal skipping, the same rounding
 of P and dS to the input dtype before the matrix products that consume them. Tensors are
-(batch, T, d) for queries and (batch, S, d) for keys; the batch is vectorized, the tiles are loops.
+(batch, T, d) for queries, (batch, S, d) for keys and (batch, S, d_v) for values (any head dims
+from 1; d_v may differ from d); the batch is vectorized, the tiles are loops.
 
 Every load from and store to the input and output arrays goes through a :class:`ByteCounter`,
 so the twin measures the device-memory traffic the IO model (``cuflash.iomodel``) predicts.
@@ -99,7 +100,7 @@ class TileScores:
 
 
 def forward(q, k, v, *, mask: Mask, scale, block_m, block_n, counter=None, **score_mods):
-    """out (batch, T, d) in q's dtype and lse (batch, T) in the accumulation dtype.
+    """out (batch, T, d_v) in q's dtype and lse (batch, T) in the accumulation dtype.
 
     Algorithm 1 of FlashAttention-2: for each Q tile, stream K/V tiles, keep the running row max
     m and row sum l, rescale the accumulator, divide by l once at the end. ``score_mods``:
@@ -107,10 +108,10 @@ def forward(q, k, v, *, mask: Mask, scale, block_m, block_n, counter=None, **sco
     """
     counter = counter or ByteCounter()
     B, T, d = q.shape
-    S = k.shape[1]
+    S, d_v = k.shape[1], v.shape[2]
     dt, acc = q.dtype, accum_dtype(q.dtype)
     tile_scores = TileScores(B, T, S, acc, mask=mask, scale=scale, **score_mods)
-    out = np.empty((B, T, d), dtype=dt)
+    out = np.empty((B, T, d_v), dtype=dt)
     lse = np.empty((B, T), dtype=acc)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         for i0 in range(0, T, block_m):
@@ -118,7 +119,7 @@ def forward(q, k, v, *, mask: Mask, scale, block_m, block_n, counter=None, **sco
             q_i = counter.load("q", q[:, i0:i1], acc)                   # (B, bm, d)
             m = np.full((B, i1 - i0), -np.inf, dtype=acc)               # running max
             l = np.zeros((B, i1 - i0), dtype=acc)                       # running sum
-            o = np.zeros((B, i1 - i0, d), dtype=acc)                    # unnormalized output
+            o = np.zeros((B, i1 - i0, d_v), dtype=acc)                  # unnormalized output
             for j0 in mask.key_tiles(i0, i1, T, S, block_n):
                 j1 = min(S, j0 + block_n)
                 if tile_scores.empty(i0, i1, j0, j1):
@@ -155,13 +156,13 @@ def backward(dout, q, k, v, out, lse, *, mask: Mask, scale, block_m, block_n, de
     """
     counter = counter or ByteCounter()
     B, T, d = q.shape
-    S = k.shape[1]
+    S, d_v = k.shape[1], v.shape[2]
     dt, acc = q.dtype, accum_dtype(q.dtype)
     sc = acc.type(scale)
     tile_scores = TileScores(B, T, S, acc, mask=mask, scale=scale, **score_mods)
     dq = np.empty((B, T, d), dtype=dt)
     dk = np.empty((B, S, d), dtype=dt)
-    dv = np.empty((B, S, d), dtype=dt)
+    dv = np.empty((B, S, d_v), dtype=dt)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         # -- preprocess: D_i = rowsum(dO_i ∘ O_i)
         D = np.empty((B, T), dtype=acc)
@@ -190,7 +191,7 @@ def backward(dout, q, k, v, out, lse, *, mask: Mask, scale, block_m, block_n, de
             k_j = counter.load("k", k[:, j0:j1], acc)
             v_j = counter.load("v", v[:, j0:j1], acc)
             dk_j = np.zeros((B, j1 - j0, d), dtype=acc)
-            dv_j = np.zeros((B, j1 - j0, d), dtype=acc)
+            dv_j = np.zeros((B, j1 - j0, d_v), dtype=acc)
             for i0 in mask.query_tiles(j0, j1, T, S, block_m):
                 i1 = min(T, i0 + block_m)
                 if tile_scores.empty(i0, i1, j0, j1):

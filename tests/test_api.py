@@ -243,7 +243,8 @@ def test_vjp_defaults(xp):
 def test_exports():
     for name in cuflash.__all__:
         assert getattr(cuflash, name) is not None, name
-    assert cuflash.SUPPORTED_HEAD_DIMS == tuple(range(16, 257, 8))
+    assert cuflash.SUPPORTED_HEAD_DIMS == tuple(range(1, 257))
+    assert cuflash.checks.KERNEL_HEAD_DIMS == tuple(range(16, 257, 8))
     assert isinstance(cuflash.__version__, str)
 
 

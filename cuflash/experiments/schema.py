@@ -49,7 +49,7 @@ from typing import Any
 import yaml
 
 from .._xp import BFLOAT16_HINT, DTYPE_NAMES, DTYPES
-from ..checks import SUPPORTED_HEAD_DIMS
+from ..checks import KERNEL_HEAD_DIMS
 from ..tile import KERNELS, TileConfig, default_tile
 from . import variants as variants_mod
 
@@ -517,7 +517,7 @@ def _axes(r: _Reader, raw, path: str = "axes") -> Axes:
                 r.fail(where, f"expected a positive integer or 'seq_len', got {_show(v)}")
         kw["kv_len"] = tuple(dict.fromkeys(kv))
     if "head_dim" in raw:
-        kw["head_dim"] = r.ints(raw["head_dim"], f"{path}.head_dim", choices=SUPPORTED_HEAD_DIMS)
+        kw["head_dim"] = r.ints(raw["head_dim"], f"{path}.head_dim", choices=KERNEL_HEAD_DIMS)
     if "batch" in raw:
         if isinstance(raw["batch"], dict):
             m = r.mapping(raw["batch"], f"{path}.batch", ("tokens",))
