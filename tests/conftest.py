@@ -26,7 +26,12 @@ def pytest_configure(config):
 #: zero-size one), the default kernels of every dtype against the oracle (test_forward.py,
 #: test_api.py, test_gpu_kernels.py), refusals, the grid limit, streams and memory.
 SLOW_GPU_TESTS = ("test_tiles_against_oracle", "test_backward_matches_oracle",
-                  "test_backward_tiles", "test_forward_tiles")
+                  "test_backward_tiles", "test_forward_tiles",
+                  # the reference paths of KV caches, GQA, varlen and head dims (each case a
+                  # few kernel specializations or a loop of launches)
+                  "test_matches_oracle", "test_larger_head_dims_and_pages", "test_gqa_strategies",
+                  "test_varlen_variants", "test_varlen_matches_oracle", "test_head_dims",
+                  "test_head_dim_v_differs", "test_gqa_matches_oracle", "test_gqa_variants")
 #: test_variants.py's kernel cases in the fast tier, at one shape: per kernel family and dtype
 #: the variant that combines a window, softcap and ALiBi; a mask_mod (its tile-list kernel) on
 #: one family. (At 486 tests, with a mask_mod on every family, the tier took 64 s with -n 8 on
@@ -34,7 +39,9 @@ SLOW_GPU_TESTS = ("test_tiles_against_oracle", "test_backward_matches_oracle",
 FAST_VARIANTS = {"cap_alibi_window": None, "doc_causal": "mma-float16"}
 
 
-def _slow_gpu(item) -> bool:
+def _slow_gpu(item, seen: set) -> bool:
+    """Whether a GPU test belongs to the full tier only. Of each SLOW_GPU_TESTS function, the
+    first GPU case collected stays in the fast tier, so that tier still reaches its path."""
     if "gpu" not in item.keywords:
         return False
     if item.originalname == "test_kernel_variants":
@@ -43,13 +50,19 @@ def _slow_gpu(item) -> bool:
             return True
         only = FAST_VARIANTS[params["name"]]
         return only is not None and not item.callspec.id.startswith(only)
-    return item.originalname in SLOW_GPU_TESTS
+    if item.originalname not in SLOW_GPU_TESTS:
+        return False
+    key = (item.fspath, item.originalname)
+    if key in seen:
+        return True
+    seen.add(key)
+    return False
 
 
 def pytest_collection_modifyitems(config, items):
-    slow = pytest.mark.slow
+    slow, seen = pytest.mark.slow, set()
     for item in items:
-        if _slow_gpu(item):
+        if _slow_gpu(item, seen):
             item.add_marker(slow)
     if gpu_available():
         return
