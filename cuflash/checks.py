@@ -67,7 +67,8 @@ class Problem:
 _SUPPORTED = frozenset(np.dtype(t) for t in DTYPES.values() if t is not None)
 
 
-def _check_dtype(name, a):
+def check_dtype(name, a):
+    """TypeError naming `name` unless a's dtype is one attention takes."""
     dt = a.dtype
     if dt in _SUPPORTED:   # the common case, without building names
         return
@@ -86,6 +87,22 @@ def check_head_dim(d: int, what: str) -> None:
     """ValueError naming ``what`` (e.g. 'head_dim=0 (q.shape[-1])') unless 1 <= d <= 256."""
     if not 1 <= d <= 256:    # SUPPORTED_HEAD_DIMS, without a search through it
         raise ValueError(f"{what} is not supported; head_dim must be {_head_dims_text()}")
+
+
+def _dtypes_and_head_dims(q, k, v) -> tuple[int, int]:
+    """(d, d_v) after checking that q, k, v share one dtype, q and k one head dim, and both
+    head dims are supported (v's may differ from q's)."""
+    if not (q.dtype == k.dtype == v.dtype):
+        raise TypeError(f"q, k, v must share one dtype; got q: {dtype_name(q.dtype)}, "
+                        f"k: {dtype_name(k.dtype)}, v: {dtype_name(v.dtype)}")
+    d, d_v = q.shape[-1], v.shape[-1]
+    if k.shape[-1] != d:
+        raise ValueError(f"head_dim must match: q.shape[-1]={d}, k.shape[-1]={k.shape[-1]} "
+                         f"(v's head dim may differ: v.shape[-1]={d_v})")
+    check_head_dim(d, f"head_dim={d} (q.shape[-1])")
+    if d_v != d:
+        check_head_dim(d_v, f"head_dim_v={d_v} (v.shape[-1])")
+    return d, d_v
 
 
 def _positive_real(name, value, extra="") -> float:
@@ -182,17 +199,8 @@ def check_qkv(q, k, v, *, causal, scale, window=None, softcap=None, alibi_slopes
         if a.ndim < 2:
             raise ValueError(f"{name} must have at least 2 dims (..., seq_len, head_dim); "
                              f"got shape {tuple(a.shape)}")
-        _check_dtype(name, a)
-    if not (q.dtype == k.dtype == v.dtype):
-        raise TypeError(f"q, k, v must share one dtype; got q: {dtype_name(q.dtype)}, "
-                        f"k: {dtype_name(k.dtype)}, v: {dtype_name(v.dtype)}")
-    d, d_v = q.shape[-1], v.shape[-1]
-    if k.shape[-1] != d:
-        raise ValueError(f"head_dim must match: q.shape[-1]={d}, k.shape[-1]={k.shape[-1]} "
-                         f"(v's head dim may differ: v.shape[-1]={d_v})")
-    check_head_dim(d, f"head_dim={d} (q.shape[-1])")
-    if d_v != d:
-        check_head_dim(d_v, f"head_dim_v={d_v} (v.shape[-1])")
+        check_dtype(name, a)
+    d, d_v = _dtypes_and_head_dims(q, k, v)
     if k.shape[-2] != v.shape[-2]:
         raise ValueError(f"k and v must have the same sequence length: k.shape={tuple(k.shape)}, "
                          f"v.shape={tuple(v.shape)}")
@@ -321,17 +329,8 @@ def check_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, max_seqlen_q=None, max_
         if a.ndim != 3:
             raise ValueError(f"{name} must have 3 dims {what} (tokens of every sequence packed "
                              f"along axis 0), got shape {tuple(a.shape)}")
-        _check_dtype(name, a)
-    if not (q.dtype == k.dtype == v.dtype):
-        raise TypeError(f"q, k, v must share one dtype; got q: {dtype_name(q.dtype)}, "
-                        f"k: {dtype_name(k.dtype)}, v: {dtype_name(v.dtype)}")
-    d, d_v = q.shape[-1], v.shape[-1]
-    if k.shape[-1] != d:
-        raise ValueError(f"head_dim must match: q.shape[-1]={d}, k.shape[-1]={k.shape[-1]} "
-                         f"(v's head dim may differ: v.shape[-1]={d_v})")
-    check_head_dim(d, f"head_dim={d} (q.shape[-1])")
-    if d_v != d:
-        check_head_dim(d_v, f"head_dim_v={d_v} (v.shape[-1])")
+        check_dtype(name, a)
+    d, d_v = _dtypes_and_head_dims(q, k, v)
     if k.shape[:2] != v.shape[:2]:
         raise ValueError(f"k and v must have the same tokens and kv heads: k.shape="
                          f"{tuple(k.shape)}, v.shape={tuple(v.shape)}")

@@ -127,16 +127,14 @@ def _check_call(q, k_cache, v_cache, cache_seqlens, block_table, k_new, v_new, *
     _check_rank("k_cache", k_cache, "(batch, kv_heads, S_max, head_dim) or, paged, "
                 "(num_pages, kv_heads, page_size, head_dim)")
     _check_rank("v_cache", v_cache, "shaped like k_cache")
-    checks._check_dtype("q", q)
+    checks.check_dtype("q", q)
     for name in ("k_cache", "v_cache", "k_new", "v_new"):
         a = arrays.get(name)
         if a is not None and a.dtype != q.dtype:
             raise TypeError(f"{name} must have q's dtype {dtype_name(q.dtype)}, got "
                             f"{dtype_name(a.dtype)}")
     B, Hq, Tq, d = (int(n) for n in q.shape)
-    if d not in checks.SUPPORTED_HEAD_DIMS:
-        raise ValueError(f"head_dim={d} (q.shape[-1]) is not supported; head_dim must be "
-                         f"{checks._head_dims_text()}")
+    checks.check_head_dim(d, f"head_dim={d} (q.shape[-1])")
     if tuple(v_cache.shape) != tuple(k_cache.shape):
         raise ValueError(f"v_cache must have k_cache's shape {tuple(k_cache.shape)}, got "
                          f"{tuple(v_cache.shape)}")
