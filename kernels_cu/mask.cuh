@@ -129,13 +129,11 @@ struct Mask {
 
     // Whether query i sees key j.
     __device__ __forceinline__ bool visible(int i, int j) const {
-        if (j >= S_len || i >= T_len) return false;
-        if (has_right() && j > i + diag + right) return false;
-        if (has_left() && j < i + diag - left) return false;
-        if constexpr (V::Mod::kActive) {
-            return V::Mod::visible(p, bz / p.heads, bz % p.heads, i, j);
-        }
-        return true;
+        bool ok = (j < S_len) & (i < T_len);           // one predicate, no branch per bound
+        if (has_right()) ok &= j <= i + diag + right;
+        if (has_left()) ok &= j >= i + diag - left;
+        if constexpr (V::Mod::kActive) ok = ok && V::Mod::visible(p, bz / p.heads, bz % p.heads, i, j);
+        return ok;
     }
 };
 

@@ -112,11 +112,11 @@ __device__ __forceinline__ Acc lse_log2(Acc lse, bool valid = true) {
 //    lse2(r, e): lse·log2 e of the element's query (+inf for a query that saw no key: P = 0);
 //    Dq(r, e): D of that query. s holds u's raw scores on entry and P on exit; dp holds dP on
 //    entry and dS = P ∘ (dP - D) · g on exit.
-template <typename Acc, int R, int E, class FragS, class FragDP, class At, class Lse2, class Dq,
-          class M, class Score, class Exp2>
-__device__ __forceinline__ void bwd_probs(FragS&& s, FragDP&& dp, At&& at, Lse2&& lse2, Dq&& Dof,
-                                          const M& mask, const Score& score, bool needs_mask,
-                                          Exp2 exp2) {
+template <bool MASKED, typename Acc, int R, int E, class FragS, class FragDP, class At, class Lse2,
+          class Dq, class M, class Score, class Exp2>
+__device__ __forceinline__ void bwd_probs_tile(FragS&& s, FragDP&& dp, At&& at, Lse2&& lse2,
+                                               Dq&& Dof, const M& mask, const Score& score,
+                                               Exp2 exp2) {
 #pragma unroll
     for (int r = 0; r < R; ++r)
 #pragma unroll
@@ -126,12 +126,24 @@ __device__ __forceinline__ void bwd_probs(FragS&& s, FragDP&& dp, At&& at, Lse2&
             Acc& x = s(r, e);
             Acc g = Acc(1);
             const Acc u = Score::kTransforms ? score.logit_grad(x, i, j, g) : x;
-            const bool hidden = needs_mask && !mask.visible(i, j);
-            const Acc p = hidden ? Acc(0) : exp2(fma(u, score.mul, -lse2(r, e)));
-            x = p;
+            const Acc p = exp2(fma(u, score.mul, -lse2(r, e)));
+            x = MASKED && !mask.visible(i, j) ? Acc(0) : p;
             Acc& y = dp(r, e);
-            y = Score::kTransforms ? p * (y - Dof(r, e)) * g : p * (y - Dof(r, e));
+            y = Score::kTransforms ? x * (y - Dof(r, e)) * g : x * (y - Dof(r, e));
         }
+}
+
+// One copy of the element loop for tiles the mask cuts and one for the others (the branch is
+// taken once per tile, not per element: the exponentials stay a straight run).
+template <typename Acc, int R, int E, class FragS, class FragDP, class At, class Lse2, class Dq,
+          class M, class Score, class Exp2>
+__device__ __forceinline__ void bwd_probs(FragS&& s, FragDP&& dp, At&& at, Lse2&& lse2, Dq&& Dof,
+                                          const M& mask, const Score& score, bool needs_mask,
+                                          Exp2 exp2) {
+    if (needs_mask)
+        bwd_probs_tile<true, Acc, R, E>(s, dp, at, lse2, Dof, mask, score, exp2);
+    else
+        bwd_probs_tile<false, Acc, R, E>(s, dp, at, lse2, Dof, mask, score, exp2);
 }
 
 }  // namespace cuflash
