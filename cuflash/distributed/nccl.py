@@ -78,7 +78,10 @@ def _cupy_nccl():
 
 
 def id_to_bytes(uid) -> bytes:
-    """An NCCL unique id (CuPy's tuple of 128 signed chars) as 128 bytes."""
+    """An NCCL unique id as 128 bytes, from CuPy's ``nccl.get_unique_id()`` (a tuple of 128
+    signed chars in CuPy 13, bytes in CuPy 14)."""
+    if isinstance(uid, (bytes, bytearray)):
+        return bytes(uid)
     return bytes(int(x) & 0xFF for x in uid)
 
 
@@ -402,7 +405,12 @@ class NcclComm:
         def target():
             try:
                 self._cupy.cuda.Device(dev).use()
-                box["comm"] = self._nccl.NcclCommunicator(self.world_size, uid, self.rank)
+                try:    # CuPy 14 takes the id as bytes, CuPy 13 as a tuple of signed chars
+                    comm = self._nccl.NcclCommunicator(self.world_size, id_to_bytes(uid),
+                                                       self.rank)
+                except TypeError:
+                    comm = self._nccl.NcclCommunicator(self.world_size, uid, self.rank)
+                box["comm"] = comm
             except BaseException as exc:       # noqa: BLE001 - reported below
                 box["error"] = exc
 
