@@ -17,6 +17,21 @@ def pytest_configure(config):
     config.addinivalue_line("markers",
                             "gpu: needs a CUDA GPU through CuPy (skipped cleanly without one)")
     config.addinivalue_line("markers", "slow: takes more than a few seconds")
+    _share_blas_threads()
+
+
+def _share_blas_threads():
+    """Under pytest-xdist, each worker's BLAS (the float64 oracle's matmuls) gets its share of
+    the cores instead of all of them: 12 workers each starting 16 OpenBLAS threads on a
+    16-core machine spend their time contending."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0") or 0)
+    if workers <= 1:
+        return
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        return
+    threadpool_limits(max(1, (os.cpu_count() or 1) // workers), user_api="blas")
 
 
 #: GPU tests of the full tier only (`-m gpu`): sweeps over many tiles and shapes, each a fresh
@@ -31,7 +46,12 @@ SLOW_GPU_TESTS = ("test_tiles_against_oracle", "test_backward_matches_oracle",
                   # few kernel specializations or a loop of launches)
                   "test_matches_oracle", "test_larger_head_dims_and_pages", "test_gqa_strategies",
                   "test_varlen_variants", "test_varlen_matches_oracle", "test_head_dims",
-                  "test_head_dim_v_differs", "test_gqa_matches_oracle", "test_gqa_variants")
+                  "test_head_dim_v_differs", "test_gqa_matches_oracle", "test_gqa_variants",
+                  "test_head_dim_v_with_gqa_and_variants")
+#: GPU tests of the full tier only, every case: long single tests of features whose kernels the
+#: fast tier already runs (a mask_mod evaluated four ways, 19 s; ring attention simulated on one
+#: GPU, 7-11 s per dtype; H200, 2026-12-01).
+FULL_TIER_ONLY = ("test_kernel_and_cupy_evaluate_agree_on_gpu", "test_simulated_ring_on_one_gpu")
 #: test_variants.py's kernel cases in the fast tier, at one shape: per kernel family and dtype
 #: the variant that combines a window, softcap and ALiBi; a mask_mod (its tile-list kernel) on
 #: one family. (At 486 tests, with a mask_mod on every family, the tier took 64 s with -n 8 on
@@ -50,6 +70,8 @@ def _slow_gpu(item, seen: set) -> bool:
             return True
         only = FAST_VARIANTS[params["name"]]
         return only is not None and not item.callspec.id.startswith(only)
+    if item.originalname in FULL_TIER_ONLY:
+        return True
     if item.originalname not in SLOW_GPU_TESTS:
         return False
     key = (item.fspath, item.originalname)
