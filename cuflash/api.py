@@ -35,31 +35,35 @@ def _score_mods(p):
     return dict(softcap=p.softcap, slopes=p.alibi_slopes, mask_mod=p.mask_mod, heads=p.heads)
 
 
-def _forward3(p, q3, k3, v3, tile):
-    """out3 (batch, T, dv), lse3 (batch, T) of flattened inputs: the twin, or the kernels at
-    ``p.kernel_d`` (inputs zero-padded and the output sliced back: ``checks.pad_head_dim``)."""
+def _forward(p, q, k, v, tile):
+    """out (lead..., T, d_v) and lse (lead..., T): the twin on flattened copies (K/V repeated
+    per query head under GQA), or the kernels on the arrays as they are (``gpu.ops``)."""
     ops = _backend(p.xp)
-    if ops is None:
-        return twin.forward(q3, k3, v3, mask=p.mask, scale=p.scale, block_m=tile.block_m,
-                            block_n=tile.block_n, **_score_mods(p))
-    D, xp = p.kernel_d, p.xp
-    q3, k3, v3 = (checks.pad_head_dim(x, D, xp) for x in (q3, k3, v3))
-    out3, lse3 = ops.forward(q3, k3, v3, p, tile=tile)
-    return checks.unpad(out3, p.dv, xp), lse3
+    if ops is not None:
+        return ops.forward(q, k, v, p, tile=tile)
+    xp = p.xp
+    q3 = checks.flatten(q, p.lead, xp)
+    k3, v3 = checks.flatten_kv(k, p, xp), checks.flatten_kv(v, p, xp)
+    out3, lse3 = twin.forward(q3, k3, v3, mask=p.mask, scale=p.scale, block_m=tile.block_m,
+                              block_n=tile.block_n, **_score_mods(p))
+    return out3.reshape(p.lead + (p.T, p.dv)), lse3.reshape(p.lead + (p.T,))
 
 
-def _backward3(p, do3, q3, k3, v3, o3, lse3, tile, deterministic):
-    """(dq3, dk3, dv3) of flattened inputs (k3, v3 one entry per query head), as _forward3."""
+def _backward(p, dout, q, k, v, out, lse, tile, deterministic):
+    """(dq, dk, dv) shaped like q, k, v, as _forward."""
     ops = _backend(p.xp)
-    if ops is None:
-        return twin.backward(do3, q3, k3, v3, o3, lse3, mask=p.mask, scale=p.scale,
-                             block_m=tile.block_m, block_n=tile.block_n,
-                             deterministic=deterministic, **_score_mods(p))
-    D, xp = p.kernel_d, p.xp
-    do3, q3, k3, v3, o3 = (checks.pad_head_dim(x, D, xp) for x in (do3, q3, k3, v3, o3))
-    dq, dk, dv = ops.backward(do3, q3, k3, v3, o3, lse3, p, tile=tile,
-                              deterministic=deterministic)
-    return checks.unpad(dq, p.d, xp), checks.unpad(dk, p.d, xp), checks.unpad(dv, p.dv, xp)
+    if ops is not None:
+        return ops.backward(dout, q, k, v, out, lse, p, tile=tile, deterministic=deterministic)
+    xp = p.xp
+    q3, do3, o3 = (checks.flatten(x, p.lead, xp) for x in (q, dout, out))
+    k3, v3 = checks.flatten_kv(k, p, xp), checks.flatten_kv(v, p, xp)
+    lse3 = xp.ascontiguousarray(lse).reshape(p.batch, p.T)
+    grads = twin.backward(do3, q3, k3, v3, o3, lse3, mask=p.mask, scale=p.scale,
+                          block_m=tile.block_m, block_n=tile.block_n,
+                          deterministic=deterministic, **_score_mods(p))
+    shapes = (p.lead + (p.T, p.d), p.lead + (p.S, p.d), p.lead + (p.S, p.dv))
+    return tuple(checks.unbroadcast(g.reshape(s), x.shape, xp, group)
+                 for g, s, x, group in zip(grads, shapes, (q, k, v), (1, p.group, p.group)))
 
 
 def attention(q, k, v, *, causal=False, scale=None, tile=None, return_lse=False, window=None,
@@ -131,10 +135,7 @@ def attention(q, k, v, *, causal=False, scale=None, tile=None, return_lse=False,
         out = xp.empty(p.lead + (0, p.dv), dtype=p.dtype)
         lse = xp.empty(p.lead + (0,), dtype=accum_dtype(p.dtype))
     else:
-        q3 = checks.flatten(q, p.lead, xp)
-        k3, v3 = checks.flatten_kv(k, p, xp), checks.flatten_kv(v, p, xp)
-        out3, lse3 = _forward3(p, q3, k3, v3, tile)
-        out, lse = out3.reshape(p.lead + (p.T, p.dv)), lse3.reshape(p.lead + (p.T,))
+        out, lse = _forward(p, q, k, v, tile)
     res = (Residuals(q, k, v, out, lse, causal=causal, scale=scale, window=window,
                      softcap=softcap, alibi_slopes=alibi_slopes, mask_mod=mask_mod),)
     return (out,) + ((lse,) if return_lse else ()) + (res if return_residuals else ()) \
@@ -255,13 +256,7 @@ def attention_backward(dout, residuals, *args, tile=None, deterministic=True, **
     checks.check_same("lse", lse, "the forward's lse", p.lead + (p.T,), accum_dtype(p.dtype), xp)
     if p.T == 0:
         return tuple(xp.zeros(x.shape, p.dtype) for x in (q, k, v))
-    q3, do3, o3 = (checks.flatten(x, p.lead, xp) for x in (q, dout, out))
-    k3, v3 = checks.flatten_kv(k, p, xp), checks.flatten_kv(v, p, xp)
-    lse3 = xp.ascontiguousarray(lse).reshape(p.batch, p.T)
-    grads = _backward3(p, do3, q3, k3, v3, o3, lse3, tile, bool(deterministic))
-    shapes = (p.lead + (p.T, p.d), p.lead + (p.S, p.d), p.lead + (p.S, p.dv))
-    return tuple(checks.unbroadcast(g.reshape(s), x.shape, xp, group)
-                 for g, s, x, group in zip(grads, shapes, (q, k, v), (1, p.group, p.group)))
+    return _backward(p, dout, q, k, v, out, lse, tile, bool(deterministic))
 
 
 _OPTIONS = ("causal", "scale", "window", "softcap", "alibi_slopes", "mask_mod")

@@ -254,6 +254,15 @@ class VarlenProblem:
         return np.diff(self.cu_q)
 
     @property
+    def kernel_d(self) -> int:
+        """The head dim the CUDA kernels run it at (``Problem.kernel_d``)."""
+        return kernel_head_dim(max(self.d, self.dv))
+
+    @property
+    def causal(self) -> bool:
+        return self.mask.causal
+
+    @property
     def lengths_k(self) -> np.ndarray:
         return np.diff(self.cu_k)
 

@@ -21,6 +21,7 @@ import numpy as np
 
 from . import checks
 from ._xp import accum_dtype
+from . import api
 from .api import Residuals, VarlenResiduals, attention, attention_backward
 
 
@@ -141,9 +142,13 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, max_seqlen_q=None,
     _bool("return_lse", return_lse)
     _bool("return_residuals", return_residuals)
     xp = vp.xp
-    out = xp.empty((vp.total_q, vp.Hq, vp.dv), dtype=vp.dtype)
-    lse = xp.empty((vp.Hq, vp.total_q), dtype=accum_dtype(vp.dtype))
-    if vp.Hq:
+    ops = api._backend(xp)
+    if ops is not None:   # the kernels: every sequence in one launch, tokens read in place
+        out, lse = ops.forward_packed(q, k, v, vp, tile=tile or api._default(vp, backward=False))
+    else:
+        out = xp.empty((vp.total_q, vp.Hq, vp.dv), dtype=vp.dtype)
+        lse = xp.empty((vp.Hq, vp.total_q), dtype=accum_dtype(vp.dtype))
+    if vp.Hq and ops is None:
         opts = vp.options()
         for (T, S), idx in _groups(vp):
             rq, rk = _rows(vp.cu_q, idx, T, xp), _rows(vp.cu_k, idx, S, xp)
@@ -202,6 +207,11 @@ def attention_varlen_backward(dout, residuals, *, tile=None, deterministic=True)
     checks.check_same("out", r.out, "the forward's output", full, dt, xp)
     checks.check_same("lse", r.lse, "the forward's lse (Hq, total_q)", (vp.Hq, vp.total_q),
                       accum_dtype(dt), xp)
+    ops = api._backend(xp)
+    if ops is not None:
+        tile = tile or api._default(vp, backward=True, deterministic=bool(deterministic))
+        return ops.backward_packed(dout, r.q, r.k, r.v, r.out, r.lse, vp, tile=tile,
+                                   deterministic=bool(deterministic))
     dq = xp.zeros(r.q.shape, dtype=dt)
     dk = xp.zeros(r.k.shape, dtype=dt)
     dv = xp.zeros(r.v.shape, dtype=dt)

@@ -1,9 +1,9 @@
 // cuflash: the backward's preprocess, D_i = Σ_c dO[i][c] · O[i][c] (FlashAttention-2, Algorithm 2
-// line 4), one warp per row of the flattened (batch·T_len, d) arrays, 8 rows per block of 256
-// threads; shared by every kernel family.
+// line 4), one warp per query row, 8 rows per block of 256 threads; grid (ceil(T / 8),
+// sequences·heads) as the query-tile kernels' (seq.cuh); shared by every kernel family.
 #pragma once
 #include "common.cuh"
-#include "params.cuh"
+#include "seq.cuh"
 #include "softmax.cuh"
 
 namespace cuflash {
@@ -15,20 +15,24 @@ struct BwdPreprocess {
 
     static __device__ __forceinline__ void run(const BwdParams<T, Acc>& p) {
         constexpr int E = 16 / sizeof(T);
-        const long long rows = (long long)p.batch * p.T_len;
-        const long long r = (long long)blockIdx.x * (kThreads / 32) + threadIdx.x / 32;
-        const int lane = threadIdx.x % 32;
-        if (r >= rows) return;
+        const int bz = batch_index();
+        if (bz >= p.batch * p.heads) return;
+        const int b = bz / p.heads, h = bz % p.heads;   // packed or not: a run-time test here
+        const Seq seq = p.cu_seqlens_q ? Seq::of<true>(p, b, h) : Seq::of<false>(p, b, h);
+        const int i = blockIdx.x * (kThreads / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
+        if (i >= seq.T_len) return;
+        const T* out = seq.q_row(p.out, p.out_stride, i);
+        const T* dout = seq.q_row(p.dout, p.dout_stride, i);
         Acc acc = Acc(0);
         for (int c = lane * E; c < p.d; c += 32 * E) {
             Acc o[E], g[E];
-            load16<T, Acc>(p.out + r * p.d + c, o);
-            load16<T, Acc>(p.dout + r * p.d + c, g);
+            load16<T, Acc>(out + c, o);
+            load16<T, Acc>(dout + c, g);
 #pragma unroll
             for (int e = 0; e < E; ++e) acc += o[e] * g[e];
         }
         acc = lanes_sum<32>(acc);
-        if (lane == 0) p.D[r] = acc;
+        if (lane == 0) p.D[seq.row(i)] = acc;
     }
 };
 

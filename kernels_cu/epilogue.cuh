@@ -13,9 +13,9 @@ namespace cuflash {
 
 // rows [wrow, wrow + 16·MT) of the tile: row r gets acc · factor[mt][h] (r = wrow + 16·mt + g + 8h),
 // staged at stage[off(r, col)] (the caller's own rows of a shared-memory tile, free by now), then
-// copied to g_out (row stride d) for rows < rows_valid and columns < d.
+// copied to g_out (row stride ld) for rows < rows_valid and columns < d.
 template <typename T, int MT, int NO, int DP, class Off>
-__device__ __forceinline__ void store_rows_staged(T* __restrict__ g_out, int d, int rows_valid,
+__device__ __forceinline__ void store_rows_staged(T* __restrict__ g_out, int d, int ld, int rows_valid,
                                                   const float (&acc)[MT][NO][4],
                                                   const float (&factor)[MT][2], T* stage, Off&& off,
                                                   int wrow, int lane) {
@@ -36,14 +36,15 @@ __device__ __forceinline__ void store_rows_staged(T* __restrict__ g_out, int d, 
     for (int c = lane; c < 16 * MT * CPR; c += 32) {
         const int r = wrow + c / CPR, col = (c % CPR) * 8;
         if (r < rows_valid && col < d)
-            *reinterpret_cast<uint4*>(g_out + size_t(r) * d + col) =
+            *reinterpret_cast<uint4*>(g_out + size_t(r) * ld + col) =
                 *reinterpret_cast<const uint4*>(stage + off(r, col));
     }
 }
 
-// rows [wrow, wrow + 16) of the tile, acc · factor, rows < rows_valid and columns < d.
+// rows [wrow, wrow + 16) of the tile, acc · factor, rows < rows_valid and columns < d (row
+// stride ld).
 template <typename T, int NO>
-__device__ __forceinline__ void store_rows_direct(T* __restrict__ g_out, int d, int rows_valid,
+__device__ __forceinline__ void store_rows_direct(T* __restrict__ g_out, int d, int ld, int rows_valid,
                                                   const float (&acc)[NO][4], float factor,
                                                   int wrow, int lane) {
     const int g = lane >> 2, t4 = lane & 3;
@@ -55,7 +56,7 @@ __device__ __forceinline__ void store_rows_direct(T* __restrict__ g_out, int d, 
         for (int n = 0; n < NO; ++n) {
             const int c = n * 8 + 2 * t4;
             if (c < d)
-                *reinterpret_cast<unsigned*>(g_out + size_t(r) * d + c) =
+                *reinterpret_cast<unsigned*>(g_out + size_t(r) * ld + c) =
                     pack2<T>(acc[n][2 * h] * factor, acc[n][2 * h + 1] * factor);
         }
     }

@@ -50,75 +50,80 @@ struct DkdvSimt {
 
     static __device__ __forceinline__ void run(const Params& p) {
         Smem& sm = smem_as<Smem>(kSmemBytes);
-        const int j0 = blockIdx.x * BLOCK_N;          // first blocks see the most queries
-        const int bz = batch_index(), d = p.d;
-        if (bz >= p.batch) return;   // past the batch in the last row of the grid
-        const int rows_kv = min(BLOCK_N, p.S_len - j0);
-        const T* q = p.q + size_t(bz) * p.T_len * d;
-        const T* dout = p.dout + size_t(bz) * p.T_len * d;
-        const Acc* lse = p.lse + size_t(bz) * p.T_len;
-        const Acc* D = p.D + size_t(bz) * p.T_len;
-        const Mask<V, Params> mask(p, bz);
-        const ScoreMod<V, Acc> score(p, bz);
+        Seq kv_seq;
+        int j0;                                       // first blocks see the most queries
+        if (!key_tile<BLOCK_N, V>(p, kv_seq, j0)) return;
+        const int d = p.d, rows_kv = min(BLOCK_N, kv_seq.S_len - j0);
+        const int ldq = p.q_stride[2], lddo = p.dout_stride[2];
 
         zero_smem<NT>(&sm, sizeof(Smem));
         __syncthreads();
-        load_tile<T, Acc, BLOCK_N, LD, NT>(sm.k, p.k + (size_t(bz) * p.S_len + j0) * d, rows_kv, d);
-        load_tile<T, Acc, BLOCK_N, LD, NT>(sm.v, p.v + (size_t(bz) * p.S_len + j0) * d, rows_kv, d);
-
-        // -- the query tiles that see this key tile
-        const TileIter qt = mask.query_tiles(j0, j0 + BLOCK_N, BLOCK_M, j0 / BLOCK_N);
-        SyncPipeline pipe{qt.n};
-        auto load_q = [&](int t, int) {
-            const int i0 = qt.start(t, BLOCK_M), rows = min(BLOCK_M, p.T_len - i0);
-            load_tile<T, Acc, BLOCK_M, LD, NT>(sm.q, q + size_t(i0) * d, rows, d);
-            load_tile<T, Acc, BLOCK_M, LD, NT>(sm.dout, dout + size_t(i0) * d, rows, d);
-            load_rows<Acc, BLOCK_M, NT>(sm.lse2, rows, Num<Acc>::inf(), [&](int r) { return lse_log2(lse[i0 + r]); });
-            load_rows<Acc, BLOCK_M, NT>(sm.D, rows, Acc(0), [&](int r) { return D[i0 + r]; });
-        };
+        load_tile<T, Acc, BLOCK_N, LD, NT>(sm.k, kv_seq.k_row(p.k, p.k_stride, j0), rows_kv, d,
+                                           p.k_stride[2]);
+        load_tile<T, Acc, BLOCK_N, LD, NT>(sm.v, kv_seq.k_row(p.v, p.v_stride, j0), rows_kv, d,
+                                           p.v_stride[2]);
 
         STile St, dPt;
         KTile dK, dV;
         dK.zero();
         dV.zero();
-        for (int t = 0; t < pipe.n; ++t) {
-            const int i0 = qt.start(t, BLOCK_M);
-            pipe.acquire(t, load_q);
+        for (int gh = 0; gh < p.group; ++gh) {        // the query heads that read this kv head
+            const Seq seq = kv_seq.with_head(p, kv_seq.h + gh);
+            const Mask<V, Params> mask(p, seq);
+            const ScoreMod<V, Acc> score(p, seq);
+            // -- the query tiles that see this key tile
+            const TileIter qt = mask.query_tiles(j0, j0 + BLOCK_N, BLOCK_M, j0 / BLOCK_N);
+            SyncPipeline pipe{qt.n};
+            auto load_q = [&](int t, int) {
+                const int i0 = qt.start(t, BLOCK_M), rows = min(BLOCK_M, seq.T_len - i0);
+                load_tile<T, Acc, BLOCK_M, LD, NT>(sm.q, seq.q_row(p.q, p.q_stride, i0), rows, d, ldq);
+                load_tile<T, Acc, BLOCK_M, LD, NT>(sm.dout, seq.q_row(p.dout, p.dout_stride, i0), rows, d, lddo);
+                load_rows<Acc, BLOCK_M, NT>(sm.lse2, rows, Num<Acc>::inf(),
+                                            [&](int r) { return lse_log2(p.lse[seq.row(i0 + r)]); });
+                load_rows<Acc, BLOCK_M, NT>(sm.D, rows, Acc(0), [&](int r) { return p.D[seq.row(i0 + r)]; });
+            };
+            for (int t = 0; t < pipe.n; ++t) {
+                const int i0 = qt.start(t, BLOCK_M);
+                pipe.acquire(t, load_q);
 
-            // -- recompute Sᵀ = K_j Q_iᵀ and dPᵀ = V_j dO_iᵀ; Pᵀ and dSᵀ (0 where hidden)
-            St.template compute<LD, LD>(sm.k, sm.q);
-            dPt.template compute<LD, LD>(sm.v, sm.dout);
-            bwd_probs<Acc, STile::TR, STile::TN>(
-                [&](int r, int e) -> Acc& { return St.c[r][e]; },
-                [&](int r, int e) -> Acc& { return dPt.c[r][e]; },
-                [&](int r, int e, int& i, int& j) { i = i0 + St.col(e); j = j0 + St.row(r); },
-                [&](int, int e) { return sm.lse2[St.col(e)]; }, [&](int, int e) { return sm.D[St.col(e)]; },
-                mask, score, mask.needs_mask(qt, t, i0, i0 + BLOCK_M, j0, j0 + BLOCK_N), Exp2Exact());
+                // -- recompute Sᵀ = K_j Q_iᵀ and dPᵀ = V_j dO_iᵀ; Pᵀ and dSᵀ (0 where hidden)
+                St.template compute<LD, LD>(sm.k, sm.q);
+                dPt.template compute<LD, LD>(sm.v, sm.dout);
+                bwd_probs<Acc, STile::TR, STile::TN>(
+                    [&](int r, int e) -> Acc& { return St.c[r][e]; },
+                    [&](int r, int e) -> Acc& { return dPt.c[r][e]; },
+                    [&](int r, int e, int& i, int& j) { i = i0 + St.col(e); j = j0 + St.row(r); },
+                    [&](int, int e) { return sm.lse2[St.col(e)]; }, [&](int, int e) { return sm.D[St.col(e)]; },
+                    mask, score, mask.needs_mask(qt, t, i0, i0 + BLOCK_M, j0, j0 + BLOCK_N), Exp2Exact());
 #pragma unroll
-            for (int r = 0; r < STile::TR; ++r)
+                for (int r = 0; r < STile::TR; ++r)
 #pragma unroll
-                for (int e = 0; e < STile::TN; ++e) {
-                    sm.pt[St.row(r) * LDQ + St.col(e)] = round_to<T>(St.c[r][e]);
-                    sm.dst[St.row(r) * LDQ + St.col(e)] = round_to<T>(dPt.c[r][e]);
+                    for (int e = 0; e < STile::TN; ++e) {
+                        sm.pt[St.row(r) * LDQ + St.col(e)] = round_to<T>(St.c[r][e]);
+                        sm.dst[St.row(r) * LDQ + St.col(e)] = round_to<T>(dPt.c[r][e]);
+                    }
+                __syncthreads();
+
+                // -- dV_j += P_ijᵀ dO_i, dK_j += dS_ijᵀ Q_i
+                dV.template accumulate<false, LDQ, LD, BLOCK_M>(sm.pt, sm.dout);
+                dK.template accumulate<false, LDQ, LD, BLOCK_M>(sm.dst, sm.q);
+                if constexpr (ATOMIC_DQ) {
+                    // -- dQ_i += dS_ij K_j · scale, summed over key tiles by atomics
+                    QTile dQ;
+                    dQ.zero();
+                    dQ.template accumulate<true, LDQ, LD, BLOCK_N>(sm.dst, sm.k);
+                    dQ.atomic_add(p.dq_accum + seq.row(i0) * d, min(BLOCK_M, seq.T_len - i0), d, p.scale);
                 }
-            __syncthreads();
-
-            // -- dV_j += P_ijᵀ dO_i, dK_j += dS_ijᵀ Q_i
-            dV.template accumulate<false, LDQ, LD, BLOCK_M>(sm.pt, sm.dout);
-            dK.template accumulate<false, LDQ, LD, BLOCK_M>(sm.dst, sm.q);
-            if constexpr (ATOMIC_DQ) {
-                // -- dQ_i += dS_ij K_j · scale, summed over key tiles by atomics
-                QTile dQ;
-                dQ.zero();
-                dQ.template accumulate<true, LDQ, LD, BLOCK_N>(sm.dst, sm.k);
-                dQ.atomic_add(p.dq_accum + (size_t(bz) * p.T_len + i0) * d, min(BLOCK_M, p.T_len - i0), d, p.scale);
+                pipe.release();
             }
-            pipe.release();
+            pipe.drain();
         }
-        // -- dK_j = scale · Σ_i dS_ijᵀ Q_i; dV_j = Σ_i P_ijᵀ dO_i (zero if no query sees the tile)
-        const size_t at = (size_t(bz) * p.S_len + j0) * d;
-        dK.store(p.dk + at, rows_kv, d, [&](int) { return p.scale; });
-        dV.store(p.dv + at, rows_kv, d, [&](int) { return Acc(1); });
+        // -- dK_j = scale · Σ_h Σ_i dS_ijᵀ Q_i; dV_j = Σ_h Σ_i P_ijᵀ dO_i over the group's heads h
+        //    (zero if no query sees the tile)
+        dK.store(kv_seq.k_row(p.dk, p.dk_stride, j0), rows_kv, d, p.dk_stride[2],
+                 [&](int) { return p.scale; });
+        dV.store(kv_seq.k_row(p.dv, p.dv_stride, j0), rows_kv, d, p.dv_stride[2],
+                 [&](int) { return Acc(1); });
     }
 };
 
@@ -146,31 +151,31 @@ struct DqSimt {
 
     static __device__ __forceinline__ void run(const Params& p) {
         Smem& sm = smem_as<Smem>(kSmemBytes);
-        const int i0 = (gridDim.x - 1 - blockIdx.x) * BLOCK_M;
-        const int bz = batch_index(), d = p.d;
-        if (bz >= p.batch) return;   // past the batch in the last row of the grid
-        const int rows_q = min(BLOCK_M, p.T_len - i0);
-        const size_t at = (size_t(bz) * p.T_len + i0) * d;
-        const T* k = p.k + size_t(bz) * p.S_len * d;
-        const T* v = p.v + size_t(bz) * p.S_len * d;
-        const Mask<V, Params> mask(p, bz);
-        const ScoreMod<V, Acc> score(p, bz);
+        Seq seq;
+        int i0;
+        if (!query_tile<BLOCK_M, V>(p, seq, i0)) return;
+        const int d = p.d, rows_q = min(BLOCK_M, seq.T_len - i0);
+        const int ldk = p.k_stride[2], ldv = p.v_stride[2];
+        const T* k = seq.k_row(p.k, p.k_stride, 0);
+        const T* v = seq.k_row(p.v, p.v_stride, 0);
+        const Mask<V, Params> mask(p, seq);
+        const ScoreMod<V, Acc> score(p, seq);
 
         zero_smem<NT>(&sm, sizeof(Smem));
         __syncthreads();
-        load_tile<T, Acc, BLOCK_M, LD, NT>(sm.q, p.q + at, rows_q, d);
-        load_tile<T, Acc, BLOCK_M, LD, NT>(sm.dout, p.dout + at, rows_q, d);
-        const Acc* lse = p.lse + size_t(bz) * p.T_len + i0;
-        const Acc* D = p.D + size_t(bz) * p.T_len + i0;
-        load_rows<Acc, BLOCK_M, NT>(sm.lse2, rows_q, Num<Acc>::inf(), [&](int r) { return lse_log2(lse[r]); });
-        load_rows<Acc, BLOCK_M, NT>(sm.D, rows_q, Acc(0), [&](int r) { return D[r]; });
+        load_tile<T, Acc, BLOCK_M, LD, NT>(sm.q, seq.q_row(p.q, p.q_stride, i0), rows_q, d, p.q_stride[2]);
+        load_tile<T, Acc, BLOCK_M, LD, NT>(sm.dout, seq.q_row(p.dout, p.dout_stride, i0), rows_q, d,
+                                           p.dout_stride[2]);
+        load_rows<Acc, BLOCK_M, NT>(sm.lse2, rows_q, Num<Acc>::inf(),
+                                    [&](int r) { return lse_log2(p.lse[seq.row(i0 + r)]); });
+        load_rows<Acc, BLOCK_M, NT>(sm.D, rows_q, Acc(0), [&](int r) { return p.D[seq.row(i0 + r)]; });
 
         const TileIter kv = mask.key_tiles(i0, i0 + BLOCK_M, BLOCK_N, i0 / BLOCK_M);
         SyncPipeline pipe{kv.n};
         auto load_kv = [&](int t, int) {
-            const int j0 = kv.start(t, BLOCK_N), rows = min(BLOCK_N, p.S_len - j0);
-            load_tile<T, Acc, BLOCK_N, LD, NT>(sm.k, k + size_t(j0) * d, rows, d);
-            load_tile<T, Acc, BLOCK_N, LD, NT>(sm.v, v + size_t(j0) * d, rows, d);
+            const int j0 = kv.start(t, BLOCK_N), rows = min(BLOCK_N, seq.S_len - j0);
+            load_tile<T, Acc, BLOCK_N, LD, NT>(sm.k, k + size_t(j0) * ldk, rows, d, ldk);
+            load_tile<T, Acc, BLOCK_N, LD, NT>(sm.v, v + size_t(j0) * ldv, rows, d, ldv);
         };
 
         STile S, dP;
@@ -198,7 +203,7 @@ struct DqSimt {
             dQ.template accumulate<false, LDP, LD, BLOCK_N>(sm.ds, sm.k);
             pipe.release();
         }
-        dQ.store(p.dq + at, rows_q, d, [&](int) { return p.scale; });
+        dQ.store(seq.q_row(p.dq, p.dq_stride, i0), rows_q, d, p.dq_stride[2], [&](int) { return p.scale; });
     }
 };
 

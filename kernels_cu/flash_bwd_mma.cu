@@ -55,32 +55,16 @@ struct DkdvMma {
         Smem& sm = smem_as<Smem>(kSmemBytes);
         const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
         const int g = lane >> 2, t4 = lane & 3;
-        const int j0 = blockIdx.x * BLOCK_N;          // first blocks see the most queries
-        const int bz = batch_index(), d = p.d;
-        if (bz >= p.batch) return;   // past the batch in the last row of the grid
-        const int rows_kv = min(BLOCK_N, p.S_len - j0);
+        Seq kv_seq;
+        int j0;                                       // first blocks see the most queries
+        if (!key_tile<BLOCK_N, V>(p, kv_seq, j0)) return;
+        const int d = p.d, rows_kv = min(BLOCK_N, kv_seq.S_len - j0);
         const int wkey = warp * 16;                   // this warp's first key in the tile
-        const T* q = p.q + size_t(bz) * p.T_len * d;
-        const T* dout = p.dout + size_t(bz) * p.T_len * d;
-        const float* lse = p.lse + size_t(bz) * p.T_len;
-        const float* D = p.D + size_t(bz) * p.T_len;
-        const Mask<V, Params> mask(p, bz);
-        const ScoreMod<V, float> score(p, bz);
-
-        const TileIter qt = mask.query_tiles(j0, j0 + BLOCK_N, BLOCK_M, j0 / BLOCK_N);
-        CpAsyncPipeline<STAGES> pipe{qt.n};
-        auto load_q = [&](int t, int stage) {
-            const int i0 = qt.start(t, BLOCK_M), rows = min(BLOCK_M, p.T_len - i0);
-            cp_async_tile<BLOCK_M, DP, LDS, NT>(sm.q[stage], q + size_t(i0) * d, rows, d);
-            cp_async_tile<BLOCK_M, DP, LDS, NT>(sm.dout[stage], dout + size_t(i0) * d, rows, d);
-            for (int r = threadIdx.x; r < BLOCK_M; r += NT) {
-                sm.lse2[stage][r] = lse_log2(r < rows ? lse[i0 + r] : 0.f, r < rows);
-                sm.D[stage][r] = r < rows ? D[i0 + r] : 0.f;
-            }
-        };
-        cp_async_tile<BLOCK_N, DP, LDS, NT>(sm.k, p.k + (size_t(bz) * p.S_len + j0) * d, rows_kv, d);
-        cp_async_tile<BLOCK_N, DP, LDS, NT>(sm.v, p.v + (size_t(bz) * p.S_len + j0) * d, rows_kv, d);
-        pipe.prologue(load_q);
+        const int ldq = p.q_stride[2], lddo = p.dout_stride[2];
+        cp_async_tile<BLOCK_N, DP, LDS, NT>(sm.k, kv_seq.k_row(p.k, p.k_stride, j0), rows_kv, d,
+                                            p.k_stride[2]);
+        cp_async_tile<BLOCK_N, DP, LDS, NT>(sm.v, kv_seq.k_row(p.v, p.v_stride, j0), rows_kv, d,
+                                            p.v_stride[2]);
 
         float dK[NO][4], dV[NO][4];   // keys wkey + g and wkey + g + 8
 #pragma unroll
@@ -88,128 +72,149 @@ struct DkdvMma {
 #pragma unroll
             for (int e = 0; e < 4; ++e) dK[n][e] = dV[n][e] = 0.f;
 
-        for (int t = 0; t < pipe.n; ++t) {
-            const int i0 = qt.start(t, BLOCK_M);
-            const int stage = pipe.acquire(t, load_q);
-            const T* Qs = sm.q[stage];
-            const T* dOs = sm.dout[stage];
-            const float* lse2 = sm.lse2[stage];
-            const float* Ds = sm.D[stage];
-
-            // -- Sᵀ = K_j Q_iᵀ and dPᵀ = V_j dO_iᵀ for this warp's 16 keys
-            float st[MS][4], dpt[MS][4];
-#pragma unroll
-            for (int n = 0; n < MS; ++n)
-#pragma unroll
-                for (int e = 0; e < 4; ++e) st[n][e] = dpt[n][e] = 0.f;
-#pragma unroll
-            for (int kk = 0; kk < DP / 16; ++kk) {
-                unsigned ak[4], av[4];
-                ldmatrix_x4(ak, frag_a_addr<LDS>(sm.k, wkey, kk * 16, lane));
-                ldmatrix_x4(av, frag_a_addr<LDS>(sm.v, wkey, kk * 16, lane));
-#pragma unroll
-                for (int nn = 0; nn < BLOCK_M / 16; ++nn) {
-                    unsigned bq[4], bo[4];
-                    ldmatrix_x4(bq, frag_b_addr<LDS>(Qs, nn * 16, kk * 16, lane));
-                    ldmatrix_x4(bo, frag_b_addr<LDS>(dOs, nn * 16, kk * 16, lane));
-                    mma16816<T>(st[2 * nn], ak, bq[0], bq[1]);
-                    mma16816<T>(st[2 * nn + 1], ak, bq[2], bq[3]);
-                    mma16816<T>(dpt[2 * nn], av, bo[0], bo[1]);
-                    mma16816<T>(dpt[2 * nn + 1], av, bo[2], bo[3]);
+        for (int gh = 0; gh < p.group; ++gh) {        // the query heads that read this kv head
+            const Seq seq = kv_seq.with_head(p, kv_seq.h + gh);
+            const Mask<V, Params> mask(p, seq);
+            const ScoreMod<V, float> score(p, seq);
+            const TileIter qt = mask.query_tiles(j0, j0 + BLOCK_N, BLOCK_M, j0 / BLOCK_N);
+            CpAsyncPipeline<STAGES> pipe{qt.n};
+            auto load_q = [&](int t, int stage) {
+                const int i0 = qt.start(t, BLOCK_M), rows = min(BLOCK_M, seq.T_len - i0);
+                cp_async_tile<BLOCK_M, DP, LDS, NT>(sm.q[stage], seq.q_row(p.q, p.q_stride, i0), rows, d, ldq);
+                cp_async_tile<BLOCK_M, DP, LDS, NT>(sm.dout[stage], seq.q_row(p.dout, p.dout_stride, i0),
+                                                    rows, d, lddo);
+                for (int r = threadIdx.x; r < BLOCK_M; r += NT) {
+                    sm.lse2[stage][r] = lse_log2(r < rows ? p.lse[seq.row(i0 + r)] : 0.f, r < rows);
+                    sm.D[stage][r] = r < rows ? p.D[seq.row(i0 + r)] : 0.f;
                 }
-            }
+            };
+            pipe.prologue(load_q);
 
-            // -- Pᵀ and dSᵀ in place (rows r = keys g / g + 8, elements e = queries)
-            auto ql = [&](int e) { return (e >> 1) * 8 + 2 * t4 + (e & 1); };   // query within the tile
-            bwd_probs<float, 2, 2 * MS>(
-                [&](int r, int e) -> float& { return st[e >> 1][2 * r + (e & 1)]; },
-                [&](int r, int e) -> float& { return dpt[e >> 1][2 * r + (e & 1)]; },
-                [&](int r, int e, int& i, int& j) { i = i0 + ql(e); j = j0 + wkey + g + r * 8; },
-                [&](int, int e) { return lse2[ql(e)]; }, [&](int, int e) { return Ds[ql(e)]; },
-                mask, score, mask.needs_mask(qt, t, i0, i0 + BLOCK_M, j0, j0 + BLOCK_N), Exp2Exact());
+            for (int t = 0; t < pipe.n; ++t) {
+                const int i0 = qt.start(t, BLOCK_M);
+                const int stage = pipe.acquire(t, load_q);
+                const T* Qs = sm.q[stage];
+                const T* dOs = sm.dout[stage];
+                const float* lse2 = sm.lse2[stage];
+                const float* Ds = sm.D[stage];
 
-            // -- Pᵀ and dSᵀ rounded to T and packed as A fragments now (k = queries), so the float
-            //    accumulators die before the next products
-            unsigned pa[BLOCK_M / 16][4], sa[BLOCK_M / 16][4];
+                // -- Sᵀ = K_j Q_iᵀ and dPᵀ = V_j dO_iᵀ for this warp's 16 keys
+                float st[MS][4], dpt[MS][4];
 #pragma unroll
-            for (int kk = 0; kk < BLOCK_M / 16; ++kk) {
-                c_to_a<T>(pa[kk], st[2 * kk], st[2 * kk + 1]);
-                c_to_a<T>(sa[kk], dpt[2 * kk], dpt[2 * kk + 1]);
-            }
-            if constexpr (ATOMIC_DQ) {
-                // dSᵀ to shared memory for the dQ product (A fragment regs: rows g / g+8, queries
-                // 16kk + 2t and 16kk + 8 + 2t)
+                for (int n = 0; n < MS; ++n)
 #pragma unroll
-                for (int kk = 0; kk < BLOCK_M / 16; ++kk)
+                    for (int e = 0; e < 4; ++e) st[n][e] = dpt[n][e] = 0.f;
 #pragma unroll
-                    for (int r = 0; r < 4; ++r)
-                        *reinterpret_cast<unsigned*>(sm.dst + (wkey + g + (r & 1) * 8) * LDT + kk * 16 +
-                                                     (r >> 1) * 8 + 2 * t4) = sa[kk][r];
-            }
-
-            // -- dV_j += P_ijᵀ dO_i, dK_j += dS_ijᵀ Q_i (k = queries)
+                for (int kk = 0; kk < DP / 16; ++kk) {
+                    unsigned ak[4], av[4];
+                    ldmatrix_x4(ak, frag_a_addr<LDS>(sm.k, wkey, kk * 16, lane));
+                    ldmatrix_x4(av, frag_a_addr<LDS>(sm.v, wkey, kk * 16, lane));
 #pragma unroll
-            for (int kk = 0; kk < BLOCK_M / 16; ++kk) {
-#pragma unroll
-                for (int dd = 0; dd < DP / 16; ++dd) {
-                    unsigned bo[4], bq[4];
-                    ldmatrix_x4_trans(bo, frag_a_addr<LDS>(dOs, kk * 16, dd * 16, lane));
-                    ldmatrix_x4_trans(bq, frag_a_addr<LDS>(Qs, kk * 16, dd * 16, lane));
-                    mma16816<T>(dV[2 * dd], pa[kk], bo[0], bo[1]);
-                    mma16816<T>(dV[2 * dd + 1], pa[kk], bo[2], bo[3]);
-                    mma16816<T>(dK[2 * dd], sa[kk], bq[0], bq[1]);
-                    mma16816<T>(dK[2 * dd + 1], sa[kk], bq[2], bq[3]);
-                }
-            }
-
-            if constexpr (ATOMIC_DQ) {
-                // -- dQ_i += dS_ij K_j · scale, summed over key tiles with float atomics
-                __syncthreads();
-                float* dq_accum = p.dq_accum + size_t(bz) * p.T_len * d;
-                // work items: (16-query m-tile, 32-column chunk of d), dealt round-robin to warps
-                for (int item = warp; item < QM * QC; item += NW) {
-                    const int q0 = (item / QC) * 16, c0 = (item % QC) * 32;
-                    float dq[4][4];
-#pragma unroll
-                    for (int n = 0; n < 4; ++n)
-#pragma unroll
-                        for (int e = 0; e < 4; ++e) dq[n][e] = 0.f;
-#pragma unroll
-                    for (int kk = 0; kk < BLOCK_N / 16; ++kk) {
-                        unsigned a[4];   // dS (rows = queries, k = keys) from the stored dSᵀ
-                        ldmatrix_x4_trans(a, frag_b_addr<LDT>(sm.dst, kk * 16, q0, lane));
-#pragma unroll
-                        for (int dd = 0; dd < 2; ++dd) {
-                            unsigned bk[4];
-                            ldmatrix_x4_trans(bk, frag_a_addr<LDS>(sm.k, kk * 16, c0 + dd * 16, lane));
-                            mma16816<T>(dq[2 * dd], a, bk[0], bk[1]);
-                            mma16816<T>(dq[2 * dd + 1], a, bk[2], bk[3]);
-                        }
+                    for (int nn = 0; nn < BLOCK_M / 16; ++nn) {
+                        unsigned bq[4], bo[4];
+                        ldmatrix_x4(bq, frag_b_addr<LDS>(Qs, nn * 16, kk * 16, lane));
+                        ldmatrix_x4(bo, frag_b_addr<LDS>(dOs, nn * 16, kk * 16, lane));
+                        mma16816<T>(st[2 * nn], ak, bq[0], bq[1]);
+                        mma16816<T>(st[2 * nn + 1], ak, bq[2], bq[3]);
+                        mma16816<T>(dpt[2 * nn], av, bo[0], bo[1]);
+                        mma16816<T>(dpt[2 * nn + 1], av, bo[2], bo[3]);
                     }
+                }
+
+                // -- Pᵀ and dSᵀ in place (rows r = keys g / g + 8, elements e = queries)
+                auto ql = [&](int e) { return (e >> 1) * 8 + 2 * t4 + (e & 1); };   // query within the tile
+                bwd_probs<float, 2, 2 * MS>(
+                    [&](int r, int e) -> float& { return st[e >> 1][2 * r + (e & 1)]; },
+                    [&](int r, int e) -> float& { return dpt[e >> 1][2 * r + (e & 1)]; },
+                    [&](int r, int e, int& i, int& j) { i = i0 + ql(e); j = j0 + wkey + g + r * 8; },
+                    [&](int, int e) { return lse2[ql(e)]; }, [&](int, int e) { return Ds[ql(e)]; },
+                    mask, score, mask.needs_mask(qt, t, i0, i0 + BLOCK_M, j0, j0 + BLOCK_N), Exp2Exact());
+
+                // -- Pᵀ and dSᵀ rounded to T and packed as A fragments now (k = queries), so the float
+                //    accumulators die before the next products
+                unsigned pa[BLOCK_M / 16][4], sa[BLOCK_M / 16][4];
 #pragma unroll
-                    for (int h = 0; h < 2; ++h) {
-                        const int r = i0 + q0 + g + h * 8;
-                        if (r >= p.T_len) continue;
+                for (int kk = 0; kk < BLOCK_M / 16; ++kk) {
+                    c_to_a<T>(pa[kk], st[2 * kk], st[2 * kk + 1]);
+                    c_to_a<T>(sa[kk], dpt[2 * kk], dpt[2 * kk + 1]);
+                }
+                if constexpr (ATOMIC_DQ) {
+                    // dSᵀ to shared memory for the dQ product (A fragment regs: rows g / g+8, queries
+                    // 16kk + 2t and 16kk + 8 + 2t)
 #pragma unroll
-                        for (int n = 0; n < 4; ++n) {
-                            const int c = c0 + n * 8 + 2 * t4;
-                            if (c < d) {
-                                atomicAdd(dq_accum + size_t(r) * d + c, dq[n][2 * h] * p.scale);
-                                atomicAdd(dq_accum + size_t(r) * d + c + 1, dq[n][2 * h + 1] * p.scale);
+                    for (int kk = 0; kk < BLOCK_M / 16; ++kk)
+#pragma unroll
+                        for (int r = 0; r < 4; ++r)
+                            *reinterpret_cast<unsigned*>(sm.dst + (wkey + g + (r & 1) * 8) * LDT + kk * 16 +
+                                                         (r >> 1) * 8 + 2 * t4) = sa[kk][r];
+                }
+
+                // -- dV_j += P_ijᵀ dO_i, dK_j += dS_ijᵀ Q_i (k = queries)
+#pragma unroll
+                for (int kk = 0; kk < BLOCK_M / 16; ++kk) {
+#pragma unroll
+                    for (int dd = 0; dd < DP / 16; ++dd) {
+                        unsigned bo[4], bq[4];
+                        ldmatrix_x4_trans(bo, frag_a_addr<LDS>(dOs, kk * 16, dd * 16, lane));
+                        ldmatrix_x4_trans(bq, frag_a_addr<LDS>(Qs, kk * 16, dd * 16, lane));
+                        mma16816<T>(dV[2 * dd], pa[kk], bo[0], bo[1]);
+                        mma16816<T>(dV[2 * dd + 1], pa[kk], bo[2], bo[3]);
+                        mma16816<T>(dK[2 * dd], sa[kk], bq[0], bq[1]);
+                        mma16816<T>(dK[2 * dd + 1], sa[kk], bq[2], bq[3]);
+                    }
+                }
+
+                if constexpr (ATOMIC_DQ) {
+                    // -- dQ_i += dS_ij K_j · scale, summed over key tiles with float atomics
+                    __syncthreads();
+                    float* dq_accum = p.dq_accum + seq.row(0) * d;   // rows of d, lse's index
+                    // work items: (16-query m-tile, 32-column chunk of d), dealt round-robin to warps
+                    for (int item = warp; item < QM * QC; item += NW) {
+                        const int q0 = (item / QC) * 16, c0 = (item % QC) * 32;
+                        float dq[4][4];
+#pragma unroll
+                        for (int n = 0; n < 4; ++n)
+#pragma unroll
+                            for (int e = 0; e < 4; ++e) dq[n][e] = 0.f;
+#pragma unroll
+                        for (int kk = 0; kk < BLOCK_N / 16; ++kk) {
+                            unsigned a[4];   // dS (rows = queries, k = keys) from the stored dSᵀ
+                            ldmatrix_x4_trans(a, frag_b_addr<LDT>(sm.dst, kk * 16, q0, lane));
+#pragma unroll
+                            for (int dd = 0; dd < 2; ++dd) {
+                                unsigned bk[4];
+                                ldmatrix_x4_trans(bk, frag_a_addr<LDS>(sm.k, kk * 16, c0 + dd * 16, lane));
+                                mma16816<T>(dq[2 * dd], a, bk[0], bk[1]);
+                                mma16816<T>(dq[2 * dd + 1], a, bk[2], bk[3]);
+                            }
+                        }
+#pragma unroll
+                        for (int h = 0; h < 2; ++h) {
+                            const int r = i0 + q0 + g + h * 8;
+                            if (r >= seq.T_len) continue;
+#pragma unroll
+                            for (int n = 0; n < 4; ++n) {
+                                const int c = c0 + n * 8 + 2 * t4;
+                                if (c < d) {
+                                    atomicAdd(dq_accum + size_t(r) * d + c, dq[n][2 * h] * p.scale);
+                                    atomicAdd(dq_accum + size_t(r) * d + c + 1, dq[n][2 * h + 1] * p.scale);
+                                }
                             }
                         }
                     }
+                    __syncthreads();   // every warp is done with dSᵀ before the next step rewrites it
                 }
-                __syncthreads();   // every warp is done with dSᵀ before the next step rewrites it
+                pipe.release();
             }
-            pipe.release();
+            pipe.drain();
         }
-        pipe.drain();
 
-        // -- dK_j = scale · Σ_i dS_ijᵀ Q_i, dV_j = Σ_i P_ijᵀ dO_i (zero if no query sees the tile)
-        const size_t at = (size_t(bz) * p.S_len + j0) * d;
-        store_rows_direct<T, NO>(p.dk + at, d, rows_kv, dK, p.scale, wkey, lane);
-        store_rows_direct<T, NO>(p.dv + at, d, rows_kv, dV, 1.f, wkey, lane);
+        // -- dK_j = scale · Σ_h Σ_i dS_ijᵀ Q_i, dV_j = Σ_h Σ_i P_ijᵀ dO_i over the group's heads h
+        //    (zero if no query sees the tile)
+        store_rows_direct<T, NO>(kv_seq.k_row(p.dk, p.dk_stride, j0), d, p.dk_stride[2], rows_kv, dK,
+                                 p.scale, wkey, lane);
+        store_rows_direct<T, NO>(kv_seq.k_row(p.dv, p.dv_stride, j0), d, p.dv_stride[2], rows_kv, dV,
+                                 1.f, wkey, lane);
     }
 };
 
@@ -238,26 +243,28 @@ struct DqMma {
         Smem& sm = smem_as<Smem>(kSmemBytes);
         const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
         const int g = lane >> 2, t4 = lane & 3;
-        const int i0 = (gridDim.x - 1 - blockIdx.x) * BLOCK_M;
-        const int bz = batch_index(), d = p.d;
-        if (bz >= p.batch) return;   // past the batch in the last row of the grid
-        const int rows_q = min(BLOCK_M, p.T_len - i0);
+        Seq seq;
+        int i0;
+        if (!query_tile<BLOCK_M, V>(p, seq, i0)) return;
+        const int d = p.d, rows_q = min(BLOCK_M, seq.T_len - i0);
         const int wrow = warp * 16 * MT;
-        const size_t at = (size_t(bz) * p.T_len + i0) * d;
-        const T* k = p.k + size_t(bz) * p.S_len * d;
-        const T* v = p.v + size_t(bz) * p.S_len * d;
-        const Mask<V, Params> mask(p, bz);
-        const ScoreMod<V, float> score(p, bz);
+        const int ldk = p.k_stride[2], ldv = p.v_stride[2];
+        const T* k = seq.k_row(p.k, p.k_stride, 0);
+        const T* v = seq.k_row(p.v, p.v_stride, 0);
+        const Mask<V, Params> mask(p, seq);
+        const ScoreMod<V, float> score(p, seq);
 
         const TileIter kv = mask.key_tiles(i0, i0 + BLOCK_M, BLOCK_N, i0 / BLOCK_M);
         CpAsyncPipeline<STAGES> pipe{kv.n};
         auto load_kv = [&](int t, int stage) {
-            const int j0 = kv.start(t, BLOCK_N), rows = min(BLOCK_N, p.S_len - j0);
-            cp_async_tile<BLOCK_N, DP, LDS, NT>(sm.k[stage], k + size_t(j0) * d, rows, d);
-            cp_async_tile<BLOCK_N, DP, LDS, NT>(sm.v[stage], v + size_t(j0) * d, rows, d);
+            const int j0 = kv.start(t, BLOCK_N), rows = min(BLOCK_N, seq.S_len - j0);
+            cp_async_tile<BLOCK_N, DP, LDS, NT>(sm.k[stage], k + size_t(j0) * ldk, rows, d, ldk);
+            cp_async_tile<BLOCK_N, DP, LDS, NT>(sm.v[stage], v + size_t(j0) * ldv, rows, d, ldv);
         };
-        cp_async_tile<BLOCK_M, DP, LDS, NT>(sm.q, p.q + at, rows_q, d);
-        cp_async_tile<BLOCK_M, DP, LDS, NT>(sm.dout, p.dout + at, rows_q, d);
+        cp_async_tile<BLOCK_M, DP, LDS, NT>(sm.q, seq.q_row(p.q, p.q_stride, i0), rows_q, d,
+                                            p.q_stride[2]);
+        cp_async_tile<BLOCK_M, DP, LDS, NT>(sm.dout, seq.q_row(p.dout, p.dout_stride, i0), rows_q, d,
+                                            p.dout_stride[2]);
         pipe.prologue(load_kv);
 
         float lse2[MT][2], Dr[MT][2], dQ[MT][NO][4];
@@ -266,9 +273,8 @@ struct DqMma {
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
                 const int r = wrow + mt * 16 + g + h * 8;
-                const size_t row = size_t(bz) * p.T_len + i0 + r;
-                lse2[mt][h] = lse_log2(r < rows_q ? p.lse[row] : 0.f, r < rows_q);
-                Dr[mt][h] = r < rows_q ? p.D[row] : 0.f;
+                lse2[mt][h] = lse_log2(r < rows_q ? p.lse[seq.row(i0 + r)] : 0.f, r < rows_q);
+                Dr[mt][h] = r < rows_q ? p.D[seq.row(i0 + r)] : 0.f;
             }
 #pragma unroll
             for (int n = 0; n < NO; ++n)
@@ -351,7 +357,8 @@ struct DqMma {
         float f[MT][2];
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) f[mt][0] = f[mt][1] = p.scale;
-        store_rows_staged<T, MT, NO, DP>(p.dq + at, d, rows_q, dQ, f, sm.q,
+        store_rows_staged<T, MT, NO, DP>(seq.q_row(p.dq, p.dq_stride, i0), d, p.dq_stride[2], rows_q,
+                                         dQ, f, sm.q,
                                          [](int r, int c) { return r * LDS + c; }, wrow, lane);
     }
 };

@@ -54,32 +54,16 @@ struct DkdvWgmma {
         const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
         const int g = lane >> 2, t4 = lane & 3;
         const int wg = warp / 4;
-        const int j0 = blockIdx.x * BLOCK_N;          // first blocks see the most queries
-        const int bz = batch_index(), d = p.d;
-        if (bz >= p.batch) return;   // past the batch in the last row of the grid
-        const int rows_kv = min(BLOCK_N, p.S_len - j0);
+        Seq kv_seq;
+        int j0;                                       // first blocks see the most queries
+        if (!key_tile<BLOCK_N, V>(p, kv_seq, j0)) return;
+        const int d = p.d, rows_kv = min(BLOCK_N, kv_seq.S_len - j0);
         const int wkey = warp * 16;                   // this warp's first key in the tile
-        const T* q = p.q + size_t(bz) * p.T_len * d;
-        const T* dout = p.dout + size_t(bz) * p.T_len * d;
-        const float* lse = p.lse + size_t(bz) * p.T_len;
-        const float* D = p.D + size_t(bz) * p.T_len;
-        const Mask<V, Params> mask(p, bz);
-        const ScoreMod<V, float> score(p, bz);
-
-        const TileIter qt = mask.query_tiles(j0, j0 + BLOCK_N, BLOCK_M, j0 / BLOCK_N);
-        CpAsyncPipeline<STAGES, STAGES - 1, true> pipe{qt.n};
-        auto load_q = [&](int t, int stage) {
-            const int i0 = qt.start(t, BLOCK_M), rows = min(BLOCK_M, p.T_len - i0);
-            cp_async_tile_sw128<BLOCK_M, DP, NT>(sm.q[stage], q + size_t(i0) * d, rows, d);
-            cp_async_tile_sw128<BLOCK_M, DP, NT>(sm.dout[stage], dout + size_t(i0) * d, rows, d);
-            for (int r = threadIdx.x; r < BLOCK_M; r += NT) {
-                sm.lse2[stage][r] = lse_log2(r < rows ? lse[i0 + r] : 0.f, r < rows);
-                sm.D[stage][r] = r < rows ? D[i0 + r] : 0.f;
-            }
-        };
-        cp_async_tile_sw128<BLOCK_N, DP, NT>(sm.k, p.k + (size_t(bz) * p.S_len + j0) * d, rows_kv, d);
-        cp_async_tile_sw128<BLOCK_N, DP, NT>(sm.v, p.v + (size_t(bz) * p.S_len + j0) * d, rows_kv, d);
-        pipe.prologue(load_q);
+        const int ldq = p.q_stride[2], lddo = p.dout_stride[2];
+        cp_async_tile_sw128<BLOCK_N, DP, NT>(sm.k, kv_seq.k_row(p.k, p.k_stride, j0), rows_kv, d,
+                                             p.k_stride[2]);
+        cp_async_tile_sw128<BLOCK_N, DP, NT>(sm.v, kv_seq.k_row(p.v, p.v_stride, j0), rows_kv, d,
+                                             p.v_stride[2]);
 
         float dK[NO][4], dV[NO][4];   // keys wkey + g and wkey + g + 8
 #pragma unroll
@@ -89,64 +73,85 @@ struct DkdvWgmma {
         const T* sKw = sm.k + wg * 64 * 64;           // this warpgroup's 64 keys of panel 0
         const T* sVw = sm.v + wg * 64 * 64;
 
-        for (int t = 0; t < pipe.n; ++t) {
-            const int i0 = qt.start(t, BLOCK_M);
-            const int stage = pipe.acquire(t, load_q);
-            const T* Qs = sm.q[stage];
-            const T* dOs = sm.dout[stage];
-            const float* lse2 = sm.lse2[stage];
-            const float* Ds = sm.D[stage];
+        for (int gh = 0; gh < p.group; ++gh) {        // the query heads that read this kv head
+            const Seq seq = kv_seq.with_head(p, kv_seq.h + gh);
+            const Mask<V, Params> mask(p, seq);
+            const ScoreMod<V, float> score(p, seq);
+            const TileIter qt = mask.query_tiles(j0, j0 + BLOCK_N, BLOCK_M, j0 / BLOCK_N);
+            CpAsyncPipeline<STAGES, STAGES - 1, true> pipe{qt.n};
+            auto load_q = [&](int t, int stage) {
+                const int i0 = qt.start(t, BLOCK_M), rows = min(BLOCK_M, seq.T_len - i0);
+                cp_async_tile_sw128<BLOCK_M, DP, NT>(sm.q[stage], seq.q_row(p.q, p.q_stride, i0), rows, d, ldq);
+                cp_async_tile_sw128<BLOCK_M, DP, NT>(sm.dout[stage], seq.q_row(p.dout, p.dout_stride, i0),
+                                                     rows, d, lddo);
+                for (int r = threadIdx.x; r < BLOCK_M; r += NT) {
+                    sm.lse2[stage][r] = lse_log2(r < rows ? p.lse[seq.row(i0 + r)] : 0.f, r < rows);
+                    sm.D[stage][r] = r < rows ? p.D[seq.row(i0 + r)] : 0.f;
+                }
+            };
+            pipe.prologue(load_q);
 
-            // -- Sᵀ = K_j Q_iᵀ and dPᵀ = V_j dO_iᵀ for this warpgroup's 64 keys (one group)
-            float st[MS][4], dpt[MS][4];
-            wgmma_fence();
-#pragma unroll
-            for (int kk = 0; kk < DP / 16; ++kk) {
-                MMA_S::ss(st, kmajor_desc<BLOCK_N>(sKw, kk), kmajor_desc<BLOCK_M>(Qs, kk), kk > 0);
-                MMA_S::ss(dpt, kmajor_desc<BLOCK_N>(sVw, kk), kmajor_desc<BLOCK_M>(dOs, kk), kk > 0);
-            }
-            wgmma_commit();
-            wgmma_wait<0>();
-            wgmma_fence_regs(st);
-            wgmma_fence_regs(dpt);
+            for (int t = 0; t < pipe.n; ++t) {
+                const int i0 = qt.start(t, BLOCK_M);
+                const int stage = pipe.acquire(t, load_q);
+                const T* Qs = sm.q[stage];
+                const T* dOs = sm.dout[stage];
+                const float* lse2 = sm.lse2[stage];
+                const float* Ds = sm.D[stage];
 
-            // -- Pᵀ and dSᵀ in place (rows r = keys g / g + 8, elements e = queries)
-            auto ql = [&](int e) { return (e >> 1) * 8 + 2 * t4 + (e & 1); };   // query within the tile
-            bwd_probs<float, 2, 2 * MS>(
-                [&](int r, int e) -> float& { return st[e >> 1][2 * r + (e & 1)]; },
-                [&](int r, int e) -> float& { return dpt[e >> 1][2 * r + (e & 1)]; },
-                [&](int r, int e, int& i, int& j) { i = i0 + ql(e); j = j0 + wkey + g + r * 8; },
-                [&](int, int e) { return lse2[ql(e)]; }, [&](int, int e) { return Ds[ql(e)]; },
-                mask, score, mask.needs_mask(qt, t, i0, i0 + BLOCK_M, j0, j0 + BLOCK_N), Exp2Approx());
+                // -- Sᵀ = K_j Q_iᵀ and dPᵀ = V_j dO_iᵀ for this warpgroup's 64 keys (one group)
+                float st[MS][4], dpt[MS][4];
+                wgmma_fence();
+#pragma unroll
+                for (int kk = 0; kk < DP / 16; ++kk) {
+                    MMA_S::ss(st, kmajor_desc<BLOCK_N>(sKw, kk), kmajor_desc<BLOCK_M>(Qs, kk), kk > 0);
+                    MMA_S::ss(dpt, kmajor_desc<BLOCK_N>(sVw, kk), kmajor_desc<BLOCK_M>(dOs, kk), kk > 0);
+                }
+                wgmma_commit();
+                wgmma_wait<0>();
+                wgmma_fence_regs(st);
+                wgmma_fence_regs(dpt);
 
-            // -- Pᵀ, dSᵀ as A fragments (k = queries); dV_j += P_ijᵀ dO_i, dK_j += dS_ijᵀ Q_i with
-            //    dO and Q read MN-major: 16 queries (2048 bytes) per k-step, panels BLOCK_M·128 apart
-            unsigned pa[BLOCK_M / 16][4], sa[BLOCK_M / 16][4];
+                // -- Pᵀ and dSᵀ in place (rows r = keys g / g + 8, elements e = queries)
+                auto ql = [&](int e) { return (e >> 1) * 8 + 2 * t4 + (e & 1); };   // query within the tile
+                bwd_probs<float, 2, 2 * MS>(
+                    [&](int r, int e) -> float& { return st[e >> 1][2 * r + (e & 1)]; },
+                    [&](int r, int e) -> float& { return dpt[e >> 1][2 * r + (e & 1)]; },
+                    [&](int r, int e, int& i, int& j) { i = i0 + ql(e); j = j0 + wkey + g + r * 8; },
+                    [&](int, int e) { return lse2[ql(e)]; }, [&](int, int e) { return Ds[ql(e)]; },
+                    mask, score, mask.needs_mask(qt, t, i0, i0 + BLOCK_M, j0, j0 + BLOCK_N), Exp2Approx());
+
+                // -- Pᵀ, dSᵀ as A fragments (k = queries); dV_j += P_ijᵀ dO_i, dK_j += dS_ijᵀ Q_i with
+                //    dO and Q read MN-major: 16 queries (2048 bytes) per k-step, panels BLOCK_M·128 apart
+                unsigned pa[BLOCK_M / 16][4], sa[BLOCK_M / 16][4];
 #pragma unroll
-            for (int kk = 0; kk < BLOCK_M / 16; ++kk) {
-                c_to_a<T>(pa[kk], st[2 * kk], st[2 * kk + 1]);
-                c_to_a<T>(sa[kk], dpt[2 * kk], dpt[2 * kk + 1]);
-            }
-            wgmma_fence();
+                for (int kk = 0; kk < BLOCK_M / 16; ++kk) {
+                    c_to_a<T>(pa[kk], st[2 * kk], st[2 * kk + 1]);
+                    c_to_a<T>(sa[kk], dpt[2 * kk], dpt[2 * kk + 1]);
+                }
+                wgmma_fence();
 #pragma unroll
-            for (int kk = 0; kk < BLOCK_M / 16; ++kk) {
-                MMA_O::template rs<1>(dV, pa[kk], mnmajor_desc<BLOCK_M>(dOs, kk), 1);
-                MMA_O::template rs<1>(dK, sa[kk], mnmajor_desc<BLOCK_M>(Qs, kk), 1);
+                for (int kk = 0; kk < BLOCK_M / 16; ++kk) {
+                    MMA_O::template rs<1>(dV, pa[kk], mnmajor_desc<BLOCK_M>(dOs, kk), 1);
+                    MMA_O::template rs<1>(dK, sa[kk], mnmajor_desc<BLOCK_M>(Qs, kk), 1);
+                }
+                wgmma_commit();
+                wgmma_wait<0>();
+                wgmma_fence_regs(dV);
+                wgmma_fence_regs(dK);
+                wgmma_keep_regs(pa);
+                wgmma_keep_regs(sa);
+                pipe.release();
             }
-            wgmma_commit();
-            wgmma_wait<0>();
-            wgmma_fence_regs(dV);
-            wgmma_fence_regs(dK);
-            wgmma_keep_regs(pa);
-            wgmma_keep_regs(sa);
-            pipe.release();
+            pipe.drain();
         }
-        pipe.drain();
 
-        // -- dK_j = scale · Σ_i dS_ijᵀ Q_i, dV_j = Σ_i P_ijᵀ dO_i (zero if no query sees the tile)
-        const size_t at = (size_t(bz) * p.S_len + j0) * d;
-        store_rows_direct<T, NO>(p.dk + at, d, rows_kv, dK, p.scale, wkey, lane);
-        store_rows_direct<T, NO>(p.dv + at, d, rows_kv, dV, 1.f, wkey, lane);
+        // -- dK_j = scale · Σ_h Σ_i dS_ijᵀ Q_i, dV_j = Σ_h Σ_i P_ijᵀ dO_i over the group's heads h
+        //    (zero if no query sees the tile)
+        store_rows_direct<T, NO>(kv_seq.k_row(p.dk, p.dk_stride, j0), d, p.dk_stride[2], rows_kv, dK,
+                                 p.scale, wkey, lane);
+        store_rows_direct<T, NO>(kv_seq.k_row(p.dv, p.dv_stride, j0), d, p.dv_stride[2], rows_kv, dV,
+                                 1.f, wkey, lane);
     }
 };
 
@@ -176,35 +181,36 @@ struct DqWgmma {
         const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
         const int g = lane >> 2, t4 = lane & 3;
         const int wg = warp / 4;
-        const int i0 = (gridDim.x - 1 - blockIdx.x) * BLOCK_M;
-        const int bz = batch_index(), d = p.d;
-        if (bz >= p.batch) return;   // past the batch in the last row of the grid
-        const int rows_q = min(BLOCK_M, p.T_len - i0);
+        Seq seq;
+        int i0;
+        if (!query_tile<BLOCK_M, V>(p, seq, i0)) return;
+        const int d = p.d, rows_q = min(BLOCK_M, seq.T_len - i0);
         const int wrow = warp * 16;
-        const size_t at = (size_t(bz) * p.T_len + i0) * d;
-        const T* k = p.k + size_t(bz) * p.S_len * d;
-        const T* v = p.v + size_t(bz) * p.S_len * d;
-        const Mask<V, Params> mask(p, bz);
-        const ScoreMod<V, float> score(p, bz);
+        const int ldk = p.k_stride[2], ldv = p.v_stride[2];
+        const T* k = seq.k_row(p.k, p.k_stride, 0);
+        const T* v = seq.k_row(p.v, p.v_stride, 0);
+        const Mask<V, Params> mask(p, seq);
+        const ScoreMod<V, float> score(p, seq);
 
         const TileIter kv = mask.key_tiles(i0, i0 + BLOCK_M, BLOCK_N, i0 / BLOCK_M);
         CpAsyncPipeline<STAGES, STAGES - 1, true> pipe{kv.n};
         auto load_kv = [&](int t, int stage) {
-            const int j0 = kv.start(t, BLOCK_N), rows = min(BLOCK_N, p.S_len - j0);
-            cp_async_tile_sw128<BLOCK_N, DP, NT>(sm.k[stage], k + size_t(j0) * d, rows, d);
-            cp_async_tile_sw128<BLOCK_N, DP, NT>(sm.v[stage], v + size_t(j0) * d, rows, d);
+            const int j0 = kv.start(t, BLOCK_N), rows = min(BLOCK_N, seq.S_len - j0);
+            cp_async_tile_sw128<BLOCK_N, DP, NT>(sm.k[stage], k + size_t(j0) * ldk, rows, d, ldk);
+            cp_async_tile_sw128<BLOCK_N, DP, NT>(sm.v[stage], v + size_t(j0) * ldv, rows, d, ldv);
         };
-        cp_async_tile_sw128<BLOCK_M, DP, NT>(sm.q, p.q + at, rows_q, d);
-        cp_async_tile_sw128<BLOCK_M, DP, NT>(sm.dout, p.dout + at, rows_q, d);
+        cp_async_tile_sw128<BLOCK_M, DP, NT>(sm.q, seq.q_row(p.q, p.q_stride, i0), rows_q, d,
+                                             p.q_stride[2]);
+        cp_async_tile_sw128<BLOCK_M, DP, NT>(sm.dout, seq.q_row(p.dout, p.dout_stride, i0), rows_q, d,
+                                             p.dout_stride[2]);
         pipe.prologue(load_kv);
 
         float lse2[2], Dr[2], dQ[1][NO][4];
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
             const int r = wrow + g + h * 8;
-            const size_t row = size_t(bz) * p.T_len + i0 + r;
-            lse2[h] = lse_log2(r < rows_q ? p.lse[row] : 0.f, r < rows_q);
-            Dr[h] = r < rows_q ? p.D[row] : 0.f;
+            lse2[h] = lse_log2(r < rows_q ? p.lse[seq.row(i0 + r)] : 0.f, r < rows_q);
+            Dr[h] = r < rows_q ? p.D[seq.row(i0 + r)] : 0.f;
         }
 #pragma unroll
         for (int n = 0; n < NO; ++n)
@@ -261,7 +267,8 @@ struct DqWgmma {
 
         // -- dQ_i = scale · Σ_j dS_ij K_j, staged in this warp's own Q rows for 16-byte stores
         float f[1][2] = {{p.scale, p.scale}};
-        store_rows_staged<T, 1, NO, DP>(p.dq + at, d, rows_q, dQ, f, sm.q,
+        store_rows_staged<T, 1, NO, DP>(seq.q_row(p.dq, p.dq_stride, i0), d, p.dq_stride[2], rows_q,
+                                        dQ, f, sm.q,
                                         [](int r, int c) { return sw128<BLOCK_M>(r, c); }, wrow, lane);
     }
 };

@@ -42,25 +42,27 @@ struct FwdSimt {
 
     static __device__ __forceinline__ void run(const Params& p) {
         Smem& sm = smem_as<Smem>(kSmemBytes);
-        const int i0 = (gridDim.x - 1 - blockIdx.x) * BLOCK_M;   // heaviest causal tiles first
-        const int bz = batch_index(), d = p.d;
-        if (bz >= p.batch) return;   // past the batch in the last row of the grid
-        const int rows_q = min(BLOCK_M, p.T_len - i0);
-        const T* k = p.k + size_t(bz) * p.S_len * d;
-        const T* v = p.v + size_t(bz) * p.S_len * d;
-        const Mask<V, Params> mask(p, bz);
-        const ScoreMod<V, Acc> score(p, bz);
+        Seq seq;
+        int i0;
+        if (!query_tile<BLOCK_M, V>(p, seq, i0)) return;
+        const int d = p.d, rows_q = min(BLOCK_M, seq.T_len - i0);
+        const int ldk = p.k_stride[2], ldv = p.v_stride[2];
+        const T* k = seq.k_row(p.k, p.k_stride, 0);
+        const T* v = seq.k_row(p.v, p.v_stride, 0);
+        const Mask<V, Params> mask(p, seq);
+        const ScoreMod<V, Acc> score(p, seq);
 
         zero_smem<NT>(&sm, sizeof(Smem));   // columns d..DP of every tile stay 0
         __syncthreads();
-        load_tile<T, Acc, BLOCK_M, LD, NT>(sm.q, p.q + (size_t(bz) * p.T_len + i0) * d, rows_q, d);
+        load_tile<T, Acc, BLOCK_M, LD, NT>(sm.q, seq.q_row(p.q, p.q_stride, i0), rows_q, d,
+                                           p.q_stride[2]);
 
         const TileIter kv = mask.key_tiles(i0, i0 + BLOCK_M, BLOCK_N, i0 / BLOCK_M);
         SyncPipeline pipe{kv.n};
         auto load_kv = [&](int t, int) {
-            const int j0 = kv.start(t, BLOCK_N), rows = min(BLOCK_N, p.S_len - j0);
-            load_tile<T, Acc, BLOCK_N, LD, NT>(sm.k, k + size_t(j0) * d, rows, d);
-            load_tile<T, Acc, BLOCK_N, LD, NT>(sm.v, v + size_t(j0) * d, rows, d);
+            const int j0 = kv.start(t, BLOCK_N), rows = min(BLOCK_N, seq.S_len - j0);
+            load_tile<T, Acc, BLOCK_N, LD, NT>(sm.k, k + size_t(j0) * ldk, rows, d, ldk);
+            load_tile<T, Acc, BLOCK_N, LD, NT>(sm.v, v + size_t(j0) * ldv, rows, d, ldv);
         };
 
         STile S;
@@ -100,11 +102,12 @@ struct FwdSimt {
             const Acc inv = softmax.finalize(r, score.mul, lse);
             if (S.tx == 0) {
                 sm.l[S.row(r)] = inv;
-                if (S.row(r) < rows_q) p.lse[size_t(bz) * p.T_len + i0 + S.row(r)] = lse;
+                if (S.row(r) < rows_q) p.lse[seq.row(i0 + S.row(r))] = lse;
             }
         }
         __syncthreads();
-        O.store(p.out + (size_t(bz) * p.T_len + i0) * d, rows_q, d, [&](int r) { return sm.l[r]; });
+        O.store(seq.q_row(p.out, p.out_stride, i0), rows_q, d, p.out_stride[2],
+                [&](int r) { return sm.l[r]; });
     }
 };
 

@@ -15,7 +15,8 @@
 //       a ring of 3 or 4 K/V buffers; exp2 as ex2.approx.
 //   v6  written on the shared mainloop parts; any mask band, softcap, ALiBi.
 //
-// Grid: (ceil(T / BLOCK_M), batch) (batch_index(): blockIdx.z continues blockIdx.y). Block: NT = 32·warps threads, BLOCK_M = 16·warps.
+// Grid: (ceil(T / BLOCK_M), sequences·heads) (seq.cuh, query_tile). Block: NT = 32·warps
+// threads, BLOCK_M = 16·warps.
 #pragma once
 #include "epilogue.cuh"
 #include "mask.cuh"
@@ -54,25 +55,26 @@ struct FwdWgmma {
         const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
         const int g = lane >> 2, t4 = lane & 3;   // fragment row group and column pair
         const int wg = warp / 4;                  // warpgroup: query rows 64·wg .. 64·wg + 63
-        const int i0 = (gridDim.x - 1 - blockIdx.x) * BLOCK_M;  // heaviest causal tiles first
-        const int bz = batch_index(), d = p.d;
-        if (bz >= p.batch) return;   // past the batch in the last row of the grid
-        const int rows_q = min(BLOCK_M, p.T_len - i0);
+        Seq seq;
+        int i0;
+        if (!query_tile<BLOCK_M, V>(p, seq, i0)) return;
+        const int d = p.d, rows_q = min(BLOCK_M, seq.T_len - i0);
         const int wrow = warp * 16;               // this warp's first row in the tile
-        const T* q = p.q + (size_t(bz) * p.T_len + i0) * d;
-        const T* k = p.k + size_t(bz) * p.S_len * d;
-        const T* v = p.v + size_t(bz) * p.S_len * d;
-        const Mask<V, Params> mask(p, bz);
-        const ScoreMod<V, float> score(p, bz);
+        const int ldk = p.k_stride[2], ldv = p.v_stride[2];
+        const T* k = seq.k_row(p.k, p.k_stride, 0);
+        const T* v = seq.k_row(p.v, p.v_stride, 0);
+        const Mask<V, Params> mask(p, seq);
+        const ScoreMod<V, float> score(p, seq);
 
         const TileIter kv = mask.key_tiles(i0, i0 + BLOCK_M, BLOCK_N, i0 / BLOCK_M);
         CpAsyncPipeline<STAGES, AHEAD, true> pipe{kv.n};
         auto load_kv = [&](int t, int stage) {
-            const int j0 = kv.start(t, BLOCK_N), rows = min(BLOCK_N, p.S_len - j0);
-            cp_async_tile_sw128<BLOCK_N, DP, NT>(sm.k[stage], k + size_t(j0) * d, rows, d);
-            cp_async_tile_sw128<BLOCK_N, DP, NT>(sm.v[stage], v + size_t(j0) * d, rows, d);
+            const int j0 = kv.start(t, BLOCK_N), rows = min(BLOCK_N, seq.S_len - j0);
+            cp_async_tile_sw128<BLOCK_N, DP, NT>(sm.k[stage], k + size_t(j0) * ldk, rows, d, ldk);
+            cp_async_tile_sw128<BLOCK_N, DP, NT>(sm.v[stage], v + size_t(j0) * ldv, rows, d, ldv);
         };
-        cp_async_tile_sw128<BLOCK_M, DP, NT>(sm.q, q, rows_q, d);
+        cp_async_tile_sw128<BLOCK_M, DP, NT>(sm.q, seq.q_row(p.q, p.q_stride, i0), rows_q, d,
+                                             p.q_stride[2]);
         pipe.prologue(load_kv);
 
         float o[1][NO][4];       // unnormalized O rows (g, g+8) of this warp
@@ -159,9 +161,10 @@ struct FwdWgmma {
             float lse;
             inv[0][h] = softmax.finalize(h, score.mul, lse);
             const int r = wrow + g + h * 8;
-            if (t4 == 0 && r < rows_q) p.lse[size_t(bz) * p.T_len + i0 + r] = lse;
+            if (t4 == 0 && r < rows_q) p.lse[seq.row(i0 + r)] = lse;
         }
-        store_rows_staged<T, 1, NO, DP>(p.out + (size_t(bz) * p.T_len + i0) * d, d, rows_q, o, inv,
+        store_rows_staged<T, 1, NO, DP>(seq.q_row(p.out, p.out_stride, i0), d, p.out_stride[2],
+                                        rows_q, o, inv,
                                         sm.q, [](int r, int c) { return sw128<BLOCK_M>(r, c); },
                                         wrow, lane);
     }

@@ -11,7 +11,7 @@
 // lists that TileLists (below) builds before the kernel runs: tiles the mask_mod hides whole are
 // not visited, tiles it shows whole skip the per-element rule (FlexAttention's block mask).
 #pragma once
-#include "params.cuh"
+#include "seq.cuh"
 
 namespace cuflash {
 
@@ -27,11 +27,13 @@ struct NoMaskMod {
 enum MaskKind { kDense = 0, kCausal = 1, kWindow = 2 };
 
 // The features a kernel is compiled with. MASK: a MaskKind. SOFTCAP: scores become c·tanh(s / c).
-// ALIBI: scores lose slope·|i + diag - j|. MOD: a custom mask_mod (cuflash/mask_mod.py).
-template <int MASK_, bool SOFTCAP_, bool ALIBI_, class MOD_ = NoMaskMod>
+// ALIBI: scores lose slope·|i + diag - j|. PACKED: sequence lengths come from cu_seqlens
+// (seq.cuh). MOD: a custom mask_mod (cuflash/mask_mod.py).
+template <int MASK_, bool SOFTCAP_, bool ALIBI_, bool PACKED_ = false, class MOD_ = NoMaskMod>
 struct Variant {
     static constexpr int MASK = MASK_;
     static constexpr bool BAND = MASK_ != kDense, SOFTCAP = SOFTCAP_, ALIBI = ALIBI_;
+    static constexpr bool PACKED = PACKED_;
     using Mod = MOD_;
 };
 using Dense = Variant<kDense, false, false>;
@@ -49,12 +51,12 @@ struct TileIter {
 template <class V, class P>
 struct Mask {
     const P& p;
-    int bz;          // flattened batch index (blockIdx.y)
+    int b, h;        // sequence and query head (a mask_mod's b and h)
     int T_len, S_len, diag, left, right;
 
-    __device__ __forceinline__ Mask(const P& params, int batch_index)
-        : p(params), bz(batch_index), T_len(params.T_len), S_len(params.S_len),
-          diag(params.S_len - params.T_len),
+    __device__ __forceinline__ Mask(const P& params, const Seq& seq)
+        : p(params), b(seq.b), h(seq.h), T_len(seq.T_len), S_len(seq.S_len),
+          diag(seq.S_len - seq.T_len),
           left(V::MASK == kWindow ? params.window_left : kUnbounded),
           right(V::MASK == kCausal ? 0 : V::MASK == kWindow ? params.window_right : kUnbounded) {}
 
@@ -108,7 +110,7 @@ struct Mask {
         return TileIter{b, e > b ? (e - b + block_m - 1) / block_m : 0, nullptr};
     }
     __device__ __forceinline__ TileIter listed(int outer) const {
-        const long long row = (long long)(p.mm_batched ? bz : 0) * p.mm_count_stride + outer;
+        const long long row = (long long)(p.mm_batched ? b * p.heads + h : 0) * p.mm_count_stride + outer;
         return TileIter{0, p.mm_count[row], p.mm_index + row * p.mm_inner};
     }
     // Whether tile t of `it` (rows [i0, i1) × keys [j0, j1), nominal extents) needs the
@@ -132,7 +134,7 @@ struct Mask {
         bool ok = (j < S_len) & (i < T_len);           // one predicate, no branch per bound
         if (has_right()) ok &= j <= i + diag + right;
         if (has_left()) ok &= j >= i + diag - left;
-        if constexpr (V::Mod::kActive) ok = ok && V::Mod::visible(p, bz / p.heads, bz % p.heads, i, j);
+        if constexpr (V::Mod::kActive) ok = ok && V::Mod::visible(p, b, h, i, j);
         return ok;
     }
 };
@@ -140,13 +142,13 @@ struct Mask {
 // Builds a mask_mod's tile lists for a kernel with BLOCK_M × BLOCK_N tiles: one block per outer
 // tile (query tiles; key tiles when BY_KEYS, for the dK/dV kernel) and batch entry (one when the
 // lists are shared), evaluating every pair of every inner tile the band admits. Grid:
-// (outer tiles, batch entries of the lists); 256 threads.
+// (outer tiles, (sequence, query head) pairs of the lists); 256 threads. Not for packed batches.
 template <class V, class P, int BLOCK_M, int BLOCK_N, bool BY_KEYS>
 struct TileLists {
     static constexpr int kThreads = 256;
     static __device__ __forceinline__ void run(const P& p) {
         const int outer = blockIdx.x, bz = blockIdx.y;
-        const Mask<V, P> mask(p, bz);
+        const Mask<V, P> mask(p, Seq::of<false>(p, bz / p.heads, bz % p.heads));
         const int o0 = outer * (BY_KEYS ? BLOCK_N : BLOCK_M);
         const int o1 = o0 + (BY_KEYS ? BLOCK_N : BLOCK_M);
         const int inner = BY_KEYS ? BLOCK_M : BLOCK_N;

@@ -92,15 +92,16 @@ __device__ __forceinline__ const T* frag_b_addr(const T* s, int n0, int k0, int 
     return s + (n0 + (lane & 7) + (lane >> 4) * 8) * LDS + k0 + ((lane >> 3) & 1) * 8;
 }
 
-// Issue cp.async for a ROWS × DP tile (global row stride d) into shared memory (row stride LDS);
-// rows >= rows_valid and columns >= d are zero-filled.
+// Issue cp.async for a ROWS × DP tile (global row stride ld elements) into shared memory (row
+// stride LDS); rows >= rows_valid and columns >= d are zero-filled.
 template <int ROWS, int DP, int LDS, int NT, typename T>
-__device__ __forceinline__ void cp_async_tile(T* s, const T* g, int rows_valid, int d) {
+__device__ __forceinline__ void cp_async_tile(T* s, const T* g, int rows_valid, int d, int ld) {
     constexpr int CPR = DP / 8;  // 16-byte chunks per row
+    asm volatile("" : "+r"(ld));   // row offsets computed per call, not held across the loop
     for (int c = threadIdx.x; c < ROWS * CPR; c += NT) {
         const int r = c / CPR, col = (c % CPR) * 8;
         const bool valid = r < rows_valid && col < d;
-        cp_async16(s + r * LDS + col, valid ? g + size_t(r) * d + col : g, valid);
+        cp_async16(s + r * LDS + col, valid ? g + size_t(r) * ld + col : g, valid);
     }
 }
 

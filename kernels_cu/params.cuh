@@ -10,32 +10,45 @@ namespace cuflash {
 typedef const int* MaskModTensors[4];
 typedef int MaskModShapes[4][4];
 typedef int MaskModInts[4];
+// Strides of an array, in elements: [sequence, head, row] (seq.cuh says how they are read).
+typedef long long Strides[3];
+typedef long long RowStrides[2];
 
 // A window side that is not bounded (None / -1 in Python): far enough that i + diag ± it never
 // limits a key, small enough that the sums stay in int.
 constexpr int kUnbounded = 1 << 30;
 
-// Fields every pass reads: shapes, the mask, the score modifiers and a custom mask's captures.
-//   heads: size of the head axis (-3) of the caller's arrays, so that a flattened batch index
-//          bz is (b, h) = (bz / heads, bz % heads) for a mask_mod
+// Fields every pass reads: shapes, the packing, the mask, the score modifiers and a custom
+// mask's captures.
+//   batch: sequences; heads: query heads (axis -3 of q); group: query heads per kv head (GQA:
+//          query head h reads kv head h / group; 1 without GQA)
+//   T_len, S_len: the query and key counts of every sequence, or their maxima when packed
+//   cu_seqlens_q, cu_seqlens_k: a packed batch's (batch + 1) row offsets (flash_attn_varlen's
+//          convention); null when every sequence has T_len queries and S_len keys
+//   lse_stride: where lse (and D, and dq_accum's rows) of (sequence, head) start: [sequence,
+//          head] strides of cuflash's own (batch, heads, T) or packed (heads, total_q) arrays
 //   window_left, window_right: the band of keys each query sees (cuflash/mask.py), kUnbounded
 //          for an open side
 //   scale: multiplies q·k; scale_log2 = scale·log2(e); softcap: c of c·tanh(s / c) (0: none)
-//   alibi_slopes: (batch,) slope of each flattened batch entry, natural-log units (ALiBi only)
+//   alibi_slopes: (batch·heads,) slope of each (sequence, query head), natural-log units
 //   mm_tensor, mm_shape, mm_int: the arrays (C-contiguous int32), their shapes and the ints a
 //          mask_mod captured
 //   mm_count, mm_index: a mask_mod's tile lists (mask.cuh, TileLists): for each outer tile (a
 //          query tile; a key tile in the dK/dV kernel) the count and the (index << 1 | partial)
 //          of the inner tiles it visits, mm_inner slots each (mm_count_stride outer tiles per
-//          batch entry); mm_batched: 1 when the lists differ
-//          per batch entry (the mask reads b or h), 0 when one list serves all
+//          (sequence, query head)); mm_batched: 1 when the lists differ per (sequence, head)
+//          (the mask reads b or h), 0 when one list serves all
 #define CUFLASH_COMMON_FIELDS(X)            \
     X(const Acc*, alibi_slopes)             \
     X(MaskModTensors, mm_tensor)            \
     X(int*, mm_count)                       \
     X(int*, mm_index)                       \
+    X(const int*, cu_seqlens_q)             \
+    X(const int*, cu_seqlens_k)             \
+    X(RowStrides, lse_stride)               \
     X(int, batch)                           \
     X(int, heads)                           \
+    X(int, group)                           \
     X(int, T_len)                           \
     X(int, S_len)                           \
     X(int, d)                               \
@@ -50,19 +63,26 @@ constexpr int kUnbounded = 1 << 30;
     X(Acc, scale_log2)                      \
     X(Acc, softcap)
 
-// The forward: q (batch, T_len, d), k and v (batch, S_len, d) in; out (batch, T_len, d) and
-// lse (batch, T_len), natural log, -inf for a query that sees no key, out.
+// The forward: q (sequences, heads, T_len, d), k and v (sequences, heads / group, S_len, d) in,
+// each with its own strides (x_stride); out (strides out_stride) and lse (lse_stride), natural
+// log, -inf for a query that sees no key, out.
 #define CUFLASH_FWD_FIELDS(X)               \
     X(const T*, q)                          \
     X(const T*, k)                          \
     X(const T*, v)                          \
     X(T*, out)                              \
     X(Acc*, lse)                            \
+    X(Strides, q_stride)                    \
+    X(Strides, k_stride)                    \
+    X(Strides, v_stride)                    \
+    X(Strides, out_stride)                  \
     CUFLASH_COMMON_FIELDS(X)
 
-// The backward: the forward's q, k, v, out, lse and dout in; D = rowsum(dO ∘ O) (batch, T_len)
-// written by the preprocess and read by the others; dq, dk, dv out; dq_accum (batch, T_len, d),
-// zeroed, summed by atomics when dQ is accumulated in the dK/dV kernel (deterministic=False).
+// The backward: the forward's q, k, v, out, lse and dout in; D = rowsum(dO ∘ O) (lse's layout)
+// written by the preprocess and read by the others; dq, dk, dv out (dk, dv: one per kv head,
+// summed over its group); dq_accum (lse's rows × d), zeroed, summed by atomics when dQ is
+// accumulated in the dK/dV kernel (deterministic=False). Every q-, k- or v-shaped array has
+// its own strides.
 #define CUFLASH_BWD_FIELDS(X)               \
     X(const T*, q)                          \
     X(const T*, k)                          \
@@ -75,6 +95,14 @@ constexpr int kUnbounded = 1 << 30;
     X(T*, dk)                               \
     X(T*, dv)                               \
     X(Acc*, dq_accum)                       \
+    X(Strides, q_stride)                    \
+    X(Strides, k_stride)                    \
+    X(Strides, v_stride)                    \
+    X(Strides, out_stride)                  \
+    X(Strides, dout_stride)                 \
+    X(Strides, dq_stride)                   \
+    X(Strides, dk_stride)                   \
+    X(Strides, dv_stride)                   \
     CUFLASH_COMMON_FIELDS(X)
 
 #define CUFLASH_DECLARE_FIELD(type, name) type name;

@@ -8,7 +8,7 @@
 // final scale of dK and dQ supplies the rest of the chain rule.
 #pragma once
 #include "common.cuh"
-#include "params.cuh"
+#include "seq.cuh"
 
 namespace cuflash {
 
@@ -18,17 +18,17 @@ struct ScoreMod {
     Acc mul;          // multiplies u inside exp2
     Acc cap_in;       // scale / c: the argument of tanh per unit of q·k
     Acc cap_out;      // c·log2(e): tanh back to log2 units
-    Acc slope;        // slope·log2(e) of this batch entry
+    Acc slope;        // slope·log2(e) of this (sequence, query head)
     Acc scale_log2;
     int diag;
 
     template <class P>
-    __device__ __forceinline__ ScoreMod(const P& p, int bz) : diag(p.S_len - p.T_len) {
+    __device__ __forceinline__ ScoreMod(const P& p, const Seq& seq) : diag(seq.S_len - seq.T_len) {
         scale_log2 = p.scale_log2;
         mul = kTransforms ? Acc(1) : p.scale_log2;
         cap_in = V::SOFTCAP ? p.scale / p.softcap : Acc(0);
         cap_out = V::SOFTCAP ? p.softcap * Acc(kLog2e) : Acc(0);
-        slope = V::ALIBI ? Acc(p.alibi_slopes[bz]) * Acc(kLog2e) : Acc(0);
+        slope = V::ALIBI ? Acc(p.alibi_slopes[seq.b * p.heads + seq.h]) * Acc(kLog2e) : Acc(0);
     }
 
     // u of the raw score x = q·k at query i, key j (identity when nothing transforms)

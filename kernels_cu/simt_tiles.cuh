@@ -7,11 +7,11 @@
 
 namespace cuflash {
 
-// Load rows [0, rows_valid) of a ROWS × d tile of T (global, row stride d) into shared memory as
+// Load rows [0, rows_valid) of a ROWS × d tile of T (global, row stride ld) into shared memory as
 // Acc (row stride LD). Rows past rows_valid become 0: finite, so 0·x never makes a NaN, and a
 // key row of zeros is masked anyway. Columns d..LD-1 are left alone (zeroed once at kernel start).
 template <typename T, typename Acc, int ROWS, int LD, int NT>
-__device__ __forceinline__ void load_tile(Acc* s, const T* g, int rows_valid, int d) {
+__device__ __forceinline__ void load_tile(Acc* s, const T* g, int rows_valid, int d, int ld) {
     constexpr int E = 16 / sizeof(T);  // elements per 16-byte load; d % 8 == 0, so d % E == 0
     const int chunks = d / E;
     for (int c = threadIdx.x; c < ROWS * chunks; c += NT) {
@@ -19,7 +19,7 @@ __device__ __forceinline__ void load_tile(Acc* s, const T* g, int rows_valid, in
         const int col = (c - r * chunks) * E;
         Acc vals[E];
         if (r < rows_valid) {
-            load16<T, Acc>(g + size_t(r) * d + col, vals);
+            load16<T, Acc>(g + size_t(r) * ld + col, vals);
         } else {
 #pragma unroll
             for (int e = 0; e < E; ++e) vals[e] = Acc(0);
@@ -136,9 +136,9 @@ struct OuterAcc {
         }
     }
 
-    // g[r][c] = o[r][c] · factor(r) for rows r < rows_valid and columns c < d (row stride d).
+    // g[r][c] = o[r][c] · factor(r) for rows r < rows_valid and columns c < d (row stride ld).
     template <typename T, typename F>
-    __device__ __forceinline__ void store(T* g, int rows_valid, int d, F factor) const {
+    __device__ __forceinline__ void store(T* g, int rows_valid, int d, int ld, F factor) const {
 #pragma unroll
         for (int i = 0; i < TR; ++i) {
             if (row(i) >= rows_valid) continue;
@@ -148,7 +148,7 @@ struct OuterAcc {
 #pragma unroll
                 for (int e = 0; e < VEC; ++e) {
                     const int c = col(j) + e;
-                    if (c < d) g[size_t(row(i)) * d + c] = Store<T>::from(o[i][j * VEC + e] * f);
+                    if (c < d) g[size_t(row(i)) * ld + c] = Store<T>::from(o[i][j * VEC + e] * f);
                 }
         }
     }

@@ -18,18 +18,19 @@ __device__ __forceinline__ int sw128(int r, int col) {
     return (col >> 6) * (ROWS * 64) + r * 64 + ((((col >> 3) & 7) ^ (r & 7)) << 3) + (col & 7);
 }
 
-// cp.async of a ROWS × DP tile (global row stride d) into the swizzled layout; rows >= rows_valid
-// and columns >= d are zero-filled.
+// cp.async of a ROWS × DP tile (global row stride ld elements) into the swizzled layout; rows >=
+// rows_valid and columns >= d are zero-filled.
 template <int ROWS, int DP, int NT, typename T>
-__device__ __forceinline__ void cp_async_tile_sw128(T* s, const T* g, int rows_valid, int d) {
+__device__ __forceinline__ void cp_async_tile_sw128(T* s, const T* g, int rows_valid, int d, int ld) {
     constexpr int CPR = DP / 8, N = ROWS * CPR;
+    asm volatile("" : "+r"(ld));   // row offsets computed per call, not held across the loop
 #pragma unroll
     for (int i = 0; i < (N + NT - 1) / NT; ++i) {
         const int c = threadIdx.x + i * NT;
         if (N % NT == 0 || c < N) {
             const int r = c / CPR, col = (c % CPR) * 8;
             const bool valid = r < rows_valid && col < d;
-            cp_async16(s + sw128<ROWS>(r, col), valid ? g + size_t(r) * d + col : g, valid);
+            cp_async16(s + sw128<ROWS>(r, col), valid ? g + size_t(r) * ld + col : g, valid);
         }
     }
 }

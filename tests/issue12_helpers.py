@@ -1,12 +1,12 @@
 """Helpers of the issue-12 tests (GQA, varlen, head dims, layouts).
 
-The CUDA path's glue on the CPU: ``kernel_route`` makes cuflash.api send NumPy arrays down the
-GPU route (``api._forward3`` / ``api._backward3``: head dims padded for the kernels, outputs
-sliced back), to a stand-in for ``cuflash.gpu.ops`` that checks what the kernels would be handed
-(C-contiguous (batch, n, D) arrays, one head dim D of KERNEL_HEAD_DIMS for q, k and v, a kernel
-spec that plan.validate accepts on sm_90) and then runs the CPU twin on them. So the copies,
-pads and slices of the GPU path are tested here, without a GPU; the kernels themselves are
-tested on the GPU (the xp fixture's CuPy cases)."""
+The CUDA path's glue on the CPU: ``kernel_route`` sends NumPy arrays down the GPU route
+(``cuflash.gpu.ops`` itself, with NumPy in CuPy's place) up to the kernel launches, which a
+stand-in replaces: it checks what the kernels would be handed (``views.kernel_ok`` arrays:
+(batch, heads, n, D) or packed (total, heads, D), one head dim D of KERNEL_HEAD_DIMS, K/V with
+the kv heads only, a kernel spec that plan.validate accepts on sm_90) and then runs the CPU twin
+on them. So the views, copies, pads and slices of the GPU path are tested here, without a GPU;
+the kernels themselves are tested on the GPU (the xp fixture's CuPy cases)."""
 import contextlib
 
 import numpy as np
@@ -14,58 +14,118 @@ import numpy as np
 from cuflash import api, twin
 from cuflash._xp import dtype_name
 from cuflash.checks import KERNEL_HEAD_DIMS
-from cuflash.gpu import ops, plan
+from cuflash.gpu import ops, plan, views
 
 ARCH = "sm_90"
 
 
-class FakeOps:
-    """cuflash.gpu.ops's interface, run by the twin; records the head dims it was handed."""
+class FakeKernels:
+    """ops._forward / ops._backward run by the twin; records (pass, head dim) per launch set."""
 
     def __init__(self):
         self.calls = []
 
-    @staticmethod
-    def smem_limit():
-        return plan.SMEM_LIMIT[ARCH]
-
-    @staticmethod
-    def device_arch():
-        return ARCH
-
-    def _handed(self, p, tile, backward, deterministic, *arrays):
-        D = arrays[0].shape[-1]
-        for a in arrays:
-            assert isinstance(a, np.ndarray) and a.flags.c_contiguous and a.ndim == 3, a.shape
-        assert {a.shape[-1] for a in arrays if a.ndim == 3} == {D}, [a.shape for a in arrays]
+    def _handed(self, r, p, tile, backward, deterministic, D, *arrays):
+        for a in (r.q, r.k, r.v) + arrays:
+            assert isinstance(a, np.ndarray) and views.kernel_ok(a), (a.shape, a.strides)
+            assert a.shape[-1] == D and a.ndim == (3 if r.packed else 4), a.shape
         assert D in KERNEL_HEAD_DIMS, D
-        for spec in ops._specs(dtype_name(arrays[0].dtype), D, tile, ops.variant_of(p), backward,
+        assert r.k.shape[1] * r.group == r.heads, (r.k.shape, r.group)
+        for spec in ops._specs(dtype_name(r.q.dtype), D, tile, ops.variant_of(p), backward,
                                deterministic):
-            plan.validate(spec, self.smem_limit(), ARCH)
+            plan.validate(spec, plan.SMEM_LIMIT[ARCH], ARCH)
         self.calls.append(("backward" if backward else "forward", D))
 
-    def forward(self, q, k, v, p, *, tile):
-        self._handed(p, tile, False, True, q, k, v)
-        return twin.forward(q, k, v, mask=p.mask, scale=p.scale, block_m=tile.block_m,
-                            block_n=tile.block_n, **api._score_mods(p))
+    def forward(self, r, p, tile, D):
+        self._handed(r, p, tile, False, True, D)
+        out, lse = r.q_like(), np.empty(r.rows()[0], dtype=np.float64 if r.q.dtype == np.float64
+                                        else np.float32)
+        for qs, ks, slopes in _sequences(r, p):
+            q3, k3, v3 = (_flat(x, rep) for x, rep in ((r.q[qs], 1), (r.k[ks], r.group),
+                                                       (r.v[ks], r.group)))
+            o3, l3 = twin.forward(q3, k3, v3, mask=p.mask, scale=p.scale, block_m=tile.block_m,
+                                  block_n=tile.block_n, softcap=p.softcap, slopes=slopes,
+                                  mask_mod=getattr(p, "mask_mod", None), heads=r.heads)
+            out[qs] = _unflat(o3, r.q[qs].shape)
+            _lse_view(lse, r, qs)[...] = l3.reshape(_lse_view(lse, r, qs).shape)
+        return out, lse
 
-    def backward(self, dout, q, k, v, out, lse, p, *, tile, deterministic):
-        self._handed(p, tile, True, deterministic, dout, q, k, v, out)
-        return twin.backward(dout, q, k, v, out, lse, mask=p.mask, scale=p.scale,
-                             block_m=tile.block_m, block_n=tile.block_n,
-                             deterministic=deterministic, **api._score_mods(p))
+    def backward(self, r, dout, out, lse, p, tile, D, deterministic):
+        self._handed(r, p, tile, True, deterministic, D, dout, out)
+        dq, dk, dv = r.q_like(), r.k_like(), r.k_like()
+        lse = np.ascontiguousarray(lse).reshape(r.rows()[0])
+        for qs, ks, slopes in _sequences(r, p):
+            q3, do3, o3 = (_flat(x[qs], 1) for x in (r.q, dout, out))
+            k3, v3 = (_flat(x[ks], r.group) for x in (r.k, r.v))
+            l3 = np.ascontiguousarray(_lse_view(lse, r, qs)).reshape(q3.shape[:2])
+            g = twin.backward(do3, q3, k3, v3, o3, l3, mask=p.mask, scale=p.scale,
+                              block_m=tile.block_m, block_n=tile.block_n,
+                              deterministic=deterministic, softcap=p.softcap, slopes=slopes,
+                              mask_mod=getattr(p, "mask_mod", None), heads=r.heads)
+            dq[qs] = _unflat(g[0], r.q[qs].shape)
+            for dst, gk in ((dk, g[1]), (dv, g[2])):
+                dst[ks] = _group_sum(gk, r.k[ks].shape, r.group, r.packed)
+        return dq, dk, dv
+
+
+def _sequences(r, p):
+    """(q index, k index, ALiBi slopes) per packed sequence, or one entry for the whole batch;
+    an index selects (batch, heads, n, D) rows of r.q / r.k, or (n, heads, D) packed rows."""
+    slopes = None if p.alibi_slopes is None else np.asarray(p.alibi_slopes).reshape(-1)
+    if not r.packed:
+        return [(slice(None), slice(None), slopes)]
+    cq, ck = np.asarray(r.cu_q), np.asarray(r.cu_k)
+    return [(slice(int(cq[b]), int(cq[b + 1])), slice(int(ck[b]), int(ck[b + 1])),
+             None if slopes is None else slopes[b * r.heads:(b + 1) * r.heads])
+            for b in range(r.batch)]
+
+
+def _flat(x, rep):
+    """(batch, heads, n, D) -> (batch·heads·rep, n, D); packed (n, heads, D) -> (heads·rep, n, D)."""
+    if x.ndim == 3:
+        x = x.transpose(1, 0, 2)[None]
+    x = np.repeat(x, rep, axis=1) if rep > 1 else x
+    return np.ascontiguousarray(x).reshape((x.shape[0] * x.shape[1],) + x.shape[2:])
+
+
+def _unflat(x3, shape):
+    """The inverse of _flat (rep = 1) into `shape`."""
+    if len(shape) == 3:
+        return x3.reshape(shape[1], shape[0], shape[2]).transpose(1, 0, 2)
+    return x3.reshape(shape)
+
+
+def _group_sum(g3, shape, group, packed):
+    """(…·heads, n, D) gradients of the repeated K/V summed over each group, into `shape`."""
+    n, D = g3.shape[-2:]
+    wide = g3.astype(np.float64 if g3.dtype == np.float64 else np.float32)
+    summed = wide.reshape(g3.shape[0] // (shape[1] * group), shape[1], group, n, D).sum(axis=2).astype(g3.dtype)
+    if packed:
+        return summed[0].transpose(1, 0, 2)
+    return summed.reshape(shape)
+
+
+def _lse_view(lse, r, qs):
+    """The rows of lse (batch, heads, T) or packed (heads, total_q) of one entry of _sequences."""
+    return lse[:, qs] if r.packed else lse
 
 
 @contextlib.contextmanager
 def kernel_route():
-    """Within this block NumPy arrays take the GPU route to a FakeOps (yielded)."""
-    fake = FakeOps()
-    saved = api._backend
-    api._backend = lambda xp: fake
+    """Within this block NumPy arrays take the GPU route (cuflash.gpu.ops with NumPy in CuPy's
+    place) to a FakeKernels (yielded) at the launches."""
+    fake = FakeKernels()
+    saved = api._backend, ops._cp, ops._forward, ops._backward, ops.smem_limit, ops.device_arch
+    api._backend = lambda xp: ops
+    ops._cp = lambda: np
+    ops._forward, ops._backward = fake.forward, fake.backward
+    ops.smem_limit = lambda device_id=None: plan.SMEM_LIMIT[ARCH]
+    ops.device_arch = lambda device_id=None: ARCH
     try:
         yield fake
     finally:
-        api._backend = saved
+        (api._backend, ops._cp, ops._forward, ops._backward, ops.smem_limit,
+         ops.device_arch) = saved
 
 
 # -- the oracle criterion, forward and backward, dense and packed --------------------------------

@@ -169,8 +169,8 @@ def test_gqa_vjp(xp):
 
 
 def test_gqa_kernel_route():
-    """The GPU route on the CPU (the twin in the kernels' place): K/V reach the 'kernels' one
-    entry per query head."""
+    """The GPU route on the CPU (the twin in the kernels' place): K/V reach the 'kernels' with
+    their kv heads only (FakeKernels checks), dK/dV come back summed over each group."""
     q, k, v, dout = _inputs(np, np.float16, 4, Hq=8, d=20, seed=13)
     with kernel_route() as fake:
         check_dense(np, q, k, v, dout, dtype=np.float16, name="route", causal=True)

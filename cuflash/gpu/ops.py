@@ -1,19 +1,22 @@
-"""Launch the forward and backward kernels on CuPy arrays (batch, T, d), on CuPy's current stream.
+"""Launch the forward and backward kernels on CuPy arrays, on CuPy's current stream.
 
-Called by ``cuflash.api`` after the arguments are checked and flattened; shapes here are
-(batch, T, d) for q, out, dout and (batch, S, d) for k, v, all C-contiguous. Each kernel takes one
-parameter struct (kernels_cu/params.cuh), filled here by field name (``params.Layout.pack``).
+Called by ``cuflash.api`` and ``cuflash.varlen`` after the arguments are checked. The kernels
+read the caller's arrays in place where ``views`` allows (any strides, broadcasts, GQA's shared
+kv heads, packed batches) and write new C-contiguous outputs. Each kernel takes one parameter
+struct (kernels_cu/params.cuh), filled here by field name (``params.Layout.pack``).
 """
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import math
 
 import numpy as np
 
+from .. import checks
 from .._xp import accum_dtype, dtype_name
-from . import build, params, plan
+from . import build, params, plan, views
 
 _LOG2E = 1.4426950408889634
 _MAX_GRID_Y = 65535
@@ -66,11 +69,6 @@ def _device_arch(device_id: int) -> str:
     return f"sm_{_cp().cuda.Device(device_id).compute_capability}"
 
 
-def _aligned(x):
-    """x itself when its data is 16-byte aligned (the kernels load 16 bytes at a time), else a copy."""
-    return x if x.data.ptr % 16 == 0 else x.copy()
-
-
 @functools.lru_cache(maxsize=None)
 def _ready(spec, device_id: int):
     """(kernel, dynamic shared memory) of a spec checked against a device, once per pair: the
@@ -100,17 +98,17 @@ def _launch(kern, smem, threads, grid_x, batch, args):
     kern(_grid(grid_x, batch), (threads,), (args,), shared_mem=smem)
 
 
-def _mask_mod_fields(p) -> dict:
+def _mask_mod_fields(mod) -> dict:
     """A mask_mod's captures as CUFLASH_COMMON_FIELDS take them (arrays on this device, int32,
     C-contiguous; shapes padded with 1), and empty tile lists (filled per launch)."""
     cp = _cp()
     tensors, shapes, ints = [None] * 4, [1] * 16, [0] * 4
-    if p.mask_mod is not None:
-        for t, (_, a) in enumerate(p.mask_mod.arrays()):
+    if mod is not None:
+        for t, (_, a) in enumerate(mod.arrays()):
             a = cp.ascontiguousarray(cp.asarray(a, dtype=np.int32))
             tensors[t] = a
             shapes[4 * t: 4 * t + a.ndim] = a.shape
-        for n, (_, x) in enumerate(p.mask_mod.ints()):
+        for n, (_, x) in enumerate(mod.ints()):
             ints[n] = int(x)
     return dict(mm_tensor=tensors, mm_shape=shapes, mm_int=ints, mm_count=None, mm_index=None,
                 mm_inner=0, mm_count_stride=0, mm_batched=0)
@@ -126,7 +124,7 @@ def _tile_lists(spec, fields, layout, T, S):
     n_q, n_k = math.ceil(T / t.block_m), math.ceil(S / t.block_n)
     outer, inner = (n_k, n_q) if by_keys else (n_q, n_k)
     batched = bool(fields["_mod"].uses() & {"b", "h"})
-    rows = fields["batch"] if batched else 1
+    rows = fields["batch"] * fields["heads"] if batched else 1
     count = cp.empty((rows, outer), dtype=np.int32)
     index = cp.empty((rows, outer, max(1, inner)), dtype=np.int32)
     f = _plain(fields)
@@ -152,11 +150,16 @@ def _pack(spec, layout, fields, T, S):
     return layout.pack(_plain(fields))
 
 
-def _common(p, batch, T, S, d, acc) -> dict:
-    """The fields every pass shares (CUFLASH_COMMON_FIELDS), from a checks.Problem."""
+def _common(p, *, batch, heads, group, T, S, d, acc, cu_q=None, cu_k=None, lse_stride) -> dict:
+    """The fields every pass shares (CUFLASH_COMMON_FIELDS): the shapes and packing, and the
+    options of a checks.Problem or VarlenProblem (mask, scale, score modifiers, mask_mod)."""
     m = p.mask
-    return dict(alibi_slopes=p.alibi_slopes, **_mask_mod_fields(p), _mod=p.mask_mod,
-                batch=batch, heads=p.heads, T_len=T, S_len=S, d=d,
+    mod = getattr(p, "mask_mod", None)
+    slopes = p.alibi_slopes   # (batch·heads,) in the kernels' order b·heads + h
+    slopes = None if slopes is None else _cp().ascontiguousarray(slopes).reshape(-1)
+    return dict(alibi_slopes=slopes, **_mask_mod_fields(mod), _mod=mod,
+                cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, lse_stride=lse_stride,
+                batch=batch, heads=heads, group=group, T_len=T, S_len=S, d=d,
                 window_left=_UNBOUNDED if m.left is None else m.left,
                 window_right=_UNBOUNDED if m.right is None else m.right,
                 scale=acc.type(p.scale), scale_log2=acc.type(p.scale * _LOG2E),
@@ -167,67 +170,174 @@ def variant_of(p) -> plan.Variant:
     """The kernel variant a problem needs (mask kind, score modifiers, mask_mod)."""
     m = p.mask
     kind = "dense" if m.dense else "causal" if (m.left is None and m.right == 0) else "window"
-    mod = p.mask_mod
+    mod = getattr(p, "mask_mod", None)
     return plan.Variant(kind, p.softcap is not None, p.alibi_slopes is not None,
                         None if mod is None else mod.key(),
                         None if mod is None else mod.cuda_source())
 
 
-def forward(q, k, v, p, *, tile):
-    """out (batch, T, d) in q's dtype, lse (batch, T) float32 (float64 for float64 inputs).
-    `p`: the checks.Problem (mask, scale, score modifiers)."""
-    B, T, d = q.shape
-    S = k.shape[1]
-    dt = dtype_name(q.dtype)
-    acc = accum_dtype(q.dtype)
-    (spec,) = _specs(dt, d, tile, variant_of(p), False)
-    q, k, v = _aligned(q), _aligned(k), _aligned(v)
-    out = _empty(q.shape, q.dtype)
-    lse = _empty((B, T), acc)
-    if B == 0 or T == 0:
+@dataclasses.dataclass(frozen=True)
+class _Run:
+    """One pass's kernel arrays: q (batch, heads, T, D) and k, v (batch, heads / group, S, D)
+    (packed: q (total_q, heads, D), k, v (total_k, heads / group, D), cu_q and cu_k int32 on
+    the device, T and S the longest lengths)."""
+
+    q: object
+    k: object
+    v: object
+    batch: int
+    heads: int
+    group: int
+    T: int
+    S: int
+    cu_q: object = None
+    cu_k: object = None
+
+    @property
+    def packed(self) -> bool:
+        return self.cu_q is not None
+
+    def strides(self, x) -> list:
+        return views.strides(x, self.packed)
+
+    def q_like(self, dtype=None):
+        """A new array shaped like q (C-contiguous)."""
+        return _empty(self.q.shape, dtype or self.q.dtype)
+
+    def k_like(self, dtype=None):
+        return _empty(self.k.shape, dtype or self.k.dtype)
+
+    def rows(self):
+        """(shape, lse_stride) of lse, D and dq_accum's rows: (batch, heads, T), or (heads,
+        total_q) packed (flash_attn_varlen's lse layout)."""
+        if self.packed:
+            total = self.q.shape[0]
+            return (self.heads, total), [0, total]
+        return (self.batch, self.heads, self.T), [self.heads * self.T, self.T]
+
+
+def _dense_run(q, k, v, p, D):
+    """The _Run of cuflash.attention's arrays (leading dims broadcast; GQA by the head axis)."""
+    cp = _cp()
+    bshape, heads = p.lead[:-1], p.heads
+    hk = views.kv_heads(k, v) if q.ndim >= 3 else 1
+    hk = hk if heads % hk == 0 and hk <= heads else heads
+    return _Run(views.bhnd(q, bshape, heads, D, cp), views.bhnd(k, bshape, hk, D, cp),
+                views.bhnd(v, bshape, hk, D, cp), math.prod(bshape), heads, heads // hk, p.T, p.S)
+
+
+def _packed_run(q, k, v, vp, D):
+    """The _Run of attention_varlen's packed arrays."""
+    cp = _cp()
+    cu_q, cu_k = (cp.asarray(c, dtype=np.int32) for c in (vp.cu_q, vp.cu_k))
+    return _Run(views.packed(q, D, cp), views.packed(k, D, cp), views.packed(v, D, cp),
+                vp.batch, vp.Hq, vp.Hq // vp.Hkv, int(vp.lengths_q.max(initial=0)),
+                int(vp.lengths_k.max(initial=0)), cu_q, cu_k)
+
+
+def _forward(r: _Run, p, tile, D):
+    """out (shaped like r.q) and lse (r.rows()) of one run."""
+    dt = dtype_name(r.q.dtype)
+    acc = accum_dtype(r.q.dtype)
+    (spec,) = _specs(dt, D, tile, variant_of(p), False)
+    out = r.q_like()
+    lse_shape, lse_stride = r.rows()
+    lse = _empty(lse_shape, acc)
+    if r.batch * r.heads == 0 or r.T == 0:
         return out, lse
     kern, smem = _ready(spec, _cp().cuda.Device().id)
-    fields = dict(q=q, k=k, v=v, out=out, lse=lse, **_common(p, B, T, S, d, acc))
-    args = _pack(spec, params.layout("fwd", dt), fields, T, S)
-    _launch(kern, smem, spec.threads(), math.ceil(T / tile.block_m), B, args)
+    fields = dict(q=r.q, k=r.k, v=r.v, out=out, lse=lse, q_stride=r.strides(r.q),
+                  k_stride=r.strides(r.k), v_stride=r.strides(r.v), out_stride=r.strides(out),
+                  **_common(p, batch=r.batch, heads=r.heads, group=r.group, T=r.T, S=r.S, d=D,
+                            acc=acc, cu_q=r.cu_q, cu_k=r.cu_k, lse_stride=lse_stride))
+    args = _pack(spec, params.layout("fwd", dt), fields, r.T, r.S)
+    _launch(kern, smem, spec.threads(), math.ceil(r.T / tile.block_m), r.batch * r.heads, args)
     return out, lse
 
 
-def backward(dout, q, k, v, out, lse, p, *, tile, deterministic):
-    """(dq, dk, dv) shaped like q, k, v; P recomputed from q, k, lse."""
+def _backward(r: _Run, dout, out, lse, p, tile, D, deterministic):
+    """(dq, dk, dv) shaped like r.q, r.k, r.v (dk, dv summed over each kv head's group)."""
     cp = _cp()
-    B, T, d = q.shape
-    S = k.shape[1]
-    dt = dtype_name(q.dtype)
-    acc = accum_dtype(q.dtype)
-    specs = _specs(dt, d, tile, variant_of(p), True, deterministic)
-    dout, q, k, v, out = (_aligned(x) for x in (dout, q, k, v, out))
-    lse = cp.ascontiguousarray(lse, dtype=acc)
+    dt = dtype_name(r.q.dtype)
+    acc = accum_dtype(r.q.dtype)
+    specs = _specs(dt, D, tile, variant_of(p), True, deterministic)
     dev = cp.cuda.Device().id
     dkdv = specs[0]
-    D = _empty((B, T), acc)
-    dk = _empty(k.shape, k.dtype)
-    dv = _empty(v.shape, v.dtype)
+    lse_shape, lse_stride = r.rows()
+    lse = cp.ascontiguousarray(lse, dtype=acc).reshape(lse_shape)
+    Dsum = _empty(lse_shape, acc)
+    dk, dv = r.k_like(), r.k_like()
     atomic = dkdv.atomic_dq
-    dq_accum = cp.zeros((B, T, d), dtype=acc) if atomic else None
-    dq = None if atomic else _empty(q.shape, q.dtype)
-    fields = dict(q=q, k=k, v=v, out=out, dout=dout, lse=lse, D=D, dq=dq, dk=dk, dv=dv,
-                  dq_accum=dq_accum, **_common(p, B, T, S, d, acc))
+    dq_accum = cp.zeros(lse_shape + (D,), dtype=acc) if atomic else None
+    dq = r.q_like()
+    fields = dict(q=r.q, k=r.k, v=r.v, out=out, dout=dout, lse=lse, D=Dsum, dq=dq, dk=dk, dv=dv,
+                  dq_accum=dq_accum, q_stride=r.strides(r.q), k_stride=r.strides(r.k),
+                  v_stride=r.strides(r.v), out_stride=r.strides(out),
+                  dout_stride=r.strides(dout), dq_stride=r.strides(dq), dk_stride=r.strides(dk),
+                  dv_stride=r.strides(dv),
+                  **_common(p, batch=r.batch, heads=r.heads, group=r.group, T=r.T, S=r.S, d=D,
+                            acc=acc, cu_q=r.cu_q, cu_k=r.cu_k, lse_stride=lse_stride))
     layout = params.layout("bwd", dt)
-    if B == 0:
-        return (dq_accum.astype(q.dtype) if atomic else dq), dk, dv
-
-    # -- D = rowsum(dO ∘ O): one warp per row, 8 rows per block
-    if B * T > 0:
-        _launch(build.get_preprocess(dt, dev), 0, 256, math.ceil(B * T / 8), 1,
-                layout.pack(_plain(fields)))
-    # -- dK, dV (and dQ by atomics); then dQ in a fixed order
+    rows = r.batch * r.heads
+    if rows == 0:
+        return dq, dk, dv
+    # -- D = rowsum(dO ∘ O): one warp per query row, 8 rows per block
+    _launch(build.get_preprocess(dt, dev), 0, 256, math.ceil(r.T / 8), rows,
+            layout.pack(_plain(fields)))
+    # -- dK, dV (and dQ by atomics): one block per key tile and (sequence, kv head)
     kern, smem = _ready(dkdv, dev)
-    _launch(kern, smem, dkdv.threads(), math.ceil(S / tile.block_n), B,
-            _pack(dkdv, layout, fields, T, S))
+    _launch(kern, smem, dkdv.threads(), math.ceil(r.S / tile.block_n), r.batch * (r.heads // r.group),
+            _pack(dkdv, layout, fields, r.T, r.S))
     if atomic:
-        return dq_accum.astype(q.dtype), dk, dv
+        rows_dq = dq_accum.astype(r.q.dtype)   # lse's rows: (batch, heads, T) or (heads, total_q)
+        dq[...] = rows_dq.transpose(1, 0, 2) if r.packed else rows_dq
+        return dq, dk, dv
+    # -- dQ in a fixed order
     kern, smem = _ready(specs[1], dev)
-    _launch(kern, smem, specs[1].threads(), math.ceil(T / specs[1].tile.block_m), B,
-            _pack(specs[1], layout, fields, T, S))
+    _launch(kern, smem, specs[1].threads(), math.ceil(r.T / specs[1].tile.block_m), rows,
+            _pack(specs[1], layout, fields, r.T, r.S))
     return dq, dk, dv
+
+
+def forward(q, k, v, p, *, tile):
+    """out (lead..., T, d_v) in q's dtype and lse (lead..., T), float32 (float64 for float64
+    inputs), of cuflash.attention's checked arrays (`p`: their checks.Problem)."""
+    D = p.kernel_d
+    r = _dense_run(q, k, v, p, D)
+    out, lse = _forward(r, p, tile, D)
+    out = checks.unpad(out, p.dv, _cp())
+    return out.reshape(p.lead + (p.T, p.dv)), lse.reshape(p.lead + (p.T,))
+
+
+def backward(dout, q, k, v, out, lse, p, *, tile, deterministic):
+    """(dq, dk, dv) shaped like q, k, v: P recomputed from q, k and lse; gradients summed over
+    each kv head's query heads by the kernels, over broadcast leading dims afterwards."""
+    cp = _cp()
+    D = p.kernel_d
+    r = _dense_run(q, k, v, p, D)
+    bshape = p.lead[:-1]
+    do4, o4 = (views.bhnd(x, bshape, p.heads, D, cp) for x in (dout, out))
+    dq, dk, dv = _backward(r, do4, o4, lse, p, tile, D, deterministic)
+    hk = r.heads // r.group
+    grads = (checks.unpad(dq, p.d, cp).reshape(p.lead + (p.T, p.d)),
+             checks.unpad(dk, p.d, cp).reshape(bshape + (hk, p.S, p.d)),
+             checks.unpad(dv, p.dv, cp).reshape(bshape + (hk, p.S, p.dv)))
+    return tuple(checks.unbroadcast(g, x.shape, cp) for g, x in zip(grads, (q, k, v)))
+
+
+def forward_packed(q, k, v, vp, *, tile):
+    """out (total_q, Hq, d_v) and lse (Hq, total_q) of attention_varlen's checked arrays (`vp`:
+    their checks.VarlenProblem), every sequence in one launch."""
+    D = checks.kernel_head_dim(max(vp.d, vp.dv))
+    out, lse = _forward(_packed_run(q, k, v, vp, D), vp, tile, D)
+    return checks.unpad(out, vp.dv, _cp()), lse
+
+
+def backward_packed(dout, q, k, v, out, lse, vp, *, tile, deterministic):
+    """(dq, dk, dv) shaped like the packed q, k, v."""
+    cp = _cp()
+    D = checks.kernel_head_dim(max(vp.d, vp.dv))
+    r = _packed_run(q, k, v, vp, D)
+    do3, o3 = (views.packed(x, D, cp) for x in (dout, out))
+    dq, dk, dv = _backward(r, do3, o3, lse, vp, tile, D, deterministic)
+    return checks.unpad(dq, vp.d, cp), checks.unpad(dk, vp.d, cp), checks.unpad(dv, vp.dv, cp)

@@ -20,13 +20,14 @@ import numpy as np
 from .._xp import accum_dtype, resolve_dtype
 from . import build
 
-_KINDS = {1: "i", 2: "f", 3: "d", 4: "Q"}   # int, float, double, pointer (as an address)
+_KINDS = {1: "i", 2: "f", 3: "d", 4: "Q", 5: "q"}   # int, float, double, pointer, long long
 _PROBE = r"""
 namespace cuflash_probe {
 template <class X> struct Elem { static constexpr long long kind = 0, n = 1; };
 template <> struct Elem<int> { static constexpr long long kind = 1, n = 1; };
 template <> struct Elem<float> { static constexpr long long kind = 2, n = 1; };
 template <> struct Elem<double> { static constexpr long long kind = 3, n = 1; };
+template <> struct Elem<long long> { static constexpr long long kind = 5, n = 1; };
 template <class X> struct Elem<X*> { static constexpr long long kind = 4, n = 1; };
 template <class X> struct Elem<X* const> { static constexpr long long kind = 4, n = 1; };
 template <class X, int N> struct Elem<X[N]> {
@@ -48,7 +49,7 @@ extern "C" __device__ char cuflash_names[] = {fields}(CUFLASH_NAME);
 class Field:
     name: str
     offset: int
-    kind: str       # struct format of one element: 'i', 'f', 'd' or 'Q' (a pointer)
+    kind: str       # struct format of one element: 'i', 'f', 'd', 'q' or 'Q' (a pointer)
     count: int      # elements (1, or the product of an array field's dims)
 
 

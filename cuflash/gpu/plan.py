@@ -40,13 +40,15 @@ FAMILY_ARCH = {"simt": None, "mma": None, "wgmma": "sm_90a"}
 @dataclasses.dataclass(frozen=True)
 class Variant:
     """What a kernel is compiled for beyond its tile: the mask's kind (the band's bounds are
-    run-time values), the score modifiers and a custom mask_mod (its key and C++ source)."""
+    run-time values), the score modifiers, a custom mask_mod (its key and C++ source) and
+    whether the batch is packed (sequence lengths read from cu_seqlens: kernels_cu/seq.cuh)."""
 
     mask: str = "dense"          # 'dense', 'causal' or 'window'
     softcap: bool = False
     alibi: bool = False
     mod_key: str | None = None   # MaskMod.key()
     mod_src: str | None = dataclasses.field(default=None, compare=False, repr=False)
+    packed: bool = False
 
     def __post_init__(self):
         if self.mask not in ("dense", "causal", "window"):
@@ -62,6 +64,7 @@ class Variant:
         out = "" if self.mask == "dense" else f"_{self.mask}"
         out += "_softcap" if self.softcap else ""
         out += "_alibi" if self.alibi else ""
+        out += "_varlen" if self.packed else ""
         return out + (f"_mm{self.mod_key}" if self.mod_key else "")
 
     def cpp(self) -> str:
@@ -70,7 +73,8 @@ class Variant:
         b = lambda x: "true" if x else "false"
         kind = {"dense": "cuflash::kDense", "causal": "cuflash::kCausal",
                 "window": "cuflash::kWindow"}[self.mask]
-        return f"cuflash::Variant<{kind}, {b(self.softcap)}, {b(self.alibi)}{mod}>"
+        return (f"cuflash::Variant<{kind}, {b(self.softcap)}, {b(self.alibi)}, "
+                f"{b(self.packed)}{mod}>")
 
 
 @dataclasses.dataclass(frozen=True)

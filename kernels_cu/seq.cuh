@@ -1,0 +1,90 @@
+// cuflash: which sequence and head a block works on, how many queries and keys that sequence has,
+// and where its rows live: the one place that knows about packed batches (cu_seqlens),
+// grouped-query attention and strided arrays.
+//
+// Element (sequence b, head h, row i, column c) of a q-shaped array X (q, out, dout, dq) is at
+//     X + b·X_stride[0] + h·X_stride[1] + (q0 + i)·X_stride[2] + c,
+// q0 = cu_seqlens_q[b] in a packed batch (whose X_stride[0] is 0), else 0. k-shaped arrays (k, v,
+// dk, dv) take the kv head hk = h / group and k0 in their place. cuflash's own per-query arrays
+// (lse, D, and dq_accum's rows of d) hold (b, h, i) at b·lse_stride[0] + h·lse_stride[1] + q0 + i.
+//
+// Grid rows: batch_index() is b·heads + h in the forward and dQ kernels (query_tile), and
+// b·(heads / group) + hk in the dK/dV kernel (key_tile), which walks the group's query heads.
+#pragma once
+#include "params.cuh"
+
+namespace cuflash {
+
+struct Seq {
+    int b, h, hk;        // sequence, query head, kv head
+    int T_len, S_len;    // this sequence's queries and keys
+    int q0, k0;          // its first query and key row (packed batches; 0 otherwise)
+    long long lse0;      // where its (b, h) rows start in lse, D and dq_accum
+
+    // Sequence b, query head h; PACKED (a compile-time fact, so that kernels of equal lengths
+    // keep nothing of this in registers that the parameters do not hold)
+    template <bool PACKED, class P>
+    static __device__ __forceinline__ Seq of(const P& p, int b, int h) {
+        Seq s;
+        s.b = b;
+        s.h = h;
+        s.hk = h / p.group;
+        if constexpr (PACKED) {
+            s.q0 = p.cu_seqlens_q[b];
+            s.T_len = p.cu_seqlens_q[b + 1] - s.q0;
+            s.k0 = p.cu_seqlens_k[b];
+            s.S_len = p.cu_seqlens_k[b + 1] - s.k0;
+        } else {
+            s.q0 = s.k0 = 0;
+            s.T_len = p.T_len;
+            s.S_len = p.S_len;
+        }
+        s.lse0 = b * p.lse_stride[0] + h * p.lse_stride[1] + s.q0;
+        return s;
+    }
+
+    // The same sequence and kv head, query head h2 of the group
+    template <class P>
+    __device__ __forceinline__ Seq with_head(const P& p, int h2) const {
+        Seq s = *this;
+        s.lse0 += (long long)(h2 - h) * p.lse_stride[1];
+        s.h = h2;
+        return s;
+    }
+
+    // Row i of a q-shaped array; row j of a k-shaped array; the index of query i in lse and D
+    template <class X>
+    __device__ __forceinline__ X* q_row(X* x, const Strides& s, int i) const {
+        return x + (b * s[0] + h * s[1] + (long long)(q0 + i) * s[2]);
+    }
+    template <class X>
+    __device__ __forceinline__ X* k_row(X* x, const Strides& s, int j) const {
+        return x + (b * s[0] + hk * s[1] + (long long)(k0 + j) * s[2]);
+    }
+    __device__ __forceinline__ long long row(int i) const { return lse0 + i; }
+};
+
+// A block of a query-tile kernel (forward, dQ): its sequence and query head, and its first query
+// i0 (the grid's x reversed: the heaviest causal tiles first). False when it has no queries:
+// past the batch in the grid's last row, or past its sequence's end in a packed batch.
+template <int BLOCK_M, class V, class P>
+__device__ __forceinline__ bool query_tile(const P& p, Seq& seq, int& i0) {
+    const int bz = batch_index();
+    if (bz >= p.batch * p.heads) return false;
+    seq = Seq::of<V::PACKED>(p, bz / p.heads, bz % p.heads);
+    i0 = (gridDim.x - 1 - blockIdx.x) * BLOCK_M;
+    return i0 < seq.T_len;
+}
+
+// A block of the dK/dV kernel: its sequence, kv head (seq.h: the group's first query head) and
+// first key j0; false when it has no keys.
+template <int BLOCK_N, class V, class P>
+__device__ __forceinline__ bool key_tile(const P& p, Seq& seq, int& j0) {
+    const int kv_heads = p.heads / p.group, bz = batch_index();
+    if (bz >= p.batch * kv_heads) return false;
+    seq = Seq::of<V::PACKED>(p, bz / kv_heads, (bz % kv_heads) * p.group);
+    j0 = blockIdx.x * BLOCK_N;
+    return j0 < seq.S_len;
+}
+
+}  // namespace cuflash
