@@ -129,12 +129,14 @@ struct Mask {
         return false;
     }
 
-    // Whether query i sees key j.
+    // Whether query i sees key j (i < T_len; rows past the end are never stored, and the
+    // backward's have P = 0 through lse = +inf, so only a mask_mod, which may index arrays by i,
+    // is kept from them).
     __device__ __forceinline__ bool visible(int i, int j) const {
-        bool ok = (j < S_len) & (i < T_len);           // one predicate, no branch per bound
+        bool ok = j < S_len;                            // one predicate, no branch per bound
         if (has_right()) ok &= j <= i + diag + right;
         if (has_left()) ok &= j >= i + diag - left;
-        if constexpr (V::Mod::kActive) ok = ok && V::Mod::visible(p, b, h, i, j);
+        if constexpr (V::Mod::kActive) ok = ok && i < T_len && V::Mod::visible(p, b, h, i, j);
         return ok;
     }
 };

@@ -97,7 +97,18 @@ __device__ __forceinline__ const T* frag_b_addr(const T* s, int n0, int k0, int 
 template <int ROWS, int DP, int LDS, int NT, typename T>
 __device__ __forceinline__ void cp_async_tile(T* s, const T* g, int rows_valid, int d, int ld) {
     constexpr int CPR = DP / 8;  // 16-byte chunks per row
-    asm volatile("" : "+r"(ld));   // row offsets computed per call, not held across the loop
+    if constexpr (NT % CPR == 0 && (ROWS * CPR) % NT == 0) {   // as cp_async_tile_sw128
+        const int r0 = threadIdx.x / CPR, col = (threadIdx.x % CPR) * 8;
+        const T* src = g + size_t(r0) * ld + col;
+        const size_t step = size_t(NT / CPR) * ld;
+#pragma unroll
+        for (int i = 0; i < ROWS * CPR / NT; ++i, src += step) {
+            const int r = r0 + i * (NT / CPR);
+            const bool valid = r < rows_valid && col < d;
+            cp_async16(s + r * LDS + col, valid ? src : g, valid);
+        }
+        return;
+    }
     for (int c = threadIdx.x; c < ROWS * CPR; c += NT) {
         const int r = c / CPR, col = (c % CPR) * 8;
         const bool valid = r < rows_valid && col < d;

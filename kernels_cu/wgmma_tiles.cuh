@@ -20,17 +20,30 @@ __device__ __forceinline__ int sw128(int r, int col) {
 
 // cp.async of a ROWS × DP tile (global row stride ld elements) into the swizzled layout; rows >=
 // rows_valid and columns >= d are zero-filled.
+// Each thread copies the chunks c = threadIdx.x + i·NT; when NT is a multiple of the chunks per
+// row, its column stays put and its row moves NT / CPR rows per i: one pointer, stepped.
 template <int ROWS, int DP, int NT, typename T>
 __device__ __forceinline__ void cp_async_tile_sw128(T* s, const T* g, int rows_valid, int d, int ld) {
     constexpr int CPR = DP / 8, N = ROWS * CPR;
-    asm volatile("" : "+r"(ld));   // row offsets computed per call, not held across the loop
+    if constexpr (NT % CPR == 0 && N % NT == 0) {
+        const int r0 = threadIdx.x / CPR, col = (threadIdx.x % CPR) * 8;
+        const T* src = g + size_t(r0) * ld + col;
+        const size_t step = size_t(NT / CPR) * ld;
 #pragma unroll
-    for (int i = 0; i < (N + NT - 1) / NT; ++i) {
-        const int c = threadIdx.x + i * NT;
-        if (N % NT == 0 || c < N) {
-            const int r = c / CPR, col = (c % CPR) * 8;
+        for (int i = 0; i < N / NT; ++i, src += step) {
+            const int r = r0 + i * (NT / CPR);
             const bool valid = r < rows_valid && col < d;
-            cp_async16(s + sw128<ROWS>(r, col), valid ? g + size_t(r) * ld + col : g, valid);
+            cp_async16(s + sw128<ROWS>(r, col), valid ? src : g, valid);
+        }
+    } else {
+#pragma unroll
+        for (int i = 0; i < (N + NT - 1) / NT; ++i) {
+            const int c = threadIdx.x + i * NT;
+            if (N % NT == 0 || c < N) {
+                const int r = c / CPR, col = (c % CPR) * 8;
+                const bool valid = r < rows_valid && col < d;
+                cp_async16(s + sw128<ROWS>(r, col), valid ? g + size_t(r) * ld + col : g, valid);
+            }
         }
     }
 }

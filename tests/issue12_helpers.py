@@ -24,6 +24,7 @@ class FakeKernels:
 
     def __init__(self):
         self.calls = []
+        self.runs = []     # the ops._Run of each launch set: what the kernels were handed
 
     def _handed(self, r, p, tile, backward, deterministic, D, *arrays):
         for a in (r.q, r.k, r.v) + arrays:
@@ -35,6 +36,7 @@ class FakeKernels:
                                deterministic):
             plan.validate(spec, plan.SMEM_LIMIT[ARCH], ARCH)
         self.calls.append(("backward" if backward else "forward", D))
+        self.runs.append((r,) + arrays)
 
     def forward(self, r, p, tile, D):
         self._handed(r, p, tile, False, True, D)
@@ -97,6 +99,8 @@ def _unflat(x3, shape):
 
 def _group_sum(g3, shape, group, packed):
     """(…·heads, n, D) gradients of the repeated K/V summed over each group, into `shape`."""
+    if g3.size == 0 or 0 in shape:
+        return np.zeros(shape, g3.dtype)
     n, D = g3.shape[-2:]
     wide = g3.astype(np.float64 if g3.dtype == np.float64 else np.float32)
     summed = wide.reshape(g3.shape[0] // (shape[1] * group), shape[1], group, n, D).sum(axis=2).astype(g3.dtype)

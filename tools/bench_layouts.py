@@ -87,6 +87,13 @@ def main(argv=None):
     report("varlen packed (8 mixed lengths)", vis,
            lambda: cuflash.attention_varlen(qp, kp, vp, cu, cu, causal=True),
            lambda: cuflash.attention_varlen_backward(dop, res))
+    from cuflash import checks
+    from cuflash.api import _default
+    from cuflash.gpu import ops
+    vpp = checks.check_varlen(qp, kp, vp, cu, cu, causal=True, scale=None)
+    tile = _default(vpp, backward=False)
+    report(f"varlen packed, checks done once ({tile.short()})", vis,
+           lambda: ops.forward_packed(qp, kp, vp, vpp, tile=tile))
     Bp = len(lens)
     qd, kd, vd = (rand(Bp, Hq, T, d) for _ in range(3))
     report("same batch padded to the longest (useful FLOPs)", vis,

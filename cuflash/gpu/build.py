@@ -98,7 +98,8 @@ def source(spec: KernelSpec) -> str:
     ``extern "C"`` entry point named after the spec that takes the pass's parameter struct (and,
     with a mask_mod, the entry point that builds its tile lists for this kernel's tiles)."""
     P = _params_type(spec)
-    entry = (f'extern "C" __global__ void __launch_bounds__({spec.threads()}, 1) '
+    bounds = f"__launch_bounds__({spec.threads()}, {spec.min_blocks()})"
+    entry = (f'extern "C" __global__ void {bounds} '
              f"{spec.name}(const __grid_constant__ {P} p) {{\n"
              f"    {kernel_type(spec)}::run(p);\n}}\n")
     if spec.variant.mod_key:

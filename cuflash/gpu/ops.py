@@ -114,40 +114,35 @@ def _mask_mod_fields(mod) -> dict:
                 mm_inner=0, mm_count_stride=0, mm_batched=0)
 
 
-def _tile_lists(spec, fields, layout, T, S):
+def _tile_lists(spec, fields, layout, mod, T, S, keep: list):
     """Fill a mask_mod kernel's tile lists (kernels_cu/mask.cuh, TileLists) for its tiles:
     for each outer tile (query tiles; key tiles for the dK/dV kernel) the inner tiles it visits.
-    Returns the packed parameters of that launch (the lists live as long as `fields`)."""
+    Returns the packed parameters of that launch (the lists kept alive in `keep`)."""
     cp = _cp()
     t = spec.tile
     by_keys = spec.role == "bwd_dkdv"
     n_q, n_k = math.ceil(T / t.block_m), math.ceil(S / t.block_n)
     outer, inner = (n_k, n_q) if by_keys else (n_q, n_k)
-    batched = bool(fields["_mod"].uses() & {"b", "h"})
+    batched = bool(mod.uses() & {"b", "h"})
     rows = fields["batch"] * fields["heads"] if batched else 1
     count = cp.empty((rows, outer), dtype=np.int32)
     index = cp.empty((rows, outer, max(1, inner)), dtype=np.int32)
-    f = _plain(fields)
-    f.update(mm_count=count, mm_index=index, mm_inner=max(1, inner), mm_count_stride=outer,
-             mm_batched=int(batched))
+    f = dict(fields, mm_count=count, mm_index=index, mm_inner=max(1, inner),
+             mm_count_stride=outer, mm_batched=int(batched))
     args = layout.pack(f)
     if outer > 0 and rows > 0:
         kern = build.get_tile_lists(spec, cp.cuda.Device().id)
         kern((outer, rows), (256,), (args,))
-    fields.setdefault("_keep", []).append((count, index))   # alive until the launches are issued
+    keep.append((count, index))   # alive until the launches are issued
     return args
 
 
-def _plain(fields) -> dict:
-    """The struct's fields alone (keys starting with '_' are this module's bookkeeping)."""
-    return {k: v for k, v in fields.items() if not k.startswith("_")}
-
-
-def _pack(spec, layout, fields, T, S):
-    """The launch's packed parameters; with a mask_mod, its tile lists built first."""
+def _args(spec, packed, layout, fields, mod, T, S, keep: list):
+    """A launch's parameters: the pass's packed struct, or with a mask_mod the struct with this
+    kernel's tile lists, built first."""
     if spec.variant.mod_key:
-        return _tile_lists(spec, fields, layout, T, S)
-    return layout.pack(_plain(fields))
+        return _tile_lists(spec, fields, layout, mod, T, S, keep)
+    return packed
 
 
 def _common(p, *, batch, heads, group, T, S, d, acc, cu_q=None, cu_k=None, lse_stride) -> dict:
@@ -157,7 +152,7 @@ def _common(p, *, batch, heads, group, T, S, d, acc, cu_q=None, cu_k=None, lse_s
     mod = getattr(p, "mask_mod", None)
     slopes = p.alibi_slopes   # (batch·heads,) in the kernels' order b·heads + h
     slopes = None if slopes is None else _cp().ascontiguousarray(slopes).reshape(-1)
-    return dict(alibi_slopes=slopes, **_mask_mod_fields(mod), _mod=mod,
+    return dict(alibi_slopes=slopes, **_mask_mod_fields(mod),
                 cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, lse_stride=lse_stride,
                 batch=batch, heads=heads, group=group, T_len=T, S_len=S, d=d,
                 window_left=_UNBOUNDED if m.left is None else m.left,
@@ -220,10 +215,12 @@ def _dense_run(q, k, v, p, D):
     """The _Run of cuflash.attention's arrays (leading dims broadcast; GQA by the head axis)."""
     cp = _cp()
     bshape, heads = p.lead[:-1], p.heads
-    hk = views.kv_heads(k, v) if q.ndim >= 3 else 1
-    hk = hk if heads % hk == 0 and hk <= heads else heads
+    hk = views.kv_heads(k, v)   # k and v broadcast to it; it divides heads (or is 1)
+    if heads == 0 or not (0 < hk <= heads and heads % hk == 0):
+        hk = heads              # no query heads, or k, v broadcast over q's heads
     return _Run(views.bhnd(q, bshape, heads, D, cp), views.bhnd(k, bshape, hk, D, cp),
-                views.bhnd(v, bshape, hk, D, cp), math.prod(bshape), heads, heads // hk, p.T, p.S)
+                views.bhnd(v, bshape, hk, D, cp), math.prod(bshape), heads, heads // hk if hk else 1,
+                p.T, p.S)
 
 
 def _packed_run(q, k, v, vp, D):
@@ -250,7 +247,9 @@ def _forward(r: _Run, p, tile, D):
                   k_stride=r.strides(r.k), v_stride=r.strides(r.v), out_stride=r.strides(out),
                   **_common(p, batch=r.batch, heads=r.heads, group=r.group, T=r.T, S=r.S, d=D,
                             acc=acc, cu_q=r.cu_q, cu_k=r.cu_k, lse_stride=lse_stride))
-    args = _pack(spec, params.layout("fwd", dt), fields, r.T, r.S)
+    layout, keep = params.layout("fwd", dt), []
+    args = _args(spec, layout.pack(fields), layout, fields, getattr(p, "mask_mod", None), r.T,
+                 r.S, keep)
     _launch(kern, smem, spec.threads(), math.ceil(r.T / tile.block_m), r.batch * r.heads, args)
     return out, lse
 
@@ -277,17 +276,17 @@ def _backward(r: _Run, dout, out, lse, p, tile, D, deterministic):
                   dv_stride=r.strides(dv),
                   **_common(p, batch=r.batch, heads=r.heads, group=r.group, T=r.T, S=r.S, d=D,
                             acc=acc, cu_q=r.cu_q, cu_k=r.cu_k, lse_stride=lse_stride))
-    layout = params.layout("bwd", dt)
+    layout, keep, mod = params.layout("bwd", dt), [], getattr(p, "mask_mod", None)
     rows = r.batch * r.heads
     if rows == 0:
         return dq, dk, dv
+    packed = layout.pack(fields)   # one struct serves the three launches (without a mask_mod)
     # -- D = rowsum(dO ∘ O): one warp per query row, 8 rows per block
-    _launch(build.get_preprocess(dt, dev), 0, 256, math.ceil(r.T / 8), rows,
-            layout.pack(_plain(fields)))
+    _launch(build.get_preprocess(dt, dev), 0, 256, math.ceil(r.T / 8), rows, packed)
     # -- dK, dV (and dQ by atomics): one block per key tile and (sequence, kv head)
     kern, smem = _ready(dkdv, dev)
-    _launch(kern, smem, dkdv.threads(), math.ceil(r.S / tile.block_n), r.batch * (r.heads // r.group),
-            _pack(dkdv, layout, fields, r.T, r.S))
+    _launch(kern, smem, dkdv.threads(), math.ceil(r.S / tile.block_n),
+            r.batch * (r.heads // r.group), _args(dkdv, packed, layout, fields, mod, r.T, r.S, keep))
     if atomic:
         rows_dq = dq_accum.astype(r.q.dtype)   # lse's rows: (batch, heads, T) or (heads, total_q)
         dq[...] = rows_dq.transpose(1, 0, 2) if r.packed else rows_dq
@@ -295,7 +294,7 @@ def _backward(r: _Run, dout, out, lse, p, tile, D, deterministic):
     # -- dQ in a fixed order
     kern, smem = _ready(specs[1], dev)
     _launch(kern, smem, specs[1].threads(), math.ceil(r.T / specs[1].tile.block_m), rows,
-            _pack(specs[1], layout, fields, r.T, r.S))
+            _args(specs[1], packed, layout, fields, mod, r.T, r.S, keep))
     return dq, dk, dv
 
 

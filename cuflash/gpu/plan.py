@@ -22,6 +22,8 @@ _CTYPE = {"float16": "__half", "bfloat16": "__nv_bfloat16", "float32": "float", 
 #: Opt-in shared memory per block by compute capability (bytes), for checks without a device.
 SMEM_LIMIT = {"sm_80": 166912, "sm_86": 101376, "sm_89": 101376, "sm_90": 232448,
               "sm_90a": 232448}
+#: Shared memory per SM on Hopper (bytes) and what the driver reserves per resident block.
+SMEM_PER_SM, _SMEM_RESERVED = 233472, 1024
 
 
 def head_dim_pad(d: int, family: str) -> int:
@@ -127,6 +129,17 @@ class KernelSpec:
 
     def threads(self) -> int:
         return self.tile.num_threads
+
+    def min_blocks(self) -> int:
+        """Blocks per SM the kernel is compiled to fit (``__launch_bounds__``'s second argument):
+        2 for a wgmma forward whose shared memory leaves room for two (the d <= 64 tiles, chosen
+        at two blocks per SM by the tile ablation), which caps its registers at 65536 / (2 ·
+        threads); 1 otherwise."""
+        if self.family == "wgmma" and self.role == "fwd" and \
+                self.tile.block_n + self.head_dim <= 128 and \
+                2 * (self.smem_bytes() + _SMEM_RESERVED) <= SMEM_PER_SM:
+            return 2   # S and O take (block_n + head_dim) / 2 registers per thread: <= 64
+        return 1
 
 
 # -- SIMT thread mappings (kernels_cu/simt_tiles.cuh): validity of a tile for one role ----------

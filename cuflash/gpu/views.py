@@ -26,6 +26,8 @@ from .. import checks
 def kernel_ok(x) -> bool:
     """Whether the kernels can read x (..., n, D) in place: unit stride along the head dim, the
     other strides non-negative multiples of 16 bytes, the start 16-byte aligned."""
+    if x.size == 0:
+        return True   # nothing is read
     item = x.dtype.itemsize
     if x.shape[-1] > 1 and x.strides[-1] != item:
         return False
@@ -47,13 +49,13 @@ def bhnd(x, batch_shape: tuple, heads: int, D: int, xp):
     n = x.shape[-2]
     x = xp.broadcast_to(x, tuple(batch_shape) + (heads, n, D))
     x = x.reshape((math.prod(batch_shape), heads, n, D))
-    return x if kernel_ok(x) else xp.ascontiguousarray(x)
+    return x if kernel_ok(x) else x.copy(order="C")   # a fresh, aligned buffer
 
 
 def packed(x, D: int, xp):
     """A packed (total, heads, d) array padded to D, in place when ``kernel_ok`` allows."""
     x = checks.pad_head_dim(x, D, xp)
-    return x if kernel_ok(x) else xp.ascontiguousarray(x)
+    return x if kernel_ok(x) else x.copy(order="C")
 
 
 def kv_heads(k, v) -> int:
