@@ -32,9 +32,11 @@ class FakeKernels:
             assert a.shape[-1] == D and a.ndim == (3 if r.packed else 4), a.shape
         assert D in KERNEL_HEAD_DIMS, D
         assert r.k.shape[1] * r.group == r.heads, (r.k.shape, r.group)
-        for spec in ops._specs(dtype_name(r.q.dtype), D, tile, ops.variant_of(p), backward,
+        for spec in ops._specs(dtype_name(r.q.dtype), D, tile, r.variant(p), backward,
                                deterministic):
             plan.validate(spec, plan.SMEM_LIMIT[ARCH], ARCH)
+            assert spec.variant.packed == r.packed, spec.name   # lengths from cu_seqlens
+            assert ("_varlen" in spec.name) == r.packed, spec.name
         self.calls.append(("backward" if backward else "forward", D))
         self.runs.append((r,) + arrays)
 

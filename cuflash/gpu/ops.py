@@ -161,14 +161,14 @@ def _common(p, *, batch, heads, group, T, S, d, acc, cu_q=None, cu_k=None, lse_s
                 softcap=acc.type(p.softcap or 0.0))
 
 
-def variant_of(p) -> plan.Variant:
-    """The kernel variant a problem needs (mask kind, score modifiers, mask_mod)."""
+def variant_of(p, packed: bool = False) -> plan.Variant:
+    """The kernel variant a problem needs (mask kind, score modifiers, mask_mod, packed)."""
     m = p.mask
     kind = "dense" if m.dense else "causal" if (m.left is None and m.right == 0) else "window"
     mod = getattr(p, "mask_mod", None)
     return plan.Variant(kind, p.softcap is not None, p.alibi_slopes is not None,
                         None if mod is None else mod.key(),
-                        None if mod is None else mod.cuda_source())
+                        None if mod is None else mod.cuda_source(), packed)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -194,6 +194,10 @@ class _Run:
 
     def strides(self, x) -> list:
         return views.strides(x, self.packed)
+
+    def variant(self, p) -> plan.Variant:
+        """The kernel variant of this run: the problem's, packed or not."""
+        return variant_of(p, self.packed)
 
     def q_like(self, dtype=None):
         """A new array shaped like q (C-contiguous)."""
@@ -236,7 +240,7 @@ def _forward(r: _Run, p, tile, D):
     """out (shaped like r.q) and lse (r.rows()) of one run."""
     dt = dtype_name(r.q.dtype)
     acc = accum_dtype(r.q.dtype)
-    (spec,) = _specs(dt, D, tile, variant_of(p), False)
+    (spec,) = _specs(dt, D, tile, r.variant(p), False)
     out = r.q_like()
     lse_shape, lse_stride = r.rows()
     lse = _empty(lse_shape, acc)
@@ -259,7 +263,7 @@ def _backward(r: _Run, dout, out, lse, p, tile, D, deterministic):
     cp = _cp()
     dt = dtype_name(r.q.dtype)
     acc = accum_dtype(r.q.dtype)
-    specs = _specs(dt, D, tile, variant_of(p), True, deterministic)
+    specs = _specs(dt, D, tile, r.variant(p), True, deterministic)
     dev = cp.cuda.Device().id
     dkdv = specs[0]
     lse_shape, lse_stride = r.rows()
