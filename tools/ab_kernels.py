@@ -63,12 +63,15 @@ for spec in json.loads(sys.argv[2]):
 """
 
 
-def kernel_times(tree, cells, ncu):
-    """{(cell index, kernel name): [durations in µs]} from one ncu run over the cells."""
+def kernel_times(tree, cells, ncu, sections=()):
+    """{(cell index, kernel name): [durations in µs]} from one ncu run per cell, and
+    {(cell index, kernel name, metric): [values]} of every metric of the extra ncu sections."""
     env = dict(os.environ, PYTHONPATH=os.path.abspath(tree))
-    times = {}
+    times, extra = {}, {}
+    extra_args = [x for sec in sections for x in ("--section", sec)]
     for n, cell in enumerate(cells):
-        r = subprocess.run([ncu, "--csv", "--metrics", "gpu__time_duration.sum", "-k", "regex:cuflash",
+        r = subprocess.run([ncu, "--csv", "--metrics", "gpu__time_duration.sum", *extra_args,
+                            "-k", "regex:cuflash",
                             sys.executable, "-c", CELL_CODE, os.path.abspath(tree),
                             json.dumps([cell]), "kernels"],
                            capture_output=True, text=True, env=env, timeout=600)
@@ -76,14 +79,22 @@ def kernel_times(tree, cells, ncu):
         if r.returncode or not text:
             raise RuntimeError(f"{tree}: ncu rc={r.returncode}\n{r.stdout[-2000:]}\n{r.stderr[-3000:]}")
         for row in csv.DictReader(io.StringIO(text)):
-            if row.get("Metric Name") != "gpu__time_duration.sum":
+            if row.get("Metric Name") != "gpu__time_duration.sum" or row.get("Section Name", "") \
+                    not in ("", "Command line profiler metrics"):
+                try:
+                    value = float(row["Metric Value"].replace(",", ""))
+                except ValueError:
+                    continue
+                name = row["Kernel Name"].split("(")[0].split("<")[0]
+                key = f'{row.get("Section Name", "")}: {row["Metric Name"]} [{row.get("Metric Unit", "")}]'
+                extra.setdefault((n, name, key), []).append(value)
                 continue
             value = float(row["Metric Value"].replace(",", ""))
             unit = row.get("Metric Unit", "nsecond")
             us = value / 1e3 if unit.startswith("n") else value * 1e3 if unit.startswith("m") else value
             name = row["Kernel Name"].split("(")[0].split("<")[0]
             times.setdefault((n, name), []).append(us)
-    return times
+    return times, extra
 
 
 def host_times(tree, cells):
@@ -110,16 +121,21 @@ def main(argv=None):
     ap.add_argument("--passes", default="fwd,bwd")
     ap.add_argument("--causal", default="0,1")
     ap.add_argument("--ncu", default=shutil.which("ncu") or "ncu")
+    ap.add_argument("--sections", default="", help="extra ncu sections, comma-separated "
+                    "(e.g. WarpStateStats,Occupancy,LaunchStats): every metric, base and new")
+    ap.add_argument("--no-host", action="store_true", help="skip the host timing")
     a = ap.parse_args(argv)
     cells = [[T, d, dt, bool(int(c)), p] for p in a.passes.split(",") for d in map(int, a.d.split(","))
              for dt in a.dtypes.split(",") for c in a.causal.split(",") for T in map(int, a.T.split(","))]
     trees = {"base": a.base, "new": a.new}
-    host = {name: host_times(tree, cells) for name, tree in trees.items()}
+    sections = tuple(m for m in a.sections.split(",") if m)
+    host = {} if a.no_host else {name: host_times(tree, cells) for name, tree in trees.items()}
     print(f"{'cell':34} {'host async µs base/new':>24} {'host sync µs base/new':>24}")
-    for cell in map(tuple, cells):
+    for cell in map(tuple, cells) if host else ():
         hb, hn = host["base"].get(cell, (0, 0)), host["new"].get(cell, (0, 0))
         print(f"{str(cell):34} {hb[0]:11.1f} {hn[0]:11.1f}  {hb[1]:11.1f} {hn[1]:11.1f}", flush=True)
-    kern = {name: kernel_times(tree, cells, a.ncu) for name, tree in trees.items()}
+    runs = {name: kernel_times(tree, cells, a.ncu, sections) for name, tree in trees.items()}
+    kern = {name: r[0] for name, r in runs.items()}
     print(f"{'cell':34} {'kernel (base | new)':60} {'µs base':>9} {'µs new':>9} {'new/base':>8}")
     for n, cell in enumerate(cells):
         rows = {name: sorted((k[1], statistics.median(v)) for k, v in kern[name].items() if k[0] == n)
@@ -127,6 +143,11 @@ def main(argv=None):
         for (kb, tb), (kn, tn) in zip(rows["base"], rows["new"]):
             print(f"{str(cell):34} {kb[:29]:29}|{kn[:29]:29} {tb:9.1f} {tn:9.1f} {tn / tb:8.3f}",
                   flush=True)
+            keys = sorted({k[2] for k in runs["base"][1] if k[:2] == (n, kb)})
+            for m in keys:
+                vb = statistics.median(runs["base"][1][(n, kb, m)])
+                vn = statistics.median(runs["new"][1].get((n, kn, m), [float("nan")]))
+                print(f"    {m[:78]:78} {vb:12.4g} {vn:12.4g} {vn / vb if vb else float('nan'):7.3f}")
 
 
 if __name__ == "__main__":
