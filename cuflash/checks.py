@@ -124,17 +124,6 @@ def check_softcap(softcap) -> float | None:
     return None if softcap is None else _positive_real("softcap", softcap, " (or None for no cap)")
 
 
-#: Longest query or key length ALiBi takes: the kernels convert its distances |i + S - T - j|
-#: to float exactly on the FMA pipe below 2^23 (kernels_cu/score.cuh, small_int_to_float).
-ALIBI_MAX_LEN = 1 << 23
-
-
-def _check_alibi_lengths(T: int, S: int) -> None:
-    if max(T, S) >= ALIBI_MAX_LEN:
-        raise ValueError(f"alibi_slopes: sequences of {max(T, S)} tokens; ALiBi takes fewer than "
-                         f"{ALIBI_MAX_LEN} (2^23) queries and keys per sequence")
-
-
 def check_alibi(alibi_slopes, lead: tuple, dtype, xp):
     """ALiBi slopes broadcast to the leading dims and flattened: (batch,) in the accumulation
     dtype (float32; float64 for float64 inputs) on the inputs' device, or None.
@@ -223,8 +212,6 @@ def check_qkv(q, k, v, *, causal, scale, window=None, softcap=None, alibi_slopes
         if not isinstance(mask_mod, MaskMod):
             raise TypeError(f"mask_mod must be a cuflash.MaskMod or None, got "
                             f"{type(mask_mod).__name__}")
-    if alibi_slopes is not None:
-        _check_alibi_lengths(T, S)
     return Problem(xp, q.dtype, lead, T, S, d, check_scale(scale, d), mask,
                    check_softcap(softcap),
                    check_alibi(alibi_slopes, lead, q.dtype, xp), mask_mod,
@@ -371,8 +358,6 @@ def check_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, max_seqlen_q=None, max_
     _check_max_seqlen("max_seqlen_k", max_seqlen_k, np.diff(cu_k), "cu_seqlens_k")
     mask = Mask.make(causal=causal, window=window)
     slopes = check_alibi(alibi_slopes, (len(cu_q) - 1, Hq), q.dtype, xp)
-    if slopes is not None:
-        _check_alibi_lengths(int(np.diff(cu_q).max(initial=0)), int(np.diff(cu_k).max(initial=0)))
     if slopes is not None:
         slopes = slopes.reshape(len(cu_q) - 1, Hq)
     return VarlenProblem(xp, q.dtype, Hq, Hkv, d, d_v, cu_q, cu_k, check_scale(scale, d), mask,

@@ -12,14 +12,6 @@
 
 namespace cuflash {
 
-// float(n) for 0 <= n < 2^23 on the FMA pipe: n's bits under 2^23's exponent, minus 2^23 (exact).
-// The int-to-float convert (I2F) issues on the same unit as ex2 (MUFU), 16 per SM per clock, so
-// one per score would halve the softmax's throughput (ALiBi's distance, every score).
-__device__ __forceinline__ float small_int_to_float(int n) {
-    return __int_as_float(0x4B000000 | n) - 8388608.f;
-}
-__device__ __forceinline__ double small_int_to_double(int n) { return double(n); }
-
 template <class V, typename Acc>
 struct ScoreMod {
     static constexpr bool kTransforms = V::SOFTCAP || V::ALIBI;
@@ -39,13 +31,6 @@ struct ScoreMod {
         slope = V::ALIBI ? Acc(p.alibi_slopes[seq.b * p.heads + seq.h]) * Acc(kLog2e) : Acc(0);
     }
 
-    // |i + diag - j| as Acc (ALiBi's distance; below 2^23 for any sequence cuflash runs)
-    __device__ __forceinline__ Acc distance(int i, int j) const {
-        const int n = abs(i + diag - j);
-        if constexpr (sizeof(Acc) == 4) return small_int_to_float(n);
-        else return small_int_to_double(n);
-    }
-
     // u of the raw score x = q·k at query i, key j (identity when nothing transforms)
     __device__ __forceinline__ Acc logit(Acc x, int i, int j) const {
         if constexpr (!kTransforms) {
@@ -54,7 +39,7 @@ struct ScoreMod {
             Acc u;
             if constexpr (V::SOFTCAP) u = cap_out * Num<Acc>::tanh(x * cap_in);
             else u = x * scale_log2;
-            if constexpr (V::ALIBI) u -= slope * distance(i, j);
+            if constexpr (V::ALIBI) u -= slope * Acc(abs(i + diag - j));
             return u;
         }
     }
@@ -68,7 +53,7 @@ struct ScoreMod {
             const Acc t = Num<Acc>::tanh(x * cap_in);
             g = Acc(1) - t * t;
             Acc u = cap_out * t;
-            if constexpr (V::ALIBI) u -= slope * distance(i, j);
+            if constexpr (V::ALIBI) u -= slope * Acc(abs(i + diag - j));
             return u;
         }
     }
