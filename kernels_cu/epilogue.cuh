@@ -62,4 +62,16 @@ __device__ __forceinline__ void store_rows_direct(T* __restrict__ g_out, int d, 
     }
 }
 
+// The dK/dV kernels' end: dK = scale · Σ_h Σ_i dS_ijᵀ Q_i and dV = Σ_h Σ_i P_ijᵀ dO_i of the key
+// tile of a KeyBlock `kb` (block.cuh; summed over its kv head's query heads h, zero where no query
+// saw the tile), this warp's 16 keys from wkey.
+template <typename T, int NO, class P, class KB>
+__device__ __forceinline__ void store_dkdv(const P& p, const KB& kb, const float (&dK)[NO][4],
+                                           const float (&dV)[NO][4], int wkey, int lane) {
+    store_rows_direct<T, NO>(kb.seq.k_row(p.dk, p.dk_stride, kb.j0), p.d, int(p.dk_stride[2]),
+                             kb.rows, dK, p.scale, wkey, lane);
+    store_rows_direct<T, NO>(kb.seq.k_row(p.dv, p.dv_stride, kb.j0), p.d, int(p.dv_stride[2]),
+                             kb.rows, dV, 1.f, wkey, lane);
+}
+
 }  // namespace cuflash

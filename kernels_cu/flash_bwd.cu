@@ -16,11 +16,8 @@
 //   v1  SIMT tiles as in flash_fwd.cu v1; Pᵀ and dSᵀ pass through shared memory.
 //   v6  written on the shared mainloop parts; any mask band, softcap, ALiBi.
 #pragma once
-#include "mask.cuh"
-#include "pipeline.cuh"
-#include "score.cuh"
+#include "mainloop.cuh"
 #include "simt_tiles.cuh"
-#include "softmax.cuh"
 
 namespace cuflash {
 
@@ -36,6 +33,7 @@ struct DkdvSimt {
     using KTile = OuterAcc<Acc, BLOCK_N, DP, NT>;           // dK, dV
     using QTile = OuterAcc<Acc, BLOCK_M, DP, NT>;           // dQ of one step (atomic mode)
 
+    using Tiles = SimtTiles<Acc, LD, NT>;   // how a tile is staged (pipeline.cuh)
     struct Smem {
         Acc k[BLOCK_N * LD];
         Acc v[BLOCK_N * LD];
@@ -49,18 +47,16 @@ struct DkdvSimt {
     static constexpr int kSmemBytes = sizeof(Smem);
 
     static __device__ __forceinline__ void run(const Params& p) {
+        const KeyBlock<BLOCK_N, V, Params> kb(p);
+        if (!kb.active) return;
         Smem& sm = smem_as<Smem>(kSmemBytes);
-        Seq kv_seq;
-        int j0;                                       // first blocks see the most queries
-        if (!key_tile<BLOCK_N, V>(p, kv_seq, j0)) return;
-        const int d = p.d, rows_kv = min(BLOCK_N, kv_seq.S_len - j0);
-        const int ldq = p.q_stride[2], lddo = p.dout_stride[2];
+        const int j0 = kb.j0, d = p.d;                // first blocks see the most queries
 
         zero_smem<NT>(&sm, sizeof(Smem));
         __syncthreads();
-        load_tile<T, Acc, BLOCK_N, LD, NT>(sm.k, kv_seq.k_row(p.k, p.k_stride, j0), rows_kv, d,
+        load_tile<T, Acc, BLOCK_N, LD, NT>(sm.k, kb.seq.k_row(p.k, p.k_stride, j0), kb.rows, d,
                                            p.k_stride[2]);
-        load_tile<T, Acc, BLOCK_N, LD, NT>(sm.v, kv_seq.k_row(p.v, p.v_stride, j0), rows_kv, d,
+        load_tile<T, Acc, BLOCK_N, LD, NT>(sm.v, kb.seq.k_row(p.v, p.v_stride, j0), kb.rows, d,
                                            p.v_stride[2]);
 
         STile St, dPt;
@@ -68,19 +64,12 @@ struct DkdvSimt {
         dK.zero();
         dV.zero();
         for (int gh = 0; gh < p.group; ++gh) {        // the query heads that read this kv head
-            const Seq seq = kv_seq.with_head(p, kv_seq.h + gh);
-            const Mask<V, Params> mask(p, seq);
-            const ScoreMod<V, Acc> score(p, seq);
-            // -- the query tiles that see this key tile
-            const TileIter qt = mask.query_tiles(j0, j0 + BLOCK_N, BLOCK_M, j0 / BLOCK_N);
+            const GroupHead<BLOCK_M, BLOCK_N, V, Params, Acc> head(p, kb, gh);
+            const TileIter& qt = head.tiles;   // the query tiles that see this key tile
             SyncPipeline pipe{qt.n};
             auto load_q = [&](int t, int) {
-                const int i0 = qt.start(t, BLOCK_M), rows = min(BLOCK_M, seq.T_len - i0);
-                load_tile<T, Acc, BLOCK_M, LD, NT>(sm.q, seq.q_row(p.q, p.q_stride, i0), rows, d, ldq);
-                load_tile<T, Acc, BLOCK_M, LD, NT>(sm.dout, seq.q_row(p.dout, p.dout_stride, i0), rows, d, lddo);
-                load_rows<Acc, BLOCK_M, NT>(sm.lse2, rows, Num<Acc>::inf(),
-                                            [&](int r) { return lse_log2(p.lse[seq.row(i0 + r)]); });
-                load_rows<Acc, BLOCK_M, NT>(sm.D, rows, Acc(0), [&](int r) { return p.D[seq.row(i0 + r)]; });
+                stage_q<BLOCK_M, NT, Tiles>(sm.q, sm.dout, sm.lse2, sm.D, p, head.seq,
+                                            qt.start(t, BLOCK_M));
             };
             for (int t = 0; t < pipe.n; ++t) {
                 const int i0 = qt.start(t, BLOCK_M);
@@ -94,7 +83,7 @@ struct DkdvSimt {
                     [&](int r, int e) -> Acc& { return dPt.c[r][e]; },
                     [&](int r, int e, int& i, int& j) { i = i0 + St.col(e); j = j0 + St.row(r); },
                     [&](int, int e) { return sm.lse2[St.col(e)]; }, [&](int, int e) { return sm.D[St.col(e)]; },
-                    mask, score, mask.needs_mask(qt, t, i0, i0 + BLOCK_M, j0, j0 + BLOCK_N), Exp2Exact());
+                    head.mask, head.score, head.needs_mask(t, i0), Exp2Exact());
 #pragma unroll
                 for (int r = 0; r < STile::TR; ++r)
 #pragma unroll
@@ -112,7 +101,7 @@ struct DkdvSimt {
                     QTile dQ;
                     dQ.zero();
                     dQ.template accumulate<true, LDQ, LD, BLOCK_N>(sm.dst, sm.k);
-                    dQ.atomic_add(p.dq_accum + seq.row(i0) * d, min(BLOCK_M, seq.T_len - i0), d, p.scale);
+                    dQ.atomic_add(p.dq_accum + head.seq.row(i0) * d, min(BLOCK_M, head.seq.T_len - i0), d, p.scale);
                 }
                 pipe.release();
             }
@@ -120,9 +109,9 @@ struct DkdvSimt {
         }
         // -- dK_j = scale · Σ_h Σ_i dS_ijᵀ Q_i; dV_j = Σ_h Σ_i P_ijᵀ dO_i over the group's heads h
         //    (zero if no query sees the tile)
-        dK.store(kv_seq.k_row(p.dk, p.dk_stride, j0), rows_kv, d, p.dk_stride[2],
+        dK.store(kb.seq.k_row(p.dk, p.dk_stride, j0), kb.rows, d, p.dk_stride[2],
                  [&](int) { return p.scale; });
-        dV.store(kv_seq.k_row(p.dv, p.dv_stride, j0), rows_kv, d, p.dv_stride[2],
+        dV.store(kb.seq.k_row(p.dv, p.dv_stride, j0), kb.rows, d, p.dv_stride[2],
                  [&](int) { return Acc(1); });
     }
 };
@@ -138,6 +127,7 @@ struct DqSimt {
     using STile = DotTile<Acc, BLOCK_M, BLOCK_N, DP, NT>;   // S, dP
     using QTile = OuterAcc<Acc, BLOCK_M, DP, NT>;           // dQ
 
+    using Tiles = SimtTiles<Acc, LD, NT>;   // how a tile is staged (pipeline.cuh)
     struct Smem {
         Acc q[BLOCK_M * LD];
         Acc dout[BLOCK_M * LD];
@@ -150,32 +140,27 @@ struct DqSimt {
     static constexpr int kSmemBytes = sizeof(Smem);
 
     static __device__ __forceinline__ void run(const Params& p) {
+        const QueryBlock<BLOCK_M, V, Params, Acc> blk(p);
+        if (!blk.active) return;
         Smem& sm = smem_as<Smem>(kSmemBytes);
-        Seq seq;
-        int i0;
-        if (!query_tile<BLOCK_M, V>(p, seq, i0)) return;
-        const int d = p.d, rows_q = min(BLOCK_M, seq.T_len - i0);
-        const int ldk = p.k_stride[2], ldv = p.v_stride[2];
-        const T* k = seq.k_row(p.k, p.k_stride, 0);
-        const T* v = seq.k_row(p.v, p.v_stride, 0);
-        const Mask<V, Params> mask(p, seq);
-        const ScoreMod<V, Acc> score(p, seq);
+        const int i0 = blk.i0, d = p.d;
+        const Rows<const T> k = blk.seq.k_rows(p.k, p.k_stride);
+        const Rows<const T> v = blk.seq.k_rows(p.v, p.v_stride);
 
         zero_smem<NT>(&sm, sizeof(Smem));
         __syncthreads();
-        load_tile<T, Acc, BLOCK_M, LD, NT>(sm.q, seq.q_row(p.q, p.q_stride, i0), rows_q, d, p.q_stride[2]);
-        load_tile<T, Acc, BLOCK_M, LD, NT>(sm.dout, seq.q_row(p.dout, p.dout_stride, i0), rows_q, d,
+        load_tile<T, Acc, BLOCK_M, LD, NT>(sm.q, blk.seq.q_row(p.q, p.q_stride, i0), blk.rows, d, p.q_stride[2]);
+        load_tile<T, Acc, BLOCK_M, LD, NT>(sm.dout, blk.seq.q_row(p.dout, p.dout_stride, i0), blk.rows, d,
                                            p.dout_stride[2]);
-        load_rows<Acc, BLOCK_M, NT>(sm.lse2, rows_q, Num<Acc>::inf(),
-                                    [&](int r) { return lse_log2(p.lse[seq.row(i0 + r)]); });
-        load_rows<Acc, BLOCK_M, NT>(sm.D, rows_q, Acc(0), [&](int r) { return p.D[seq.row(i0 + r)]; });
+        load_rows<Acc, BLOCK_M, NT>(sm.lse2, blk.rows, Num<Acc>::inf(),
+                                    [&](int r) { return lse_log2(p.lse[blk.seq.row(i0 + r)]); });
+        load_rows<Acc, BLOCK_M, NT>(sm.D, blk.rows, Acc(0), [&](int r) { return p.D[blk.seq.row(i0 + r)]; });
 
-        const TileIter kv = mask.key_tiles(i0, i0 + BLOCK_M, BLOCK_N, i0 / BLOCK_M);
+        const TileIter kv = blk.template key_tiles<BLOCK_N>();
         SyncPipeline pipe{kv.n};
         auto load_kv = [&](int t, int) {
-            const int j0 = kv.start(t, BLOCK_N), rows = min(BLOCK_N, seq.S_len - j0);
-            load_tile<T, Acc, BLOCK_N, LD, NT>(sm.k, k + size_t(j0) * ldk, rows, d, ldk);
-            load_tile<T, Acc, BLOCK_N, LD, NT>(sm.v, v + size_t(j0) * ldv, rows, d, ldv);
+            stage_kv<BLOCK_N, Tiles>(sm.k, sm.v, k, v, kv.start(t, BLOCK_N), blk.seq.S_len,
+                                     d);
         };
 
         STile S, dP;
@@ -193,7 +178,7 @@ struct DqSimt {
                 [&](int r, int e) -> Acc& { return dP.c[r][e]; },
                 [&](int r, int e, int& i, int& j) { i = i0 + S.row(r); j = j0 + S.col(e); },
                 [&](int r, int) { return sm.lse2[S.row(r)]; }, [&](int r, int) { return sm.D[S.row(r)]; },
-                mask, score, mask.needs_mask(kv, t, i0, i0 + BLOCK_M, j0, j0 + BLOCK_N), Exp2Exact());
+                blk.mask, blk.score, blk.template needs_mask<BLOCK_N>(kv, t, j0), Exp2Exact());
 #pragma unroll
             for (int r = 0; r < STile::TR; ++r)
 #pragma unroll
@@ -203,7 +188,7 @@ struct DqSimt {
             dQ.template accumulate<false, LDP, LD, BLOCK_N>(sm.ds, sm.k);
             pipe.release();
         }
-        dQ.store(seq.q_row(p.dq, p.dq_stride, i0), rows_q, d, p.dq_stride[2], [&](int) { return p.scale; });
+        dQ.store(blk.seq.q_row(p.dq, p.dq_stride, i0), blk.rows, d, p.dq_stride[2], [&](int) { return p.scale; });
     }
 };
 

@@ -18,11 +18,7 @@
 //       accumulators die early); dSᵀ stored from the packed fragments.
 //   v6  written on the shared mainloop parts; any mask band, softcap, ALiBi.
 #pragma once
-#include "epilogue.cuh"
-#include "mask.cuh"
-#include "pipeline.cuh"
-#include "score.cuh"
-#include "softmax.cuh"
+#include "mainloop.cuh"
 
 namespace cuflash {
 
@@ -40,6 +36,7 @@ struct DkdvMma {
     static_assert(BLOCK_M % 16 == 0 && DP % 16 == 0, "tiles must be multiples of 16");
     static_assert(STAGES == 1 || STAGES == 2, "1 or 2 stages");
 
+    using Tiles = MmaTiles<DP, LDS, NT>;   // how a tile is staged (pipeline.cuh)
     struct Smem {
         T k[BLOCK_N * LDS];                    // resident K tile
         T v[BLOCK_N * LDS];                    // resident V tile
@@ -52,18 +49,16 @@ struct DkdvMma {
     static constexpr int kSmemBytes = sizeof(Smem);
 
     static __device__ __forceinline__ void run(const Params& p) {
+        const KeyBlock<BLOCK_N, V, Params> kb(p);
+        if (!kb.active) return;
         Smem& sm = smem_as<Smem>(kSmemBytes);
         const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
         const int g = lane >> 2, t4 = lane & 3;
-        Seq kv_seq;
-        int j0;                                       // first blocks see the most queries
-        if (!key_tile<BLOCK_N, V>(p, kv_seq, j0)) return;
-        const int d = p.d, rows_kv = min(BLOCK_N, kv_seq.S_len - j0);
+        const int j0 = kb.j0, d = p.d;                // first blocks see the most queries
         const int wkey = warp * 16;                   // this warp's first key in the tile
-        const int ldq = p.q_stride[2], lddo = p.dout_stride[2];
-        cp_async_tile<BLOCK_N, DP, LDS, NT>(sm.k, kv_seq.k_row(p.k, p.k_stride, j0), rows_kv, d,
+        cp_async_tile<BLOCK_N, DP, LDS, NT>(sm.k, kb.seq.k_row(p.k, p.k_stride, j0), kb.rows, d,
                                             p.k_stride[2]);
-        cp_async_tile<BLOCK_N, DP, LDS, NT>(sm.v, kv_seq.k_row(p.v, p.v_stride, j0), rows_kv, d,
+        cp_async_tile<BLOCK_N, DP, LDS, NT>(sm.v, kb.seq.k_row(p.v, p.v_stride, j0), kb.rows, d,
                                             p.v_stride[2]);
 
         float dK[NO][4], dV[NO][4];   // keys wkey + g and wkey + g + 8
@@ -73,20 +68,12 @@ struct DkdvMma {
             for (int e = 0; e < 4; ++e) dK[n][e] = dV[n][e] = 0.f;
 
         for (int gh = 0; gh < p.group; ++gh) {        // the query heads that read this kv head
-            const Seq seq = kv_seq.with_head(p, kv_seq.h + gh);
-            const Mask<V, Params> mask(p, seq);
-            const ScoreMod<V, float> score(p, seq);
-            const TileIter qt = mask.query_tiles(j0, j0 + BLOCK_N, BLOCK_M, j0 / BLOCK_N);
+            const GroupHead<BLOCK_M, BLOCK_N, V, Params, float> head(p, kb, gh);
+            const TileIter& qt = head.tiles;   // the query tiles that see this key tile
             CpAsyncPipeline<STAGES> pipe{qt.n};
             auto load_q = [&](int t, int stage) {
-                const int i0 = qt.start(t, BLOCK_M), rows = min(BLOCK_M, seq.T_len - i0);
-                cp_async_tile<BLOCK_M, DP, LDS, NT>(sm.q[stage], seq.q_row(p.q, p.q_stride, i0), rows, d, ldq);
-                cp_async_tile<BLOCK_M, DP, LDS, NT>(sm.dout[stage], seq.q_row(p.dout, p.dout_stride, i0),
-                                                    rows, d, lddo);
-                for (int r = threadIdx.x; r < BLOCK_M; r += NT) {
-                    sm.lse2[stage][r] = lse_log2(r < rows ? p.lse[seq.row(i0 + r)] : 0.f, r < rows);
-                    sm.D[stage][r] = r < rows ? p.D[seq.row(i0 + r)] : 0.f;
-                }
+                stage_q<BLOCK_M, NT, Tiles>(sm.q[stage], sm.dout[stage], sm.lse2[stage], sm.D[stage],
+                                            p, head.seq, qt.start(t, BLOCK_M));
             };
             pipe.prologue(load_q);
 
@@ -128,7 +115,7 @@ struct DkdvMma {
                     [&](int r, int e) -> float& { return dpt[e >> 1][2 * r + (e & 1)]; },
                     [&](int r, int e, int& i, int& j) { i = i0 + ql(e); j = j0 + wkey + g + r * 8; },
                     [&](int, int e) { return lse2[ql(e)]; }, [&](int, int e) { return Ds[ql(e)]; },
-                    mask, score, mask.needs_mask(qt, t, i0, i0 + BLOCK_M, j0, j0 + BLOCK_N), Exp2Exact());
+                    head.mask, head.score, head.needs_mask(t, i0), Exp2Exact());
 
                 // -- Pᵀ and dSᵀ rounded to T and packed as A fragments now (k = queries), so the float
                 //    accumulators die before the next products
@@ -167,7 +154,7 @@ struct DkdvMma {
                 if constexpr (ATOMIC_DQ) {
                     // -- dQ_i += dS_ij K_j · scale, summed over key tiles with float atomics
                     __syncthreads();
-                    float* dq_accum = p.dq_accum + seq.row(0) * d;   // rows of d, lse's index
+                    float* dq_accum = p.dq_accum + head.seq.row(0) * d;   // rows of d, lse's index
                     // work items: (16-query m-tile, 32-column chunk of d), dealt round-robin to warps
                     for (int item = warp; item < QM * QC; item += NW) {
                         const int q0 = (item / QC) * 16, c0 = (item % QC) * 32;
@@ -191,7 +178,7 @@ struct DkdvMma {
 #pragma unroll
                         for (int h = 0; h < 2; ++h) {
                             const int r = i0 + q0 + g + h * 8;
-                            if (r >= seq.T_len) continue;
+                            if (r >= head.seq.T_len) continue;
 #pragma unroll
                             for (int n = 0; n < 4; ++n) {
                                 const int c = c0 + n * 8 + 2 * t4;
@@ -209,12 +196,7 @@ struct DkdvMma {
             pipe.drain();
         }
 
-        // -- dK_j = scale · Σ_h Σ_i dS_ijᵀ Q_i, dV_j = Σ_h Σ_i P_ijᵀ dO_i over the group's heads h
-        //    (zero if no query sees the tile)
-        store_rows_direct<T, NO>(kv_seq.k_row(p.dk, p.dk_stride, j0), d, p.dk_stride[2], rows_kv, dK,
-                                 p.scale, wkey, lane);
-        store_rows_direct<T, NO>(kv_seq.k_row(p.dv, p.dv_stride, j0), d, p.dv_stride[2], rows_kv, dV,
-                                 1.f, wkey, lane);
+        store_dkdv<T, NO>(p, kb, dK, dV, wkey, lane);   // dK_j, dV_j summed over the group
     }
 };
 
@@ -231,6 +213,7 @@ struct DqMma {
     static_assert(BLOCK_N % 16 == 0 && DP % 16 == 0, "tiles must be multiples of 16");
     static_assert(STAGES == 1 || STAGES == 2, "1 or 2 stages");
 
+    using Tiles = MmaTiles<DP, LDS, NT>;   // how a tile is staged (pipeline.cuh)
     struct Smem {
         T q[BLOCK_M * LDS];              // resident Q tile; later each warp's dQ rows
         T dout[BLOCK_M * LDS];           // resident dO tile
@@ -240,30 +223,25 @@ struct DqMma {
     static constexpr int kSmemBytes = sizeof(Smem);
 
     static __device__ __forceinline__ void run(const Params& p) {
+        const QueryBlock<BLOCK_M, V, Params, float> blk(p);
+        if (!blk.active) return;
         Smem& sm = smem_as<Smem>(kSmemBytes);
         const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
         const int g = lane >> 2, t4 = lane & 3;
-        Seq seq;
-        int i0;
-        if (!query_tile<BLOCK_M, V>(p, seq, i0)) return;
-        const int d = p.d, rows_q = min(BLOCK_M, seq.T_len - i0);
+        const int i0 = blk.i0, d = p.d;
         const int wrow = warp * 16 * MT;
-        const int ldk = p.k_stride[2], ldv = p.v_stride[2];
-        const T* k = seq.k_row(p.k, p.k_stride, 0);
-        const T* v = seq.k_row(p.v, p.v_stride, 0);
-        const Mask<V, Params> mask(p, seq);
-        const ScoreMod<V, float> score(p, seq);
+        const Rows<const T> k = blk.seq.k_rows(p.k, p.k_stride);
+        const Rows<const T> v = blk.seq.k_rows(p.v, p.v_stride);
 
-        const TileIter kv = mask.key_tiles(i0, i0 + BLOCK_M, BLOCK_N, i0 / BLOCK_M);
+        const TileIter kv = blk.template key_tiles<BLOCK_N>();
         CpAsyncPipeline<STAGES> pipe{kv.n};
         auto load_kv = [&](int t, int stage) {
-            const int j0 = kv.start(t, BLOCK_N), rows = min(BLOCK_N, seq.S_len - j0);
-            cp_async_tile<BLOCK_N, DP, LDS, NT>(sm.k[stage], k + size_t(j0) * ldk, rows, d, ldk);
-            cp_async_tile<BLOCK_N, DP, LDS, NT>(sm.v[stage], v + size_t(j0) * ldv, rows, d, ldv);
+            stage_kv<BLOCK_N, Tiles>(sm.k[stage], sm.v[stage], k, v, kv.start(t, BLOCK_N), blk.seq.S_len,
+                                     d);
         };
-        cp_async_tile<BLOCK_M, DP, LDS, NT>(sm.q, seq.q_row(p.q, p.q_stride, i0), rows_q, d,
+        cp_async_tile<BLOCK_M, DP, LDS, NT>(sm.q, blk.seq.q_row(p.q, p.q_stride, i0), blk.rows, d,
                                             p.q_stride[2]);
-        cp_async_tile<BLOCK_M, DP, LDS, NT>(sm.dout, seq.q_row(p.dout, p.dout_stride, i0), rows_q, d,
+        cp_async_tile<BLOCK_M, DP, LDS, NT>(sm.dout, blk.seq.q_row(p.dout, p.dout_stride, i0), blk.rows, d,
                                             p.dout_stride[2]);
         pipe.prologue(load_kv);
 
@@ -273,8 +251,8 @@ struct DqMma {
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
                 const int r = wrow + mt * 16 + g + h * 8;
-                lse2[mt][h] = lse_log2(r < rows_q ? p.lse[seq.row(i0 + r)] : 0.f, r < rows_q);
-                Dr[mt][h] = r < rows_q ? p.D[seq.row(i0 + r)] : 0.f;
+                lse2[mt][h] = lse_log2(r < blk.rows ? p.lse[blk.seq.row(i0 + r)] : 0.f, r < blk.rows);
+                Dr[mt][h] = r < blk.rows ? p.D[blk.seq.row(i0 + r)] : 0.f;
             }
 #pragma unroll
             for (int n = 0; n < NO; ++n)
@@ -328,27 +306,12 @@ struct DqMma {
                     j = j0 + (e >> 1) * 8 + 2 * t4 + (e & 1);
                 },
                 [&](int r, int) { return lse2[r >> 1][r & 1]; }, [&](int r, int) { return Dr[r >> 1][r & 1]; },
-                mask, score, mask.needs_mask(kv, t, i0, i0 + BLOCK_M, j0, j0 + BLOCK_N), Exp2Exact());
+                blk.mask, blk.score, blk.template needs_mask<BLOCK_N>(kv, t, j0), Exp2Exact());
 
             // -- dS rounded to T and packed as A fragments (k = keys); dQ_i += dS_ij K_j
             unsigned sa[MT][BLOCK_N / 16][4];
-#pragma unroll
-            for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-                for (int kk = 0; kk < BLOCK_N / 16; ++kk) c_to_a<T>(sa[mt][kk], dp[mt][2 * kk], dp[mt][2 * kk + 1]);
-#pragma unroll
-            for (int kk = 0; kk < BLOCK_N / 16; ++kk) {
-#pragma unroll
-                for (int dd = 0; dd < DP / 16; ++dd) {
-                    unsigned bk[4];
-                    ldmatrix_x4_trans(bk, frag_a_addr<LDS>(Ks, kk * 16, dd * 16, lane));
-#pragma unroll
-                    for (int mt = 0; mt < MT; ++mt) {
-                        mma16816<T>(dQ[mt][2 * dd], sa[mt][kk], bk[0], bk[1]);
-                        mma16816<T>(dQ[mt][2 * dd + 1], sa[mt][kk], bk[2], bk[3]);
-                    }
-                }
-            }
+            c_to_a_tile<T>(sa, dp);
+            mma_rows<T, MT, BLOCK_N / 16, DP, LDS>(dQ, sa, Ks, lane);
             pipe.release();
         }
         pipe.drain();
@@ -357,7 +320,7 @@ struct DqMma {
         float f[MT][2];
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) f[mt][0] = f[mt][1] = p.scale;
-        store_rows_staged<T, MT, NO, DP>(seq.q_row(p.dq, p.dq_stride, i0), d, p.dq_stride[2], rows_q,
+        store_rows_staged<T, MT, NO, DP>(blk.seq.q_row(p.dq, p.dq_stride, i0), d, p.dq_stride[2], blk.rows,
                                          dQ, f, sm.q,
                                          [](int r, int c) { return r * LDS + c; }, wrow, lane);
     }

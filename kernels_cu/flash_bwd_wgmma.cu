@@ -18,11 +18,7 @@
 //       exponentials with the products inside a warpgroup.
 //   v6  written on the shared mainloop parts; any mask band, softcap, ALiBi.
 #pragma once
-#include "epilogue.cuh"
-#include "mask.cuh"
-#include "pipeline.cuh"
-#include "score.cuh"
-#include "softmax.cuh"
+#include "mainloop.cuh"
 #include "wgmma_tiles.cuh"
 
 namespace cuflash {
@@ -39,6 +35,7 @@ struct DkdvWgmma {
     using MMA_S = Wgmma<BLOCK_M, T>;    // Sᵀ, dPᵀ: 64 keys × BLOCK_M queries per warpgroup
     using MMA_O = Wgmma<DP, T>;         // dK, dV: 64 keys × DP
 
+    using Tiles = SwizzledTiles<DP, NT>;   // how a tile is staged (pipeline.cuh)
     struct Smem {                          // 16-bit panels first, each a multiple of 1024 bytes
         T k[BLOCK_N * DP];                 // resident K tile
         T v[BLOCK_N * DP];                 // resident V tile
@@ -50,19 +47,17 @@ struct DkdvWgmma {
     static constexpr int kSmemBytes = sizeof(Smem) + 1024;   // + alignment of the first panel
 
     static __device__ __forceinline__ void run(const Params& p) {
+        const KeyBlock<BLOCK_N, V, Params> kb(p);
+        if (!kb.active) return;
         Smem& sm = smem_aligned_1024<Smem>(kSmemBytes);
         const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
         const int g = lane >> 2, t4 = lane & 3;
         const int wg = warp / 4;
-        Seq kv_seq;
-        int j0;                                       // first blocks see the most queries
-        if (!key_tile<BLOCK_N, V>(p, kv_seq, j0)) return;
-        const int d = p.d, rows_kv = min(BLOCK_N, kv_seq.S_len - j0);
+        const int j0 = kb.j0, d = p.d;                // first blocks see the most queries
         const int wkey = warp * 16;                   // this warp's first key in the tile
-        const int ldq = p.q_stride[2], lddo = p.dout_stride[2];
-        cp_async_tile_sw128<BLOCK_N, DP, NT>(sm.k, kv_seq.k_row(p.k, p.k_stride, j0), rows_kv, d,
+        cp_async_tile_sw128<BLOCK_N, DP, NT>(sm.k, kb.seq.k_row(p.k, p.k_stride, j0), kb.rows, d,
                                              p.k_stride[2]);
-        cp_async_tile_sw128<BLOCK_N, DP, NT>(sm.v, kv_seq.k_row(p.v, p.v_stride, j0), rows_kv, d,
+        cp_async_tile_sw128<BLOCK_N, DP, NT>(sm.v, kb.seq.k_row(p.v, p.v_stride, j0), kb.rows, d,
                                              p.v_stride[2]);
 
         float dK[NO][4], dV[NO][4];   // keys wkey + g and wkey + g + 8
@@ -74,20 +69,12 @@ struct DkdvWgmma {
         const T* sVw = sm.v + wg * 64 * 64;
 
         for (int gh = 0; gh < p.group; ++gh) {        // the query heads that read this kv head
-            const Seq seq = kv_seq.with_head(p, kv_seq.h + gh);
-            const Mask<V, Params> mask(p, seq);
-            const ScoreMod<V, float> score(p, seq);
-            const TileIter qt = mask.query_tiles(j0, j0 + BLOCK_N, BLOCK_M, j0 / BLOCK_N);
+            const GroupHead<BLOCK_M, BLOCK_N, V, Params, float> head(p, kb, gh);
+            const TileIter& qt = head.tiles;   // the query tiles that see this key tile
             CpAsyncPipeline<STAGES, STAGES - 1, true> pipe{qt.n};
             auto load_q = [&](int t, int stage) {
-                const int i0 = qt.start(t, BLOCK_M), rows = min(BLOCK_M, seq.T_len - i0);
-                cp_async_tile_sw128<BLOCK_M, DP, NT>(sm.q[stage], seq.q_row(p.q, p.q_stride, i0), rows, d, ldq);
-                cp_async_tile_sw128<BLOCK_M, DP, NT>(sm.dout[stage], seq.q_row(p.dout, p.dout_stride, i0),
-                                                     rows, d, lddo);
-                for (int r = threadIdx.x; r < BLOCK_M; r += NT) {
-                    sm.lse2[stage][r] = lse_log2(r < rows ? p.lse[seq.row(i0 + r)] : 0.f, r < rows);
-                    sm.D[stage][r] = r < rows ? p.D[seq.row(i0 + r)] : 0.f;
-                }
+                stage_q<BLOCK_M, NT, Tiles>(sm.q[stage], sm.dout[stage], sm.lse2[stage], sm.D[stage],
+                                            p, head.seq, qt.start(t, BLOCK_M));
             };
             pipe.prologue(load_q);
 
@@ -119,7 +106,7 @@ struct DkdvWgmma {
                     [&](int r, int e) -> float& { return dpt[e >> 1][2 * r + (e & 1)]; },
                     [&](int r, int e, int& i, int& j) { i = i0 + ql(e); j = j0 + wkey + g + r * 8; },
                     [&](int, int e) { return lse2[ql(e)]; }, [&](int, int e) { return Ds[ql(e)]; },
-                    mask, score, mask.needs_mask(qt, t, i0, i0 + BLOCK_M, j0, j0 + BLOCK_N), Exp2Approx());
+                    head.mask, head.score, head.needs_mask(t, i0), Exp2Approx());
 
                 // -- Pᵀ, dSᵀ as A fragments (k = queries); dV_j += P_ijᵀ dO_i, dK_j += dS_ijᵀ Q_i with
                 //    dO and Q read MN-major: 16 queries (2048 bytes) per k-step, panels BLOCK_M·128 apart
@@ -146,12 +133,7 @@ struct DkdvWgmma {
             pipe.drain();
         }
 
-        // -- dK_j = scale · Σ_h Σ_i dS_ijᵀ Q_i, dV_j = Σ_h Σ_i P_ijᵀ dO_i over the group's heads h
-        //    (zero if no query sees the tile)
-        store_rows_direct<T, NO>(kv_seq.k_row(p.dk, p.dk_stride, j0), d, p.dk_stride[2], rows_kv, dK,
-                                 p.scale, wkey, lane);
-        store_rows_direct<T, NO>(kv_seq.k_row(p.dv, p.dv_stride, j0), d, p.dv_stride[2], rows_kv, dV,
-                                 1.f, wkey, lane);
+        store_dkdv<T, NO>(p, kb, dK, dV, wkey, lane);   // dK_j, dV_j summed over the group
     }
 };
 
@@ -168,6 +150,7 @@ struct DqWgmma {
     using MMA_S = Wgmma<BLOCK_N, T>;
     using MMA_O = Wgmma<DP, T>;
 
+    using Tiles = SwizzledTiles<DP, NT>;   // how a tile is staged (pipeline.cuh)
     struct Smem {
         T q[BLOCK_M * DP];               // resident Q tile; later each warp's dQ rows
         T dout[BLOCK_M * DP];            // resident dO tile
@@ -177,31 +160,26 @@ struct DqWgmma {
     static constexpr int kSmemBytes = sizeof(Smem) + 1024;
 
     static __device__ __forceinline__ void run(const Params& p) {
+        const QueryBlock<BLOCK_M, V, Params, float> blk(p);
+        if (!blk.active) return;
         Smem& sm = smem_aligned_1024<Smem>(kSmemBytes);
         const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
         const int g = lane >> 2, t4 = lane & 3;
         const int wg = warp / 4;
-        Seq seq;
-        int i0;
-        if (!query_tile<BLOCK_M, V>(p, seq, i0)) return;
-        const int d = p.d, rows_q = min(BLOCK_M, seq.T_len - i0);
+        const int i0 = blk.i0, d = p.d;
         const int wrow = warp * 16;
-        const int ldk = p.k_stride[2], ldv = p.v_stride[2];
-        const T* k = seq.k_row(p.k, p.k_stride, 0);
-        const T* v = seq.k_row(p.v, p.v_stride, 0);
-        const Mask<V, Params> mask(p, seq);
-        const ScoreMod<V, float> score(p, seq);
+        const Rows<const T> k = blk.seq.k_rows(p.k, p.k_stride);
+        const Rows<const T> v = blk.seq.k_rows(p.v, p.v_stride);
 
-        const TileIter kv = mask.key_tiles(i0, i0 + BLOCK_M, BLOCK_N, i0 / BLOCK_M);
+        const TileIter kv = blk.template key_tiles<BLOCK_N>();
         CpAsyncPipeline<STAGES, STAGES - 1, true> pipe{kv.n};
         auto load_kv = [&](int t, int stage) {
-            const int j0 = kv.start(t, BLOCK_N), rows = min(BLOCK_N, seq.S_len - j0);
-            cp_async_tile_sw128<BLOCK_N, DP, NT>(sm.k[stage], k + size_t(j0) * ldk, rows, d, ldk);
-            cp_async_tile_sw128<BLOCK_N, DP, NT>(sm.v[stage], v + size_t(j0) * ldv, rows, d, ldv);
+            stage_kv<BLOCK_N, Tiles>(sm.k[stage], sm.v[stage], k, v, kv.start(t, BLOCK_N), blk.seq.S_len,
+                                     d);
         };
-        cp_async_tile_sw128<BLOCK_M, DP, NT>(sm.q, seq.q_row(p.q, p.q_stride, i0), rows_q, d,
+        cp_async_tile_sw128<BLOCK_M, DP, NT>(sm.q, blk.seq.q_row(p.q, p.q_stride, i0), blk.rows, d,
                                              p.q_stride[2]);
-        cp_async_tile_sw128<BLOCK_M, DP, NT>(sm.dout, seq.q_row(p.dout, p.dout_stride, i0), rows_q, d,
+        cp_async_tile_sw128<BLOCK_M, DP, NT>(sm.dout, blk.seq.q_row(p.dout, p.dout_stride, i0), blk.rows, d,
                                              p.dout_stride[2]);
         pipe.prologue(load_kv);
 
@@ -209,8 +187,8 @@ struct DqWgmma {
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
             const int r = wrow + g + h * 8;
-            lse2[h] = lse_log2(r < rows_q ? p.lse[seq.row(i0 + r)] : 0.f, r < rows_q);
-            Dr[h] = r < rows_q ? p.D[seq.row(i0 + r)] : 0.f;
+            lse2[h] = lse_log2(r < blk.rows ? p.lse[blk.seq.row(i0 + r)] : 0.f, r < blk.rows);
+            Dr[h] = r < blk.rows ? p.D[blk.seq.row(i0 + r)] : 0.f;
         }
 #pragma unroll
         for (int n = 0; n < NO; ++n)
@@ -247,7 +225,7 @@ struct DqWgmma {
                     j = j0 + (e >> 1) * 8 + 2 * t4 + (e & 1);
                 },
                 [&](int r, int) { return lse2[r]; }, [&](int r, int) { return Dr[r]; },
-                mask, score, mask.needs_mask(kv, t, i0, i0 + BLOCK_M, j0, j0 + BLOCK_N), Exp2Approx());
+                blk.mask, blk.score, blk.template needs_mask<BLOCK_N>(kv, t, j0), Exp2Approx());
 
             // -- dS as A fragments (k = keys); dQ_i += dS_ij K_j with K read MN-major
             unsigned sa[BLOCK_N / 16][4];
@@ -267,7 +245,7 @@ struct DqWgmma {
 
         // -- dQ_i = scale · Σ_j dS_ij K_j, staged in this warp's own Q rows for 16-byte stores
         float f[1][2] = {{p.scale, p.scale}};
-        store_rows_staged<T, 1, NO, DP>(seq.q_row(p.dq, p.dq_stride, i0), d, p.dq_stride[2], rows_q,
+        store_rows_staged<T, 1, NO, DP>(blk.seq.q_row(p.dq, p.dq_stride, i0), d, p.dq_stride[2], blk.rows,
                                         dQ, f, sm.q,
                                         [](int r, int c) { return sw128<BLOCK_M>(r, c); }, wrow, lane);
     }

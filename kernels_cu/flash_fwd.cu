@@ -8,13 +8,10 @@
 //       registers (DotTile), P through shared memory, O in registers (OuterAcc).
 //   v6  written on the shared mainloop parts; any mask band, softcap, ALiBi.
 //
-// Grid: (ceil(T / BLOCK_M), batch) (batch_index(): blockIdx.z continues blockIdx.y). Block: NT threads.
+// Grid: (ceil(T / BLOCK_M), sequences·heads) (block.cuh, QueryBlock). Block: NT threads.
 #pragma once
-#include "mask.cuh"
-#include "pipeline.cuh"
-#include "score.cuh"
+#include "mainloop.cuh"
 #include "simt_tiles.cuh"
-#include "softmax.cuh"
 
 namespace cuflash {
 
@@ -30,6 +27,7 @@ struct FwdSimt {
     using STile = DotTile<Acc, BLOCK_M, BLOCK_N, DP, NT>;   // S = Q Kᵀ of one tile pair
     using OTile = OuterAcc<Acc, BLOCK_M, DP, NT>;           // unnormalized output
 
+    using Tiles = SimtTiles<Acc, LD, NT>;   // how a tile is staged (pipeline.cuh)
     struct Smem {
         Acc q[BLOCK_M * LD];
         Acc k[BLOCK_N * LD];
@@ -41,28 +39,23 @@ struct FwdSimt {
     static constexpr int kSmemBytes = sizeof(Smem);
 
     static __device__ __forceinline__ void run(const Params& p) {
+        const QueryBlock<BLOCK_M, V, Params, Acc> blk(p);
+        if (!blk.active) return;
         Smem& sm = smem_as<Smem>(kSmemBytes);
-        Seq seq;
-        int i0;
-        if (!query_tile<BLOCK_M, V>(p, seq, i0)) return;
-        const int d = p.d, rows_q = min(BLOCK_M, seq.T_len - i0);
-        const int ldk = p.k_stride[2], ldv = p.v_stride[2];
-        const T* k = seq.k_row(p.k, p.k_stride, 0);
-        const T* v = seq.k_row(p.v, p.v_stride, 0);
-        const Mask<V, Params> mask(p, seq);
-        const ScoreMod<V, Acc> score(p, seq);
+        const int i0 = blk.i0, d = p.d;
+        const Rows<const T> k = blk.seq.k_rows(p.k, p.k_stride);
+        const Rows<const T> v = blk.seq.k_rows(p.v, p.v_stride);
 
         zero_smem<NT>(&sm, sizeof(Smem));   // columns d..DP of every tile stay 0
         __syncthreads();
-        load_tile<T, Acc, BLOCK_M, LD, NT>(sm.q, seq.q_row(p.q, p.q_stride, i0), rows_q, d,
+        load_tile<T, Acc, BLOCK_M, LD, NT>(sm.q, blk.seq.q_row(p.q, p.q_stride, i0), blk.rows, d,
                                            p.q_stride[2]);
 
-        const TileIter kv = mask.key_tiles(i0, i0 + BLOCK_M, BLOCK_N, i0 / BLOCK_M);
+        const TileIter kv = blk.template key_tiles<BLOCK_N>();
         SyncPipeline pipe{kv.n};
         auto load_kv = [&](int t, int) {
-            const int j0 = kv.start(t, BLOCK_N), rows = min(BLOCK_N, seq.S_len - j0);
-            load_tile<T, Acc, BLOCK_N, LD, NT>(sm.k, k + size_t(j0) * ldk, rows, d, ldk);
-            load_tile<T, Acc, BLOCK_N, LD, NT>(sm.v, v + size_t(j0) * ldv, rows, d, ldv);
+            stage_kv<BLOCK_N, Tiles>(sm.k, sm.v, k, v, kv.start(t, BLOCK_N), blk.seq.S_len,
+                                     d);
         };
 
         STile S;
@@ -77,10 +70,10 @@ struct FwdSimt {
             S.template compute<LD, LD>(sm.q, sm.k);
             auto frag = [&](int r, int e) -> Acc& { return S.c[r][e]; };
             auto at = [&](int r, int e, int& i, int& j) { i = i0 + S.row(r); j = j0 + S.col(e); };
-            modify_and_mask<Acc, STile::TR, STile::TN>(frag, at, mask, score,
-                                                      mask.needs_mask(kv, t, i0, i0 + BLOCK_M, j0, j0 + BLOCK_N));
+            modify_and_mask<Acc, STile::TR, STile::TN>(frag, at, blk.mask, blk.score,
+                                                      blk.template needs_mask<BLOCK_N>(kv, t, j0));
             Acc alpha[STile::TR];
-            softmax.template update<STile::TN>(frag, score.mul, alpha, Exp2Exact());
+            softmax.template update<STile::TN>(frag, blk.score.mul, alpha, Exp2Exact());
 #pragma unroll
             for (int r = 0; r < STile::TR; ++r) {
 #pragma unroll
@@ -99,14 +92,14 @@ struct FwdSimt {
 #pragma unroll
         for (int r = 0; r < STile::TR; ++r) {
             Acc lse;
-            const Acc inv = softmax.finalize(r, score.mul, lse);
+            const Acc inv = softmax.finalize(r, blk.score.mul, lse);
             if (S.tx == 0) {
                 sm.l[S.row(r)] = inv;
-                if (S.row(r) < rows_q) p.lse[seq.row(i0 + S.row(r))] = lse;
+                if (S.row(r) < blk.rows) p.lse[blk.seq.row(i0 + S.row(r))] = lse;
             }
         }
         __syncthreads();
-        O.store(seq.q_row(p.out, p.out_stride, i0), rows_q, d, p.out_stride[2],
+        O.store(blk.seq.q_row(p.out, p.out_stride, i0), blk.rows, d, p.out_stride[2],
                 [&](int r) { return sm.l[r]; });
     }
 };

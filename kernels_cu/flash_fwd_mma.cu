@@ -13,13 +13,10 @@
 //       before P·V), which lets 128-row tiles (MT = 2) fit at d = 128 without spills.
 //   v6  written on the shared mainloop parts; any mask band, softcap, ALiBi.
 //
-// Grid: (ceil(T / BLOCK_M), batch) (batch_index(): blockIdx.z continues blockIdx.y). Block: NT = 32·warps threads, BLOCK_M = 16·MT·warps.
+// Grid: (ceil(T / BLOCK_M), sequences·heads) (block.cuh, QueryBlock). Block: NT = 32·warps
+// threads, BLOCK_M = 16·MT·warps.
 #pragma once
-#include "epilogue.cuh"
-#include "mask.cuh"
-#include "pipeline.cuh"
-#include "score.cuh"
-#include "softmax.cuh"
+#include "mainloop.cuh"
 
 namespace cuflash {
 
@@ -35,6 +32,7 @@ struct FwdMma {
     static_assert(BLOCK_N % 16 == 0 && DP % 16 == 0, "tiles must be multiples of 16");
     static_assert(STAGES == 1 || STAGES == 2, "1 or 2 stages");
 
+    using Tiles = MmaTiles<DP, LDS, NT>;   // how a tile is staged (pipeline.cuh)
     struct Smem {
         T q[BLOCK_M * LDS];              // the resident query tile; later each warp's O rows
         T k[STAGES][BLOCK_N * LDS];      // ring of K tiles
@@ -43,29 +41,24 @@ struct FwdMma {
     static constexpr int kSmemBytes = sizeof(Smem);
 
     static __device__ __forceinline__ void run(const Params& p) {
+        const QueryBlock<BLOCK_M, V, Params, float> blk(p);
+        if (!blk.active) return;
         Smem& sm = smem_as<Smem>(kSmemBytes);
         const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
         const int g = lane >> 2, t4 = lane & 3;   // fragment row group and column pair
-        Seq seq;
-        int i0;
-        if (!query_tile<BLOCK_M, V>(p, seq, i0)) return;
-        const int d = p.d, rows_q = min(BLOCK_M, seq.T_len - i0);
+        const int i0 = blk.i0, d = p.d;
         const int wrow = warp * 16 * MT;          // this warp's first row in the tile
-        const int ldk = p.k_stride[2], ldv = p.v_stride[2];
-        const T* k = seq.k_row(p.k, p.k_stride, 0);
-        const T* v = seq.k_row(p.v, p.v_stride, 0);
-        const Mask<V, Params> mask(p, seq);
-        const ScoreMod<V, float> score(p, seq);
+        const Rows<const T> k = blk.seq.k_rows(p.k, p.k_stride);
+        const Rows<const T> v = blk.seq.k_rows(p.v, p.v_stride);
 
         // -- the key tiles this query tile visits
-        const TileIter kv = mask.key_tiles(i0, i0 + BLOCK_M, BLOCK_N, i0 / BLOCK_M);
+        const TileIter kv = blk.template key_tiles<BLOCK_N>();
         CpAsyncPipeline<STAGES> pipe{kv.n};
         auto load_kv = [&](int t, int stage) {
-            const int j0 = kv.start(t, BLOCK_N), rows = min(BLOCK_N, seq.S_len - j0);
-            cp_async_tile<BLOCK_N, DP, LDS, NT>(sm.k[stage], k + size_t(j0) * ldk, rows, d, ldk);
-            cp_async_tile<BLOCK_N, DP, LDS, NT>(sm.v[stage], v + size_t(j0) * ldv, rows, d, ldv);
+            stage_kv<BLOCK_N, Tiles>(sm.k[stage], sm.v[stage], k, v, kv.start(t, BLOCK_N), blk.seq.S_len,
+                                     d);
         };
-        cp_async_tile<BLOCK_M, DP, LDS, NT>(sm.q, seq.q_row(p.q, p.q_stride, i0), rows_q, d,
+        cp_async_tile<BLOCK_M, DP, LDS, NT>(sm.q, blk.seq.q_row(p.q, p.q_stride, i0), blk.rows, d,
                                             p.q_stride[2]);
         pipe.prologue(load_kv);
 
@@ -115,10 +108,10 @@ struct FwdMma {
                 i = i0 + wrow + (r >> 1) * 16 + g + (r & 1) * 8;
                 j = j0 + (e >> 1) * 8 + 2 * t4 + (e & 1);
             };
-            modify_and_mask<float, 2 * MT, 2 * NS>(frag, at, mask, score,
-                                                  mask.needs_mask(kv, t, i0, i0 + BLOCK_M, j0, j0 + BLOCK_N));
+            modify_and_mask<float, 2 * MT, 2 * NS>(frag, at, blk.mask, blk.score,
+                                                  blk.template needs_mask<BLOCK_N>(kv, t, j0));
             float alpha[2 * MT];
-            softmax.template update<2 * NS>(frag, score.mul, alpha, Exp2Exact());
+            softmax.template update<2 * NS>(frag, blk.score.mul, alpha, Exp2Exact());
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -126,27 +119,11 @@ struct FwdMma {
 #pragma unroll
                     for (int e = 0; e < 4; ++e) o[mt][n][e] *= alpha[2 * mt + (e >> 1)];
 
-            // -- P rounded to T and packed as A fragments now, so the float S registers die here
+            // -- P rounded to T and packed as A fragments now, so the float S registers die here;
+            //    O += P V_j
             unsigned pa[MT][BLOCK_N / 16][4];
-#pragma unroll
-            for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-                for (int kk = 0; kk < BLOCK_N / 16; ++kk) c_to_a<T>(pa[mt][kk], s[mt][2 * kk], s[mt][2 * kk + 1]);
-
-            // -- O += P V_j
-#pragma unroll
-            for (int kk = 0; kk < BLOCK_N / 16; ++kk) {
-#pragma unroll
-                for (int dd = 0; dd < DP / 16; ++dd) {
-                    unsigned bv[4];
-                    ldmatrix_x4_trans(bv, frag_a_addr<LDS>(Vs, kk * 16, dd * 16, lane));
-#pragma unroll
-                    for (int mt = 0; mt < MT; ++mt) {
-                        mma16816<T>(o[mt][2 * dd], pa[mt][kk], bv[0], bv[1]);
-                        mma16816<T>(o[mt][2 * dd + 1], pa[mt][kk], bv[2], bv[3]);
-                    }
-                }
-            }
+            c_to_a_tile<T>(pa, s);
+            mma_rows<T, MT, BLOCK_N / 16, DP, LDS>(o, pa, Vs, lane);
             pipe.release();
         }
         pipe.drain();
@@ -158,12 +135,12 @@ struct FwdMma {
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
                 float lse;
-                inv[mt][h] = softmax.finalize(2 * mt + h, score.mul, lse);
+                inv[mt][h] = softmax.finalize(2 * mt + h, blk.score.mul, lse);
                 const int r = wrow + mt * 16 + g + h * 8;
-                if (t4 == 0 && r < rows_q) p.lse[seq.row(i0 + r)] = lse;
+                if (t4 == 0 && r < blk.rows) p.lse[blk.seq.row(i0 + r)] = lse;
             }
-        store_rows_staged<T, MT, NO, DP>(seq.q_row(p.out, p.out_stride, i0), d, p.out_stride[2],
-                                         rows_q, o, inv,
+        store_rows_staged<T, MT, NO, DP>(blk.seq.q_row(p.out, p.out_stride, i0), d, p.out_stride[2],
+                                         blk.rows, o, inv,
                                          sm.q, [](int r, int c) { return r * LDS + c; }, wrow, lane);
     }
 };

@@ -15,14 +15,10 @@
 //       a ring of 3 or 4 K/V buffers; exp2 as ex2.approx.
 //   v6  written on the shared mainloop parts; any mask band, softcap, ALiBi.
 //
-// Grid: (ceil(T / BLOCK_M), sequences·heads) (seq.cuh, query_tile). Block: NT = 32·warps
+// Grid: (ceil(T / BLOCK_M), sequences·heads) (block.cuh, QueryBlock). Block: NT = 32·warps
 // threads, BLOCK_M = 16·warps.
 #pragma once
-#include "epilogue.cuh"
-#include "mask.cuh"
-#include "pipeline.cuh"
-#include "score.cuh"
-#include "softmax.cuh"
+#include "mainloop.cuh"
 #include "wgmma_tiles.cuh"
 
 namespace cuflash {
@@ -43,6 +39,7 @@ struct FwdWgmma {
     // t - 1 (tile t - 1's V is still being read during step t).
     static constexpr int AHEAD = STAGES - 2;
 
+    using Tiles = SwizzledTiles<DP, NT>;   // how a tile is staged (pipeline.cuh)
     struct Smem {                        // 16-bit panels, each a multiple of 1024 bytes
         T q[BLOCK_M * DP];               // the resident query tile; later each warp's O rows
         T k[STAGES][BLOCK_N * DP];       // ring of K tiles
@@ -51,29 +48,24 @@ struct FwdWgmma {
     static constexpr int kSmemBytes = sizeof(Smem) + 1024;   // + alignment of the first panel
 
     static __device__ __forceinline__ void run(const Params& p) {
+        const QueryBlock<BLOCK_M, V, Params, float> blk(p);
+        if (!blk.active) return;
         Smem& sm = smem_aligned_1024<Smem>(kSmemBytes);
         const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
         const int g = lane >> 2, t4 = lane & 3;   // fragment row group and column pair
         const int wg = warp / 4;                  // warpgroup: query rows 64·wg .. 64·wg + 63
-        Seq seq;
-        int i0;
-        if (!query_tile<BLOCK_M, V>(p, seq, i0)) return;
-        const int d = p.d, rows_q = min(BLOCK_M, seq.T_len - i0);
+        const int i0 = blk.i0, d = p.d;
         const int wrow = warp * 16;               // this warp's first row in the tile
-        const int ldk = p.k_stride[2], ldv = p.v_stride[2];
-        const T* k = seq.k_row(p.k, p.k_stride, 0);
-        const T* v = seq.k_row(p.v, p.v_stride, 0);
-        const Mask<V, Params> mask(p, seq);
-        const ScoreMod<V, float> score(p, seq);
+        const Rows<const T> k = blk.seq.k_rows(p.k, p.k_stride);
+        const Rows<const T> v = blk.seq.k_rows(p.v, p.v_stride);
 
-        const TileIter kv = mask.key_tiles(i0, i0 + BLOCK_M, BLOCK_N, i0 / BLOCK_M);
+        const TileIter kv = blk.template key_tiles<BLOCK_N>();
         CpAsyncPipeline<STAGES, AHEAD, true> pipe{kv.n};
         auto load_kv = [&](int t, int stage) {
-            const int j0 = kv.start(t, BLOCK_N), rows = min(BLOCK_N, seq.S_len - j0);
-            cp_async_tile_sw128<BLOCK_N, DP, NT>(sm.k[stage], k + size_t(j0) * ldk, rows, d, ldk);
-            cp_async_tile_sw128<BLOCK_N, DP, NT>(sm.v[stage], v + size_t(j0) * ldv, rows, d, ldv);
+            stage_kv<BLOCK_N, Tiles>(sm.k[stage], sm.v[stage], k, v, kv.start(t, BLOCK_N), blk.seq.S_len,
+                                     d);
         };
-        cp_async_tile_sw128<BLOCK_M, DP, NT>(sm.q, seq.q_row(p.q, p.q_stride, i0), rows_q, d,
+        cp_async_tile_sw128<BLOCK_M, DP, NT>(sm.q, blk.seq.q_row(p.q, p.q_stride, i0), blk.rows, d,
                                              p.q_stride[2]);
         pipe.prologue(load_kv);
 
@@ -118,10 +110,10 @@ struct FwdWgmma {
                 i = i0 + wrow + g + r * 8;
                 j = j0 + (e >> 1) * 8 + 2 * t4 + (e & 1);
             };
-            modify_and_mask<float, 2, 2 * NS>(frag, at, mask, score,
-                                             mask.needs_mask(kv, t, i0, i0 + BLOCK_M, j0, j0 + BLOCK_N));
+            modify_and_mask<float, 2, 2 * NS>(frag, at, blk.mask, blk.score,
+                                             blk.template needs_mask<BLOCK_N>(kv, t, j0));
             float alpha[2];
-            softmax.template update<2 * NS>(frag, score.mul, alpha, Exp2Approx());
+            softmax.template update<2 * NS>(frag, blk.score.mul, alpha, Exp2Approx());
             // -- P_t rounded to T as A fragments, held apart from pa until P_{t-1} V_{t-1} is done
             unsigned pn[BLOCK_N / 16][4];
 #pragma unroll
@@ -159,12 +151,12 @@ struct FwdWgmma {
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
             float lse;
-            inv[0][h] = softmax.finalize(h, score.mul, lse);
+            inv[0][h] = softmax.finalize(h, blk.score.mul, lse);
             const int r = wrow + g + h * 8;
-            if (t4 == 0 && r < rows_q) p.lse[seq.row(i0 + r)] = lse;
+            if (t4 == 0 && r < blk.rows) p.lse[blk.seq.row(i0 + r)] = lse;
         }
-        store_rows_staged<T, 1, NO, DP>(seq.q_row(p.out, p.out_stride, i0), d, p.out_stride[2],
-                                        rows_q, o, inv,
+        store_rows_staged<T, 1, NO, DP>(blk.seq.q_row(p.out, p.out_stride, i0), d, p.out_stride[2],
+                                        blk.rows, o, inv,
                                         sm.q, [](int r, int c) { return sw128<BLOCK_M>(r, c); },
                                         wrow, lane);
     }

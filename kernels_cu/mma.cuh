@@ -92,6 +92,36 @@ __device__ __forceinline__ const T* frag_b_addr(const T* s, int n0, int k0, int 
     return s + (n0 + (lane & 7) + (lane >> 4) * 8) * LDS + k0 + ((lane >> 3) & 1) * 8;
 }
 
+// C fragments (MT m-tiles × 2·KK n-tiles of 8 columns) rounded to T and packed as the A fragments
+// of a product over those columns (KK k-steps of 16): P before P·V, dS before dS·K.
+template <typename T, int MT, int KK>
+__device__ __forceinline__ void c_to_a_tile(unsigned (&a)[MT][KK][4], const float (&c)[MT][2 * KK][4]) {
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int kk = 0; kk < KK; ++kk) c_to_a<T>(a[mt][kk], c[mt][2 * kk], c[mt][2 * kk + 1]);
+}
+
+// acc += a · B, B a (16·KK) × DP tile in shared memory (row stride LDS; its rows are the product's
+// k), read transposed by ldmatrix: O += P·V in the forward, dQ += dS·K in the dQ kernel.
+template <typename T, int MT, int KK, int DP, int LDS>
+__device__ __forceinline__ void mma_rows(float (&acc)[MT][DP / 8][4], const unsigned (&a)[MT][KK][4],
+                                         const T* B, int lane) {
+#pragma unroll
+    for (int kk = 0; kk < KK; ++kk) {
+#pragma unroll
+        for (int dd = 0; dd < DP / 16; ++dd) {
+            unsigned b[4];
+            ldmatrix_x4_trans(b, frag_a_addr<LDS>(B, kk * 16, dd * 16, lane));
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) {
+                mma16816<T>(acc[mt][2 * dd], a[mt][kk], b[0], b[1]);
+                mma16816<T>(acc[mt][2 * dd + 1], a[mt][kk], b[2], b[3]);
+            }
+        }
+    }
+}
+
 // Issue cp.async for a ROWS × DP tile (global row stride ld elements) into shared memory (row
 // stride LDS); rows >= rows_valid and columns >= d are zero-filled.
 template <int ROWS, int DP, int LDS, int NT, typename T>
@@ -115,5 +145,14 @@ __device__ __forceinline__ void cp_async_tile(T* s, const T* g, int rows_valid, 
         cp_async16(s + r * LDS + col, valid ? g + size_t(r) * ld + col : g, valid);
     }
 }
+
+// The mma kernels' tile loader (pipeline.cuh, stage_kv / stage_q): cp_async_tile.
+template <int DP, int LDS, int NT>
+struct MmaTiles {
+    template <int ROWS, typename T>
+    static __device__ __forceinline__ void load(T* s, const T* g, int rows, int d, int ld) {
+        cp_async_tile<ROWS, DP, LDS, NT>(s, g, rows, d, ld);
+    }
+};
 
 }  // namespace cuflash

@@ -6,9 +6,36 @@
 // and a Tensor-Memory-Accelerator producer can later take the place of the copies behind it.
 #pragma once
 #include "mma.cuh"
+#include "seq.cuh"
+#include "softmax.cuh"
 #include "wgmma.cuh"
 
 namespace cuflash {
+
+// What fills a stage: rows [x0, x0 + ROWS) of the streamed arrays (those below the sequence's
+// length; the rest zero) through a family's tile loader, Tiles::load<ROWS>(smem, global, rows,
+// d, row stride) (mma.cuh MmaTiles, wgmma_tiles.cuh SwizzledTiles, simt_tiles.cuh SimtTiles).
+//   stage_kv  a K and a V tile (the forward and dQ kernels)
+//   stage_q   a Q and a dO tile, and lse·log2 e and D of their queries (the dK/dV kernels)
+template <int ROWS, class Tiles, class S, typename T>
+__device__ __forceinline__ void stage_kv(S* sk, S* sv, const Rows<const T>& k,
+                                         const Rows<const T>& v, int j0, int len, int d) {
+    const int rows = min(ROWS, len - j0);
+    Tiles::template load<ROWS>(sk, k.at(j0), rows, d, k.ld);
+    Tiles::template load<ROWS>(sv, v.at(j0), rows, d, v.ld);
+}
+template <int ROWS, int NT, class Tiles, class S, typename Acc, class P>
+__device__ __forceinline__ void stage_q(S* sq, S* sdo, Acc* lse2, Acc* D, const P& p,
+                                        const Seq& seq, int i0) {
+    const int rows = min(ROWS, seq.T_len - i0), d = p.d;
+    Tiles::template load<ROWS>(sq, seq.q_row(p.q, p.q_stride, i0), rows, d, int(p.q_stride[2]));
+    Tiles::template load<ROWS>(sdo, seq.q_row(p.dout, p.dout_stride, i0), rows, d,
+                               int(p.dout_stride[2]));
+    for (int r = threadIdx.x; r < ROWS; r += NT) {
+        lse2[r] = lse_log2(r < rows ? p.lse[seq.row(i0 + r)] : Acc(0), r < rows);
+        D[r] = r < rows ? p.D[seq.row(i0 + r)] : Acc(0);
+    }
+}
 
 // Ring of STAGES shared-memory buffers filled by cp.async from every thread: tile t lives in
 // stage t % STAGES, and tiles t+1 .. t+AHEAD are in flight while tile t is computed. A stage is

@@ -8,12 +8,20 @@
 // dk, dv) take the kv head hk = h / group and k0 in their place. cuflash's own per-query arrays
 // (lse, D, and dq_accum's rows of d) hold (b, h, i) at b·lse_stride[0] + h·lse_stride[1] + q0 + i.
 //
-// Grid rows: batch_index() is b·heads + h in the forward and dQ kernels (query_tile), and
-// b·(heads / group) + hk in the dK/dV kernel (key_tile), which walks the group's query heads.
+// Grid rows: batch_index() is b·heads + h in the forward and dQ kernels, and b·(heads / group) +
+// hk in the dK/dV kernel, which walks the group's query heads (block.cuh).
 #pragma once
 #include "params.cuh"
 
 namespace cuflash {
+
+// A run of rows: row r at base + r·ld (ld in elements).
+template <class X>
+struct Rows {
+    X* base;
+    int ld;
+    __device__ __forceinline__ X* at(int r) const { return base + size_t(r) * ld; }
+};
 
 struct Seq {
     int b, h, hk;        // sequence, query head, kv head
@@ -62,29 +70,15 @@ struct Seq {
         return x + (b * s[0] + hk * s[1] + (long long)(k0 + j) * s[2]);
     }
     __device__ __forceinline__ long long row(int i) const { return lse0 + i; }
+    // The rows of (this sequence, query head) of a q-shaped array; of its kv head of a k-shaped one
+    template <class X>
+    __device__ __forceinline__ Rows<X> q_rows(X* x, const Strides& s) const {
+        return Rows<X>{q_row(x, s, 0), int(s[2])};
+    }
+    template <class X>
+    __device__ __forceinline__ Rows<X> k_rows(X* x, const Strides& s) const {
+        return Rows<X>{k_row(x, s, 0), int(s[2])};
+    }
 };
-
-// A block of a query-tile kernel (forward, dQ): its sequence and query head, and its first query
-// i0 (the grid's x reversed: the heaviest causal tiles first). False when it has no queries:
-// past the batch in the grid's last row, or past its sequence's end in a packed batch.
-template <int BLOCK_M, class V, class P>
-__device__ __forceinline__ bool query_tile(const P& p, Seq& seq, int& i0) {
-    const int bz = batch_index();
-    if (bz >= p.batch * p.heads) return false;
-    seq = Seq::of<V::PACKED>(p, bz / p.heads, bz % p.heads);
-    i0 = (gridDim.x - 1 - blockIdx.x) * BLOCK_M;
-    return i0 < seq.T_len;
-}
-
-// A block of the dK/dV kernel: its sequence, kv head (seq.h: the group's first query head) and
-// first key j0; false when it has no keys.
-template <int BLOCK_N, class V, class P>
-__device__ __forceinline__ bool key_tile(const P& p, Seq& seq, int& j0) {
-    const int kv_heads = p.heads / p.group, bz = batch_index();
-    if (bz >= p.batch * kv_heads) return false;
-    seq = Seq::of<V::PACKED>(p, bz / kv_heads, (bz % kv_heads) * p.group);
-    j0 = blockIdx.x * BLOCK_N;
-    return j0 < seq.S_len;
-}
 
 }  // namespace cuflash

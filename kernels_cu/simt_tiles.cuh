@@ -29,6 +29,16 @@ __device__ __forceinline__ void load_tile(Acc* s, const T* g, int rows_valid, in
     }
 }
 
+// The CUDA-core kernels' tile loader (pipeline.cuh, stage_kv / stage_q): load_tile, converting to
+// Acc as it loads.
+template <typename Acc, int LD, int NT>
+struct SimtTiles {
+    template <int ROWS, typename T>
+    static __device__ __forceinline__ void load(Acc* s, const T* g, int rows, int d, int ld) {
+        load_tile<T, Acc, ROWS, LD, NT>(s, g, rows, d, ld);
+    }
+};
+
 // Load `rows_valid` entries of a per-row vector, filling the rest of ROWS with `fill`.
 template <typename Acc, int ROWS, int NT, typename F>
 __device__ __forceinline__ void load_rows(Acc* s, int rows_valid, Acc fill, F value_of) {

@@ -48,6 +48,15 @@ __device__ __forceinline__ void cp_async_tile_sw128(T* s, const T* g, int rows_v
     }
 }
 
+// The wgmma kernels' tile loader (pipeline.cuh, stage_kv / stage_q): cp_async_tile_sw128.
+template <int DP, int NT>
+struct SwizzledTiles {
+    template <int ROWS, typename T>
+    static __device__ __forceinline__ void load(T* s, const T* g, int rows, int d, int ld) {
+        cp_async_tile_sw128<ROWS, DP, NT>(s, g, rows, d, ld);
+    }
+};
+
 // wgmma shared-memory descriptor, 128-byte swizzle: start address, leading-dimension byte offset
 // (only read for MN-major operands wider than one panel), stride byte offset 1024 (8 rows).
 __device__ __forceinline__ unsigned long long sw128_desc(const void* p, unsigned lbo_bytes) {
