@@ -4,7 +4,10 @@
     compute-sanitizer --tool racecheck --error-exitcode 1 python3 tests/sanitize.py
 
 Shapes are odd (partial tiles on both axes, S != T) so the edges are exercised; every family
-runs dense, causal, a window with softcap and ALiBi, and a mask_mod (with its tile lists).
+runs dense, causal, a window with softcap and ALiBi, and a mask_mod (with its tile lists), then
+the layouts of kernels_cu/seq.cuh: GQA (k, v with one head for q's four: the dK/dV kernel walks
+the group), a transposed (B, T, H, d) view (strided rows) and a packed batch of mixed lengths
+(cu_seqlens, an empty sequence included).
 """
 import numpy as np
 
@@ -47,6 +50,28 @@ def main():
                                            deterministic=det)
             cp.cuda.Device().synchronize()
             print(f"ok {dt} d={d} {name} fwd={ft.short()} bwd={bt.short()}")
+        layouts(cp, rng, dt, d, ft, bt)
+
+
+def layouts(cp, rng, dt, d, ft, bt):
+    """GQA, a strided view and a packed batch through one family's kernels, causal."""
+    dets = (True,) if bt.kernel == "wgmma" else (True, False)
+    rand = lambda *s: cp.asarray(rng.standard_normal(s).astype(DTYPES[dt]))
+    q, k, v = rand(2, 4, 37, d), rand(2, 1, 29, d), rand(2, 1, 29, d)   # GQA, G = 4
+    x = rand(3, 2, 33, 3 * d)[..., :d]                                  # strided rows
+    views = (x[0].transpose(1, 0, 2), x[1].transpose(1, 0, 2), x[2].transpose(1, 0, 2))
+    for qq, kk, vv in ((q, k, v), views):
+        out, res = cuflash.attention(qq, kk, vv, causal=True, tile=ft, return_residuals=True)
+        for det in dets:
+            cuflash.attention_backward(rand(*out.shape), res, tile=bt, deterministic=det)
+    cu = cp.asarray(np.array([0, 5, 5, 40, 47], dtype=np.int32))       # packed, one empty
+    qp, kp, vp = rand(47, 4, d), rand(47, 2, d), rand(47, 2, d)
+    out, res = cuflash.attention_varlen(qp, kp, vp, cu, cu, causal=True, tile=ft,
+                                        return_residuals=True)
+    for det in dets:
+        cuflash.attention_varlen_backward(rand(*out.shape), res, tile=bt, deterministic=det)
+    cp.cuda.Device().synchronize()
+    print(f"ok {dt} d={d} layouts (GQA, strided view, packed)")
 
 
 if __name__ == "__main__":
