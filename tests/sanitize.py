@@ -58,8 +58,8 @@ def layouts(cp, rng, dt, d, ft, bt):
     dets = (True,) if bt.kernel == "wgmma" else (True, False)
     rand = lambda *s: cp.asarray(rng.standard_normal(s).astype(DTYPES[dt]))
     q, k, v = rand(2, 4, 37, d), rand(2, 1, 29, d), rand(2, 1, 29, d)   # GQA, G = 4
-    x = rand(3, 2, 33, 3 * d)[..., :d]                                  # strided rows
-    views = (x[0].transpose(1, 0, 2), x[1].transpose(1, 0, 2), x[2].transpose(1, 0, 2))
+    x = rand(3, 2, 33, 2, 3 * d)[..., :d]     # (B, T, H, d) with padded rows
+    views = tuple(t.transpose(0, 2, 1, 3) for t in x)                    # (B, H, T, d) views
     for qq, kk, vv in ((q, k, v), views):
         out, res = cuflash.attention(qq, kk, vv, causal=True, tile=ft, return_residuals=True)
         for det in dets:
