@@ -306,11 +306,13 @@ def torch_refusal(point) -> str | None:
 
 
 def model_notes(point) -> list[str]:
-    """What the predicted bytes of this point leave out."""
-    if point.group > 1 and not materialized(point) and point.method_name != "naive":
-        return ["pred_bytes: K/V loads counted per query head (the loads issued; L2 serves a "
-                "group's repeats), dK/dV per query head where kernels summing the group in "
-                "registers write them once per kv head"]
+    """What the predicted bytes of this point leave out (the twin repeats K/V per query head
+    itself, so its counts are exact)."""
+    if (point.group > 1 and not materialized(point) and point.method_name == "flash"
+            and point.device == "gpu"):
+        return ["pred_bytes: counted per query head: the K/V tile loads (issued per query "
+                "head; L2 serves a group's repeats) and the backward's K/V reads and dK/dV "
+                "writes (the dK/dV kernels do these once per kv head)"]
     return []
 
 
