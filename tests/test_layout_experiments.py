@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from cuflash import cli, iomodel
-from cuflash.experiments import layouts, measure, results, runner, schema, torch_sdpa
+from cuflash.experiments import (layouts, measure, report, results, runner, schema,
+                                 torch_sdpa)
 from cuflash.experiments.points import Point, enumerate_points, point_of_row
 from cuflash.mask import Mask
 from cuflash.tile import TileConfig
@@ -396,6 +397,10 @@ def test_cpu_twin_end_to_end(tmp_path, capsys, name, methods, pngs):
                 p = pad[r["varlen"], r["pass"], r["seq_len"]]
                 assert p["flops"] == r["flops"] and p["pred_bytes"] > r["pred_bytes"]
                 assert p["qkv_bytes"] > r["qkv_bytes"]
+    table = getattr(report, name.removeprefix("cpu_") + "_table")(out / "results.csv")
+    assert len(table.splitlines()) == 2 + len({(r["pass"], r["head_dim"], r["seq_len"],
+                                                r["group"] if name == "cpu_gqa" else r["varlen"])
+                                               for r in rows})
     assert {p.name for p in out.glob("*.png")} == pngs
     assert all((out / n).stat().st_size > 5000 for n in pngs) and "plot:" in text
     again = _run_cpu(name, out, capsys)                       # resumed: nothing measured again
