@@ -47,7 +47,7 @@ def _dry_run(name, capsys) -> int:
     return int(first.split()[1])
 
 
-# -- the shipped files ------------------------------------------------------------------------------
+# -- the shipped files ----------------------------------------------------------------------------
 
 def test_shipped_layout_experiments_validate_with_their_point_counts(capsys):
     counts = {n: _dry_run(n, capsys) for n in ("gqa", "varlen", "cpu_gqa", "cpu_varlen")}
@@ -78,7 +78,7 @@ def test_shipped_layout_experiments_validate_with_their_point_counts(capsys):
         assert schema.load(REPO / "experiments" / f"{name}.yaml").device == "cpu"
 
 
-# -- schema errors ----------------------------------------------------------------------------------
+# -- schema errors --------------------------------------------------------------------------------
 
 def _with(base, **axes):
     return dict(base, axes=dict(base["axes"], **axes))
@@ -133,7 +133,7 @@ def test_group_and_varlen_parse_and_default_to_none():
         assert layouts.varlen_text(layouts.parse_varlen(text).lengths) in (text, "4x3")
 
 
-# -- points -----------------------------------------------------------------------------------------
+# -- points ---------------------------------------------------------------------------------------
 
 def test_points_cross_group_and_varlen_where_layouts_apply():
     pts = enumerate_points(schema.build(GQA))
@@ -181,7 +181,7 @@ def test_shapes_of_each_layout():
         0, 8, 16, 17, 25, 33, 34, 40]
 
 
-# -- FLOPs and bytes, by hand -----------------------------------------------------------------------
+# -- FLOPs and bytes, by hand ---------------------------------------------------------------------
 
 def _point(exp, **match):
     found = [p for p in enumerate_points(schema.build(exp))
@@ -274,7 +274,7 @@ def test_torch_refuses_packed_varlen_and_takes_gqa_with_enable_gqa():
     assert all(layouts.torch_refusal(p) is None for p in enumerate_points(schema.build(gqa)))
 
 
-# -- the calls on the CPU ---------------------------------------------------------------------------
+# -- the calls on the CPU -------------------------------------------------------------------------
 
 def test_every_layout_runs_the_same_problem_as_the_oracle():
     """Each layout's call on the twin and naive agrees with the float64 oracle on the point's
@@ -323,7 +323,7 @@ def test_needed_bytes_bounds_the_measured_peak_of_layouts():
             assert need - hostmem.SLACK_BYTES >= used, (p.describe(), need, used)
 
 
-# -- the column check, end to end, and a planted miscount ------------------------------------------
+# -- the column check, end to end, and a planted miscount -----------------------------------------
 
 def _lengths(mix: str | None, T: int) -> list[int]:
     """Sequence lengths of a row of T tokens, written out independently of layouts."""

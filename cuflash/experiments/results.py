@@ -19,7 +19,8 @@ from .schema import (ALWAYS_COLUMNS, AXIS_COLUMNS, ERROR_COLUMNS, HBM_COLUMNS, H
 COLUMNS = tuple(dict.fromkeys(
     ("status",) + METHOD_COLUMNS[:2] + AXIS_COLUMNS + METHOD_COLUMNS[2:] + TIME_COLUMNS
     + MEMORY_COLUMNS + ERROR_COLUMNS + ("pred_bytes", "pred_bytes_read", "pred_bytes_written",
-                                       "flops", "kv_bytes", "qkv_bytes") + HBM_COLUMNS + HBM_TIME_COLUMNS
+                                       "flops", "kv_bytes", "qkv_bytes")
+    + HBM_COLUMNS + HBM_TIME_COLUMNS
     + ALWAYS_COLUMNS))
 
 STATUSES = ("ok", "oom", "oom-skipped", "unavailable", "error")
