@@ -3,7 +3,8 @@
 # Each experiment's results directory and log are packed into $OUT/<step>.tgz as soon as the
 # step ends (a device call returns at most 8 files), so a later step that times out loses
 # nothing. A short summary prints last.
-#   STEPS="env fast tests sanitize ab ablation speed memory io variants" bash tests/gpu_session.sh
+#   STEPS="env fast tests sanitize ab ablation speed memory io variants gqa varlen" \
+#     bash tests/gpu_session.sh
 # fast: the fast GPU tier; tests: the full GPU suite (both with pytest-xdist, JOBS processes,
 # when it is installed: compiling kernels is most of their time); ab: tools/ab_speed.py against
 # the tree in .ab/base (carry .ab; see README, Development).
@@ -43,6 +44,8 @@ for s in $STEPS; do
     tests) step tests "${LIMIT_TESTS:-400}" $PY -m pytest -q -m gpu tests -rfE -p no:cacheprovider $XDIST ${PYTEST_ARGS:-} ;;
     ab) step ab "${LIMIT_AB:-420}" $PY tools/ab_speed.py --base .ab/base --new . ${AB_ARGS:-} ;;
     variants) experiment variants experiments/variants.yaml "${LIMIT_VARIANTS:-580}" ${SET_VARIANTS:-} ;;
+    gqa) experiment gqa experiments/gqa.yaml "${LIMIT_GQA:-300}" ${SET_GQA:-} ;;
+    varlen) experiment varlen experiments/varlen.yaml "${LIMIT_VARLEN:-300}" ${SET_VARLEN:-} ;;
     sanitize) step sanitize "${LIMIT_SANITIZE:-60}" compute-sanitizer --tool memcheck --error-exitcode 1 $PY tests/sanitize.py
               step sanitize "${LIMIT_SANITIZE:-60}" compute-sanitizer --tool racecheck --error-exitcode 1 $PY tests/sanitize.py ;;
     ablation) experiment ablation experiments/tile_ablation.yaml "${LIMIT_ABLATION:-150}" ${SET_ABLATION:-} ;;

@@ -47,6 +47,7 @@ def M(name, path, old, new, tests, why, gpu=False):
 CHECKERS = "tests/test_checkers.py"
 NAIVE = "tests/test_naive.py"
 IO = "tests/test_iomodel.py tests/test_iomodel_l2.py tests/test_twin_io.py"
+LAYOUTS = "tests/test_layout_experiments.py"
 
 MUTANTS = [
     # -- the comparator and the criterion
@@ -140,6 +141,30 @@ MUTANTS = [
     M("mask_query_lo_0", "cuflash/mask.py",
       "lo = 0 if self.right is None else max(0, j0 - diag - self.right)", "lo = 0",
       "tests/test_mask.py tests/test_twin_io.py", "query_range starts at 0 (q_start = 0)"),
+    # -- issue 12's experiments (cuflash/experiments/layouts.py)
+    M("layouts_padded_flops", "cuflash/experiments/layouts.py",
+      "    seqs = sequences(point)\n    if seqs is None:\n        return variants.flops(point)",
+      "    seqs = sequences(point)\n    if point.layout == \"padded\":\n"
+      "        b, h, T, S = run_shape(point)\n"
+      "        return iomodel.attention_flops(b * h, T, S, point.head_dim, variants.band(point),"
+      " point.pass_ == \"backward\")\n    if seqs is None:\n        return variants.flops(point)",
+      LAYOUTS, "padded rows' FLOPs counted over the padded batch (pads included)"),
+    M("layouts_row_flops", "cuflash/experiments/layouts.py",
+      "return variants.flops(point, work=seqs.model_mask(variants.band(point), point.seq_len))",
+      "return variants.flops(point)", LAYOUTS,
+      "a packed batch's FLOPs counted as one causal row of all its tokens"),
+    M("layouts_materialized_kv_once", "cuflash/experiments/layouts.py",
+      "    if materialized(point):\n        kv *= point.group",
+      "    if False:\n        kv *= point.group", LAYOUTS,
+      "the materialized K/V counted once (Hkv heads) instead of G times"),
+    M("layouts_packed_one_problem", "cuflash/experiments/layouts.py",
+      "    if packed_varlen(point):\n        lengths = sequences(point).in_row(point.seq_len)",
+      "    if False:\n        lengths = sequences(point).in_row(point.seq_len)", LAYOUTS,
+      "a packed batch's bytes modelled as one causal row, not per sequence"),
+    M("layouts_no_fold", "cuflash/experiments/layouts.py",
+      "    if not materialized(point):\n        return tuple(grads)",
+      "    if True:\n        return tuple(grads)", LAYOUTS,
+      "materialized dK/dV not summed back to the kv heads"),
     # -- GPU-only code (run with --gpu on a GPU machine)
     M("gpu_drop_last_key", "kernels_cu/mask.cuh",
       "        if (j >= S_len || i >= T_len) return false;",

@@ -10,7 +10,11 @@ inputs. Inputs are random normal, generated once per point.
 Only the pass named by the point is measured: a backward point times ``attention_backward`` alone,
 given the forward's out and lse computed beforehand (naive: ``naive_attention_backward`` alone).
 Every method runs the point's attention variant with the same options (``variants.call_options``:
-window, softcap, ALiBi slopes, a documents mask_mod), on the arrays of ``Point.run_shape``.
+window, softcap, ALiBi slopes, a documents mask_mod), on the arrays of its layout
+(``layouts.input_shapes``: GQA's k and v with Hkv heads, a packed varlen batch with its
+cu_seqlens, the padded batch) through the layout's functions (``layouts.functions``:
+attention or attention_varlen; materialized repeats K/V inside the forward and sums dK/dV over
+each group after the backward).
 """
 from __future__ import annotations
 
@@ -28,7 +32,7 @@ import numpy as np
 
 from .. import api, naive, oracle
 from .._xp import cupy_module, resolve_dtype
-from . import variants
+from . import layouts, variants
 from .points import Point
 from .schema import Measure
 
@@ -67,26 +71,27 @@ class Call:
 # -- inputs ---------------------------------------------------------------------------------------
 
 def make_inputs(point: Point, seed: int, on_host: bool = False) -> dict:
-    """q, k, v (and dout for a backward pass): random normal (batch, heads, T|S, d) arrays of
-    ``Point.run_shape`` in the point's dtype, NumPy on the CPU and CuPy on the GPU (``on_host``:
-    NumPy copied to the GPU, so no kernel runs to make them)."""
+    """q, k, v (and dout for a backward pass): random normal arrays of the point's layout
+    (``layouts.input_shapes``: (batch, heads, T|S, d), k and v with Hkv heads; a packed varlen
+    batch (tokens, heads, d) and its int32 ``cu_seqlens``) in the point's dtype, NumPy on the
+    CPU and CuPy on the GPU (``on_host``: NumPy copied to the GPU, so no kernel runs to make
+    them)."""
     dtype = resolve_dtype(point.dtype)
-    batch, heads, T, S = point.run_shape
-    shapes = {"q": (batch, heads, T, point.head_dim),
-              "k": (batch, heads, S, point.head_dim),
-              "v": (batch, heads, S, point.head_dim)}
-    if point.pass_ != "forward":
-        shapes["dout"] = shapes["q"]
+    shapes = layouts.input_shapes(point)
+    cu = layouts.cu_seqlens(point)
     gpu = point.device == "gpu"
     cp = cupy_module() if gpu else None
     if gpu and cp is None:
         raise Unavailable("CuPy is not importable, so nothing runs on the GPU")
+    extra = {} if cu is None else {"cu_seqlens": cu}
     if gpu and not on_host:
         rng = cp.random.default_rng(seed)
-        return {n: rng.standard_normal(s, dtype=cp.float32).astype(dtype)
+        made = {n: rng.standard_normal(s, dtype=cp.float32).astype(dtype)
                 for n, s in shapes.items()}
+        return {**made, **{n: cp.asarray(a) for n, a in extra.items()}}
     rng = np.random.default_rng(seed)
     host = {n: rng.standard_normal(s, dtype=np.float32).astype(dtype) for n, s in shapes.items()}
+    host.update(extra)
     return {n: cp.asarray(a) for n, a in host.items()} if gpu else host
 
 
@@ -110,28 +115,37 @@ def build_call(point: Point, inputs: dict) -> Call:
     def as_numpy(result):
         return tuple(_to_numpy(x) for x in (result if isinstance(result, tuple) else (result,)))
 
+    pos = layouts.positional(point, inputs)          # cu_seqlens of a packed varlen batch
+    fold = lambda grads: layouts.fold_grads(point, grads, xp)                       # noqa: E731
+    kv = lambda: layouts.kv_for_call(point, k, v, xp)    # materialized: repeated  # noqa: E731
+
     if point.method_name == "naive":
-        fwd = lambda: naive.naive_attention(q, k, v, **opts)                        # noqa: E731
-        bwd = lambda: naive.naive_attention_backward(dout, q, k, v, **opts)         # noqa: E731
+        nfwd, nbwd = layouts.functions(point, "naive")
+        fwd = lambda: nfwd(q, *kv(), *pos, **opts)                                  # noqa: E731
         if point.pass_ == "forward":
             return Call(fwd, kind, as_numpy)
+        k2, v2 = kv()                  # as the forward left them (not measured)
+        bwd = lambda: fold(nbwd(dout, q, k2, v2, *pos, **opts))                     # noqa: E731
         if point.pass_ == "backward":
             return Call(bwd, kind, as_numpy)
-        return Call(lambda: (fwd(),) + bwd(), kind, as_numpy)
+        return Call(lambda: (fwd(),) + fold(nbwd(dout, q, *kv(), *pos, **opts)), kind, as_numpy)
 
-    # flash and twin: cuflash.attention on the point's arrays (NumPy arrays run the CPU twin)
+    # flash and twin: cuflash.attention / attention_varlen on the point's arrays (NumPy arrays
+    # run the CPU twin); attention_backward takes either's residuals
+    attend, _ = layouts.functions(point, "api")
     det = bool(point.deterministic)
     if point.pass_ == "forward":
-        return Call(lambda: api.attention(q, k, v, tile=point.fwd_tile, **opts), kind, as_numpy)
+        return Call(lambda: attend(q, *kv(), *pos, tile=point.fwd_tile, **opts), kind, as_numpy)
     if point.pass_ == "backward":
         # the forward with the default tile, not measured
-        _, res = api.attention(q, k, v, return_residuals=True, **opts)
-        return Call(lambda: api.attention_backward(dout, res, tile=point.bwd_tile,
-                                                   deterministic=det), kind, as_numpy)
+        _, res = attend(q, *kv(), *pos, return_residuals=True, **opts)
+        return Call(lambda: fold(api.attention_backward(dout, res, tile=point.bwd_tile,
+                                                        deterministic=det)), kind, as_numpy)
 
     def both():
-        o, res_ = api.attention(q, k, v, tile=point.fwd_tile, return_residuals=True, **opts)
-        return (o,) + api.attention_backward(dout, res_, tile=point.bwd_tile, deterministic=det)
+        o, res_ = attend(q, *kv(), *pos, tile=point.fwd_tile, return_residuals=True, **opts)
+        return (o,) + fold(api.attention_backward(dout, res_, tile=point.bwd_tile,
+                                                  deterministic=det))
     return Call(both, kind, as_numpy)
 
 
@@ -277,14 +291,17 @@ def peak_memory(call: Call):
 
 def oracle_error(point: Point, inputs: dict, outputs: tuple) -> float:
     """Largest rel_error of the outputs against the float64 oracle (backward: over dq, dk, dv),
-    with the point's variant."""
+    with the point's variant, on the point's own arrays (GQA's Hkv heads, a packed batch one
+    sequence at a time)."""
     host = {n: _to_numpy(a) for n, a in inputs.items()}
     opts = variants.call_options(point, np)
+    pos = layouts.positional(point, host)
+    fwd, bwd = layouts.functions(point, "oracle")
     refs: tuple = ()
     if point.pass_ in ("forward", "both"):
-        refs += (oracle.oracle_attention(host["q"], host["k"], host["v"], **opts)[0],)
+        refs += (fwd(host["q"], host["k"], host["v"], *pos, **opts)[0],)
     if point.pass_ in ("backward", "both"):
-        refs += oracle.oracle_backward(host["dout"], host["q"], host["k"], host["v"], **opts)
+        refs += tuple(bwd(host["dout"], host["q"], host["k"], host["v"], *pos, **opts))
     if len(refs) != len(outputs):
         raise RuntimeError(f"{point.method} returned {len(outputs)} arrays, expected {len(refs)}")
     return max(oracle.rel_error(x, ref) for x, ref in zip(outputs, refs))

@@ -42,11 +42,14 @@ LABELS = {
     "hbm_pred_ratio": "measured / predicted DRAM bytes", "repeats": "timed calls",
     "window": "sliding window (left,right; -1: unbounded)", "softcap": "softcap c",
     "alibi": "ALiBi", "mask": "custom mask", "sweep": "sweep", "layout": "layout",
+    "group": "GQA group G (query heads per kv head)", "kv_heads": "kv heads Hkv",
+    "varlen": "varlen mix (sequence lengths in turn)",
+    "kv_bytes": "K and V bytes held", "qkv_bytes": "q, K and V bytes held",
 }
 BYTE_COLUMNS = {"peak_mem_bytes", "pred_bytes", "pred_bytes_read", "pred_bytes_written",
-                "hbm_bytes", "hbm_bytes_read", "hbm_bytes_written"}
+                "hbm_bytes", "hbm_bytes_read", "hbm_bytes_written", "kv_bytes", "qkv_bytes"}
 POW2_COLUMNS = {"seq_len", "kv_len", "head_dim", "block_m", "block_n", "num_warps", "batch",
-                "heads"}
+                "heads", "group", "kv_heads"}
 #: Columns that may split a line or a heatmap cell when the plot does not fix them (in order).
 SPLIT_COLUMNS = AXIS_COLUMNS + ("method", "tile", "kernel", "block_m", "block_n", "num_warps",
                                 "num_stages", "deterministic", "backend", "layout",
@@ -78,8 +81,12 @@ def fmt_value(column: str, v) -> str:
     return str(v)
 
 
+#: Columns a legend names with their value ('window=255,0', 'group=4', 'varlen=none').
+NAMED_COLUMNS = VARIANT_COLUMNS + ("group", "kv_heads", "varlen")
+
+
 def _facet_text(keys, values) -> str:
-    return ", ".join(f"{k}={_none(v)}" if k in VARIANT_COLUMNS else f"{k}={v}"
+    return ", ".join(f"{k}={_none(v)}" if k in NAMED_COLUMNS else f"{k}={v}"
                      for k, v in zip(keys, values))
 
 
@@ -90,8 +97,8 @@ def _none(v):
 
 def series_text(column: str, value) -> str:
     """A line's name in the legend from one series column: the value ('flash'), or for a variant
-    column 'window=255,0' / 'window=none'."""
-    return f"{column}={_none(value)}" if column in VARIANT_COLUMNS else str(value)
+    or layout column 'window=255,0' / 'window=none' / 'group=4'."""
+    return f"{column}={_none(value)}" if column in NAMED_COLUMNS else str(value)
 
 
 def _baseline_text(base) -> str:
@@ -400,7 +407,10 @@ def _mark_oom(ax, failed, plot: Plot, pts, fit, color, with_label: bool, name: s
 _SETTINGS = (("head_dim", "d={}"), ("heads", "heads={}"), ("batch", "batch={}"),
              ("dtype", "{}"), ("causal", "causal={}"), ("window", "window={}"),
              ("softcap", "softcap={}"), ("alibi", "ALiBi={}"), ("mask", "{}"),
+             ("group", "G={}"), ("varlen", "varlen {}"),
              ("threads", "BLAS threads={}"), ("device_name", "{}"))
+#: Values that mean "no variant" (a title does not name them): per column, besides None.
+_PLAIN = {"alibi": ({False},), "group": ({1},)}
 
 
 def fixed_settings(rows: list[dict], plot: Plot) -> str:
@@ -410,8 +420,9 @@ def fixed_settings(rows: list[dict], plot: Plot) -> str:
     parts = []
     for col, form in _SETTINGS:
         values = {r.get(col) for r in rows}
-        if col in VARIANT_COLUMNS:       # named only when every row has it (None: no variant)
-            if values in ({None}, {False}):
+        if col in VARIANT_COLUMNS or col in _PLAIN or col == "varlen":
+            # named only when every row has it (None, no ALiBi, G = 1: no variant)
+            if values == {None} or values in _PLAIN.get(col, ()):
                 continue
         else:
             values -= {None}

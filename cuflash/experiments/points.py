@@ -1,8 +1,9 @@
 """Points: one measurement each. An experiment expands into an ordered list of them.
 
 A point fixes the shapes (seq_len T, kv_len S, head_dim d, batch, heads), the dtype, causal, the
-attention variant (window, softcap, alibi, mask: ``variants``), the pass, the method variant
-(tile, deterministic, torch backend, layout) and its sweep. Its ``key`` is what a results row is
+attention variant (window, softcap, alibi, mask: ``variants``), the layout axes (GQA group,
+varlen mix: ``layouts``), the pass, the method variant (tile, deterministic, torch backend,
+layout) and its sweep. Its ``key`` is what a results row is
 matched on when a run resumes.
 """
 from __future__ import annotations
@@ -12,7 +13,7 @@ import json
 
 from ..mask import Mask
 from ..tile import TileConfig
-from . import variants
+from . import layouts, variants
 from .schema import Experiment, device_smem_limit, library_tile
 
 #: Columns every results CSV has (files of every version); a file without one is not a results CSV.
@@ -20,9 +21,10 @@ BASE_KEY_COLUMNS = ("method", "backend", "tile", "deterministic", "seq_len", "kv
                     "head_dim", "batch", "heads", "dtype", "causal", "pass")
 #: Columns that identify a point; a results row with the same values is the same point. Rows of
 #: files written before a column existed lack it and match its default (``KEY_DEFAULTS``).
-KEY_COLUMNS = BASE_KEY_COLUMNS + variants.VARIANT_COLUMNS + ("sweep",)
+KEY_COLUMNS = (BASE_KEY_COLUMNS + variants.VARIANT_COLUMNS + layouts.LAYOUT_KEY_COLUMNS
+               + ("sweep",))
 #: Key text of a column when its cell is blank or missing (otherwise '').
-KEY_DEFAULTS = {"alibi": "false"}
+KEY_DEFAULTS = {"alibi": "false", "group": "1"}
 
 
 def fmt(value) -> str:
@@ -65,8 +67,10 @@ class Point:
     softcap: float | None = None
     alibi: bool = False                  # slopes variants.alibi_slopes(heads)
     mask: str | None = None              # a named mask's text, e.g. 'documents(512,2048)'
-    layout: str | None = None            # 'padded': the documents as a padded batch
+    layout: str | None = None            # 'padded' or 'materialized' (layouts); None: as it is
     sweep: str | None = None             # the sweep (axes list entry) it belongs to
+    group: int = 1                       # GQA: kv heads = heads / group (layouts)
+    varlen: str | None = None            # a varlen mix's text, e.g. '512,2048,256x4' (layouts)
 
     @property
     def bh(self) -> int:
@@ -79,17 +83,21 @@ class Point:
         return self.bh * self.seq_len * self.kv_len
 
     @property
+    def kv_heads(self) -> int:
+        """Hkv = heads / group."""
+        return layouts.kv_heads(self)
+
+    @property
     def run_shape(self) -> tuple[int, int, int, int]:
-        """(batch, heads, T, S) of the arrays the call runs on (``variants.run_shape``: the
-        point's own, or the padded batch)."""
-        return variants.run_shape(self)
+        """(batch, heads, T, S) of the arrays the call runs on (``layouts.run_shape``: the
+        point's own, the padded batch, or a packed batch's rows)."""
+        return layouts.run_shape(self)
 
     @property
     def run_scores(self) -> int:
-        """Entries of the score matrix of the arrays that run (what naive and the oracle
-        materialize)."""
-        b, h, t, s = self.run_shape
-        return b * h * t * s
+        """Entries of the score matrices of what runs (what naive and the oracle materialize;
+        a packed varlen batch: each sequence's)."""
+        return layouts.run_scores(self)
 
     @property
     def runs_twin(self) -> bool:
@@ -129,13 +137,14 @@ class Point:
             "pass": self.pass_, "device": self.device,
             "window": variants.window_text(self.window), "softcap": self.softcap,
             "alibi": self.alibi, "mask": self.mask, "layout": self.layout, "sweep": self.sweep,
+            "group": self.group, "kv_heads": self.kv_heads, "varlen": self.varlen,
         }
 
     def key(self) -> tuple[str, ...]:
         cols = self.columns()
         return tuple(fmt(cols[c]) for c in KEY_COLUMNS)
 
-    def group(self) -> tuple[str, ...]:
+    def oom_group(self) -> tuple[str, ...]:
         """The key without the sizes that grow along a sweep (for skipping after an OOM)."""
         cols = self.columns()
         return tuple(fmt(cols[c]) for c in KEY_COLUMNS if c not in ("seq_len", "kv_len", "batch"))
@@ -144,7 +153,8 @@ class Point:
         text = (f"{self.method} {self.pass_} T={self.seq_len}"
                 + (f" S={self.kv_len}" if self.kv_len != self.seq_len else "")
                 + f" d={self.head_dim} b={self.batch} h={self.heads} {self.dtype}"
-                + (" causal" if self.causal else "") + variants.describe(self))
+                + (" causal" if self.causal else "") + variants.describe(self)
+                + layouts.describe(self))
         if self.method_name in ("flash", "twin"):
             text += " [" + ("twin " if self.method_name == "flash" and self.runs_twin else "")
             text += f"{self.tile_label()}" + (
@@ -170,8 +180,8 @@ class Point:
 def point_of_row(row: dict) -> Point:
     """The point a results row measured (a text row, as ``csv.DictReader`` reads it), without
     its tiles: enough for its shapes, variant and mask (``Point.run_shape``,
-    ``variants.model_mask``, ``variants.flops``). Rows of files from before the variant columns
-    read as no variant."""
+    ``variants.model_mask``, ``layouts.flops``). Rows of files from before the variant and
+    layout columns read as no variant, group 1 and no varlen."""
     t = lambda c: key_text(row, c)                                              # noqa: E731
     return Point(t("method"), t("method_name"), t("backend"), int(row["seq_len"]),
                  int(row["kv_len"]), int(row["head_dim"]), int(row["batch"]), int(row["heads"]),
@@ -180,7 +190,8 @@ def point_of_row(row: dict) -> Point:
                  window=variants.parse_window(t("window")),
                  softcap=float(t("softcap")) if t("softcap") else None,
                  alibi=t("alibi") == "true", mask=t("mask") or None,
-                 layout=t("layout") or None, sweep=t("sweep") or None)
+                 layout=t("layout") or None, sweep=t("sweep") or None,
+                 group=int(t("group")), varlen=t("varlen") or None)
 
 
 def resolve_device(exp: Experiment) -> str:
@@ -226,7 +237,8 @@ def enumerate_points(exp: Experiment, device: str | None = None,
     """Every point of the experiment, in run order: sweep by sweep; per configuration, T
     ascending, then methods (so an interrupted run has every method at the smaller sizes, and
     OOM skipping sees sizes grow). Duplicates (e.g. deterministic on a forward pass) are dropped.
-    A method with ``layout: padded`` has points only where the mask is documents and causal."""
+    A method with a ``layout`` has points only where it applies (``layouts.applies``: padded
+    where the mask is documents or varlen is set, and causal; materialized where group > 1)."""
     device = device or resolve_device(exp)
     if smem_limit == "device":
         smem_limit = device_smem_limit() if device == "gpu" else None
@@ -238,24 +250,33 @@ def enumerate_points(exp: Experiment, device: str | None = None,
                     for causal in ax.causal:
                         for var, tiled_causal in _attention_variants(ax, causal):
                             for heads in ax.heads_for(d):
-                                for T in ax.seq_len:
-                                    for S in ax.kv_lens(T):
-                                        for batch in ax.batches(T):
-                                            _add_points(points, seen, exp, ax, device,
-                                                        smem_limit, pass_, dtype, d, causal,
-                                                        tiled_causal, var, heads, T, S, batch)
+                                for lay in _layouts(ax, heads):
+                                    for T in ax.seq_len:
+                                        for S in ax.kv_lens(T):
+                                            for batch in ax.batches(T):
+                                                _add_points(points, seen, exp, ax, device,
+                                                            smem_limit, pass_, dtype, d, causal,
+                                                            tiled_causal, var, lay, heads, T, S,
+                                                            batch)
     return points
 
 
+def _layouts(ax, heads: int):
+    """(group, varlen) of every layout a sweep crosses at ``heads`` query heads."""
+    for group in ax.groups(heads):
+        for varlen in ax.varlen:
+            yield group, varlen
+
+
 def _add_points(points, seen, exp, ax, device, smem_limit, pass_, dtype, d, causal,
-                tiled_causal, var, heads, T, S, batch) -> None:
+                tiled_causal, var, lay, heads, T, S, batch) -> None:
     """The points of every method at one configuration."""
     window, softcap, alibi, mask = var
+    group, varlen = lay
     for m in exp.methods:
         if m.passes is not None and pass_ not in m.passes:
             continue
-        padded = m.layout == "padded"
-        if padded and (mask is None or not causal):
+        if not layouts.applies(m.layout, causal, mask, varlen, group):
             continue
         where = "cpu" if m.name == "twin" else "gpu" if m.name == "torch_sdpa" else device
         for backend, ft, bt, det in _variants(m, d, dtype, pass_, tiled_causal,
@@ -263,7 +284,8 @@ def _add_points(points, seen, exp, ax, device, smem_limit, pass_, dtype, d, caus
             label = f"{m.label}_{backend}" if backend else m.label
             p = Point(label, m.name, backend, T, S, d, batch, heads, dtype, causal, pass_, where,
                       ft, bt, det, window=window, softcap=softcap, alibi=alibi, mask=mask,
-                      layout="padded" if padded else None, sweep=ax.name)
+                      layout=None if m.layout == "packed" else m.layout, sweep=ax.name,
+                      group=group, varlen=varlen)
             if p.key() not in seen:
                 seen.add(p.key())
                 points.append(p)

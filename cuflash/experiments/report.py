@@ -7,6 +7,8 @@
     python -m cuflash.experiments.report ratios docs/results/io_bytes/results.csv
     python -m cuflash.experiments.report tiles docs/results/tile_ablation/results.csv
     python -m cuflash.experiments.report variants results/variants/results.csv
+    python -m cuflash.experiments.report gqa results/gqa/results.csv
+    python -m cuflash.experiments.report varlen results/varlen/results.csv
 
 ``speed``: TFLOP/s of cuflash's flash, torch SDPA's flash (FlashAttention-2) and cuDNN backends
 per (pass, d, dtype, causal, T), with the ratios, all from rows of one run.
@@ -25,6 +27,12 @@ DRAM: ``iomodel.predict``) and, for flash, the L2-aware models (``iomodel.flash_
 ``variants``: the three tables of experiments/variants.yaml (its sweeps 'windows', 'scores' and
 'documents'): sliding windows' TFLOP/s against dense causal, softcap and ALiBi time over plain,
 packed documents against padded.
+``gqa``: experiments/gqa.yaml: per (pass, T, G) the K/V held and the time of GQA read in place,
+K/V materialised per query head and torch SDPA (enable_gqa), with peak memory.
+``varlen``: experiments/varlen.yaml: per (pass, d, mix, tokens) packed against padded: time,
+useful TFLOP/s, the saving and the bytes each layout holds.
+(``io`` and ``ratios`` model a packed varlen row as one row of its tokens: they are for the
+experiments that measure DRAM bytes, which these two do not.)
 """
 from __future__ import annotations
 
@@ -326,6 +334,83 @@ def documents_table(path) -> str:
     return "\n".join(lines)
 
 
+def _all_ok(path):
+    with open(path, newline="") as f:
+        return [r for r in csv.DictReader(f) if r.get("status") == "ok"
+                and r.get("time_ms_median")]
+
+
+def _mb(r, col):
+    x = _f(r, col)
+    return "–" if x is None else f"{x / 1e6:,.1f}"
+
+
+def gqa_table(path) -> str:
+    """GQA in place against K/V materialised and torch SDPA (enable_gqa), per (pass, T, G):
+    K/V MB held, median ms (TFLOP/s), materialised time / in-place time, peak MB."""
+    tiled = _tiled(path)
+    cells = {}
+    for r in _all_ok(path):
+        key = (r["pass"], int(r["seq_len"]), int(r.get("group") or 1))
+        if r["method_name"] == tiled:
+            role = "mat" if r.get("layout") == "materialized" else "inplace"
+        elif r["method_name"] == "torch_sdpa":
+            role = f"torch_{r['backend']}"
+        else:
+            continue
+        cells.setdefault(key, {})[role] = r
+    head = ["pass", "T", "G", "Hkv", "K/V MB in place / materialised", "in place ms (TFLOP/s)",
+            "materialised ms (/ in place)", "torch flash ms", "torch cuDNN ms",
+            "peak MB in place / materialised"]
+    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    for key in sorted(cells, key=_ORDER):
+        c = cells[key]
+        ip, mat = c.get("inplace"), c.get("mat")
+        t_ip, t_mat = _f(ip, "time_ms_median"), _f(mat, "time_ms_median")
+        any_row = next(iter(c.values()))
+        lines.append("| " + " | ".join([
+            key[0], str(key[1]), str(key[2]), any_row.get("kv_heads") or "–",
+            f"{_mb(ip, 'kv_bytes')} / {_mb(mat, 'kv_bytes')}",
+            "–" if t_ip is None else f"{t_ip:.3f} ({_num(_f(ip, 'tflops'))})",
+            "–" if t_mat is None else f"{t_mat:.3f}" + (f" ({t_mat / t_ip:.2f})" if t_ip else ""),
+            _num(_f(c.get("torch_flash"), "time_ms_median"), "{:.3f}"),
+            _num(_f(c.get("torch_cudnn"), "time_ms_median"), "{:.3f}"),
+            f"{_mb(ip, 'peak_mem_bytes')} / {_mb(mat, 'peak_mem_bytes')}"]) + " |")
+    return "\n".join(lines)
+
+
+def varlen_table(path) -> str:
+    """Packed varlen batches against the same batch padded, per (pass, d, mix, tokens): median
+    ms (useful TFLOP/s: both count the real tokens' visible scores), padded / packed time, torch
+    on the padded batch, and the q, K, V bytes each layout holds."""
+    tiled = _tiled(path)
+    cells = {}
+    for r in _all_ok(path):
+        if not r.get("varlen"):
+            continue
+        key = (r["pass"], int(r["head_dim"]), r["varlen"], int(r["seq_len"]))
+        role = _role(r, tiled)
+        if role is not None:
+            cells.setdefault(key, {}).setdefault(role, r)
+    head = ["pass", "d", "mix", "tokens", "packed ms (TFLOP/s)", "padded ms (TFLOP/s)",
+            "padded / packed time", "torch padded ms", "q,K,V MB packed / padded"]
+    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    for key in sorted(cells, key=_ORDER):
+        c = cells[key]
+        pk, pd = c.get("packed"), c.get("padded")
+        tk, td = _f(pk, "time_ms_median"), _f(pd, "time_ms_median")
+
+        def cell(r):
+            t = _f(r, "time_ms_median")
+            return "–" if t is None else f"{t:.3f} ({_num(_f(r, 'tflops'))})"
+        lines.append("| " + " | ".join([
+            key[0], str(key[1]), key[2], str(key[3]), cell(pk), cell(pd),
+            "–" if not (tk and td) else f"{td / tk:.2f}",
+            _num(_f(c.get("torch_padded"), "time_ms_median"), "{:.3f}"),
+            f"{_mb(pk, 'qkv_bytes')} / {_mb(pd, 'qkv_bytes')}"]) + " |")
+    return "\n".join(lines)
+
+
 def variants_tables(path) -> str:
     """The three tables of a variants run (sweeps 'windows', 'scores', 'documents')."""
     return "\n\n".join([windows_table(path), scores_table(path), documents_table(path)])
@@ -335,7 +420,7 @@ def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     tables = {"speed": speed_table, "io": io_table, "naive": naive_table,
               "slopes": slopes_table, "ratios": ratios_table, "tiles": tiles_table,
-              "variants": variants_tables}
+              "variants": variants_tables, "gqa": gqa_table, "varlen": varlen_table}
     extra = len(argv) == 3 and argv[0] in ("slopes", "ratios")
     if not (len(argv) == 2 or extra) or argv[0] not in tables:
         print(__doc__, file=sys.stderr)

@@ -19,14 +19,15 @@ from .schema import (ALWAYS_COLUMNS, AXIS_COLUMNS, ERROR_COLUMNS, HBM_COLUMNS, H
 COLUMNS = tuple(dict.fromkeys(
     ("status",) + METHOD_COLUMNS[:2] + AXIS_COLUMNS + METHOD_COLUMNS[2:] + TIME_COLUMNS
     + MEMORY_COLUMNS + ERROR_COLUMNS + ("pred_bytes", "pred_bytes_read", "pred_bytes_written",
-                                       "flops") + HBM_COLUMNS + HBM_TIME_COLUMNS
+                                       "flops", "kv_bytes", "qkv_bytes")
+    + HBM_COLUMNS + HBM_TIME_COLUMNS
     + ALWAYS_COLUMNS))
 
 STATUSES = ("ok", "oom", "oom-skipped", "unavailable", "error")
 _INT = {"seq_len", "kv_len", "head_dim", "batch", "heads", "block_m", "block_n", "num_warps",
         "num_stages", "run", "repeats", "threads", "time_rounds", "peak_mem_bytes", "pred_bytes",
         "pred_bytes_read", "pred_bytes_written", "flops", "hbm_bytes", "hbm_bytes_read",
-        "hbm_bytes_written", "hbm_kernels"}
+        "hbm_bytes_written", "hbm_kernels", "group", "kv_heads", "kv_bytes", "qkv_bytes"}
 _FLOAT = {"time_ms_median", "time_ms_min", "time_ms_p20", "time_ms_p80", "time_spread",
           "time_rounds_spread", "tflops", "gbps", "error_rel", "hbm_gbps", "hbm_pred_ratio",
           "softcap"}

@@ -42,7 +42,7 @@ from ..tile import default_tile
 from . import env as envmod
 from . import files, hostmem, results
 from .measure import classify, free_device_memory, measure_point, time_point
-from . import variants
+from . import layouts, variants
 from .points import KEY_COLUMNS, Point, enumerate_points, key_text, resolve_device
 from .results import human_bytes
 from .schema import Experiment
@@ -78,12 +78,21 @@ def predicted(p: Point) -> iomodel.Traffic:
 
     naive and torch 'math' use the naive model; flash and twin the tiled model with their tiles;
     torch's fused backends the tiled model with cuflash's default tiles (atomic dQ, as FA2).
-    The model counts the arrays that run (``Point.run_shape``) under the point's mask
+    The model counts the problems that run (``layouts.problems``: the point's arrays, the padded
+    batch, or each sequence of a packed varlen batch) under the point's mask
     (``variants.model_mask``: causal, window, packed documents), so only the tiles the mask
-    leaves; FLOPs count only the visible scores of real tokens (``variants.flops``)."""
-    batch, heads, T, S = p.run_shape
-    mask = variants.model_mask(p)
-    args = (batch * heads, T, S, p.head_dim, p.dtype, mask)
+    leaves, plus what the layout moves besides (``layouts.extra_traffic``: the materialized
+    K/V's copies); FLOPs count only the visible scores of real tokens (``layouts.flops``)."""
+    total = layouts.extra_traffic(p)
+    for bh, T, S, mask in layouts.problems(p):
+        total = total + _predicted_problem(p, (bh, T, S, p.head_dim, p.dtype, mask))
+    return iomodel.Traffic(total.bytes_read, total.bytes_written, layouts.flops(p))
+
+
+def _predicted_problem(p: Point, args: tuple) -> iomodel.Traffic:
+    """The IO model of one attention problem (batch·heads, T, S, d, dtype, mask) of the point's
+    method and pass."""
+    mask = args[-1]
     if p.method_name == "naive" or (p.method_name == "torch_sdpa" and p.backend == "math"):
         total = iomodel.predict("naive", p.pass_, *args)
     else:
@@ -100,7 +109,7 @@ def predicted(p: Point) -> iomodel.Traffic:
         if p.pass_ in ("backward", "both"):
             bwd = iomodel.predict("flash", "backward", *args, tile=bwd_tile, deterministic=det)
             total = bwd if total is None else total + bwd
-    return iomodel.Traffic(total.bytes_read, total.bytes_written, variants.flops(p))
+    return total
 
 
 def _group_of_row(row: dict) -> tuple[str, ...]:
@@ -309,7 +318,7 @@ def _run_locked(exp, device, out_dir: Path, log, measure, hbm_many, hbm_batch,
             row = {**p.columns(), "run": run_id,
                    "device_name": gpu_name if p.device == "gpu" else envmod.device_name(
                        {"device": "cpu", "cpu_count": environment.get("cpu_count")})}
-            frontier = oom_at.get(p.group())
+            frontier = oom_at.get(p.oom_group())
             t0 = time.perf_counter()
             needs_ncu = False
             if cfg.oom_skip and frontier and p.scores >= frontier[0] and p.seq_len >= frontier[1]:
@@ -319,7 +328,7 @@ def _run_locked(exp, device, out_dir: Path, log, measure, hbm_many, hbm_batch,
             elif (no_room := _host_oom(p, cfg)) is not None:
                 row["status"], row["note"] = "oom", no_room
                 size = (p.scores, p.seq_len)
-                oom_at[p.group()] = min(oom_at.get(p.group(), size), size)
+                oom_at[p.oom_group()] = min(oom_at.get(p.oom_group(), size), size)
             else:
                 marker = out_dir / MEASURING_JSON
                 files.atomic_write_text(marker, json.dumps({"run": run_id,
@@ -333,7 +342,7 @@ def _run_locked(exp, device, out_dir: Path, log, measure, hbm_many, hbm_batch,
                     row["status"], row["note"] = classify(exc)
                     if row["status"] == "oom":
                         size = (p.scores, p.seq_len)
-                        oom_at[p.group()] = min(oom_at.get(p.group(), size), size)
+                        oom_at[p.oom_group()] = min(oom_at.get(p.oom_group(), size), size)
                 finally:
                     marker.unlink(missing_ok=True)
                     if p.device == "gpu":
@@ -441,8 +450,8 @@ def _add_predictions(row: dict, p: Point) -> None:
         row["note"] = (row.get("note") or "") + f" (no prediction: {exc})"
         return
     row.update(pred_bytes_read=t.bytes_read, pred_bytes_written=t.bytes_written,
-               pred_bytes=t.bytes_total, flops=int(round(t.flops)))
-    for text in variants.model_notes(p):
+               pred_bytes=t.bytes_total, flops=int(round(t.flops)), **layouts.held_bytes(p))
+    for text in variants.model_notes(p) + layouts.model_notes(p):
         if text not in (row.get("note") or ""):
             _add_note(row, text)
     ms = row.get("time_ms_median")

@@ -20,6 +20,8 @@ the key path (``methods[1].grid.block_m``) and the valid choices, raised before 
       softcap: [null, 30.0]        # scores c·tanh(s/c)
       alibi: [false, true]         # ALiBi, slopes 2^(-8k/H) per head (variants.alibi_slopes)
       mask: [null, {kind: documents, lengths: [512, 2048]}]   # a named custom mask
+      group: [1, 4, heads]         # GQA: kv heads = heads / group ('heads': MQA)
+      varlen: [null, {lengths: [512, 2048, 256x4]}]   # packed batches of mixed lengths
     methods:
       - naive
       - name: flash
@@ -27,6 +29,7 @@ the key path (``methods[1].grid.block_m``) and the valid choices, raised before 
         deterministic: false
       - {name: torch_sdpa, backends: [flash, cudnn]}
       - {name: flash, label: flash_padded, layout: padded}   # documents as a padded batch
+      - {name: flash, label: flash_mat, layout: materialized}   # K/V repeated per query head
     measure: {repeats: 10, warmup: 3}
     plots:
       - {x: seq_len, y: peak_mem_bytes, logx: true, logy: true, col: pass}
@@ -34,7 +37,8 @@ the key path (``methods[1].grid.block_m``) and the valid choices, raised before 
 ``axes`` as a list: each entry is one sweep, named by its key ``sweep`` (a column of the
 results), with its own shapes and variants; the experiment's points are the union of the
 sweeps' points. A point two sweeps share is measured in each (its rows differ in ``sweep``).
-The variant axes and the padded layout are defined in ``cuflash.experiments.variants``.
+The variant axes and the padded layout are defined in ``cuflash.experiments.variants``; GQA's
+group, varlen batches and the materialized layout in ``cuflash.experiments.layouts``.
 """
 from __future__ import annotations
 
@@ -51,6 +55,7 @@ import yaml
 from .._xp import BFLOAT16_HINT, DTYPE_NAMES, DTYPES
 from ..checks import KERNEL_HEAD_DIMS
 from ..tile import KERNELS, TileConfig, default_tile
+from . import layouts as layouts_mod
 from . import variants as variants_mod
 
 DEVICES = ("auto", "gpu", "cpu")
@@ -67,12 +72,14 @@ DEFAULT_ARCH = "sm_90"
 
 # -- CSV columns, by what produces them (``results.COLUMNS`` orders them) -------------------------
 VARIANT_COLUMNS = variants_mod.VARIANT_COLUMNS
+LAYOUT_COLUMNS = layouts_mod.LAYOUT_COLUMNS
 AXIS_COLUMNS = (("seq_len", "kv_len", "head_dim", "batch", "heads", "dtype", "causal", "pass")
-                + VARIANT_COLUMNS + ("sweep",))
+                + VARIANT_COLUMNS + LAYOUT_COLUMNS + ("sweep",))
 METHOD_COLUMNS = ("method", "method_name", "backend", "tile", "kernel", "block_m", "block_n",
                   "num_warps", "num_stages", "deterministic", "layout")
-ALWAYS_COLUMNS = ("status", "note", "device", "device_name", "run", "timestamp",
-                  "pred_bytes_read", "pred_bytes_written", "pred_bytes", "flops")
+ALWAYS_COLUMNS = (("status", "note", "device", "device_name", "run", "timestamp",
+                   "pred_bytes_read", "pred_bytes_written", "pred_bytes", "flops")
+                  + layouts_mod.HELD_COLUMNS)
 TIME_COLUMNS = ("repeats", "time_ms_median", "time_ms_min", "time_ms_p20", "time_ms_p80",
                 "time_spread", "time_rounds", "time_rounds_spread", "threads", "tflops", "gbps")
 MEMORY_COLUMNS = ("peak_mem_bytes",)
@@ -125,6 +132,10 @@ class Axes:
     alibi: tuple[bool, ...] = (False,)
     mask: tuple[str | None, ...] = (None,)
     """Named custom masks by their text (``variants.Documents.text``); None: no mask_mod."""
+    group: tuple[int | str, ...] = (1,)
+    """GQA group sizes G (kv heads = heads / G): ints, or 'heads' for MQA (``layouts``)."""
+    varlen: tuple[str | None, ...] = (None,)
+    """Varlen mixes by their text (``layouts.varlen_text``); None: a dense batch."""
     name: str | None = None
     """The sweep's name (``sweep`` in a list of sweeps; the ``sweep`` column)."""
 
@@ -137,6 +148,10 @@ class Axes:
 
     def heads_for(self, head_dim: int) -> tuple[int, ...]:
         return (self.heads_model_dim // head_dim,) if self.heads_model_dim else self.heads
+
+    def groups(self, heads: int) -> tuple[int, ...]:
+        """Group sizes at ``heads`` query heads ('heads' resolved)."""
+        return layouts_mod.groups(self.group, heads)
 
     def kv_lens(self, seq_len: int) -> tuple[int, ...]:
         return tuple(dict.fromkeys(seq_len if s == "seq_len" else s for s in self.kv_len))
@@ -158,9 +173,10 @@ class Method:
     passes: tuple[str, ...] | None = None
     """Restrict this method to some of the swept passes (None: all of them)."""
     layout: str = "packed"
-    """'padded': run each documents mask's documents as a padded causal batch instead
-    (``cuflash.experiments.variants``); such a method has points only where the mask is
-    documents and causal is true."""
+    """'padded': run each documents mask's documents, or each varlen mix's sequences, as a
+    padded causal batch instead (``variants``, ``layouts``); such a method has points only where
+    the mask is documents or varlen is set, and causal is true. 'materialized': K/V repeated
+    per query head (``layouts``); points only where group > 1."""
 
     def labels(self) -> tuple[str, ...]:
         """Row labels this entry produces (one per torch backend, else one)."""
@@ -396,12 +412,13 @@ def _choices_text(choices) -> str:
 
 _TOP_KEYS = ("name", "description", "device", "axes", "methods", "measure", "plots")
 _AXES_KEYS = ("seq_len", "kv_len", "head_dim", "batch", "heads", "dtype", "causal", "pass",
-              "window", "softcap", "alibi", "mask", "sweep")
+              "window", "softcap", "alibi", "mask", "group", "varlen", "sweep")
 _METHOD_KEYS = {"naive": ("name", "label", "pass", "layout"),
                 "flash": ("name", "label", "pass", "grid", "deterministic", "layout"),
                 "twin": ("name", "label", "pass", "grid", "deterministic", "layout"),
                 "torch_sdpa": ("name", "label", "pass", "backends", "layout")}
 _MASK_KEYS = {"documents": ("kind", "lengths")}
+_VARLEN_KEYS = ("lengths",)
 _MEASURE_KEYS = tuple(f.name for f in dataclasses.fields(Measure))
 _PLOT_KEYS = ("x", "y", "kind", "hue", "style", "col", "value", "logx", "logy", "filter", "title",
               "name", "ratio", "slope", "identity")
@@ -480,6 +497,39 @@ def _mask(r: _Reader, value, path: str):
     return variants_mod.Documents(lengths).text()
 
 
+def _varlen(r: _Reader, value, path: str):
+    """A varlen mix: null, or {lengths: [...]} (ints, or 'LxN' for N sequences of L tokens); its
+    text (``layouts.varlen_text``)."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        r.fail(path, f"expected null (a dense batch) or a mapping {{lengths: [...]}}, e.g. "
+                     f"{{lengths: [512, 2048, 256x4]}}, got {_show(value)}")
+    r.mapping(value, path, _VARLEN_KEYS)
+    if "lengths" not in value:
+        r.fail(path, "a varlen mix needs 'lengths': the sequence lengths packed in turn into "
+                     "each row of seq_len tokens (ints, or 'LxN' for N sequences of L)")
+    items = r.as_list(value["lengths"], f"{path}.lengths")
+    for i, item in enumerate(items):
+        try:
+            layouts_mod.expand([item])
+        except ValueError as exc:
+            where = f"{path}.lengths[{i}]" if isinstance(value["lengths"], list) \
+                else f"{path}.lengths"
+            r.fail(where, str(exc).partition(": ")[2])
+    return layouts_mod.varlen_text(layouts_mod.expand(items))
+
+
+def _group(r: _Reader, value, path: str):
+    """A group size: an int >= 1, or 'heads' (MQA)."""
+    if value == layouts_mod.MQA:
+        return value
+    if not _is_int(value) or value < 1:
+        r.fail(path, f"expected a group size G >= 1 (kv heads = heads / G) or "
+                     f"{layouts_mod.MQA!r} (MQA: one kv head), got {_show(value)}")
+    return int(value)
+
+
 def _variant_list(r: _Reader, raw, key: str, path: str, one, pair_items: bool = False) -> tuple:
     """A variant axis: one value or a list of them, each read by ``one(r, value, path)``.
     ``pair_items``: a value is itself a list (a window), so the axis must be a list of them."""
@@ -551,6 +601,10 @@ def _axes(r: _Reader, raw, path: str = "axes") -> Axes:
         kw["alibi"] = r.bools(raw["alibi"], f"{path}.alibi")
     if "mask" in raw:
         kw["mask"] = _variant_list(r, raw, "mask", path, _mask)
+    if "group" in raw:
+        kw["group"] = _variant_list(r, raw, "group", path, _group)
+    if "varlen" in raw:
+        kw["varlen"] = _variant_list(r, raw, "varlen", path, _varlen)
     axes = Axes(**kw)
     for T in axes.seq_len:
         if axes.batch_tokens and (axes.batch_tokens % T or axes.batch_tokens < T):
@@ -563,7 +617,30 @@ def _axes(r: _Reader, raw, path: str = "axes") -> Axes:
     if axes.documents() and any(s != "seq_len" for s in axes.kv_len):
         r.fail(f"{path}.mask", f"documents are packed into rows of seq_len tokens and need "
                                f"kv_len: seq_len, got kv_len {list(axes.kv_len)}")
+    _check_layout_axes(r, axes, path)
     return axes
+
+
+def _check_layout_axes(r: _Reader, axes: Axes, path: str) -> None:
+    """Every group size divides every heads value it meets; varlen mixes fill rows of seq_len
+    tokens (kv_len: seq_len) and take no documents mask (attention_varlen has no mask_mod)."""
+    for i, g in enumerate(axes.group):
+        if g == layouts_mod.MQA:
+            continue
+        where = f"{path}.group[{i}]" if len(axes.group) > 1 else f"{path}.group"
+        for d in axes.head_dim:
+            for h in axes.heads_for(d):
+                if h % g:
+                    r.fail(where, f"group {g} does not divide heads={h} (head_dim={d}): "
+                                  f"kv heads = heads / group must be whole")
+    if any(v is not None for v in axes.varlen):
+        if any(s != "seq_len" for s in axes.kv_len):
+            r.fail(f"{path}.varlen", f"varlen mixes are packed into rows of seq_len tokens (keys "
+                                     f"= queries per sequence) and need kv_len: seq_len, got "
+                                     f"kv_len {list(axes.kv_len)}")
+        if axes.documents():
+            r.fail(f"{path}.varlen", "varlen and a documents mask in one sweep: attention_varlen "
+                                     "takes no mask_mod; put them in two sweeps")
 
 
 def _grid(r: _Reader, raw, path: str, fields) -> tuple[tuple[tuple[str, Any], ...], ...]:
@@ -609,13 +686,22 @@ def _method(r: _Reader, raw, i: int, sweeps: tuple[Axes, ...]) -> Method:
         if extra:
             r.fail(f"{path}.pass", f"{sorted(extra)} not in axes.pass {list(swept)}")
     if "layout" in raw:
-        kw["layout"] = r.choice(raw["layout"], f"{path}.layout", variants_mod.LAYOUTS)
-        if kw["layout"] == "padded" and not any(ax.documents() and True in ax.causal
-                                                for ax in sweeps):
-            r.fail(f"{path}.layout", "'padded' runs the documents of a documents mask as a "
-                                     "padded causal batch: it needs a sweep with mask: {kind: "
-                                     "documents, ...} and causal: true (the pads are hidden from "
-                                     "the real queries by the causal mask only)")
+        kw["layout"] = r.choice(raw["layout"], f"{path}.layout", layouts_mod.LAYOUTS)
+        if kw["layout"] == "padded" and not any(
+                (ax.documents() or any(v is not None for v in ax.varlen)) and True in ax.causal
+                for ax in sweeps):
+            r.fail(f"{path}.layout", "'padded' runs the documents of a documents mask, or the "
+                                     "sequences of a varlen mix, as a padded causal batch: it "
+                                     "needs a sweep with mask: {kind: documents, ...} or varlen: "
+                                     "{lengths: [...]}, and causal: true (the pads are hidden "
+                                     "from the real queries by the causal mask only)")
+        if kw["layout"] == "materialized":
+            if name == "torch_sdpa":
+                r.fail(f"{path}.layout", "'materialized' is cuflash's K/V-per-query-head "
+                                         "baseline; torch_sdpa reads GQA in place (enable_gqa)")
+            if not any(g != 1 for ax in sweeps for g in ax.group):
+                r.fail(f"{path}.layout", "'materialized' repeats K/V per query head: it needs a "
+                                         "sweep with group > 1 (e.g. group: [1, 4, heads])")
     if "grid" in raw:
         fields = TILE_FIELDS if name == "flash" else ("block_m", "block_n")
         grids = raw["grid"]

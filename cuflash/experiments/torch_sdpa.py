@@ -3,7 +3,10 @@
 torch is imported here only, inside :func:`build_call`: cuflash never imports it at module import.
 Inputs go CuPy → torch through DLPack (no copy). ``torch.nn.attention.sdpa_kernel`` forces the
 backend; a backend that refuses the shape or dtype raises :class:`~.measure.Unavailable`, which the
-runner records as an 'unavailable' row with torch's reasons.
+runner records as an 'unavailable' row with torch's reasons. GQA (k and v with fewer heads than
+q, ``layouts``) runs with ``enable_gqa=True`` (torch 2.5 and later; an older torch, or a backend
+that refuses it, is 'unavailable' too); a packed varlen batch is not an SDPA input
+(``layouts.torch_refusal``).
 """
 from __future__ import annotations
 
@@ -12,7 +15,7 @@ import warnings
 
 import numpy as np
 
-from . import variants
+from . import layouts, variants
 from .measure import Call, Unavailable
 from .points import Point
 
@@ -51,7 +54,7 @@ def build_call(point: Point, inputs: dict) -> Call:
     """The measured SDPA call (forward, backward via autograd.grad, or both)."""
     if point.device != "gpu":
         raise Unavailable("torch_sdpa runs on the GPU only")
-    refusal = variants.torch_refusal(point)
+    refusal = variants.torch_refusal(point) or layouts.torch_refusal(point)
     if refusal is not None:
         raise Unavailable(refusal)
     if point.causal and point.seq_len != point.kv_len:
@@ -63,23 +66,31 @@ def build_call(point: Point, inputs: dict) -> Call:
     backend = getattr(SDPBackend, BACKENDS[point.backend])
     sdpa = torch.nn.functional.scaled_dot_product_attention
     causal = point.causal
+    gqa = {"enable_gqa": True} if point.group > 1 else {}
     q, k, v = (torch.from_dlpack(inputs[n]) for n in ("q", "k", "v"))
 
     def forward(q_, k_, v_):
         with sdpa_kernel(backend):
-            return sdpa(q_, k_, v_, is_causal=causal)
+            return sdpa(q_, k_, v_, is_causal=causal, **gqa)
 
     # One probe call: a backend that cannot take these inputs says so here, with its reasons.
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
             probe = forward(q, k, v)
+        except TypeError as exc:
+            if not gqa or "enable_gqa" not in str(exc):
+                raise
+            raise Unavailable(f"torch {torch.__version__} has no enable_gqa (GQA in SDPA came "
+                              f"with torch 2.5): {exc}") from None
         except RuntimeError as exc:
             if "no available kernel" not in str(exc).lower():
                 raise
             reasons = refusal_reasons(str(w.message) for w in caught)
-            raise Unavailable(f"torch SDPA backend {point.backend!r} refused "
-                              f"{point.dtype} d={point.head_dim}: {reasons or exc}") from None
+            what = f"{point.dtype} d={point.head_dim}" + (
+                f" with enable_gqa (G={point.group})" if gqa else "")
+            raise Unavailable(f"torch SDPA backend {point.backend!r} refused {what}: "
+                              f"{reasons or exc}") from None
     del probe
 
     def outputs(result):

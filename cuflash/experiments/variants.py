@@ -1,5 +1,7 @@
 """Attention variants in experiments: what the axes ``window``, ``softcap``, ``alibi`` and ``mask``
-and the method option ``layout: padded`` mean, in one place.
+and the method option ``layout: padded`` mean, in one place. (GQA's ``group``, varlen batches
+and ``layout: materialized`` are memory layouts of a problem: ``cuflash.experiments.layouts``,
+which builds on this module.)
 
 A point's variant (``points.Point``: window, softcap, alibi, mask, layout) becomes here
 
@@ -271,10 +273,13 @@ def work_mask(point) -> Mask:
     return band(point) if docs is None else docs.model_mask(band(point), point.seq_len)
 
 
-def flops(point) -> float:
+def flops(point, work: Mask | None = None) -> float:
     """FLOPs of the point's pass counting only visible scores of real tokens
-    (``iomodel.attention_flops`` with :func:`work_mask`; 'both': forward + backward)."""
-    args = (point.bh, point.seq_len, point.kv_len, point.head_dim, work_mask(point))
+    (``iomodel.attention_flops`` with :func:`work_mask`, or ``work``, the real work's mask over
+    the point's (seq_len, kv_len) when another module knows it better (``layouts``: a varlen
+    batch's sequences); 'both': forward + backward)."""
+    mask = work_mask(point) if work is None else work
+    args = (point.bh, point.seq_len, point.kv_len, point.head_dim, mask)
     total = 0.0
     if point.pass_ in ("forward", "both"):
         total += iomodel.attention_flops(*args)
@@ -329,7 +334,7 @@ def describe(point) -> str:
         parts.append("alibi")
     if point.mask is not None:
         parts.append(point.mask)
-    if padded(point):
+    if padded(point) and documents(point) is not None:      # (varlen: layouts.describe)
         n, longest = documents(point).padded(point.seq_len)
         parts.append(f"padded to {n}x{longest}")
     return "".join(" " + p for p in parts)
