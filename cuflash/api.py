@@ -117,13 +117,12 @@ def attention(q, k, v, *, causal=False, scale=None, tile=None, return_lse=False,
     lse : array (lead..., T), float32 (float64 for float64 inputs); only with ``return_lse``.
     residuals : Residuals; only with ``return_residuals`` (after lse when both are asked for).
 
-    What the CUDA path costs today beyond the kernels (each in one place, ``cuflash.checks``;
-    the kernels will do these natively, without the copies): strided, broadcast or
-    Fortran-ordered inputs are copied to C-contiguous (batch, T, d) arrays (``flatten``); under
-    GQA each kv head is repeated G = Hq / Hkv times (``flatten_kv``: a copy of G times k's and
-    v's size); a head dim outside KERNEL_HEAD_DIMS (multiples of 8 from 16 to 256), or
-    d_v != d, zero-pads q, k and v to the smallest kernel head dim holding max(d, d_v) (a copy of
-    each; the output is sliced back, another copy). The CPU twin takes any head dim as it is.
+    The CUDA kernels read q, k and v in place (``cuflash.gpu.views``): any strides whose rows
+    start on 16 bytes, broadcasts, GQA's kv heads (no K/V repeated). What they cannot read is
+    copied, each case in one place: a misaligned start or a negative stride (a C-contiguous
+    copy), and a head dim outside KERNEL_HEAD_DIMS (multiples of 8 from 16 to 256) or
+    d_v != d (q, k and v zero-padded to the smallest kernel head dim holding max(d, d_v); the
+    output sliced back, another copy). The CPU twin takes any head dim as it is.
     """
     p = checks.check_qkv(q, k, v, causal=causal, scale=scale, window=window, softcap=softcap,
                          alibi_slopes=alibi_slopes, mask_mod=mask_mod)
@@ -226,9 +225,8 @@ def attention_backward(dout, residuals, *args, tile=None, deterministic=True, **
     dq, dk, dv : new C-contiguous arrays shaped and typed like q, k and v (summed over
         broadcast leading dims, and under GQA over the G query heads that share a kv head).
 
-    Costs of the CUDA path today as in :func:`attention`; under GQA the kernels also write dK
-    and dV per query head (G times k's and v's size, float32 sums over the group afterwards:
-    ``checks.unbroadcast``); the kernels will sum the group themselves.
+    The CUDA path reads its arrays as :func:`attention` does; under GQA the dK/dV kernels sum
+    each kv head's group in registers (no G-times buffer).
     """
     if args or kwargs or not isinstance(residuals, Residuals):
         extra = sorted(kwargs)

@@ -375,21 +375,21 @@ def check_same(name, a, ref_name, shape, dtype, xp):
         raise TypeError(f"{name} must have dtype {dtype_name(dtype)}, got {dtype_name(a.dtype)}")
 
 
-# -- What the kernels cannot take yet: the copies made for them, each in one place ----------------
+# -- Array shapes for the twin, and the head-dim padding of the GPU path -----------------------
 #
-# The CUDA kernels take C-contiguous (batch, n, d) arrays, one K/V head per query head, and
-# q, k, v of one head dim in KERNEL_HEAD_DIMS. Until they take strides, index the shared K/V
-# head of a GQA group and pad inside (issue 12), the calls below make the copies:
+# The CUDA kernels read the caller's arrays in place (cuflash/gpu/views.py: strides, broadcasts,
+# GQA's kv heads, packed batches). The CPU twin takes C-contiguous (batch, n, d) arrays with one
+# K/V head per query head, so its path (cuflash.api) makes them here:
 #
 #   flatten        strided, broadcast or Fortran-ordered inputs -> C-contiguous (batch, n, d)
 #   flatten_kv     GQA: each kv head repeated G times along axis -3 (k and v, G times their size)
-#   unbroadcast    gradients summed back over GQA groups and broadcast dims (float32 sums)
+#   unbroadcast    gradients summed back over GQA groups and broadcast dims (float32 sums; the
+#                  GPU path sums only broadcast dims: its kernels sum the groups)
 #   pad_head_dim   (GPU) q, k, v, dout, out zero-padded to kernel_head_dim(max(d, d_v))
 #   unpad          (GPU) outputs sliced back to their head dim (a copy, C-contiguous)
 #
-# The twin takes the first three, so that it runs what the kernels run; the padding is the GPU's
-# alone (the twin takes any head dim). Variable-length batches are looped over in
-# cuflash.varlen (``_groups``).
+# The twin takes any head dim; variable-length batches run on the twin one group of equal
+# lengths at a time (cuflash.varlen, ``_groups``), on the GPU in one launch.
 
 def flatten(x, lead, xp):
     """Broadcast x (..., n, d) to lead + (n, d) and view it as a C-contiguous (batch, n, d) array.

@@ -8,12 +8,12 @@ cu_seqlens_q[b] .. cu_seqlens_q[b+1] - 1 and key tokens cu_seqlens_k[b] .. cu_se
 count and S_b = its key count: causal masks and windows are aligned to its own bottom-right
 corner, ALiBi distances are its own, GQA as in :func:`cuflash.attention`.
 
-Until the kernels take a packed batch (the lead's kernel work of issue 12), both the CPU twin
-and the CUDA kernels run it here, one group of sequences of equal (T_b, S_b) at a time
-(``_groups``): the group's tokens are gathered into (n, H, T_b, d) arrays (a copy), run through
-:func:`cuflash.attention` / :func:`cuflash.attention_backward`, and scattered back. Nothing is
-padded to max_seqlen: no score, row or byte of padding is computed or stored. This is the
-reference the packed kernels will be checked against.
+The CUDA kernels run every sequence of a packed batch in one launch, reading the tokens in
+place (the lengths from cu_seqlens: kernels_cu/seq.cuh). The CPU twin runs it here, one group of
+sequences of equal (T_b, S_b) at a time (``_groups``): the group's tokens are gathered into
+(n, H, T_b, d) arrays (a copy), run through :func:`cuflash.attention` /
+:func:`cuflash.attention_backward`, and scattered back. Neither pads to max_seqlen: no score,
+row or byte of padding is computed or stored.
 """
 from __future__ import annotations
 
@@ -128,12 +128,9 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, max_seqlen_q=None,
         convention (heads first, then the packed query tokens); only with ``return_lse``.
     residuals : VarlenResiduals; only with ``return_residuals`` (after lse when both are asked).
 
-    Cost today, on the twin and the GPU alike: cu_seqlens are read on the host (a device sync
-    on CuPy); then one :func:`cuflash.attention` call per group of sequences with the same
-    (T_b, S_b) (``_groups``), whose q, k, v tokens are gathered into head-major arrays (a copy
-    of each, plus what cuflash.attention copies: see its docstring) and whose outputs are
-    scattered back. No padding is computed or stored. The packed kernels will read the tokens
-    in place, in one launch.
+    Cost beyond the kernels: cu_seqlens are read back to the host to be checked (a device sync
+    on CuPy); on the CPU twin, one :func:`cuflash.attention` call per group of sequences with the
+    same (T_b, S_b) (``_groups``), tokens gathered and scattered (copies).
     """
     vp = checks.check_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q=max_seqlen_q,
                              max_seqlen_k=max_seqlen_k, causal=causal, scale=scale,
@@ -185,8 +182,8 @@ def attention_varlen_backward(dout, residuals, *, tile=None, deterministic=True)
     dq, dk, dv : new C-contiguous arrays shaped and typed like q, k and v (under GQA dk, dv are
         summed over the query heads of each group; keys of a sequence without queries get 0).
 
-    Cost today: as :func:`attention_varlen` (per group of equal (T_b, S_b): q, k, v, out, dout
-    and lse gathered, one :func:`cuflash.attention_backward` call, gradients scattered back).
+    Cost: as :func:`attention_varlen` (the twin per group of equal (T_b, S_b); the kernels in
+    one launch set).
     """
     if not isinstance(residuals, VarlenResiduals):
         raise TypeError(
