@@ -162,6 +162,22 @@ def _criterion(got, ref, naive, *, dtype, name, kind, floor_scale=None):
     assert_matches_oracle(got, ref, naive, dtype=dtype, name=name, kind=kind,
                           floor_scale=floor_scale)
 
+def _check_grads(backward, inputs, refs, naive, dets, *, dtype, name) -> dict:
+    """backward(det) -> (dq, dk, dv) for each dQ mode in dets: shaped, typed and laid out like
+    the inputs, each against the oracle's gradients `refs` (naive's as the yardstick).
+    Returns {det: grads}."""
+    from helpers import grad_scale
+    grads = {}
+    for det in dets:
+        g = backward(det)
+        for x, gx, r, n, gname in zip(inputs, g, refs, naive, ("dq", "dk", "dv")):
+            assert gx.shape == x.shape and gx.dtype == x.dtype and gx.flags.c_contiguous, gname
+            _criterion(gx, r, n, dtype=dtype, name=f"{gname} {name} (det={det})", kind=gname,
+                       floor_scale=grad_scale(*refs))
+        grads[det] = g
+    return grads
+
+
 def check_dense(xp, q, k, v, dout, *, dtype, name, fwd_tile=None, bwd_tile=None,
                 dets=(True,), **kw):
     """attention and attention_backward (each dQ mode in ``dets``) against the float64 oracle
@@ -169,7 +185,6 @@ def check_dense(xp, q, k, v, dout, *, dtype, name, fwd_tile=None, bwd_tile=None,
     (out, lse, {det: grads})."""
     import cuflash
     from cuflash.oracle import oracle_attention, oracle_backward
-    from helpers import grad_scale
 
     ref_out, ref_lse = oracle_attention(q, k, v, **kw)
     out, lse, res = cuflash.attention(q, k, v, tile=fwd_tile, return_lse=True,
@@ -180,14 +195,9 @@ def check_dense(xp, q, k, v, dout, *, dtype, name, fwd_tile=None, bwd_tile=None,
     _criterion(lse, ref_lse, naive_lse, dtype=dtype, name=f"lse {name}", kind="lse")
     refs = oracle_backward(dout, q, k, v, **kw)
     naive = cuflash.naive_attention_backward(dout, q, k, v, **kw)
-    grads = {}
-    for det in dets:
-        g = cuflash.attention_backward(dout, res, tile=bwd_tile, deterministic=det)
-        for x, gx, r, n, gname in zip((q, k, v), g, refs, naive, ("dq", "dk", "dv")):
-            assert gx.shape == x.shape and gx.dtype == x.dtype and gx.flags.c_contiguous, gname
-            _criterion(gx, r, n, dtype=dtype, name=f"{gname} {name} (det={det})", kind=gname,
-                       floor_scale=grad_scale(*refs))
-        grads[det] = g
+    grads = _check_grads(lambda det: cuflash.attention_backward(dout, res, tile=bwd_tile,
+                                                                deterministic=det),
+                         (q, k, v), refs, naive, dets, dtype=dtype, name=name)
     return out, lse, grads
 
 
@@ -197,7 +207,6 @@ def check_varlen(xp, q, k, v, cu_q, cu_k, dout, *, dtype, name, tile=None, bwd_t
     check_dense. Returns (out, lse, {det: grads})."""
     import cuflash
     from cuflash.oracle import oracle_attention_varlen, oracle_backward_varlen
-    from helpers import grad_scale
 
     ref_out, ref_lse = oracle_attention_varlen(q, k, v, cu_q, cu_k, **kw)
     out, lse, res = cuflash.attention_varlen(q, k, v, cu_q, cu_k, tile=tile, return_lse=True,
@@ -210,14 +219,9 @@ def check_varlen(xp, q, k, v, cu_q, cu_k, dout, *, dtype, name, tile=None, bwd_t
     _criterion(lse, ref_lse, naive_lse, dtype=dtype, name=f"lse {name}", kind="lse")
     refs = oracle_backward_varlen(dout, q, k, v, cu_q, cu_k, **kw)
     naive = cuflash.naive_attention_varlen_backward(dout, q, k, v, cu_q, cu_k, **kw)
-    grads = {}
-    for det in dets:
-        g = cuflash.attention_varlen_backward(dout, res, tile=bwd_tile, deterministic=det)
-        for x, gx, r, n, gname in zip((q, k, v), g, refs, naive, ("dq", "dk", "dv")):
-            assert gx.shape == x.shape and gx.dtype == x.dtype and gx.flags.c_contiguous, gname
-            _criterion(gx, r, n, dtype=dtype, name=f"{gname} {name} (det={det})", kind=gname,
-                       floor_scale=grad_scale(*refs))
-        grads[det] = g
+    grads = _check_grads(lambda det: cuflash.attention_varlen_backward(dout, res, tile=bwd_tile,
+                                                                       deterministic=det),
+                         (q, k, v), refs, naive, dets, dtype=dtype, name=name)
     return out, lse, grads
 
 

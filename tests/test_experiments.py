@@ -24,6 +24,37 @@ def write(tmp_path, data, name="exp.yaml") -> Path:
     return path
 
 
+def assert_schema_error(tmp_path, data, path, hint):
+    """Loading `data` fails with a SchemaError naming the file, the key path and `hint`."""
+    f = write(tmp_path, data)
+    with pytest.raises(schema.SchemaError) as err:
+        schema.load(f)
+    msg = str(err.value)
+    assert str(f) in msg and f": {path}: " in msg and hint in msg, msg
+
+
+def assert_host_bound(p, error_limit) -> int:
+    """hostmem.needed_bytes(p) bounds what CPU point p allocates: its inputs plus the tracemalloc
+    peak of one call and its oracle check (the first call's caches made beforehand). Returns the
+    bytes used."""
+    import tracemalloc
+    from cuflash.experiments import hostmem
+    inputs = measure.make_inputs(p, 0)
+    call = measure.build_call(p, inputs)
+    call.fn()                                  # first-call caches out of the way
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        measure.oracle_error(p, inputs, call.outputs(call.fn()))
+        peak = tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+    used = peak + sum(a.nbytes for a in inputs.values())
+    need = hostmem.needed_bytes(p, True, error_limit)
+    assert need - hostmem.SLACK_BYTES >= used, (p.describe(), need, used)
+    return used
+
+
 TINY = {"device": "cpu",
         "axes": {"seq_len": [16, 32, 64, 128], "head_dim": 16, "heads": 2, "dtype": "float32"},
         "methods": ["naive", "twin"],
@@ -84,11 +115,7 @@ BAD = [
 
 @pytest.mark.parametrize("data, path, hint", BAD, ids=[b[1] for b in BAD])
 def test_schema_error_names_file_path_and_choices(tmp_path, data, path, hint):
-    f = write(tmp_path, data)
-    with pytest.raises(schema.SchemaError) as err:
-        schema.load(f)
-    msg = str(err.value)
-    assert str(f) in msg and f": {path}: " in msg and hint in msg, msg
+    assert_schema_error(tmp_path, data, path, hint)
 
 
 def test_schema_error_aborts_before_measuring(tmp_path, monkeypatch, capsys):

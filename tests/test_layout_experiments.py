@@ -19,7 +19,7 @@ from cuflash.experiments.points import Point, enumerate_points, point_of_row
 from cuflash.mask import Mask
 from cuflash.tile import TileConfig
 
-from test_experiments import REPO, FakeMeasure, write
+from test_experiments import REPO, assert_host_bound, assert_schema_error, FakeMeasure, write
 
 GQA = {"device": "cpu",
        "axes": {"seq_len": [16, 32], "head_dim": 16, "batch": 2, "heads": 4,
@@ -114,11 +114,7 @@ BAD = [
 
 @pytest.mark.parametrize("data, path, hint", BAD, ids=[b[1] + ":" + b[2][:14] for b in BAD])
 def test_schema_error_names_the_key_and_the_value(tmp_path, data, path, hint):
-    f = write(tmp_path, data)
-    with pytest.raises(schema.SchemaError) as err:
-        schema.load(f)
-    msg = str(err.value)
-    assert str(f) in msg and f": {path}: " in msg and hint in msg, msg
+    assert_schema_error(tmp_path, data, path, hint)
 
 
 def test_group_and_varlen_parse_and_default_to_none():
@@ -305,22 +301,9 @@ def test_every_layout_runs_the_same_problem_as_the_oracle():
 
 
 def test_needed_bytes_bounds_the_measured_peak_of_layouts():
-    import tracemalloc
-    from cuflash.experiments import hostmem
     for exp in (_with(GQA, seq_len=96, head_dim=64), _with(VARLEN, seq_len=160, head_dim=64)):
         for p in enumerate_points(schema.build(exp))[::2]:
-            inputs = measure.make_inputs(p, 0)
-            call = measure.build_call(p, inputs)
-            tracemalloc.start()
-            try:
-                base = tracemalloc.get_traced_memory()[0]
-                measure.oracle_error(p, inputs, call.outputs(call.fn()))
-                peak = tracemalloc.get_traced_memory()[1] - base
-            finally:
-                tracemalloc.stop()
-            used = peak + sum(a.nbytes for a in inputs.values())
-            need = hostmem.needed_bytes(p, True, 2 ** 24)
-            assert need - hostmem.SLACK_BYTES >= used, (p.describe(), need, used)
+            assert_host_bound(p, 2 ** 24)
 
 
 # -- the column check, end to end, and a planted miscount -----------------------------------------

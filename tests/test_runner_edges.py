@@ -24,7 +24,7 @@ from cuflash.experiments import env as envmod
 from cuflash.experiments import measure, results, runner, schema
 from cuflash.experiments.points import enumerate_points
 
-from test_experiments import TINY, FakeMeasure, write
+from test_experiments import TINY, FakeMeasure, assert_host_bound, write
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -95,7 +95,6 @@ def test_a_point_the_os_killed_is_an_oom_row_on_the_rerun(tmp_path):
 def test_needed_bytes_bounds_the_measured_peak():
     """hostmem.needed_bytes is an upper bound on what a CPU point allocates (inputs + tracemalloc
     peak, oracle included), and for naive not more than 4x it."""
-    import tracemalloc
     from cuflash.experiments import hostmem
     for dtype in ("float32", "float16", "float64"):
         exp = schema.build({"device": "cpu", "methods": ["naive", "twin"],
@@ -103,19 +102,7 @@ def test_needed_bytes_bounds_the_measured_peak():
                                      "head_dim": 64, "dtype": dtype, "causal": [False, True],
                                      "pass": ["forward", "backward"]}})
         for p in enumerate_points(exp):
-            inputs = measure.make_inputs(p, 0)
-            call = measure.build_call(p, inputs)
-            call.fn()                                  # first-call caches out of the way
-            tracemalloc.start()
-            try:
-                base = tracemalloc.get_traced_memory()[0]
-                measure.oracle_error(p, inputs, call.outputs(call.fn()))
-                peak = tracemalloc.get_traced_memory()[1] - base
-            finally:
-                tracemalloc.stop()
-            used = peak + sum(a.nbytes for a in inputs.values())
-            need = hostmem.needed_bytes(p, True, exp.measure.error_limit)
-            assert need - hostmem.SLACK_BYTES >= used, (p.describe(), need, used)
+            used = assert_host_bound(p, exp.measure.error_limit)
             if p.method == "naive":
                 no_oracle = hostmem.needed_bytes(p, False) - hostmem.SLACK_BYTES
                 assert no_oracle <= 4 * used, (p.describe(), no_oracle, used)

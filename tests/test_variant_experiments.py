@@ -18,7 +18,7 @@ from cuflash.experiments.points import KEY_COLUMNS, Point, enumerate_points, poi
 from cuflash.mask import Mask
 from cuflash import cli
 
-from test_experiments import REPO, TINY, FakeMeasure, write
+from test_experiments import REPO, assert_host_bound, assert_schema_error, TINY, FakeMeasure, write
 
 DOCS = {"kind": "documents", "lengths": [16, 48]}
 VARIANT = {"device": "cpu",
@@ -98,11 +98,7 @@ BAD = [
 
 @pytest.mark.parametrize("data, path, hint", BAD, ids=[b[1] + ":" + b[2][:12] for b in BAD])
 def test_schema_error_names_the_key_and_the_value(tmp_path, data, path, hint):
-    f = write(tmp_path, data)
-    with pytest.raises(schema.SchemaError) as err:
-        schema.load(f)
-    msg = str(err.value)
-    assert str(f) in msg and f": {path}: " in msg and hint in msg, msg
+    assert_schema_error(tmp_path, data, path, hint)
 
 
 def test_variant_axes_parse_and_default_to_no_variant():
@@ -415,25 +411,11 @@ def test_ratio_to_a_baseline_by_column_values():
 def test_needed_bytes_bounds_the_measured_peak_of_variants():
     """hostmem.needed_bytes stays an upper bound for variant points (the padded shapes, the
     mask_mod's boolean matrices in naive and the oracle)."""
-    import tracemalloc
-    from cuflash.experiments import hostmem
     exp = schema.build(dict(VARIANT, axes=dict(VARIANT["axes"], seq_len=192, head_dim=64,
                                                mask=[None, {"kind": "documents",
                                                             "lengths": [32, 100]}])))
     for p in enumerate_points(exp)[::3]:
-        inputs = measure.make_inputs(p, 0)
-        call = measure.build_call(p, inputs)
-        call.fn()
-        tracemalloc.start()
-        try:
-            base = tracemalloc.get_traced_memory()[0]
-            measure.oracle_error(p, inputs, call.outputs(call.fn()))
-            peak = tracemalloc.get_traced_memory()[1] - base
-        finally:
-            tracemalloc.stop()
-        used = peak + sum(a.nbytes for a in inputs.values())
-        need = hostmem.needed_bytes(p, True, exp.measure.error_limit)
-        assert need - hostmem.SLACK_BYTES >= used, (p.describe(), need, used)
+        assert_host_bound(p, exp.measure.error_limit)
 
 
 def test_legends_name_the_variant_and_order_windows_by_size():

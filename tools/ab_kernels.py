@@ -10,7 +10,6 @@ problem (the mean of 2000 calls without synchronisation, then of 300 synchronise
 """
 from __future__ import annotations
 
-import argparse
 import csv
 import io
 import json
@@ -19,6 +18,9 @@ import shutil
 import statistics
 import subprocess
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ab_speed import cell_parser, cells_of  # noqa: E402
 
 CELL_CODE = r"""
 import json, sys, time, numpy as np, cupy as cp
@@ -112,21 +114,13 @@ def host_times(tree, cells):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--base", required=True)
-    ap.add_argument("--new", required=True)
-    ap.add_argument("--T", default="8192")
-    ap.add_argument("--d", default="64,128")
-    ap.add_argument("--dtypes", default="float16")
-    ap.add_argument("--passes", default="fwd,bwd")
-    ap.add_argument("--causal", default="0,1")
+    ap = cell_parser(__doc__, T="8192", dtypes="float16")
     ap.add_argument("--ncu", default=shutil.which("ncu") or "ncu")
     ap.add_argument("--sections", default="", help="extra ncu sections, comma-separated "
                     "(e.g. WarpStateStats,Occupancy,LaunchStats): every metric, base and new")
     ap.add_argument("--no-host", action="store_true", help="skip the host timing")
     a = ap.parse_args(argv)
-    cells = [[T, d, dt, bool(int(c)), p] for p in a.passes.split(",") for d in map(int, a.d.split(","))
-             for dt in a.dtypes.split(",") for c in a.causal.split(",") for T in map(int, a.T.split(","))]
+    cells = cells_of(a)
     trees = {"base": a.base, "new": a.new}
     sections = tuple(m for m in a.sections.split(",") if m)
     host = {} if a.no_host else {name: host_times(tree, cells) for name, tree in trees.items()}

@@ -62,19 +62,32 @@ def run_tree(tree, cells):
     return {tuple(json.loads(k)): v for k, v in json.loads(line[0][7:]).items()}
 
 
-def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def cell_parser(doc, T="2048,4096,8192,16384", dtypes="float16,bfloat16", causal="0,1"):
+    """The arguments that choose two trees and the cells to time (tools/ab_kernels.py too)."""
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     ap.add_argument("--base", required=True)
     ap.add_argument("--new", required=True)
-    ap.add_argument("--T", default="2048,4096,8192,16384")
+    ap.add_argument("--T", default=T)
     ap.add_argument("--d", default="64,128")
-    ap.add_argument("--dtypes", default="float16,bfloat16")
+    ap.add_argument("--dtypes", default=dtypes)
     ap.add_argument("--passes", default="fwd,bwd")
+    ap.add_argument("--causal", default=causal, help="0, 1 or 0,1")
+    return ap
+
+
+def cells_of(a) -> list:
+    """[T, d, dtype, causal, pass] of every cell the parsed arguments choose."""
+    return [[T, d, dt, bool(int(c)), p] for p in a.passes.split(",")
+            for d in map(int, a.d.split(",")) for dt in a.dtypes.split(",")
+            for c in a.causal.split(",") for T in map(int, a.T.split(","))]
+
+
+def main(argv=None):
+    ap = cell_parser(__doc__)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--json")
     a = ap.parse_args(argv)
-    cells = [[T, d, dt, c, p] for p in a.passes.split(",") for d in map(int, a.d.split(","))
-             for dt in a.dtypes.split(",") for c in (False, True) for T in map(int, a.T.split(","))]
+    cells = cells_of(a)
     best = {"base": {}, "new": {}}
     for r in range(a.rounds):
         for name, tree in (("base", a.base), ("new", a.new)):
