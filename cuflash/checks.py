@@ -222,7 +222,8 @@ def check_qkv(q, k, v, *, causal, scale, window=None, softcap=None, alibi_slopes
 class VarlenProblem:
     """One checked call of attention_varlen: sequence b has the query tokens
     cu_q[b]..cu_q[b+1]-1 of q (total_q, Hq, d) and the key tokens cu_k[b]..cu_k[b+1]-1 of
-    k (total_k, Hkv, d) and v (total_k, Hkv, d_v); cu_q, cu_k are host copies (int64)."""
+    k (total_k, Hkv, d) and v (total_k, Hkv, d_v); cu_q, cu_k are host copies (int64), and
+    cu_given the caller's int32 arrays as given (on q's device: what the kernels read)."""
 
     xp: object
     dtype: np.dtype
@@ -236,6 +237,7 @@ class VarlenProblem:
     mask: Mask
     softcap: float | None
     alibi_slopes: object           # (batch, Hq) in the accumulation dtype on xp, or None
+    cu_given: tuple = dataclasses.field(default=(), compare=False, repr=False)
 
     @property
     def batch(self) -> int:
@@ -361,7 +363,7 @@ def check_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, max_seqlen_q=None, max_
     if slopes is not None:
         slopes = slopes.reshape(len(cu_q) - 1, Hq)
     return VarlenProblem(xp, q.dtype, Hq, Hkv, d, d_v, cu_q, cu_k, check_scale(scale, d), mask,
-                         check_softcap(softcap), slopes)
+                         check_softcap(softcap), slopes, (cu_seqlens_q, cu_seqlens_k))
 
 
 def check_same(name, a, ref_name, shape, dtype, xp):

@@ -20,6 +20,8 @@ struct QueryBlock {
     bool active;               // false past the batch or past the sequence's end: return at once
     Mask<V, P> mask;
     ScoreMod<V, Acc> score;
+    // Key tiles come in key order, each BLOCK_N after the last (all but a mask_mod's tile lists)
+    static constexpr bool kInOrder = !V::Mod::kActive;
 
     __device__ __forceinline__ explicit QueryBlock(const P& p)
         : seq(locate(p)), i0((gridDim.x - 1 - blockIdx.x) * BLOCK_M),

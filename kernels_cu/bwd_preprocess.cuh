@@ -1,6 +1,7 @@
 // cuflash: the backward's preprocess, D_i = Σ_c dO[i][c] · O[i][c] (FlashAttention-2, Algorithm 2
 // line 4), one warp per query row, 8 rows per block of 256 threads; grid (ceil(T / 8),
-// sequences·heads) as the query-tile kernels' (seq.cuh); shared by every kernel family.
+// sequences·heads) as the query-tile kernels' (seq.cuh); shared by every kernel family; PACKED as
+// theirs (a compile-time variant).
 #pragma once
 #include "common.cuh"
 #include "seq.cuh"
@@ -8,7 +9,7 @@
 
 namespace cuflash {
 
-template <typename T>
+template <typename T, bool PACKED>
 struct BwdPreprocess {
     using Acc = typename Accum<T>::type;
     static constexpr int kThreads = 256;
@@ -17,8 +18,7 @@ struct BwdPreprocess {
         constexpr int E = 16 / sizeof(T);
         const int bz = batch_index();
         if (bz >= p.batch * p.heads) return;
-        const int b = bz / p.heads, h = bz % p.heads;   // packed or not: a run-time test here
-        const Seq seq = p.cu_seqlens_q ? Seq::of<true>(p, b, h) : Seq::of<false>(p, b, h);
+        const Seq seq = Seq::of<PACKED>(p, bz / p.heads, bz % p.heads);
         const int i = blockIdx.x * (kThreads / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
         if (i >= seq.T_len) return;
         const T* out = seq.q_row(p.out, p.out_stride, i);

@@ -144,8 +144,6 @@ struct DqSimt {
         if (!blk.active) return;
         Smem& sm = smem_as<Smem>(kSmemBytes);
         const int i0 = blk.i0, d = p.d;
-        const Rows<const T> k = blk.seq.k_rows(p.k, p.k_stride);
-        const Rows<const T> v = blk.seq.k_rows(p.v, p.v_stride);
 
         zero_smem<NT>(&sm, sizeof(Smem));
         __syncthreads();
@@ -158,9 +156,9 @@ struct DqSimt {
 
         const TileIter kv = blk.template key_tiles<BLOCK_N>();
         SyncPipeline pipe{kv.n};
+        auto kvs = kv_stream<BLOCK_N, Tiles>(blk, p, kv);
         auto load_kv = [&](int t, int) {
-            stage_kv<BLOCK_N, Tiles>(sm.k, sm.v, k, v, kv.start(t, BLOCK_N), blk.seq.S_len,
-                                     d);
+            kvs.load(sm.k, sm.v, t);
         };
 
         STile S, dP;

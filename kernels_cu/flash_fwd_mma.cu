@@ -48,15 +48,13 @@ struct FwdMma {
         const int g = lane >> 2, t4 = lane & 3;   // fragment row group and column pair
         const int i0 = blk.i0, d = p.d;
         const int wrow = warp * 16 * MT;          // this warp's first row in the tile
-        const Rows<const T> k = blk.seq.k_rows(p.k, p.k_stride);
-        const Rows<const T> v = blk.seq.k_rows(p.v, p.v_stride);
 
         // -- the key tiles this query tile visits
         const TileIter kv = blk.template key_tiles<BLOCK_N>();
         CpAsyncPipeline<STAGES> pipe{kv.n};
+        auto kvs = kv_stream<BLOCK_N, Tiles>(blk, p, kv);
         auto load_kv = [&](int t, int stage) {
-            stage_kv<BLOCK_N, Tiles>(sm.k[stage], sm.v[stage], k, v, kv.start(t, BLOCK_N), blk.seq.S_len,
-                                     d);
+            kvs.load(sm.k[stage], sm.v[stage], t);
         };
         cp_async_tile<BLOCK_M, DP, LDS, NT>(sm.q, blk.seq.q_row(p.q, p.q_stride, i0), blk.rows, d,
                                             p.q_stride[2]);

@@ -122,36 +122,75 @@ __device__ __forceinline__ void mma_rows(float (&acc)[MT][DP / 8][4], const unsi
     }
 }
 
-// Issue cp.async for a ROWS × DP tile (global row stride ld elements) into shared memory (row
-// stride LDS); rows >= rows_valid and columns >= d are zero-filled.
+// The 16-byte chunks each thread copies of a ROWS × DP tile of 16-bit elements (NT threads). When
+// NT is a multiple of the chunks per row (STEPPED), a thread's column stays put and its row moves
+// NT / CPR rows per chunk: one source pointer, stepped (thread_src gives it for a tile at g), so
+// that a loop of tile loads holds no per-chunk offsets in registers.
+template <int ROWS, int DP, int NT>
+struct Chunks {
+    static constexpr int CPR = DP / 8, N = ROWS * CPR;
+    static constexpr bool STEPPED = NT % CPR == 0 && N % NT == 0;
+    static __device__ __forceinline__ int r0() { return threadIdx.x / CPR; }
+    static __device__ __forceinline__ int col() { return (threadIdx.x % CPR) * 8; }
+    template <typename T>
+    static __device__ __forceinline__ const T* thread_src(const T* g, int ld) {
+        return STEPPED ? g + size_t(r0()) * ld + col() : g;
+    }
+    // Each chunk of a tile whose rows >= rows_valid and columns >= d are zero-filled:
+    // copy(row, column, source or `any` when not valid, valid); src is thread_src of the tile.
+    template <typename T, class Copy>
+    static __device__ __forceinline__ void each(const T* src, const T* any, int rows_valid, int d,
+                                                int ld, Copy&& copy) {
+        if constexpr (STEPPED) {
+            const int r0_ = r0(), c = col();
+            const size_t step = size_t(NT / CPR) * ld;
+#pragma unroll
+            for (int i = 0; i < N / NT; ++i, src += step) {
+                const int r = r0_ + i * (NT / CPR);
+                const bool valid = r < rows_valid && c < d;
+                copy(r, c, valid ? src : any, valid);
+            }
+        } else {
+#pragma unroll
+            for (int i = 0; i < (N + NT - 1) / NT; ++i) {
+                const int ch = threadIdx.x + i * NT;
+                if (N % NT == 0 || ch < N) {
+                    const int r = ch / CPR, c = (ch % CPR) * 8;
+                    const bool valid = r < rows_valid && c < d;
+                    copy(r, c, valid ? src + size_t(r) * ld + c : any, valid);
+                }
+            }
+        }
+    }
+};
+
+// Issue cp.async for a ROWS × DP tile (global row stride ld elements, this thread's source src =
+// Chunks::thread_src(tile, ld)) into shared memory (row stride LDS); rows >= rows_valid and
+// columns >= d are zero-filled (`any`: an address of the array for the chunks that read nothing).
+template <int ROWS, int DP, int LDS, int NT, typename T>
+__device__ __forceinline__ void cp_async_tile_from(T* s, const T* src, const T* any,
+                                                   int rows_valid, int d, int ld) {
+    Chunks<ROWS, DP, NT>::each(src, any, rows_valid, d, ld, [&](int r, int c, const T* g, bool ok) {
+        cp_async16(s + r * LDS + c, g, ok);
+    });
+}
 template <int ROWS, int DP, int LDS, int NT, typename T>
 __device__ __forceinline__ void cp_async_tile(T* s, const T* g, int rows_valid, int d, int ld) {
-    constexpr int CPR = DP / 8;  // 16-byte chunks per row
-    if constexpr (NT % CPR == 0 && (ROWS * CPR) % NT == 0) {   // as cp_async_tile_sw128
-        const int r0 = threadIdx.x / CPR, col = (threadIdx.x % CPR) * 8;
-        const T* src = g + size_t(r0) * ld + col;
-        const size_t step = size_t(NT / CPR) * ld;
-#pragma unroll
-        for (int i = 0; i < ROWS * CPR / NT; ++i, src += step) {
-            const int r = r0 + i * (NT / CPR);
-            const bool valid = r < rows_valid && col < d;
-            cp_async16(s + r * LDS + col, valid ? src : g, valid);
-        }
-        return;
-    }
-    for (int c = threadIdx.x; c < ROWS * CPR; c += NT) {
-        const int r = c / CPR, col = (c % CPR) * 8;
-        const bool valid = r < rows_valid && col < d;
-        cp_async16(s + r * LDS + col, valid ? g + size_t(r) * ld + col : g, valid);
-    }
+    cp_async_tile_from<ROWS, DP, LDS, NT>(s, Chunks<ROWS, DP, NT>::thread_src(g, ld), g,
+                                          rows_valid, d, ld);
 }
 
 // The mma kernels' tile loader (pipeline.cuh, stage_kv / stage_q): cp_async_tile.
 template <int DP, int LDS, int NT>
 struct MmaTiles {
     template <int ROWS, typename T>
-    static __device__ __forceinline__ void load(T* s, const T* g, int rows, int d, int ld) {
-        cp_async_tile<ROWS, DP, LDS, NT>(s, g, rows, d, ld);
+    static __device__ __forceinline__ const T* thread_src(const T* g, int ld) {
+        return Chunks<ROWS, DP, NT>::thread_src(g, ld);
+    }
+    template <int ROWS, typename T>
+    static __device__ __forceinline__ void load_from(T* s, const T* src, const T* any, int rows,
+                                                     int d, int ld) {
+        cp_async_tile_from<ROWS, DP, LDS, NT>(s, src, any, rows, d, ld);
     }
 };
 

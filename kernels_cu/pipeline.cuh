@@ -13,24 +13,74 @@
 namespace cuflash {
 
 // What fills a stage: rows [x0, x0 + ROWS) of the streamed arrays (those below the sequence's
-// length; the rest zero) through a family's tile loader, Tiles::load<ROWS>(smem, global, rows,
-// d, row stride) (mma.cuh MmaTiles, wgmma_tiles.cuh SwizzledTiles, simt_tiles.cuh SimtTiles).
-//   stage_kv  a K and a V tile (the forward and dQ kernels)
+// length; the rest zero) through a family's tile loader (mma.cuh MmaTiles, wgmma_tiles.cuh
+// SwizzledTiles, simt_tiles.cuh SimtTiles): Tiles::thread_src<ROWS>(tile, ld) is where this thread's
+// first chunk of a tile comes from, Tiles::load_from<ROWS>(smem, that, any, rows, d, ld) copies it.
+//   KVStream  K and V tiles (the forward and dQ kernels)
 //   stage_q   a Q and a dO tile, and lse·log2 e and D of their queries (the dK/dV kernels)
 template <int ROWS, class Tiles, class S, typename T>
-__device__ __forceinline__ void stage_kv(S* sk, S* sv, const Rows<const T>& k,
-                                         const Rows<const T>& v, int j0, int len, int d) {
-    const int rows = min(ROWS, len - j0);
-    Tiles::template load<ROWS>(sk, k.at(j0), rows, d, k.ld);
-    Tiles::template load<ROWS>(sv, v.at(j0), rows, d, v.ld);
+__device__ __forceinline__ void load_tile_at(S* s, const T* tile, int rows, int d, int ld) {
+    Tiles::template load_from<ROWS>(s, Tiles::template thread_src<ROWS>(tile, ld), tile, rows, d, ld);
 }
+
+// The K/V tiles of a TileIter, loaded in the order t = 0, 1, 2, ... (the pipelines' order).
+// IN_ORDER (every mask but a mask_mod's tile lists): tile t + 1 starts ROWS rows after tile t, so
+// each thread keeps its two source pointers and steps them, and the loop holds no stride products
+// (under a two-blocks-per-SM register cap ptxas otherwise reloads and recomputes them each step).
+template <int ROWS, class Tiles, bool IN_ORDER, typename T>
+struct KVStream {
+    Rows<const T> k, v;
+    TileIter tiles;
+    int len, d;
+    const T* k_next;   // this thread's source in the next tile (IN_ORDER)
+    const T* v_next;
+
+    __device__ __forceinline__ KVStream(const Rows<const T>& k_, const Rows<const T>& v_,
+                                        const TileIter& it, int len_, int d_)
+        : k(k_), v(v_), tiles(it), len(len_), d(d_) {
+        if constexpr (IN_ORDER) {
+            const int j = it.start(0, ROWS);
+            k_next = Tiles::template thread_src<ROWS>(k.at(j), k.ld);
+            v_next = Tiles::template thread_src<ROWS>(v.at(j), v.ld);
+        }
+    }
+
+    // Tile t into (sk, sv); called for t = 0, 1, 2, ... in turn
+    template <class S>
+    __device__ __forceinline__ void load(S* sk, S* sv, int t) {
+        const int j0 = tiles.start(t, ROWS), rows = min(ROWS, len - j0);
+        if constexpr (IN_ORDER) {
+            Tiles::template load_from<ROWS>(sk, k_next, k.base, rows, d, k.ld);
+            Tiles::template load_from<ROWS>(sv, v_next, v.base, rows, d, v.ld);
+            k_next += size_t(ROWS) * k.ld;
+            v_next += size_t(ROWS) * v.ld;
+        } else {
+            load_tile_at<ROWS, Tiles>(sk, k.at(j0), rows, d, k.ld);
+            load_tile_at<ROWS, Tiles>(sv, v.at(j0), rows, d, v.ld);
+        }
+    }
+};
+
+// The K/V stream of a query block (block.cuh) over its key tiles `it`
+template <int ROWS, class Tiles, bool IN_ORDER, typename T>
+__device__ __forceinline__ KVStream<ROWS, Tiles, IN_ORDER, T> make_kv_stream(
+    const Rows<const T>& k, const Rows<const T>& v, const TileIter& it, int len, int d) {
+    return KVStream<ROWS, Tiles, IN_ORDER, T>(k, v, it, len, d);
+}
+template <int ROWS, class Tiles, class Block, class P>
+__device__ __forceinline__ auto kv_stream(const Block& blk, const P& p, const TileIter& it) {
+    return make_kv_stream<ROWS, Tiles, Block::kInOrder>(blk.seq.k_rows(p.k, p.k_stride),
+                                                        blk.seq.k_rows(p.v, p.v_stride), it,
+                                                        blk.seq.S_len, p.d);
+}
+
 template <int ROWS, int NT, class Tiles, class S, typename Acc, class P>
 __device__ __forceinline__ void stage_q(S* sq, S* sdo, Acc* lse2, Acc* D, const P& p,
                                         const Seq& seq, int i0) {
     const int rows = min(ROWS, seq.T_len - i0), d = p.d;
-    Tiles::template load<ROWS>(sq, seq.q_row(p.q, p.q_stride, i0), rows, d, int(p.q_stride[2]));
-    Tiles::template load<ROWS>(sdo, seq.q_row(p.dout, p.dout_stride, i0), rows, d,
-                               int(p.dout_stride[2]));
+    load_tile_at<ROWS, Tiles>(sq, seq.q_row(p.q, p.q_stride, i0), rows, d, int(p.q_stride[2]));
+    load_tile_at<ROWS, Tiles>(sdo, seq.q_row(p.dout, p.dout_stride, i0), rows, d,
+                              int(p.dout_stride[2]));
     for (int r = threadIdx.x; r < ROWS; r += NT) {
         lse2[r] = lse_log2(r < rows ? p.lse[seq.row(i0 + r)] : Acc(0), r < rows);
         D[r] = r < rows ? p.D[seq.row(i0 + r)] : Acc(0);

@@ -34,7 +34,10 @@ __device__ __forceinline__ void load_tile(Acc* s, const T* g, int rows_valid, in
 template <typename Acc, int LD, int NT>
 struct SimtTiles {
     template <int ROWS, typename T>
-    static __device__ __forceinline__ void load(Acc* s, const T* g, int rows, int d, int ld) {
+    static __device__ __forceinline__ const T* thread_src(const T* g, int) { return g; }
+    template <int ROWS, typename T>
+    static __device__ __forceinline__ void load_from(Acc* s, const T* g, const T*, int rows, int d,
+                                                     int ld) {
         load_tile<T, Acc, ROWS, LD, NT>(s, g, rows, d, ld);
     }
 };

@@ -18,42 +18,32 @@ __device__ __forceinline__ int sw128(int r, int col) {
     return (col >> 6) * (ROWS * 64) + r * 64 + ((((col >> 3) & 7) ^ (r & 7)) << 3) + (col & 7);
 }
 
-// cp.async of a ROWS × DP tile (global row stride ld elements) into the swizzled layout; rows >=
-// rows_valid and columns >= d are zero-filled.
-// Each thread copies the chunks c = threadIdx.x + i·NT; when NT is a multiple of the chunks per
-// row, its column stays put and its row moves NT / CPR rows per i: one pointer, stepped.
+// cp.async of a ROWS × DP tile (global row stride ld elements; src = Chunks::thread_src(tile, ld),
+// mma.cuh) into the swizzled layout; rows >= rows_valid and columns >= d are zero-filled.
+template <int ROWS, int DP, int NT, typename T>
+__device__ __forceinline__ void cp_async_tile_sw128_from(T* s, const T* src, const T* any,
+                                                         int rows_valid, int d, int ld) {
+    Chunks<ROWS, DP, NT>::each(src, any, rows_valid, d, ld, [&](int r, int c, const T* g, bool ok) {
+        cp_async16(s + sw128<ROWS>(r, c), g, ok);
+    });
+}
 template <int ROWS, int DP, int NT, typename T>
 __device__ __forceinline__ void cp_async_tile_sw128(T* s, const T* g, int rows_valid, int d, int ld) {
-    constexpr int CPR = DP / 8, N = ROWS * CPR;
-    if constexpr (NT % CPR == 0 && N % NT == 0) {
-        const int r0 = threadIdx.x / CPR, col = (threadIdx.x % CPR) * 8;
-        const T* src = g + size_t(r0) * ld + col;
-        const size_t step = size_t(NT / CPR) * ld;
-#pragma unroll
-        for (int i = 0; i < N / NT; ++i, src += step) {
-            const int r = r0 + i * (NT / CPR);
-            const bool valid = r < rows_valid && col < d;
-            cp_async16(s + sw128<ROWS>(r, col), valid ? src : g, valid);
-        }
-    } else {
-#pragma unroll
-        for (int i = 0; i < (N + NT - 1) / NT; ++i) {
-            const int c = threadIdx.x + i * NT;
-            if (N % NT == 0 || c < N) {
-                const int r = c / CPR, col = (c % CPR) * 8;
-                const bool valid = r < rows_valid && col < d;
-                cp_async16(s + sw128<ROWS>(r, col), valid ? g + size_t(r) * ld + col : g, valid);
-            }
-        }
-    }
+    cp_async_tile_sw128_from<ROWS, DP, NT>(s, Chunks<ROWS, DP, NT>::thread_src(g, ld), g,
+                                           rows_valid, d, ld);
 }
 
-// The wgmma kernels' tile loader (pipeline.cuh, stage_kv / stage_q): cp_async_tile_sw128.
+// The wgmma kernels' tile loader (pipeline.cuh, KVStream / stage_q).
 template <int DP, int NT>
 struct SwizzledTiles {
     template <int ROWS, typename T>
-    static __device__ __forceinline__ void load(T* s, const T* g, int rows, int d, int ld) {
-        cp_async_tile_sw128<ROWS, DP, NT>(s, g, rows, d, ld);
+    static __device__ __forceinline__ const T* thread_src(const T* g, int ld) {
+        return Chunks<ROWS, DP, NT>::thread_src(g, ld);
+    }
+    template <int ROWS, typename T>
+    static __device__ __forceinline__ void load_from(T* s, const T* src, const T* any, int rows,
+                                                     int d, int ld) {
+        cp_async_tile_sw128_from<ROWS, DP, NT>(s, src, any, rows, d, ld);
     }
 };
 

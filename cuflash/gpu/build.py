@@ -111,16 +111,17 @@ def source(spec: KernelSpec) -> str:
     return f"// {spec.name}\n{_body(spec)}\n{entry}"
 
 
-def preprocess_name(dtype: str) -> str:
-    return f"cuflash_bwd_preprocess_{_SHORT[dtype]}"
+def preprocess_name(dtype: str, packed: bool = False) -> str:
+    return f"cuflash_bwd_preprocess_{_SHORT[dtype]}{'_varlen' if packed else ''}"
 
 
-def preprocess_source(dtype: str) -> str:
-    T = _CTYPE[dtype]
-    entry = (f'extern "C" __global__ void __launch_bounds__(256) {preprocess_name(dtype)}('
+def preprocess_source(dtype: str, packed: bool = False) -> str:
+    """The backward's preprocess (D = rowsum(dO ∘ O)) for equal-length or packed batches."""
+    T, name = _CTYPE[dtype], preprocess_name(dtype, packed)
+    entry = (f'extern "C" __global__ void __launch_bounds__(256) {name}('
              f"const __grid_constant__ cuflash::BwdParams<{T}, {_acc(dtype)}> p) {{\n"
-             f"    cuflash::BwdPreprocess<{T}>::run(p);\n}}\n")
-    return f"// {preprocess_name(dtype)}\n{expand('bwd_preprocess.cuh')}\n{entry}"
+             f"    cuflash::BwdPreprocess<{T}, {'true' if packed else 'false'}>::run(p);\n}}\n")
+    return f"// {name}\n{expand('bwd_preprocess.cuh')}\n{entry}"
 
 
 # -- facts read from C++ through NVRTC, no device needed --------------------------------------
@@ -286,8 +287,9 @@ def get_tile_lists(spec: KernelSpec, device_id: int):
 
 
 @functools.lru_cache(maxsize=None)
-def get_preprocess(dtype: str, device_id: int):
-    return _module(preprocess_source(dtype), device_id).get_function(preprocess_name(dtype))
+def get_preprocess(dtype: str, device_id: int, packed: bool = False):
+    return _module(preprocess_source(dtype, packed), device_id).get_function(
+        preprocess_name(dtype, packed))
 
 
 # -- without a device ------------------------------------------------------------------------

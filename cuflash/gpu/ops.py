@@ -228,9 +228,10 @@ def _dense_run(q, k, v, p, D):
 
 
 def _packed_run(q, k, v, vp, D):
-    """The _Run of attention_varlen's packed arrays."""
+    """The _Run of attention_varlen's packed arrays; the kernels read the caller's cu_seqlens
+    (int32 on q's device, checked) where they are."""
     cp = _cp()
-    cu_q, cu_k = (cp.asarray(c, dtype=np.int32) for c in (vp.cu_q, vp.cu_k))
+    cu_q, cu_k = (cp.ascontiguousarray(c) for c in vp.cu_given)
     return _Run(views.packed(q, D, cp), views.packed(k, D, cp), views.packed(v, D, cp),
                 vp.batch, vp.Hq, vp.Hq // vp.Hkv, int(vp.lengths_q.max(initial=0)),
                 int(vp.lengths_k.max(initial=0)), cu_q, cu_k)
@@ -286,7 +287,7 @@ def _backward(r: _Run, dout, out, lse, p, tile, D, deterministic):
         return dq, dk, dv
     packed = layout.pack(fields)   # one struct serves the three launches (without a mask_mod)
     # -- D = rowsum(dO ∘ O): one warp per query row, 8 rows per block
-    _launch(build.get_preprocess(dt, dev), 0, 256, math.ceil(r.T / 8), rows, packed)
+    _launch(build.get_preprocess(dt, dev, r.packed), 0, 256, math.ceil(r.T / 8), rows, packed)
     # -- dK, dV (and dQ by atomics): one block per key tile and (sequence, kv head)
     kern, smem = _ready(dkdv, dev)
     _launch(kern, smem, dkdv.threads(), math.ceil(r.S / tile.block_n),

@@ -8,6 +8,7 @@ Exit status: 1 on a compile error, 2 with ``--fail-on-spills`` when a default ke
 from __future__ import annotations
 
 import argparse
+import itertools
 import concurrent.futures as cf
 import os
 import sys
@@ -86,9 +87,10 @@ def run(arch: str, fail_on_spills: bool, jobs: int, include_experiments: bool = 
                 flag = "  <- spills (default)"
             print(f"{spec.name:64} {rep.registers:>4} {rep.spills:>6} {rep.stack_bytes:>5} "
                   f"{spec.smem_bytes():>7}{flag}", file=out)
-    for dt in DTYPES:
+    for dt, packed in itertools.product(DTYPES, (False, True)):
         try:
-            build.compile_offline(build.preprocess_source(dt), build.preprocess_name(dt), arch)
+            build.compile_offline(build.preprocess_source(dt, packed),
+                                  build.preprocess_name(dt, packed), arch)
         except RuntimeError as exc:
             failures.append(str(exc))
     for f in failures:
