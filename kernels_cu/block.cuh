@@ -5,13 +5,21 @@
 //
 //   QueryBlock  forward and dQ kernels: a tile of BLOCK_M queries; grid (query tiles, reversed
 //               so that the heaviest causal tiles start first; sequences·heads)
-//   KeyBlock    dK/dV kernels: a tile of BLOCK_N keys of one kv head; grid (key tiles,
-//               sequences·kv heads); the kernel walks the group's query heads (head())
+//   KeyBlock    dK/dV kernels: a tile of BLOCK_N keys and one query head; grid (key tiles,
+//               sequences·heads); a kv head's dK/dV is the sum of its G query heads' blocks
 #pragma once
 #include "mask.cuh"
 #include "score.cuh"
 
 namespace cuflash {
+
+// The (sequence, query head) of grid row batch_index() = b·heads + h (the grid's last row may run
+// past the batch: such blocks locate the last pair and are not active)
+template <bool PACKED, class P>
+__device__ __forceinline__ Seq locate_head(const P& p) {
+    const int bz = min(batch_index(), p.batch * p.heads - 1);
+    return Seq::of<PACKED>(p, bz / p.heads, bz % p.heads);
+}
 
 template <int BLOCK_M, class V, class P, typename Acc>
 struct QueryBlock {
@@ -24,16 +32,10 @@ struct QueryBlock {
     static constexpr bool kInOrder = !V::Mod::kActive;
 
     __device__ __forceinline__ explicit QueryBlock(const P& p)
-        : seq(locate(p)), i0((gridDim.x - 1 - blockIdx.x) * BLOCK_M),
+        : seq(locate_head<V::PACKED>(p)), i0((gridDim.x - 1 - blockIdx.x) * BLOCK_M),
           rows(min(BLOCK_M, seq.T_len - i0)),
           active(batch_index() < p.batch * p.heads && i0 < seq.T_len),
           mask(p, seq), score(p, seq) {}
-
-    // (the grid's last row may run past the batch: such blocks locate the last pair, unused)
-    static __device__ __forceinline__ Seq locate(const P& p) {
-        const int bz = min(batch_index(), p.batch * p.heads - 1);
-        return Seq::of<V::PACKED>(p, bz / p.heads, bz % p.heads);
-    }
 
     // The key tiles this query tile visits, and whether tile t of them needs the per-element rule
     template <int BLOCK_N>
@@ -46,39 +48,35 @@ struct QueryBlock {
     }
 };
 
-template <int BLOCK_N, class V, class P>
+// A key tile and one query head (grid rows as QueryBlock's): the query tiles of that head that
+// see the tile. The G query heads of a kv head are G blocks, whose dK/dV the epilogue sums in a
+// fixed order (epilogue.cuh, store_dkdv); group_rank() is this head's place in its group.
+template <int BLOCK_M, int BLOCK_N, class V, class P, typename Acc>
 struct KeyBlock {
-    Seq seq;                   // seq.h: the group's first query head
+    Seq seq;                   // the query head seq.h, its kv head seq.hk
     int j0, rows;              // first key of the tile, keys in it
     bool active;
-
-    __device__ __forceinline__ explicit KeyBlock(const P& p)
-        : seq(locate(p)), j0(blockIdx.x * BLOCK_N), rows(min(BLOCK_N, seq.S_len - j0)),
-          active(batch_index() < p.batch * (p.heads / p.group) && j0 < seq.S_len) {}
-
-    static __device__ __forceinline__ Seq locate(const P& p) {
-        const int kv_heads = p.heads / p.group;
-        const int bz = min(batch_index(), p.batch * kv_heads - 1);
-        return Seq::of<V::PACKED>(p, bz / kv_heads, (bz % kv_heads) * p.group);
-    }
-};
-
-// One query head of a KeyBlock's group: its sequence, mask and score modifier, the query tiles
-// that see the key tile, and whether tile t of them needs the per-element rule.
-template <int BLOCK_M, int BLOCK_N, class V, class P, typename Acc>
-struct GroupHead {
-    Seq seq;
     Mask<V, P> mask;
     ScoreMod<V, Acc> score;
-    TileIter tiles;
-    int j0;
 
-    __device__ __forceinline__ GroupHead(const P& p, const KeyBlock<BLOCK_N, V, P>& kb, int gh)
-        : seq(kb.seq.with_head(p, kb.seq.h + gh)), mask(p, seq), score(p, seq),
-          tiles(mask.query_tiles(kb.j0, kb.j0 + BLOCK_N, BLOCK_M, kb.j0 / BLOCK_N)), j0(kb.j0) {}
+    __device__ __forceinline__ explicit KeyBlock(const P& p)
+        : seq(locate_head<V::PACKED>(p)), j0(blockIdx.x * BLOCK_N),
+          rows(min(BLOCK_N, seq.S_len - j0)),
+          active(batch_index() < p.batch * p.heads && j0 < seq.S_len), mask(p, seq),
+          score(p, seq) {}
 
-    __device__ __forceinline__ bool needs_mask(int t, int i0) const {
-        return mask.needs_mask(tiles, t, i0, i0 + BLOCK_M, j0, j0 + BLOCK_N);
+    // The query tiles that see this key tile, and whether tile t of them needs the per-element rule
+    __device__ __forceinline__ TileIter query_tiles() const {
+        return mask.query_tiles(j0, j0 + BLOCK_N, BLOCK_M, j0 / BLOCK_N);
+    }
+    __device__ __forceinline__ bool needs_mask(const TileIter& qt, int t, int i0) const {
+        return mask.needs_mask(qt, t, i0, i0 + BLOCK_M, j0, j0 + BLOCK_N);
+    }
+    __device__ __forceinline__ int group_rank(const P& p) const { return seq.h % p.group; }
+    // The counter that orders the group's blocks of this key tile (one per sequence, kv head and
+    // key tile: gridDim.x of them per (sequence, kv head))
+    __device__ __forceinline__ int* group_counter(const P& p) const {
+        return p.dkdv_sem + ((long long)seq.b * (p.heads / p.group) + seq.hk) * gridDim.x + blockIdx.x;
     }
 };
 

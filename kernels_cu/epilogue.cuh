@@ -4,6 +4,7 @@
 //                      staged in shared memory the warp owns and stored with 16-byte writes
 //   store_rows_direct  rows of a C-fragment accumulator (16 per warp: dK, dV) stored from the
 //                      registers, 4 bytes per lane
+//   store_dkdv         the dK/dV kernels' end: a GQA group's blocks summed in a fixed order
 // C fragment (mma.cuh): acc[mt][n][e] is row 16·mt + g + 8·(e / 2), column 8·n + 2t + e % 2 of
 // the warp's rows, lane = 4g + t.
 #pragma once
@@ -62,16 +63,101 @@ __device__ __forceinline__ void store_rows_direct(T* __restrict__ g_out, int d, 
     }
 }
 
-// The dK/dV kernels' end: dK = scale · Σ_h Σ_i dS_ijᵀ Q_i and dV = Σ_h Σ_i P_ijᵀ dO_i of the key
-// tile of a KeyBlock `kb` (block.cuh; summed over its kv head's query heads h, zero where no query
-// saw the tile), this warp's 16 keys from wkey.
+// Load with acquire and store with release semantics at GPU scope (the group order below, after
+// CUTLASS's generic barrier: one thread waits or signals, the block's barrier orders the rest).
+__device__ __forceinline__ int ld_acquire_gpu(const int* p) {
+    int v;
+    asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+__device__ __forceinline__ void st_release_gpu(int* p, int v) {
+    asm volatile("st.release.gpu.global.b32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
+}
+
+// A C-fragment accumulator of a warp (16 rows from wrow; mma.cuh) as store_dkdv visits it:
+// each(f) calls f(row, column, value) for each of this thread's elements.
+template <int NO>
+struct Fragments {
+    const float (&acc)[NO][4];
+    int wrow, lane;
+    template <class F>
+    __device__ __forceinline__ void each(F&& f) const {
+        const int g = lane >> 2, t4 = lane & 3;
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+#pragma unroll
+            for (int n = 0; n < NO; ++n)
+#pragma unroll
+                for (int e = 0; e < 2; ++e) f(wrow + g + h * 8, n * 8 + 2 * t4 + e, acc[n][2 * h + e]);
+    }
+};
+
+// One accumulator tile's turn in store_dkdv: accum (+)= own, or out = (accum + own) · factor.
+template <typename T, typename Acc, class Tile>
+__device__ __forceinline__ void group_sum_turn(const Tile& tile, Acc* accum, T* out, int ld,
+                                               Acc factor, int rows, int d, bool first, bool last) {
+    tile.each([&](int r, int c, Acc v) {
+        if (r >= rows || c >= d) return;
+        const size_t o = size_t(r) * ld + c;
+        if (!first) v += __ldcg(accum + o);
+        if (last) out[o] = Store<T>::from(v * factor);
+        else __stcg(accum + o, v);
+    });
+}
+
+// The dK/dV kernels' end (a KeyBlock `kb`, block.cuh: one key tile, one query head of kv head hk):
+// dK = scale · Σ_h Σ_i dS_ijᵀ Q_i and dV = Σ_h Σ_i P_ijᵀ dO_i over the G query heads h of hk (zero
+// where no query saw the tile); dk_tile, dv_tile hold this block's own sums (each(f): f(row,
+// column, value) for each of this thread's elements).
+// G = 1: direct() stores the block's own (each family's own store).
+// G > 1: the G blocks of the tile take turns in the order of their rank in the group (a counter per
+// key tile, p.dkdv_sem, zeroed). Rank 0 writes its sums to float accumulators (p.dk_accum,
+// p.dv_accum, shaped and strided as dk and dv), the ranks after it add theirs, the last adds its
+// own and stores dK, dV in T. The same order on every run, so the sum is deterministic; no
+// G-times buffer. A block waits only for blocks of lower grid index, which the GPU dispatches
+// first.
+template <typename T, class P, class KB, class Direct, class TK, class TV>
+__device__ __forceinline__ void store_dkdv(const P& p, const KB& kb, Direct&& direct,
+                                           const TK& dk_tile, const TV& dv_tile) {
+    using Acc = decltype(p.scale);
+    if (p.group == 1) {
+        direct();
+        return;
+    }
+    const int rank = kb.group_rank(p);
+    const bool first = rank == 0, last = rank == p.group - 1;
+    int* counter = kb.group_counter(p);
+    if (threadIdx.x == 0)
+        while (ld_acquire_gpu(counter) != rank) {
+        }
+    __syncthreads();
+    group_sum_turn<T>(dk_tile, kb.seq.k_row(p.dk_accum, p.dk_stride, kb.j0),
+                      kb.seq.k_row(p.dk, p.dk_stride, kb.j0), int(p.dk_stride[2]), p.scale,
+                      kb.rows, p.d, first, last);
+    group_sum_turn<T>(dv_tile, kb.seq.k_row(p.dv_accum, p.dv_stride, kb.j0),
+                      kb.seq.k_row(p.dv, p.dv_stride, kb.j0), int(p.dv_stride[2]), Acc(1),
+                      kb.rows, p.d, first, last);
+    if (!last) {
+        __threadfence();
+        __syncthreads();
+        if (threadIdx.x == 0) st_release_gpu(counter, rank + 1);
+    }
+}
+
+// store_dkdv of the tensor-core kernels: this warp's 16 keys from wkey, C fragments dK, dV
 template <typename T, int NO, class P, class KB>
-__device__ __forceinline__ void store_dkdv(const P& p, const KB& kb, const float (&dK)[NO][4],
-                                           const float (&dV)[NO][4], int wkey, int lane) {
-    store_rows_direct<T, NO>(kb.seq.k_row(p.dk, p.dk_stride, kb.j0), p.d, int(p.dk_stride[2]),
-                             kb.rows, dK, p.scale, wkey, lane);
-    store_rows_direct<T, NO>(kb.seq.k_row(p.dv, p.dv_stride, kb.j0), p.d, int(p.dv_stride[2]),
-                             kb.rows, dV, 1.f, wkey, lane);
+__device__ __forceinline__ void store_dkdv_fragments(const P& p, const KB& kb,
+                                                     const float (&dK)[NO][4],
+                                                     const float (&dV)[NO][4], int wkey, int lane) {
+    store_dkdv<T>(
+        p, kb,
+        [&] {
+            store_rows_direct<T, NO>(kb.seq.k_row(p.dk, p.dk_stride, kb.j0), p.d,
+                                     int(p.dk_stride[2]), kb.rows, dK, p.scale, wkey, lane);
+            store_rows_direct<T, NO>(kb.seq.k_row(p.dv, p.dv_stride, kb.j0), p.d,
+                                     int(p.dv_stride[2]), kb.rows, dV, 1.f, wkey, lane);
+        },
+        Fragments<NO>{dK, wkey, lane}, Fragments<NO>{dV, wkey, lane});
 }
 
 }  // namespace cuflash

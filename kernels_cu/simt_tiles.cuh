@@ -150,6 +150,16 @@ struct OuterAcc {
     }
 
     // g[r][c] = o[r][c] · factor(r) for rows r < rows_valid and columns c < d (row stride ld).
+    // f(row, column, value) for each of this thread's elements
+    template <class F>
+    __device__ __forceinline__ void each(F&& f) const {
+#pragma unroll
+        for (int i = 0; i < TR; ++i)
+#pragma unroll
+            for (int j = 0; j < J; ++j)
+#pragma unroll
+                for (int e = 0; e < VEC; ++e) f(row(i), col(j) + e, o[i][j * VEC + e]);
+    }
     template <typename T, typename F>
     __device__ __forceinline__ void store(T* g, int rows_valid, int d, int ld, F factor) const {
 #pragma unroll

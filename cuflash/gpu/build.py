@@ -111,6 +111,10 @@ def source(spec: KernelSpec) -> str:
     return f"// {spec.name}\n{_body(spec)}\n{entry}"
 
 
+#: Query rows per block of the backward's preprocess (bwd_preprocess.cuh: 256 threads, 8 lanes per row).
+PREPROCESS_ROWS = 32
+
+
 def preprocess_name(dtype: str, packed: bool = False) -> str:
     return f"cuflash_bwd_preprocess_{_SHORT[dtype]}{'_varlen' if packed else ''}"
 
@@ -120,7 +124,7 @@ def preprocess_source(dtype: str, packed: bool = False) -> str:
     T, name = _CTYPE[dtype], preprocess_name(dtype, packed)
     entry = (f'extern "C" __global__ void __launch_bounds__(256) {name}('
              f"const __grid_constant__ cuflash::BwdParams<{T}, {_acc(dtype)}> p) {{\n"
-             f"    cuflash::BwdPreprocess<{T}, {'true' if packed else 'false'}>::run(p);\n}}\n")
+             f"    cuflash::BwdPreprocess<{T}, {'true' if packed else 'false'}, {PREPROCESS_ROWS}>::run(p);\n}}\n")
     return f"// {name}\n{expand('bwd_preprocess.cuh')}\n{entry}"
 
 

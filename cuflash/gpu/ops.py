@@ -274,8 +274,17 @@ def _backward(r: _Run, dout, out, lse, p, tile, D, deterministic):
     atomic = dkdv.atomic_dq
     dq_accum = cp.zeros(lse_shape + (D,), dtype=acc) if atomic else None
     dq = r.q_like()
+    key_tiles = math.ceil(r.S / tile.block_n)
+    # GQA: a kv head's G query heads are G blocks per key tile, summed in a fixed order through
+    # float accumulators shaped like dk and dv and one counter per (sequence, kv head, key tile)
+    group_sum = r.group > 1
+    dk_accum = _empty(dk.shape, acc) if group_sum else None
+    dv_accum = _empty(dv.shape, acc) if group_sum else None
+    dkdv_sem = (cp.zeros(r.batch * (r.heads // r.group) * key_tiles, dtype=np.int32)
+                if group_sum else None)
     fields = dict(q=r.q, k=r.k, v=r.v, out=out, dout=dout, lse=lse, D=Dsum, dq=dq, dk=dk, dv=dv,
-                  dq_accum=dq_accum, q_stride=r.strides(r.q), k_stride=r.strides(r.k),
+                  dq_accum=dq_accum, dk_accum=dk_accum, dv_accum=dv_accum, dkdv_sem=dkdv_sem,
+                  q_stride=r.strides(r.q), k_stride=r.strides(r.k),
                   v_stride=r.strides(r.v), out_stride=r.strides(out),
                   dout_stride=r.strides(dout), dq_stride=r.strides(dq), dk_stride=r.strides(dk),
                   dv_stride=r.strides(dv),
@@ -286,12 +295,13 @@ def _backward(r: _Run, dout, out, lse, p, tile, D, deterministic):
     if rows == 0:
         return dq, dk, dv
     packed = layout.pack(fields)   # one struct serves the three launches (without a mask_mod)
-    # -- D = rowsum(dO ∘ O): one warp per query row, 8 rows per block
-    _launch(build.get_preprocess(dt, dev, r.packed), 0, 256, math.ceil(r.T / 8), rows, packed)
-    # -- dK, dV (and dQ by atomics): one block per key tile and (sequence, kv head)
+    # -- D = rowsum(dO ∘ O): build.PREPROCESS_ROWS query rows per block
+    _launch(build.get_preprocess(dt, dev, r.packed), 0, 256,
+            math.ceil(r.T / build.PREPROCESS_ROWS), rows, packed)
+    # -- dK, dV (and dQ by atomics): one block per key tile and (sequence, query head)
     kern, smem = _ready(dkdv, dev)
-    _launch(kern, smem, dkdv.threads(), math.ceil(r.S / tile.block_n),
-            r.batch * (r.heads // r.group), _args(dkdv, packed, layout, fields, mod, r.T, r.S, keep))
+    _launch(kern, smem, dkdv.threads(), key_tiles, rows,
+            _args(dkdv, packed, layout, fields, mod, r.T, r.S, keep))
     if atomic:
         rows_dq = dq_accum.astype(r.q.dtype)   # lse's rows: (batch, heads, T) or (heads, total_q)
         dq[...] = rows_dq.transpose(1, 0, 2) if r.packed else rows_dq
