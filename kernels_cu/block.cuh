@@ -5,8 +5,8 @@
 //
 //   QueryBlock  forward and dQ kernels: a tile of BLOCK_M queries; grid (query tiles, reversed
 //               so that the heaviest causal tiles start first; sequences·heads)
-//   KeyBlock    dK/dV kernels: a tile of BLOCK_N keys and one query head; grid (key tiles,
-//               sequences·heads); a kv head's dK/dV is the sum of its G query heads' blocks
+//   KeyBlock    dK/dV kernels: a tile of BLOCK_N keys and a chunk of a kv head's query heads
+//               (GroupHead: one of them); grid (key tiles, chunks·sequences·kv heads)
 #pragma once
 #include "mask.cuh"
 #include "score.cuh"
@@ -48,35 +48,55 @@ struct QueryBlock {
     }
 };
 
-// A key tile and one query head (grid rows as QueryBlock's): the query tiles of that head that
-// see the tile. The G query heads of a kv head are G blocks, whose dK/dV the epilogue sums in a
-// fixed order (epilogue.cuh, store_dkdv); group_rank() is this head's place in its group.
-template <int BLOCK_M, int BLOCK_N, class V, class P, typename Acc>
+// A key tile and a chunk of p.group_chunk query heads of one kv head's group (C heads; the group
+// of G is G / C chunks, its ranks). The block walks its heads (GroupHead) summing dK/dV in
+// registers; with more than one rank the epilogue sums the ranks' blocks of the tile in a fixed
+// order (epilogue.cuh, store_dkdv). C = G: one block per kv head and key tile, no accumulators;
+// C = 1: one block per query head, as many blocks as MHA.
+template <int BLOCK_N, class V, class P>
 struct KeyBlock {
-    Seq seq;                   // the query head seq.h, its kv head seq.hk
+    Seq seq;                   // the chunk's first query head seq.h, its kv head seq.hk
     int j0, rows;              // first key of the tile, keys in it
+    int rank, ranks;           // this chunk's place in the group, chunks per group
     bool active;
-    Mask<V, P> mask;
-    ScoreMod<V, Acc> score;
 
     __device__ __forceinline__ explicit KeyBlock(const P& p)
-        : seq(locate_head<V::PACKED>(p)), j0(blockIdx.x * BLOCK_N),
-          rows(min(BLOCK_N, seq.S_len - j0)),
-          active(batch_index() < p.batch * p.heads && j0 < seq.S_len), mask(p, seq),
-          score(p, seq) {}
+        : seq(locate(p)), j0(blockIdx.x * BLOCK_N), rows(min(BLOCK_N, seq.S_len - j0)),
+          rank(batch_index() / (p.batch * (p.heads / p.group))), ranks(p.group / p.group_chunk),
+          active(batch_index() < p.batch * (p.heads / p.group) * ranks && j0 < seq.S_len) {}
 
-    // The query tiles that see this key tile, and whether tile t of them needs the per-element rule
-    __device__ __forceinline__ TileIter query_tiles() const {
-        return mask.query_tiles(j0, j0 + BLOCK_N, BLOCK_M, j0 / BLOCK_N);
+    // Grid rows rank-major: row = rank·(batch·kv heads) + b·kv heads + hk, so the blocks of one
+    // key tile whose turns follow each other launch batch·kv heads·key tiles blocks apart: the
+    // earlier has mostly finished by the time the later one needs its sum.
+    static __device__ __forceinline__ Seq locate(const P& p) {
+        const int kv_heads = p.heads / p.group, pairs = p.batch * kv_heads;
+        const int bz = min(batch_index(), pairs * (p.group / p.group_chunk) - 1);
+        const int r = bz / pairs, bk = bz % pairs;
+        return Seq::of<V::PACKED>(p, bk / kv_heads, (bk % kv_heads) * p.group + r * p.group_chunk);
     }
-    __device__ __forceinline__ bool needs_mask(const TileIter& qt, int t, int i0) const {
-        return mask.needs_mask(qt, t, i0, i0 + BLOCK_M, j0, j0 + BLOCK_N);
-    }
-    __device__ __forceinline__ int group_rank(const P& p) const { return seq.h % p.group; }
-    // The counter that orders the group's blocks of this key tile (one per sequence, kv head and
+    // The counter that orders the ranks' blocks of this key tile (one per sequence, kv head and
     // key tile: gridDim.x of them per (sequence, kv head))
     __device__ __forceinline__ int* group_counter(const P& p) const {
         return p.dkdv_sem + ((long long)seq.b * (p.heads / p.group) + seq.hk) * gridDim.x + blockIdx.x;
+    }
+};
+
+// Query head c of a KeyBlock's chunk: its sequence, mask and score modifier, the query tiles that
+// see the key tile, and whether tile t of them needs the per-element rule.
+template <int BLOCK_M, int BLOCK_N, class V, class P, typename Acc>
+struct GroupHead {
+    Seq seq;
+    Mask<V, P> mask;
+    ScoreMod<V, Acc> score;
+    TileIter tiles;
+    int j0;
+
+    __device__ __forceinline__ GroupHead(const P& p, const KeyBlock<BLOCK_N, V, P>& kb, int c)
+        : seq(kb.seq.with_head(p, kb.seq.h + c)), mask(p, seq), score(p, seq),
+          tiles(mask.query_tiles(kb.j0, kb.j0 + BLOCK_N, BLOCK_M, kb.j0 / BLOCK_N)), j0(kb.j0) {}
+
+    __device__ __forceinline__ bool needs_mask(int t, int i0) const {
+        return mask.needs_mask(tiles, t, i0, i0 + BLOCK_M, j0, j0 + BLOCK_N);
     }
 };
 

@@ -105,12 +105,12 @@ __device__ __forceinline__ void group_sum_turn(const Tile& tile, Acc* accum, T* 
     });
 }
 
-// The dK/dV kernels' end (a KeyBlock `kb`, block.cuh: one key tile, one query head of kv head hk):
-// dK = scale · Σ_h Σ_i dS_ijᵀ Q_i and dV = Σ_h Σ_i P_ijᵀ dO_i over the G query heads h of hk (zero
-// where no query saw the tile); dk_tile, dv_tile hold this block's own sums (each(f): f(row,
-// column, value) for each of this thread's elements).
-// G = 1: direct() stores the block's own (each family's own store).
-// G > 1: the G blocks of the tile take turns in the order of their rank in the group (a counter per
+// The dK/dV kernels' end (a KeyBlock `kb`, block.cuh: one key tile and a chunk of the query heads
+// of kv head hk): dK = scale · Σ_h Σ_i dS_ijᵀ Q_i and dV = Σ_h Σ_i P_ijᵀ dO_i over the G query heads
+// h of hk (zero where no query saw the tile); dk_tile, dv_tile hold the sums over this block's
+// chunk (each(f): f(row, column, value) for each of this thread's elements).
+// One chunk per group: direct() stores them (each family's own store).
+// Several: the chunks' blocks of the tile take turns in the order of their rank (a counter per
 // key tile, p.dkdv_sem, zeroed). Rank 0 writes its sums to float accumulators (p.dk_accum,
 // p.dv_accum, shaped and strided as dk and dv), the ranks after it add theirs, the last adds its
 // own and stores dK, dV in T. The same order on every run, so the sum is deterministic; no
@@ -120,12 +120,12 @@ template <typename T, class P, class KB, class Direct, class TK, class TV>
 __device__ __forceinline__ void store_dkdv(const P& p, const KB& kb, Direct&& direct,
                                            const TK& dk_tile, const TV& dv_tile) {
     using Acc = decltype(p.scale);
-    if (p.group == 1) {
+    if (kb.ranks == 1) {
         direct();
         return;
     }
-    const int rank = kb.group_rank(p);
-    const bool first = rank == 0, last = rank == p.group - 1;
+    const int rank = kb.rank;
+    const bool first = rank == 0, last = rank == kb.ranks - 1;
     int* counter = kb.group_counter(p);
     if (threadIdx.x == 0)
         while (ld_acquire_gpu(counter) != rank) {

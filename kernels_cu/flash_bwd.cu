@@ -47,7 +47,7 @@ struct DkdvSimt {
     static constexpr int kSmemBytes = sizeof(Smem);
 
     static __device__ __forceinline__ void run(const Params& p) {
-        const KeyBlock<BLOCK_M, BLOCK_N, V, Params, Acc> kb(p);
+        const KeyBlock<BLOCK_N, V, Params> kb(p);
         if (!kb.active) return;
         Smem& sm = smem_as<Smem>(kSmemBytes);
         const int j0 = kb.j0, d = p.d;                // first blocks see the most queries
@@ -63,47 +63,50 @@ struct DkdvSimt {
         KTile dK, dV;
         dK.zero();
         dV.zero();
-        const TileIter qt = kb.query_tiles();   // the query tiles of this head that see the key tile
-        SyncPipeline pipe{qt.n};
-        auto load_q = [&](int t, int) {
-            stage_q<BLOCK_M, NT, Tiles>(sm.q, sm.dout, sm.lse2, sm.D, p, kb.seq,
-                                        qt.start(t, BLOCK_M));
-        };
-        for (int t = 0; t < pipe.n; ++t) {
-            const int i0 = qt.start(t, BLOCK_M);
-            pipe.acquire(t, load_q);
+        for (int c = 0; c < p.group_chunk; ++c) {   // this block's query heads of the group
+            const GroupHead<BLOCK_M, BLOCK_N, V, Params, Acc> head(p, kb, c);
+            const TileIter& qt = head.tiles;   // the query tiles that see this key tile
+            SyncPipeline pipe{qt.n};
+            auto load_q = [&](int t, int) {
+                stage_q<BLOCK_M, NT, Tiles>(sm.q, sm.dout, sm.lse2, sm.D, p, head.seq,
+                                            qt.start(t, BLOCK_M));
+            };
+            for (int t = 0; t < pipe.n; ++t) {
+                const int i0 = qt.start(t, BLOCK_M);
+                pipe.acquire(t, load_q);
 
-            // -- recompute Sᵀ = K_j Q_iᵀ and dPᵀ = V_j dO_iᵀ; Pᵀ and dSᵀ (0 where hidden)
-            St.template compute<LD, LD>(sm.k, sm.q);
-            dPt.template compute<LD, LD>(sm.v, sm.dout);
-            bwd_probs<Acc, STile::TR, STile::TN>(
-                [&](int r, int e) -> Acc& { return St.c[r][e]; },
-                [&](int r, int e) -> Acc& { return dPt.c[r][e]; },
-                [&](int r, int e, int& i, int& j) { i = i0 + St.col(e); j = j0 + St.row(r); },
-                [&](int, int e) { return sm.lse2[St.col(e)]; }, [&](int, int e) { return sm.D[St.col(e)]; },
-                kb.mask, kb.score, kb.needs_mask(qt, t, i0), Exp2Exact());
-#pragma unroll
-            for (int r = 0; r < STile::TR; ++r)
-#pragma unroll
-                for (int e = 0; e < STile::TN; ++e) {
-                    sm.pt[St.row(r) * LDQ + St.col(e)] = round_to<T>(St.c[r][e]);
-                    sm.dst[St.row(r) * LDQ + St.col(e)] = round_to<T>(dPt.c[r][e]);
+                // -- recompute Sᵀ = K_j Q_iᵀ and dPᵀ = V_j dO_iᵀ; Pᵀ and dSᵀ (0 where hidden)
+                St.template compute<LD, LD>(sm.k, sm.q);
+                dPt.template compute<LD, LD>(sm.v, sm.dout);
+                bwd_probs<Acc, STile::TR, STile::TN>(
+                    [&](int r, int e) -> Acc& { return St.c[r][e]; },
+                    [&](int r, int e) -> Acc& { return dPt.c[r][e]; },
+                    [&](int r, int e, int& i, int& j) { i = i0 + St.col(e); j = j0 + St.row(r); },
+                    [&](int, int e) { return sm.lse2[St.col(e)]; }, [&](int, int e) { return sm.D[St.col(e)]; },
+                    head.mask, head.score, head.needs_mask(t, i0), Exp2Exact());
+    #pragma unroll
+                for (int r = 0; r < STile::TR; ++r)
+    #pragma unroll
+                    for (int e = 0; e < STile::TN; ++e) {
+                        sm.pt[St.row(r) * LDQ + St.col(e)] = round_to<T>(St.c[r][e]);
+                        sm.dst[St.row(r) * LDQ + St.col(e)] = round_to<T>(dPt.c[r][e]);
+                    }
+                __syncthreads();
+
+                // -- dV_j += P_ijᵀ dO_i, dK_j += dS_ijᵀ Q_i
+                dV.template accumulate<false, LDQ, LD, BLOCK_M>(sm.pt, sm.dout);
+                dK.template accumulate<false, LDQ, LD, BLOCK_M>(sm.dst, sm.q);
+                if constexpr (ATOMIC_DQ) {
+                    // -- dQ_i += dS_ij K_j · scale, summed over key tiles by atomics
+                    QTile dQ;
+                    dQ.zero();
+                    dQ.template accumulate<true, LDQ, LD, BLOCK_N>(sm.dst, sm.k);
+                    dQ.atomic_add(p.dq_accum + head.seq.row(i0) * d, min(BLOCK_M, head.seq.T_len - i0), d, p.scale);
                 }
-            __syncthreads();
-
-            // -- dV_j += P_ijᵀ dO_i, dK_j += dS_ijᵀ Q_i
-            dV.template accumulate<false, LDQ, LD, BLOCK_M>(sm.pt, sm.dout);
-            dK.template accumulate<false, LDQ, LD, BLOCK_M>(sm.dst, sm.q);
-            if constexpr (ATOMIC_DQ) {
-                // -- dQ_i += dS_ij K_j · scale, summed over key tiles by atomics
-                QTile dQ;
-                dQ.zero();
-                dQ.template accumulate<true, LDQ, LD, BLOCK_N>(sm.dst, sm.k);
-                dQ.atomic_add(p.dq_accum + kb.seq.row(i0) * d, min(BLOCK_M, kb.seq.T_len - i0), d, p.scale);
+                pipe.release();
             }
-            pipe.release();
+            pipe.drain();
         }
-        pipe.drain();
         // -- dK_j = scale · Σ_h Σ_i dS_ijᵀ Q_i; dV_j = Σ_h Σ_i P_ijᵀ dO_i over the group's heads h
         //    (zero if no query sees the tile)
         store_dkdv<T>(

@@ -47,7 +47,7 @@ struct DkdvWgmma {
     static constexpr int kSmemBytes = sizeof(Smem) + 1024;   // + alignment of the first panel
 
     static __device__ __forceinline__ void run(const Params& p) {
-        const KeyBlock<BLOCK_M, BLOCK_N, V, Params, float> kb(p);
+        const KeyBlock<BLOCK_N, V, Params> kb(p);
         if (!kb.active) return;
         Smem& sm = smem_aligned_1024<Smem>(kSmemBytes);
         const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -68,67 +68,70 @@ struct DkdvWgmma {
         const T* sKw = sm.k + wg * 64 * 64;           // this warpgroup's 64 keys of panel 0
         const T* sVw = sm.v + wg * 64 * 64;
 
-        const TileIter qt = kb.query_tiles();   // the query tiles of this head that see the key tile
-        CpAsyncPipeline<STAGES, STAGES - 1, true> pipe{qt.n};
-        auto load_q = [&](int t, int stage) {
-            stage_q<BLOCK_M, NT, Tiles>(sm.q[stage], sm.dout[stage], sm.lse2[stage], sm.D[stage],
-                                        p, kb.seq, qt.start(t, BLOCK_M));
-        };
-        pipe.prologue(load_q);
+        for (int c = 0; c < p.group_chunk; ++c) {   // this block's query heads of the group
+            const GroupHead<BLOCK_M, BLOCK_N, V, Params, float> head(p, kb, c);
+            const TileIter& qt = head.tiles;   // the query tiles that see this key tile
+            CpAsyncPipeline<STAGES, STAGES - 1, true> pipe{qt.n};
+            auto load_q = [&](int t, int stage) {
+                stage_q<BLOCK_M, NT, Tiles>(sm.q[stage], sm.dout[stage], sm.lse2[stage], sm.D[stage],
+                                            p, head.seq, qt.start(t, BLOCK_M));
+            };
+            pipe.prologue(load_q);
 
-        for (int t = 0; t < pipe.n; ++t) {
-            const int i0 = qt.start(t, BLOCK_M);
-            const int stage = pipe.acquire(t, load_q);
-            const T* Qs = sm.q[stage];
-            const T* dOs = sm.dout[stage];
-            const float* lse2 = sm.lse2[stage];
-            const float* Ds = sm.D[stage];
+            for (int t = 0; t < pipe.n; ++t) {
+                const int i0 = qt.start(t, BLOCK_M);
+                const int stage = pipe.acquire(t, load_q);
+                const T* Qs = sm.q[stage];
+                const T* dOs = sm.dout[stage];
+                const float* lse2 = sm.lse2[stage];
+                const float* Ds = sm.D[stage];
 
-            // -- Sᵀ = K_j Q_iᵀ and dPᵀ = V_j dO_iᵀ for this warpgroup's 64 keys (one group)
-            float st[MS][4], dpt[MS][4];
-            wgmma_fence();
-#pragma unroll
-            for (int kk = 0; kk < DP / 16; ++kk) {
-                MMA_S::ss(st, kmajor_desc<BLOCK_N>(sKw, kk), kmajor_desc<BLOCK_M>(Qs, kk), kk > 0);
-                MMA_S::ss(dpt, kmajor_desc<BLOCK_N>(sVw, kk), kmajor_desc<BLOCK_M>(dOs, kk), kk > 0);
+                // -- Sᵀ = K_j Q_iᵀ and dPᵀ = V_j dO_iᵀ for this warpgroup's 64 keys (one group)
+                float st[MS][4], dpt[MS][4];
+                wgmma_fence();
+    #pragma unroll
+                for (int kk = 0; kk < DP / 16; ++kk) {
+                    MMA_S::ss(st, kmajor_desc<BLOCK_N>(sKw, kk), kmajor_desc<BLOCK_M>(Qs, kk), kk > 0);
+                    MMA_S::ss(dpt, kmajor_desc<BLOCK_N>(sVw, kk), kmajor_desc<BLOCK_M>(dOs, kk), kk > 0);
+                }
+                wgmma_commit();
+                wgmma_wait<0>();
+                wgmma_fence_regs(st);
+                wgmma_fence_regs(dpt);
+
+                // -- Pᵀ and dSᵀ in place (rows r = keys g / g + 8, elements e = queries)
+                auto ql = [&](int e) { return (e >> 1) * 8 + 2 * t4 + (e & 1); };   // query within the tile
+                bwd_probs<float, 2, 2 * MS>(
+                    [&](int r, int e) -> float& { return st[e >> 1][2 * r + (e & 1)]; },
+                    [&](int r, int e) -> float& { return dpt[e >> 1][2 * r + (e & 1)]; },
+                    [&](int r, int e, int& i, int& j) { i = i0 + ql(e); j = j0 + wkey + g + r * 8; },
+                    [&](int, int e) { return lse2[ql(e)]; }, [&](int, int e) { return Ds[ql(e)]; },
+                    head.mask, head.score, head.needs_mask(t, i0), Exp2Approx());
+
+                // -- Pᵀ, dSᵀ as A fragments (k = queries); dV_j += P_ijᵀ dO_i, dK_j += dS_ijᵀ Q_i with
+                //    dO and Q read MN-major: 16 queries (2048 bytes) per k-step, panels BLOCK_M·128 apart
+                unsigned pa[BLOCK_M / 16][4], sa[BLOCK_M / 16][4];
+    #pragma unroll
+                for (int kk = 0; kk < BLOCK_M / 16; ++kk) {
+                    c_to_a<T>(pa[kk], st[2 * kk], st[2 * kk + 1]);
+                    c_to_a<T>(sa[kk], dpt[2 * kk], dpt[2 * kk + 1]);
+                }
+                wgmma_fence();
+    #pragma unroll
+                for (int kk = 0; kk < BLOCK_M / 16; ++kk) {
+                    MMA_O::template rs<1>(dV, pa[kk], mnmajor_desc<BLOCK_M>(dOs, kk), 1);
+                    MMA_O::template rs<1>(dK, sa[kk], mnmajor_desc<BLOCK_M>(Qs, kk), 1);
+                }
+                wgmma_commit();
+                wgmma_wait<0>();
+                wgmma_fence_regs(dV);
+                wgmma_fence_regs(dK);
+                wgmma_keep_regs(pa);
+                wgmma_keep_regs(sa);
+                pipe.release();
             }
-            wgmma_commit();
-            wgmma_wait<0>();
-            wgmma_fence_regs(st);
-            wgmma_fence_regs(dpt);
-
-            // -- Pᵀ and dSᵀ in place (rows r = keys g / g + 8, elements e = queries)
-            auto ql = [&](int e) { return (e >> 1) * 8 + 2 * t4 + (e & 1); };   // query within the tile
-            bwd_probs<float, 2, 2 * MS>(
-                [&](int r, int e) -> float& { return st[e >> 1][2 * r + (e & 1)]; },
-                [&](int r, int e) -> float& { return dpt[e >> 1][2 * r + (e & 1)]; },
-                [&](int r, int e, int& i, int& j) { i = i0 + ql(e); j = j0 + wkey + g + r * 8; },
-                [&](int, int e) { return lse2[ql(e)]; }, [&](int, int e) { return Ds[ql(e)]; },
-                kb.mask, kb.score, kb.needs_mask(qt, t, i0), Exp2Approx());
-
-            // -- Pᵀ, dSᵀ as A fragments (k = queries); dV_j += P_ijᵀ dO_i, dK_j += dS_ijᵀ Q_i with
-            //    dO and Q read MN-major: 16 queries (2048 bytes) per k-step, panels BLOCK_M·128 apart
-            unsigned pa[BLOCK_M / 16][4], sa[BLOCK_M / 16][4];
-#pragma unroll
-            for (int kk = 0; kk < BLOCK_M / 16; ++kk) {
-                c_to_a<T>(pa[kk], st[2 * kk], st[2 * kk + 1]);
-                c_to_a<T>(sa[kk], dpt[2 * kk], dpt[2 * kk + 1]);
-            }
-            wgmma_fence();
-#pragma unroll
-            for (int kk = 0; kk < BLOCK_M / 16; ++kk) {
-                MMA_O::template rs<1>(dV, pa[kk], mnmajor_desc<BLOCK_M>(dOs, kk), 1);
-                MMA_O::template rs<1>(dK, sa[kk], mnmajor_desc<BLOCK_M>(Qs, kk), 1);
-            }
-            wgmma_commit();
-            wgmma_wait<0>();
-            wgmma_fence_regs(dV);
-            wgmma_fence_regs(dK);
-            wgmma_keep_regs(pa);
-            wgmma_keep_regs(sa);
-            pipe.release();
+            pipe.drain();
         }
-        pipe.drain();
 
         store_dkdv_fragments<T>(p, kb, dK, dV, wkey, lane);   // dK_j, dV_j summed over the group
     }

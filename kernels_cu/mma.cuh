@@ -138,7 +138,9 @@ struct Chunks {
     }
     // Each chunk of a tile whose rows >= rows_valid and columns >= d are zero-filled:
     // copy(row, column, source or `any` when not valid, valid); src is thread_src of the tile.
-    template <typename T, class Copy>
+    // UNROLLED: the loop of a layout that is not STEPPED unrolled (the wgmma loaders) or not (the
+    // mma loaders, whose odd head dims would otherwise hold a dozen addresses at once).
+    template <bool UNROLLED, typename T, class Copy>
     static __device__ __forceinline__ void each(const T* src, const T* any, int rows_valid, int d,
                                                 int ld, Copy&& copy) {
         if constexpr (STEPPED) {
@@ -150,17 +152,22 @@ struct Chunks {
                 const bool valid = r < rows_valid && c < d;
                 copy(r, c, valid ? src : any, valid);
             }
-        } else {
+        } else if constexpr (UNROLLED) {
 #pragma unroll
             for (int i = 0; i < (N + NT - 1) / NT; ++i) {
                 const int ch = threadIdx.x + i * NT;
-                if (N % NT == 0 || ch < N) {
-                    const int r = ch / CPR, c = (ch % CPR) * 8;
-                    const bool valid = r < rows_valid && c < d;
-                    copy(r, c, valid ? src + size_t(r) * ld + c : any, valid);
-                }
+                if (N % NT == 0 || ch < N) chunk(ch, src, any, rows_valid, d, ld, copy);
             }
+        } else {
+            for (int ch = threadIdx.x; ch < N; ch += NT) chunk(ch, src, any, rows_valid, d, ld, copy);
         }
+    }
+    template <typename T, class Copy>
+    static __device__ __forceinline__ void chunk(int ch, const T* src, const T* any, int rows_valid,
+                                                 int d, int ld, Copy&& copy) {
+        const int r = ch / CPR, c = (ch % CPR) * 8;
+        const bool valid = r < rows_valid && c < d;
+        copy(r, c, valid ? src + size_t(r) * ld + c : any, valid);
     }
 };
 
@@ -170,7 +177,7 @@ struct Chunks {
 template <int ROWS, int DP, int LDS, int NT, typename T>
 __device__ __forceinline__ void cp_async_tile_from(T* s, const T* src, const T* any,
                                                    int rows_valid, int d, int ld) {
-    Chunks<ROWS, DP, NT>::each(src, any, rows_valid, d, ld, [&](int r, int c, const T* g, bool ok) {
+    Chunks<ROWS, DP, NT>::template each<false>(src, any, rows_valid, d, ld, [&](int r, int c, const T* g, bool ok) {
         cp_async16(s + r * LDS + c, g, ok);
     });
 }
@@ -183,6 +190,9 @@ __device__ __forceinline__ void cp_async_tile(T* s, const T* g, int rows_valid, 
 // The mma kernels' tile loader (pipeline.cuh, stage_kv / stage_q): cp_async_tile.
 template <int DP, int LDS, int NT>
 struct MmaTiles {
+    // Whether a thread's chunks of a tile follow one stepped pointer (Chunks)
+    template <int ROWS>
+    static constexpr bool kStepped = Chunks<ROWS, DP, NT>::STEPPED;
     template <int ROWS, typename T>
     static __device__ __forceinline__ const T* thread_src(const T* g, int ld) {
         return Chunks<ROWS, DP, NT>::thread_src(g, ld);

@@ -81,9 +81,10 @@ constexpr int kUnbounded = 1 << 30;
 // The backward: the forward's q, k, v, out, lse and dout in; D = rowsum(dO ∘ O) (lse's layout)
 // written by the preprocess and read by the others; dq, dk, dv out (dk, dv: one per kv head,
 // summed over its group); dq_accum (lse's rows × d), zeroed, summed by atomics when dQ is
-// accumulated in the dK/dV kernel (deterministic=False); with GQA (group > 1) dk_accum and
-// dv_accum (float, shaped and strided as dk and dv) and dkdv_sem (one counter per sequence, kv
-// head and key tile, zeroed) carry the group's sum (epilogue.cuh, store_dkdv). Every q-, k- or
+// accumulated in the dK/dV kernel (deterministic=False). A dK/dV block walks group_chunk query
+// heads of a group; with group_chunk < group, dk_accum and dv_accum (float, shaped and strided
+// as dk and dv) and dkdv_sem (one counter per sequence, kv head and key tile, zeroed) carry the
+// sum of a group's blocks (block.cuh KeyBlock, epilogue.cuh store_dkdv). Every q-, k- or
 // v-shaped array has its own strides.
 #define CUFLASH_BWD_FIELDS(X)               \
     X(const T*, q)                          \
@@ -100,6 +101,7 @@ constexpr int kUnbounded = 1 << 30;
     X(Acc*, dk_accum)                       \
     X(Acc*, dv_accum)                       \
     X(int*, dkdv_sem)                       \
+    X(int, group_chunk)                     \
     X(Strides, q_stride)                    \
     X(Strides, k_stride)                    \
     X(Strides, v_stride)                    \

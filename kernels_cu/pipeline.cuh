@@ -24,21 +24,24 @@ __device__ __forceinline__ void load_tile_at(S* s, const T* tile, int rows, int 
 }
 
 // The K/V tiles of a TileIter, loaded in the order t = 0, 1, 2, ... (the pipelines' order).
-// IN_ORDER (every mask but a mask_mod's tile lists): tile t + 1 starts ROWS rows after tile t, so
-// each thread keeps its two source pointers and steps them, and the loop holds no stride products
-// (under a two-blocks-per-SM register cap ptxas otherwise reloads and recomputes them each step).
+// IN_ORDER (every mask but a mask_mod's tile lists) and a loader whose chunks follow one stepped
+// pointer per thread: tile t + 1 starts ROWS rows after tile t, so each thread keeps its two
+// source pointers and steps them, and the loop holds no stride products (under a two-blocks-per-SM
+// register cap ptxas otherwise reloads and recomputes them each step). Otherwise each tile's
+// address is computed when it loads (two pointers held across the loop would only cost registers).
 template <int ROWS, class Tiles, bool IN_ORDER, typename T>
 struct KVStream {
+    static constexpr bool STEP = IN_ORDER && Tiles::template kStepped<ROWS>;
     Rows<const T> k, v;
     TileIter tiles;
     int len, d;
-    const T* k_next;   // this thread's source in the next tile (IN_ORDER)
+    const T* k_next;   // this thread's source in the next tile (STEP)
     const T* v_next;
 
     __device__ __forceinline__ KVStream(const Rows<const T>& k_, const Rows<const T>& v_,
                                         const TileIter& it, int len_, int d_)
         : k(k_), v(v_), tiles(it), len(len_), d(d_) {
-        if constexpr (IN_ORDER) {
+        if constexpr (STEP) {
             const int j = it.start(0, ROWS);
             k_next = Tiles::template thread_src<ROWS>(k.at(j), k.ld);
             v_next = Tiles::template thread_src<ROWS>(v.at(j), v.ld);
@@ -49,7 +52,7 @@ struct KVStream {
     template <class S>
     __device__ __forceinline__ void load(S* sk, S* sv, int t) {
         const int j0 = tiles.start(t, ROWS), rows = min(ROWS, len - j0);
-        if constexpr (IN_ORDER) {
+        if constexpr (STEP) {
             Tiles::template load_from<ROWS>(sk, k_next, k.base, rows, d, k.ld);
             Tiles::template load_from<ROWS>(sv, v_next, v.base, rows, d, v.ld);
             k_next += size_t(ROWS) * k.ld;

@@ -8,8 +8,8 @@
 // dk, dv) take the kv head hk = h / group and k0 in their place. cuflash's own per-query arrays
 // (lse, D, and dq_accum's rows of d) hold (b, h, i) at b·lse_stride[0] + h·lse_stride[1] + q0 + i.
 //
-// Grid rows: batch_index() is b·heads + h in the forward and dQ kernels, and b·(heads / group) +
-// hk in the dK/dV kernel, which walks the group's query heads (block.cuh).
+// Grid rows: batch_index() is b·heads + h in the forward and dQ kernels; the dK/dV kernels order
+// them by rank in the GQA group first (block.cuh, KeyBlock::locate).
 #pragma once
 #include "params.cuh"
 

@@ -33,6 +33,9 @@ __device__ __forceinline__ void load_tile(Acc* s, const T* g, int rows_valid, in
 // Acc as it loads.
 template <typename Acc, int LD, int NT>
 struct SimtTiles {
+    // Whether a thread's chunks of a tile follow one stepped pointer (Chunks)
+    template <int ROWS>
+    static constexpr bool kStepped = false;
     template <int ROWS, typename T>
     static __device__ __forceinline__ const T* thread_src(const T* g, int) { return g; }
     template <int ROWS, typename T>

@@ -23,7 +23,7 @@ __device__ __forceinline__ int sw128(int r, int col) {
 template <int ROWS, int DP, int NT, typename T>
 __device__ __forceinline__ void cp_async_tile_sw128_from(T* s, const T* src, const T* any,
                                                          int rows_valid, int d, int ld) {
-    Chunks<ROWS, DP, NT>::each(src, any, rows_valid, d, ld, [&](int r, int c, const T* g, bool ok) {
+    Chunks<ROWS, DP, NT>::template each<true>(src, any, rows_valid, d, ld, [&](int r, int c, const T* g, bool ok) {
         cp_async16(s + sw128<ROWS>(r, c), g, ok);
     });
 }
@@ -36,6 +36,9 @@ __device__ __forceinline__ void cp_async_tile_sw128(T* s, const T* g, int rows_v
 // The wgmma kernels' tile loader (pipeline.cuh, KVStream / stage_q).
 template <int DP, int NT>
 struct SwizzledTiles {
+    // Whether a thread's chunks of a tile follow one stepped pointer (Chunks)
+    template <int ROWS>
+    static constexpr bool kStepped = Chunks<ROWS, DP, NT>::STEPPED;
     template <int ROWS, typename T>
     static __device__ __forceinline__ const T* thread_src(const T* g, int ld) {
         return Chunks<ROWS, DP, NT>::thread_src(g, ld);

@@ -48,14 +48,18 @@ def test_gqa_matches_oracle(xp, dtype, G):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("det", [True, False], ids=["det", "atomic"])
-@pytest.mark.parametrize("G", [4, HQ], ids=lambda g: f"G{g}")
+@pytest.mark.parametrize("G,ranks", [(4, 1), (4, 2), (4, 4), (HQ, 16), (HQ, None)],
+                         ids=lambda x: f"{x}")
 @pytest.mark.parametrize("dtype", ALL_DTYPES)
-def test_gqa_group_sum_in_order(dtype, G, det):
-    """The dK/dV kernels run one block per (key tile, query head) and sum a kv head's G query
-    heads through float accumulators in a fixed order (kernels_cu/epilogue.cuh, store_dkdv):
-    with many key tiles, a ragged last one, two sequences and every family's default tile, the
-    oracle criterion holds and dk, dv are the same bits on every run (dq too when det)."""
+def test_gqa_group_sum_in_order(dtype, G, ranks, det, monkeypatch):
+    """The dK/dV kernels split a kv head's G query heads over `ranks` blocks per key tile (one
+    walking all G; one per query head; between) and sum the ranks through float accumulators in
+    a fixed order (kernels_cu/epilogue.cuh, store_dkdv): with many key tiles, a ragged last one,
+    two sequences and every family's default tile, the oracle criterion holds and dk, dv are the
+    same bits on every run (dq too when det). None: the default rule (gpu/ops.py)."""
     from cuflash._xp import cupy_module
+    from cuflash.gpu import ops
+    monkeypatch.setattr(ops, "_GROUP_RANKS", ranks)
     xp = cupy_module()
     q, k, v, dout = _inputs(xp, dtype, G, B=2, T=300, S=333, d=64,
                             seed=case_seed("gqa-order", G, det))
@@ -68,6 +72,22 @@ def test_gqa_group_sum_in_order(dtype, G, det):
         for name, a, b in zip(("dq", "dk", "dv"), runs[0], other):
             if det or name != "dq":
                 np.testing.assert_array_equal(to_numpy(a), to_numpy(b), err_msg=name)
+
+
+def test_group_ranks_rule(monkeypatch):
+    """The fewest ranks per group (a divisor of G) giving four blocks per SM, G at most; an
+    override wins."""
+    from cuflash.gpu import ops
+    monkeypatch.setattr(ops, "_sm_count", lambda dev: 100)
+    assert ops._group_ranks(1, 10, 0) == 1
+    assert ops._group_ranks(8, 400, 0) == 1        # enough blocks with one rank
+    assert ops._group_ranks(8, 399, 0) == 2
+    assert ops._group_ranks(8, 100, 0) == 4
+    assert ops._group_ranks(8, 10, 0) == 8         # never more than G
+    assert ops._group_ranks(6, 100, 0) == 6        # divisors of 6: 1, 2, 3, 6
+    assert ops._group_ranks(6, 140, 0) == 3
+    monkeypatch.setattr(ops, "_GROUP_RANKS", 2)
+    assert ops._group_ranks(8, 10, 0) == 2 and ops._group_ranks(1, 10, 0) == 1
 
 
 def _variants(xp):

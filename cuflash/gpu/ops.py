@@ -59,6 +59,27 @@ def _smem_limit(device_id: int) -> int:
     return int(_cp().cuda.Device(device_id).attributes["MaxSharedMemoryPerBlockOptin"])
 
 
+@functools.lru_cache(maxsize=None)
+def _sm_count(device_id: int) -> int:
+    return int(_cp().cuda.Device(device_id).attributes["MultiProcessorCount"])
+
+
+#: Ranks per GQA group of the dK/dV kernels (None: _group_ranks' rule; tests and benchmarks set it)
+_GROUP_RANKS = None
+
+
+def _group_ranks(group: int, blocks_per_rank: int, device_id: int) -> int:
+    """How many blocks share a kv head's key tile in the dK/dV kernels (block.cuh, KeyBlock): one
+    walks all G query heads (no accumulators, G times fewer blocks than MHA); r of them walk G / r
+    each and sum in a fixed order through float accumulators (epilogue.cuh, store_dkdv). The
+    fewest ranks (a divisor of G) that give at least four blocks per SM."""
+    if _GROUP_RANKS is not None:
+        return min(group, _GROUP_RANKS)
+    target = 4 * _sm_count(device_id)
+    return next(r for r in range(1, group + 1)
+                if group % r == 0 and (blocks_per_rank * r >= target or r == group))
+
+
 def device_arch(device_id: int | None = None) -> str:
     """'sm_XY' of a device (default: the current one), from its compute capability."""
     return _device_arch(_cp().cuda.Device().id if device_id is None else device_id)
@@ -275,15 +296,18 @@ def _backward(r: _Run, dout, out, lse, p, tile, D, deterministic):
     dq_accum = cp.zeros(lse_shape + (D,), dtype=acc) if atomic else None
     dq = r.q_like()
     key_tiles = math.ceil(r.S / tile.block_n)
-    # GQA: a kv head's G query heads are G blocks per key tile, summed in a fixed order through
-    # float accumulators shaped like dk and dv and one counter per (sequence, kv head, key tile)
-    group_sum = r.group > 1
+    # GQA: a kv head's G query heads in `ranks` blocks per key tile, summed in a fixed order
+    # through float accumulators shaped like dk and dv and one counter per (sequence, kv head,
+    # key tile) when there is more than one
+    kv_rows = r.batch * (r.heads // r.group)
+    ranks = _group_ranks(r.group, key_tiles * kv_rows, dev)
+    group_sum = ranks > 1
     dk_accum = _empty(dk.shape, acc) if group_sum else None
     dv_accum = _empty(dv.shape, acc) if group_sum else None
-    dkdv_sem = (cp.zeros(r.batch * (r.heads // r.group) * key_tiles, dtype=np.int32)
-                if group_sum else None)
+    dkdv_sem = cp.zeros(kv_rows * key_tiles, dtype=np.int32) if group_sum else None
     fields = dict(q=r.q, k=r.k, v=r.v, out=out, dout=dout, lse=lse, D=Dsum, dq=dq, dk=dk, dv=dv,
                   dq_accum=dq_accum, dk_accum=dk_accum, dv_accum=dv_accum, dkdv_sem=dkdv_sem,
+                  group_chunk=r.group // ranks,
                   q_stride=r.strides(r.q), k_stride=r.strides(r.k),
                   v_stride=r.strides(r.v), out_stride=r.strides(out),
                   dout_stride=r.strides(dout), dq_stride=r.strides(dq), dk_stride=r.strides(dk),
@@ -298,9 +322,9 @@ def _backward(r: _Run, dout, out, lse, p, tile, D, deterministic):
     # -- D = rowsum(dO ∘ O): build.PREPROCESS_ROWS query rows per block
     _launch(build.get_preprocess(dt, dev, r.packed), 0, 256,
             math.ceil(r.T / build.PREPROCESS_ROWS), rows, packed)
-    # -- dK, dV (and dQ by atomics): one block per key tile and (sequence, query head)
+    # -- dK, dV (and dQ by atomics): one block per key tile, (sequence, kv head) and rank
     kern, smem = _ready(dkdv, dev)
-    _launch(kern, smem, dkdv.threads(), key_tiles, rows,
+    _launch(kern, smem, dkdv.threads(), key_tiles, kv_rows * ranks,
             _args(dkdv, packed, layout, fields, mod, r.T, r.S, keep))
     if atomic:
         rows_dq = dq_accum.astype(r.q.dtype)   # lse's rows: (batch, heads, T) or (heads, total_q)
