@@ -63,18 +63,13 @@ struct DkdvSimt {
         KTile dK, dV;
         dK.zero();
         dV.zero();
-        for (int c = 0; c < p.group_chunk; ++c) {   // this block's query heads of the group
-            const GroupHead<BLOCK_M, BLOCK_N, V, Params, Acc> head(p, kb, c);
-            const TileIter& qt = head.tiles;   // the query tiles that see this key tile
-            SyncPipeline pipe{qt.n};
-            auto load_q = [&](int t, int) {
-                stage_q<BLOCK_M, NT, Tiles>(sm.q, sm.dout, sm.lse2, sm.D, p, head.seq,
-                                            qt.start(t, BLOCK_M));
-            };
-            for (int t = 0; t < pipe.n; ++t) {
-                const int i0 = qt.start(t, BLOCK_M);
-                pipe.acquire(t, load_q);
-
+        using Head = GroupHead<BLOCK_M, BLOCK_N, V, Params, Acc>;
+        for_each_query_tile<BLOCK_M, Head, SyncPipeline>(
+            p, kb,
+            [&](int stage, const Seq& seq, int i0) {
+                stage_q<BLOCK_M, NT, Tiles>(sm.q, sm.dout, sm.lse2, sm.D, p, seq, i0);
+            },
+            [&](const Head& head, int t, int i0, int) {
                 // -- recompute Sᵀ = K_j Q_iᵀ and dPᵀ = V_j dO_iᵀ; Pᵀ and dSᵀ (0 where hidden)
                 St.template compute<LD, LD>(sm.k, sm.q);
                 dPt.template compute<LD, LD>(sm.v, sm.dout);
@@ -84,9 +79,9 @@ struct DkdvSimt {
                     [&](int r, int e, int& i, int& j) { i = i0 + St.col(e); j = j0 + St.row(r); },
                     [&](int, int e) { return sm.lse2[St.col(e)]; }, [&](int, int e) { return sm.D[St.col(e)]; },
                     head.mask, head.score, head.needs_mask(t, i0), Exp2Exact());
-    #pragma unroll
+#pragma unroll
                 for (int r = 0; r < STile::TR; ++r)
-    #pragma unroll
+#pragma unroll
                     for (int e = 0; e < STile::TN; ++e) {
                         sm.pt[St.row(r) * LDQ + St.col(e)] = round_to<T>(St.c[r][e]);
                         sm.dst[St.row(r) * LDQ + St.col(e)] = round_to<T>(dPt.c[r][e]);
@@ -103,10 +98,7 @@ struct DkdvSimt {
                     dQ.template accumulate<true, LDQ, LD, BLOCK_N>(sm.dst, sm.k);
                     dQ.atomic_add(p.dq_accum + head.seq.row(i0) * d, min(BLOCK_M, head.seq.T_len - i0), d, p.scale);
                 }
-                pipe.release();
-            }
-            pipe.drain();
-        }
+            });
         // -- dK_j = scale · Σ_h Σ_i dS_ijᵀ Q_i; dV_j = Σ_h Σ_i P_ijᵀ dO_i over the group's heads h
         //    (zero if no query sees the tile)
         store_dkdv<T>(

@@ -67,19 +67,14 @@ struct DkdvMma {
 #pragma unroll
             for (int e = 0; e < 4; ++e) dK[n][e] = dV[n][e] = 0.f;
 
-        for (int c = 0; c < p.group_chunk; ++c) {   // this block's query heads of the group
-            const GroupHead<BLOCK_M, BLOCK_N, V, Params, float> head(p, kb, c);
-            const TileIter& qt = head.tiles;   // the query tiles that see this key tile
-            CpAsyncPipeline<STAGES> pipe{qt.n};
-            auto load_q = [&](int t, int stage) {
-                stage_q<BLOCK_M, NT, Tiles>(sm.q[stage], sm.dout[stage], sm.lse2[stage], sm.D[stage],
-                                            p, head.seq, qt.start(t, BLOCK_M));
-            };
-            pipe.prologue(load_q);
-
-            for (int t = 0; t < pipe.n; ++t) {
-                const int i0 = qt.start(t, BLOCK_M);
-                const int stage = pipe.acquire(t, load_q);
+        using Head = GroupHead<BLOCK_M, BLOCK_N, V, Params, float>;
+        for_each_query_tile<BLOCK_M, Head, CpAsyncPipeline<STAGES>>(
+            p, kb,
+            [&](int stage, const Seq& seq, int i0) {
+                stage_q<BLOCK_M, NT, Tiles>(sm.q[stage], sm.dout[stage], sm.lse2[stage],
+                                            sm.D[stage], p, seq, i0);
+            },
+            [&](const Head& head, int t, int i0, int stage) {
                 const T* Qs = sm.q[stage];
                 const T* dOs = sm.dout[stage];
                 const float* lse2 = sm.lse2[stage];
@@ -87,16 +82,16 @@ struct DkdvMma {
 
                 // -- Sᵀ = K_j Q_iᵀ and dPᵀ = V_j dO_iᵀ for this warp's 16 keys
                 float st[MS][4], dpt[MS][4];
-    #pragma unroll
+#pragma unroll
                 for (int n = 0; n < MS; ++n)
-    #pragma unroll
+#pragma unroll
                     for (int e = 0; e < 4; ++e) st[n][e] = dpt[n][e] = 0.f;
-    #pragma unroll
+#pragma unroll
                 for (int kk = 0; kk < DP / 16; ++kk) {
                     unsigned ak[4], av[4];
                     ldmatrix_x4(ak, frag_a_addr<LDS>(sm.k, wkey, kk * 16, lane));
                     ldmatrix_x4(av, frag_a_addr<LDS>(sm.v, wkey, kk * 16, lane));
-    #pragma unroll
+#pragma unroll
                     for (int nn = 0; nn < BLOCK_M / 16; ++nn) {
                         unsigned bq[4], bo[4];
                         ldmatrix_x4(bq, frag_b_addr<LDS>(Qs, nn * 16, kk * 16, lane));
@@ -120,7 +115,7 @@ struct DkdvMma {
                 // -- Pᵀ and dSᵀ rounded to T and packed as A fragments now (k = queries), so the float
                 //    accumulators die before the next products
                 unsigned pa[BLOCK_M / 16][4], sa[BLOCK_M / 16][4];
-    #pragma unroll
+#pragma unroll
                 for (int kk = 0; kk < BLOCK_M / 16; ++kk) {
                     c_to_a<T>(pa[kk], st[2 * kk], st[2 * kk + 1]);
                     c_to_a<T>(sa[kk], dpt[2 * kk], dpt[2 * kk + 1]);
@@ -128,18 +123,18 @@ struct DkdvMma {
                 if constexpr (ATOMIC_DQ) {
                     // dSᵀ to shared memory for the dQ product (A fragment regs: rows g / g+8, queries
                     // 16kk + 2t and 16kk + 8 + 2t)
-    #pragma unroll
+#pragma unroll
                     for (int kk = 0; kk < BLOCK_M / 16; ++kk)
-    #pragma unroll
+#pragma unroll
                         for (int r = 0; r < 4; ++r)
                             *reinterpret_cast<unsigned*>(sm.dst + (wkey + g + (r & 1) * 8) * LDT + kk * 16 +
                                                          (r >> 1) * 8 + 2 * t4) = sa[kk][r];
                 }
 
                 // -- dV_j += P_ijᵀ dO_i, dK_j += dS_ijᵀ Q_i (k = queries)
-    #pragma unroll
+#pragma unroll
                 for (int kk = 0; kk < BLOCK_M / 16; ++kk) {
-    #pragma unroll
+#pragma unroll
                     for (int dd = 0; dd < DP / 16; ++dd) {
                         unsigned bo[4], bq[4];
                         ldmatrix_x4_trans(bo, frag_a_addr<LDS>(dOs, kk * 16, dd * 16, lane));
@@ -159,15 +154,15 @@ struct DkdvMma {
                     for (int item = warp; item < QM * QC; item += NW) {
                         const int q0 = (item / QC) * 16, c0 = (item % QC) * 32;
                         float dq[4][4];
-    #pragma unroll
+#pragma unroll
                         for (int n = 0; n < 4; ++n)
-    #pragma unroll
+#pragma unroll
                             for (int e = 0; e < 4; ++e) dq[n][e] = 0.f;
-    #pragma unroll
+#pragma unroll
                         for (int kk = 0; kk < BLOCK_N / 16; ++kk) {
                             unsigned a[4];   // dS (rows = queries, k = keys) from the stored dSᵀ
                             ldmatrix_x4_trans(a, frag_b_addr<LDT>(sm.dst, kk * 16, q0, lane));
-    #pragma unroll
+#pragma unroll
                             for (int dd = 0; dd < 2; ++dd) {
                                 unsigned bk[4];
                                 ldmatrix_x4_trans(bk, frag_a_addr<LDS>(sm.k, kk * 16, c0 + dd * 16, lane));
@@ -175,11 +170,11 @@ struct DkdvMma {
                                 mma16816<T>(dq[2 * dd + 1], a, bk[2], bk[3]);
                             }
                         }
-    #pragma unroll
+#pragma unroll
                         for (int h = 0; h < 2; ++h) {
                             const int r = i0 + q0 + g + h * 8;
                             if (r >= head.seq.T_len) continue;
-    #pragma unroll
+#pragma unroll
                             for (int n = 0; n < 4; ++n) {
                                 const int c = c0 + n * 8 + 2 * t4;
                                 if (c < d) {
@@ -191,10 +186,7 @@ struct DkdvMma {
                     }
                     __syncthreads();   // every warp is done with dSᵀ before the next step rewrites it
                 }
-                pipe.release();
-            }
-            pipe.drain();
-        }
+            });
 
         store_dkdv_fragments<T>(p, kb, dK, dV, wkey, lane);   // dK_j, dV_j summed over the group
     }

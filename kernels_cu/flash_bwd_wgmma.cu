@@ -68,19 +68,14 @@ struct DkdvWgmma {
         const T* sKw = sm.k + wg * 64 * 64;           // this warpgroup's 64 keys of panel 0
         const T* sVw = sm.v + wg * 64 * 64;
 
-        for (int c = 0; c < p.group_chunk; ++c) {   // this block's query heads of the group
-            const GroupHead<BLOCK_M, BLOCK_N, V, Params, float> head(p, kb, c);
-            const TileIter& qt = head.tiles;   // the query tiles that see this key tile
-            CpAsyncPipeline<STAGES, STAGES - 1, true> pipe{qt.n};
-            auto load_q = [&](int t, int stage) {
-                stage_q<BLOCK_M, NT, Tiles>(sm.q[stage], sm.dout[stage], sm.lse2[stage], sm.D[stage],
-                                            p, head.seq, qt.start(t, BLOCK_M));
-            };
-            pipe.prologue(load_q);
-
-            for (int t = 0; t < pipe.n; ++t) {
-                const int i0 = qt.start(t, BLOCK_M);
-                const int stage = pipe.acquire(t, load_q);
+        using Head = GroupHead<BLOCK_M, BLOCK_N, V, Params, float>;
+        for_each_query_tile<BLOCK_M, Head, CpAsyncPipeline<STAGES, STAGES - 1, true>>(
+            p, kb,
+            [&](int stage, const Seq& seq, int i0) {
+                stage_q<BLOCK_M, NT, Tiles>(sm.q[stage], sm.dout[stage], sm.lse2[stage],
+                                            sm.D[stage], p, seq, i0);
+            },
+            [&](const Head& head, int t, int i0, int stage) {
                 const T* Qs = sm.q[stage];
                 const T* dOs = sm.dout[stage];
                 const float* lse2 = sm.lse2[stage];
@@ -89,7 +84,7 @@ struct DkdvWgmma {
                 // -- Sᵀ = K_j Q_iᵀ and dPᵀ = V_j dO_iᵀ for this warpgroup's 64 keys (one group)
                 float st[MS][4], dpt[MS][4];
                 wgmma_fence();
-    #pragma unroll
+#pragma unroll
                 for (int kk = 0; kk < DP / 16; ++kk) {
                     MMA_S::ss(st, kmajor_desc<BLOCK_N>(sKw, kk), kmajor_desc<BLOCK_M>(Qs, kk), kk > 0);
                     MMA_S::ss(dpt, kmajor_desc<BLOCK_N>(sVw, kk), kmajor_desc<BLOCK_M>(dOs, kk), kk > 0);
@@ -111,13 +106,13 @@ struct DkdvWgmma {
                 // -- Pᵀ, dSᵀ as A fragments (k = queries); dV_j += P_ijᵀ dO_i, dK_j += dS_ijᵀ Q_i with
                 //    dO and Q read MN-major: 16 queries (2048 bytes) per k-step, panels BLOCK_M·128 apart
                 unsigned pa[BLOCK_M / 16][4], sa[BLOCK_M / 16][4];
-    #pragma unroll
+#pragma unroll
                 for (int kk = 0; kk < BLOCK_M / 16; ++kk) {
                     c_to_a<T>(pa[kk], st[2 * kk], st[2 * kk + 1]);
                     c_to_a<T>(sa[kk], dpt[2 * kk], dpt[2 * kk + 1]);
                 }
                 wgmma_fence();
-    #pragma unroll
+#pragma unroll
                 for (int kk = 0; kk < BLOCK_M / 16; ++kk) {
                     MMA_O::template rs<1>(dV, pa[kk], mnmajor_desc<BLOCK_M>(dOs, kk), 1);
                     MMA_O::template rs<1>(dK, sa[kk], mnmajor_desc<BLOCK_M>(Qs, kk), 1);
@@ -128,10 +123,7 @@ struct DkdvWgmma {
                 wgmma_fence_regs(dK);
                 wgmma_keep_regs(pa);
                 wgmma_keep_regs(sa);
-                pipe.release();
-            }
-            pipe.drain();
-        }
+            });
 
         store_dkdv_fragments<T>(p, kb, dK, dV, wkey, lane);   // dK_j, dV_j summed over the group
     }

@@ -171,25 +171,13 @@ struct Chunks {
     }
 };
 
-// Issue cp.async for a ROWS × DP tile (global row stride ld elements, this thread's source src =
-// Chunks::thread_src(tile, ld)) into shared memory (row stride LDS); rows >= rows_valid and
+// A tile loader by cp.async (pipeline.cuh: KVStream, stage_q, load_tile_at): each 16-byte chunk
+// of a ROWS × DP tile (global row stride ld elements, this thread's first source
+// thread_src(tile, ld)) to shared-memory element Layout::at<ROWS>(row, column); rows >= rows and
 // columns >= d are zero-filled (`any`: an address of the array for the chunks that read nothing).
-template <int ROWS, int DP, int LDS, int NT, typename T>
-__device__ __forceinline__ void cp_async_tile_from(T* s, const T* src, const T* any,
-                                                   int rows_valid, int d, int ld) {
-    Chunks<ROWS, DP, NT>::template each<false>(src, any, rows_valid, d, ld, [&](int r, int c, const T* g, bool ok) {
-        cp_async16(s + r * LDS + c, g, ok);
-    });
-}
-template <int ROWS, int DP, int LDS, int NT, typename T>
-__device__ __forceinline__ void cp_async_tile(T* s, const T* g, int rows_valid, int d, int ld) {
-    cp_async_tile_from<ROWS, DP, LDS, NT>(s, Chunks<ROWS, DP, NT>::thread_src(g, ld), g,
-                                          rows_valid, d, ld);
-}
-
-// The mma kernels' tile loader (pipeline.cuh, stage_kv / stage_q): cp_async_tile.
-template <int DP, int LDS, int NT>
-struct MmaTiles {
+// Layout::kUnrolled: Chunks::each's loop unrolled where a thread's chunks do not follow one pointer.
+template <int DP, int NT, class Layout>
+struct CpAsyncTiles {
     // Whether a thread's chunks of a tile follow one stepped pointer (Chunks)
     template <int ROWS>
     static constexpr bool kStepped = Chunks<ROWS, DP, NT>::STEPPED;
@@ -200,8 +188,33 @@ struct MmaTiles {
     template <int ROWS, typename T>
     static __device__ __forceinline__ void load_from(T* s, const T* src, const T* any, int rows,
                                                      int d, int ld) {
-        cp_async_tile_from<ROWS, DP, LDS, NT>(s, src, any, rows, d, ld);
+        Chunks<ROWS, DP, NT>::template each<Layout::kUnrolled>(
+            src, any, rows, d, ld, [&](int r, int c, const T* g, bool ok) {
+                cp_async16(s + Layout::template at<ROWS>(r, c), g, ok);
+            });
+    }
+    template <int ROWS, typename T>
+    static __device__ __forceinline__ void load(T* s, const T* g, int rows, int d, int ld) {
+        load_from<ROWS>(s, thread_src<ROWS>(g, ld), g, rows, d, ld);
     }
 };
+
+// Rows of LDS elements (the mma kernels' tiles, padded against bank conflicts)
+template <int LDS>
+struct RowMajor {
+    static constexpr bool kUnrolled = false;   // odd head dims would hold a dozen addresses at once
+    template <int ROWS>
+    static __device__ __forceinline__ int at(int r, int c) { return r * LDS + c; }
+};
+
+// The mma kernels' tile loader.
+template <int DP, int LDS, int NT>
+using MmaTiles = CpAsyncTiles<DP, NT, RowMajor<LDS>>;
+
+// cp.async of a ROWS × DP tile into rows of LDS elements (MmaTiles' load)
+template <int ROWS, int DP, int LDS, int NT, typename T>
+__device__ __forceinline__ void cp_async_tile(T* s, const T* g, int rows_valid, int d, int ld) {
+    MmaTiles<DP, LDS, NT>::template load<ROWS>(s, g, rows_valid, d, ld);
+}
 
 }  // namespace cuflash

@@ -18,37 +18,22 @@ __device__ __forceinline__ int sw128(int r, int col) {
     return (col >> 6) * (ROWS * 64) + r * 64 + ((((col >> 3) & 7) ^ (r & 7)) << 3) + (col & 7);
 }
 
-// cp.async of a ROWS × DP tile (global row stride ld elements; src = Chunks::thread_src(tile, ld),
-// mma.cuh) into the swizzled layout; rows >= rows_valid and columns >= d are zero-filled.
-template <int ROWS, int DP, int NT, typename T>
-__device__ __forceinline__ void cp_async_tile_sw128_from(T* s, const T* src, const T* any,
-                                                         int rows_valid, int d, int ld) {
-    Chunks<ROWS, DP, NT>::template each<true>(src, any, rows_valid, d, ld, [&](int r, int c, const T* g, bool ok) {
-        cp_async16(s + sw128<ROWS>(r, c), g, ok);
-    });
-}
+// The 128-byte-swizzled layout as CpAsyncTiles (mma.cuh) fills it
+struct Swizzle128 {
+    static constexpr bool kUnrolled = true;
+    template <int ROWS>
+    static __device__ __forceinline__ int at(int r, int c) { return sw128<ROWS>(r, c); }
+};
+
+// The wgmma kernels' tile loader.
+template <int DP, int NT>
+using SwizzledTiles = CpAsyncTiles<DP, NT, Swizzle128>;
+
+// cp.async of a ROWS × DP tile into the swizzled layout (SwizzledTiles' load)
 template <int ROWS, int DP, int NT, typename T>
 __device__ __forceinline__ void cp_async_tile_sw128(T* s, const T* g, int rows_valid, int d, int ld) {
-    cp_async_tile_sw128_from<ROWS, DP, NT>(s, Chunks<ROWS, DP, NT>::thread_src(g, ld), g,
-                                           rows_valid, d, ld);
+    SwizzledTiles<DP, NT>::template load<ROWS>(s, g, rows_valid, d, ld);
 }
-
-// The wgmma kernels' tile loader (pipeline.cuh, KVStream / stage_q).
-template <int DP, int NT>
-struct SwizzledTiles {
-    // Whether a thread's chunks of a tile follow one stepped pointer (Chunks)
-    template <int ROWS>
-    static constexpr bool kStepped = Chunks<ROWS, DP, NT>::STEPPED;
-    template <int ROWS, typename T>
-    static __device__ __forceinline__ const T* thread_src(const T* g, int ld) {
-        return Chunks<ROWS, DP, NT>::thread_src(g, ld);
-    }
-    template <int ROWS, typename T>
-    static __device__ __forceinline__ void load_from(T* s, const T* src, const T* any, int rows,
-                                                     int d, int ld) {
-        cp_async_tile_sw128_from<ROWS, DP, NT>(s, src, any, rows, d, ld);
-    }
-};
 
 // wgmma shared-memory descriptor, 128-byte swizzle: start address, leading-dimension byte offset
 // (only read for MN-major operands wider than one panel), stride byte offset 1024 (8 rows).
