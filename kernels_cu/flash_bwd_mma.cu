@@ -103,23 +103,10 @@ struct DkdvMma {
                     }
                 }
 
-                // -- Pᵀ and dSᵀ in place (rows r = keys g / g + 8, elements e = queries)
-                auto ql = [&](int e) { return (e >> 1) * 8 + 2 * t4 + (e & 1); };   // query within the tile
-                bwd_probs<float, 2, 2 * MS>(
-                    [&](int r, int e) -> float& { return st[e >> 1][2 * r + (e & 1)]; },
-                    [&](int r, int e) -> float& { return dpt[e >> 1][2 * r + (e & 1)]; },
-                    [&](int r, int e, int& i, int& j) { i = i0 + ql(e); j = j0 + wkey + g + r * 8; },
-                    [&](int, int e) { return lse2[ql(e)]; }, [&](int, int e) { return Ds[ql(e)]; },
-                    head.mask, head.score, head.needs_mask(t, i0), Exp2Exact());
-
-                // -- Pᵀ and dSᵀ rounded to T and packed as A fragments now (k = queries), so the float
-                //    accumulators die before the next products
+                // -- Pᵀ and dSᵀ, and both as A fragments (k = queries)
                 unsigned pa[BLOCK_M / 16][4], sa[BLOCK_M / 16][4];
-#pragma unroll
-                for (int kk = 0; kk < BLOCK_M / 16; ++kk) {
-                    c_to_a<T>(pa[kk], st[2 * kk], st[2 * kk + 1]);
-                    c_to_a<T>(sa[kk], dpt[2 * kk], dpt[2 * kk + 1]);
-                }
+                key_tile_probs<T, BLOCK_M>(st, dpt, pa, sa, head, t, i0, j0 + wkey, lane, lse2, Ds,
+                                           Exp2Exact());
                 if constexpr (ATOMIC_DQ) {
                     // dSᵀ to shared memory for the dQ product (A fragment regs: rows g / g+8, queries
                     // 16kk + 2t and 16kk + 8 + 2t)

@@ -32,5 +32,32 @@ __device__ __forceinline__ void for_each_query_tile(const P& p, const KB& kb, St
     }
 }
 
+// The dK/dV tensor-core kernels' Pᵀ and dSᵀ (softmax.cuh, bwd_probs) of one warp's 16 keys from
+// key j × BLOCK_M queries from i0 (tile t of the head's list), in C fragments (rows r = keys
+// g / g + 8, elements e = queries): st holds Sᵀ and becomes Pᵀ, dpt holds dPᵀ and becomes dSᵀ;
+// then both rounded to T as A fragments (k = queries) in pa and sa, so that the float
+// accumulators die before the next products. lse2, Ds: the queries' lse·log2 e and D.
+template <typename T, int BLOCK_M, class Head, class Exp>
+__device__ __forceinline__ void key_tile_probs(float (&st)[BLOCK_M / 8][4],
+                                               float (&dpt)[BLOCK_M / 8][4],
+                                               unsigned (&pa)[BLOCK_M / 16][4],
+                                               unsigned (&sa)[BLOCK_M / 16][4], const Head& head,
+                                               int t, int i0, int j, int lane, const float* lse2,
+                                               const float* Ds, Exp exp2) {
+    const int g = lane >> 2, t4 = lane & 3;
+    auto ql = [&](int e) { return (e >> 1) * 8 + 2 * t4 + (e & 1); };   // query within the tile
+    bwd_probs<float, 2, BLOCK_M / 4>(
+        [&](int r, int e) -> float& { return st[e >> 1][2 * r + (e & 1)]; },
+        [&](int r, int e) -> float& { return dpt[e >> 1][2 * r + (e & 1)]; },
+        [&](int r, int e, int& i, int& jj) { i = i0 + ql(e); jj = j + g + r * 8; },
+        [&](int, int e) { return lse2[ql(e)]; }, [&](int, int e) { return Ds[ql(e)]; },
+        head.mask, head.score, head.needs_mask(t, i0), exp2);
+#pragma unroll
+    for (int kk = 0; kk < BLOCK_M / 16; ++kk) {
+        c_to_a<T>(pa[kk], st[2 * kk], st[2 * kk + 1]);
+        c_to_a<T>(sa[kk], dpt[2 * kk], dpt[2 * kk + 1]);
+    }
+}
+
 }  // namespace cuflash
 
