@@ -25,6 +25,7 @@ import math
 
 import numpy as np
 
+from . import device
 from ._xp import accum_dtype, resolve_dtype
 from .tile import TileConfig
 from .mask import Mask
@@ -164,10 +165,11 @@ def naive_backward(batch, T, S, d, dtype, causal, matmul_f32=None) -> Traffic:
     return Traffic(read, written, attention_flops(batch, T, S, d, causal, backward=True))
 
 
-#: Defaults of the L2-aware forward model: the H200's L2 (GPU.md: 50 MB) and the thread blocks
-#: resident at once (132 SMs × 2 blocks, what the mma forward's registers allow).
-L2_BYTES = 50 * 10**6
-RESIDENT_BLOCKS = 264
+#: Defaults of the L2-aware forward model: the assumed sm_90 device's L2 (device.py; the H200's,
+#: GPU.md: 50 MB) and the thread blocks resident at once (its 132 SMs × 2 blocks, what the mma
+#: forward's registers allow).
+L2_BYTES = device.assumed("sm_90").l2_bytes
+RESIDENT_BLOCKS = 2 * device.assumed("sm_90").sm_count
 
 
 def flash_forward_dram(batch, T, S, d, dtype, causal, tile: TileConfig, *, l2_bytes=L2_BYTES,

@@ -10,6 +10,7 @@ import functools
 
 import numpy as np
 
+from .device import DEFAULT_ARCH, is_hopper
 from ._xp import dtype_name
 
 KERNELS = ("simt", "mma", "wgmma")
@@ -103,11 +104,6 @@ def _wgmma_backward_tiles(head_dim: int) -> list[TileConfig]:
     return [TileConfig(64, 64, 4, 2, "wgmma")]
 
 
-#: Opt-in shared memory per block of Hopper (sm_90); smaller limits mean sm_80/86/89, whose
-#: ptxas allocates registers a little differently (see the backward choice below).
-HOPPER_SMEM = 232448
-
-
 def tile_candidates(head_dim: int, dtype, *, backward: bool = False, causal: bool = False,
                     deterministic: bool = True, hopper: bool = True,
                     wgmma: bool = False) -> list[TileConfig]:
@@ -197,8 +193,8 @@ def _default_tile(head_dim, dtype, backward, causal, deterministic, smem_limit, 
     # cached: every attention call without a tile asks, and the checks below are not free
     cands = tile_candidates(head_dim, dtype, backward=backward, causal=causal,
                             deterministic=deterministic,
-                            hopper=smem_limit is None or smem_limit >= HOPPER_SMEM,
-                            wgmma=smem_limit is not None and arch in ("sm_90", "sm_90a"))
+                            hopper=is_hopper(arch or DEFAULT_ARCH),
+                            wgmma=smem_limit is not None and arch is not None and is_hopper(arch))
     if smem_limit is None:
         return cands[0]
     from .gpu.plan import check_tile  # the kernels' constraints live with the kernels

@@ -52,6 +52,7 @@ from typing import Any
 
 import yaml
 
+from .. import device
 from .._xp import BFLOAT16_HINT, DTYPE_NAMES, DTYPES
 from ..checks import KERNEL_HEAD_DIMS
 from ..tile import KERNELS, TileConfig, default_tile
@@ -66,9 +67,9 @@ TILE_FIELDS = ("block_m", "block_n", "num_warps", "num_stages", "kernel")
 TILE_CHOICES = {"block_m": (16, 32, 64, 128, 256), "block_n": (16, 32, 64, 128, 256),
                 "num_warps": (1, 2, 4, 8, 16), "num_stages": (1, 2, 3, 4), "kernel": KERNELS}
 PLOT_KINDS = ("line", "heatmap")
-#: Opt-in shared memory per block assumed when no GPU is visible (H100/H200, sm_90).
-DEFAULT_SMEM_LIMIT = 232448
-DEFAULT_ARCH = "sm_90"
+#: Opt-in shared memory per block and architecture assumed when no GPU is visible (device.py).
+DEFAULT_SMEM_LIMIT = device.assumed().smem_per_block
+DEFAULT_ARCH = device.DEFAULT_ARCH
 
 # -- CSV columns, by what produces them (``results.COLUMNS`` orders them) -------------------------
 VARIANT_COLUMNS = variants_mod.VARIANT_COLUMNS
@@ -970,26 +971,12 @@ def _path_text(steps) -> str:
 
 def device_arch() -> str:
     """'sm_XY' of the current GPU, or DEFAULT_ARCH without one (the GPU the defaults assume)."""
-    from .._xp import gpu_available
-    if gpu_available():
-        try:
-            from ..gpu.ops import device_arch as arch
-            return arch()
-        except Exception:
-            pass
-    return DEFAULT_ARCH
+    return device.visible().arch
 
 
 def device_smem_limit() -> int:
     """Opt-in shared memory per block of the current GPU, or DEFAULT_SMEM_LIMIT without one."""
-    from .._xp import gpu_available
-    if gpu_available():
-        try:
-            from ..gpu.ops import smem_limit
-            return smem_limit()
-        except Exception:
-            pass
-    return DEFAULT_SMEM_LIMIT
+    return device.visible().smem_per_block
 
 
 def load(path, overrides=(), *, smem_limit: int | None | str = "device") -> Experiment:

@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from .. import checks
+from .. import checks, device
 from .._xp import accum_dtype, dtype_name
 from . import build, params, plan, views
 
@@ -50,18 +50,11 @@ def _cp():
 
 def smem_limit(device_id: int | None = None) -> int:
     """Opt-in shared memory per block of a device (default: the current one), in bytes."""
-    return _smem_limit(_cp().cuda.Device().id if device_id is None else device_id)
+    return device.current(device_id).smem_per_block
 
 
-@functools.lru_cache(maxsize=None)
-def _smem_limit(device_id: int) -> int:
-    # Device.attributes queries every attribute: once per device, not once per call
-    return int(_cp().cuda.Device(device_id).attributes["MaxSharedMemoryPerBlockOptin"])
-
-
-@functools.lru_cache(maxsize=None)
 def _sm_count(device_id: int) -> int:
-    return int(_cp().cuda.Device(device_id).attributes["MultiProcessorCount"])
+    return device.current(device_id).sm_count
 
 
 #: Ranks per GQA group of the dK/dV kernels (None: _group_ranks' rule; tests and benchmarks set it)
@@ -82,12 +75,7 @@ def _group_ranks(group: int, blocks_per_rank: int, device_id: int) -> int:
 
 def device_arch(device_id: int | None = None) -> str:
     """'sm_XY' of a device (default: the current one), from its compute capability."""
-    return _device_arch(_cp().cuda.Device().id if device_id is None else device_id)
-
-
-@functools.lru_cache(maxsize=None)
-def _device_arch(device_id: int) -> str:
-    return f"sm_{_cp().cuda.Device(device_id).compute_capability}"
+    return device.current(device_id).arch
 
 
 @functools.lru_cache(maxsize=None)

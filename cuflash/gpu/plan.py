@@ -12,6 +12,7 @@ import dataclasses
 import math
 
 
+from .. import device
 from .._xp import accum_dtype, dtype_name, resolve_dtype
 from ..tile import TileConfig, mma_capable
 
@@ -19,11 +20,9 @@ ROLES = ("fwd", "bwd_dkdv", "bwd_dq")
 _SHORT = {"float16": "f16", "bfloat16": "bf16", "float32": "f32", "float64": "f64"}
 _CTYPE = {"float16": "__half", "bfloat16": "__nv_bfloat16", "float32": "float", "float64": "double"}
 
-#: Opt-in shared memory per block by compute capability (bytes), for checks without a device.
-SMEM_LIMIT = {"sm_80": 166912, "sm_86": 101376, "sm_89": 101376, "sm_90": 232448,
-              "sm_90a": 232448}
-#: Shared memory per SM on Hopper (bytes) and what the driver reserves per resident block.
-SMEM_PER_SM, _SMEM_RESERVED = 233472, 1024
+#: Opt-in shared memory per block by compute capability (bytes), for checks without a device
+#: (cuflash/device.py, ASSUMED).
+SMEM_LIMIT = {arch: dev.smem_per_block for arch, dev in device.ASSUMED.items()}
 
 
 def head_dim_pad(d: int, family: str) -> int:
@@ -137,7 +136,7 @@ class KernelSpec:
         threads); 1 otherwise."""
         if self.family == "wgmma" and self.role == "fwd" and \
                 self.tile.block_n + self.head_dim <= 128 and \
-                2 * (self.smem_bytes() + _SMEM_RESERVED) <= SMEM_PER_SM:
+                device.assumed("sm_90").blocks_per_sm(self.smem_bytes()) >= 2:
             return 2   # S and O take (block_n + head_dim) / 2 registers per thread: <= 64
         return 1
 
