@@ -35,17 +35,18 @@ def _score_mods(p):
     return dict(softcap=p.softcap, slopes=p.alibi_slopes, mask_mod=p.mask_mod, heads=p.heads)
 
 
-def _forward(p, q, k, v, tile):
+def _forward(p, q, k, v, tile, num_splits=1):
     """out (lead..., T, d_v) and lse (lead..., T): the twin on flattened copies (K/V repeated
-    per query head under GQA), or the kernels on the arrays as they are (``gpu.ops``)."""
+    per query head under GQA), or the kernels on the arrays as they are (``gpu.ops``);
+    num_splits: split-KV (None: automatic; the twin takes one split then)."""
     ops = _backend(p.xp)
     if ops is not None:
-        return ops.forward(q, k, v, p, tile=tile)
+        return ops.forward(q, k, v, p, tile=tile, num_splits=num_splits)
     xp = p.xp
     q3 = checks.flatten(q, p.lead, xp)
     k3, v3 = checks.flatten_kv(k, p, xp), checks.flatten_kv(v, p, xp)
     out3, lse3 = twin.forward(q3, k3, v3, mask=p.mask, scale=p.scale, block_m=tile.block_m,
-                              block_n=tile.block_n, **_score_mods(p))
+                              block_n=tile.block_n, num_splits=num_splits or 1, **_score_mods(p))
     return out3.reshape(p.lead + (p.T, p.dv)), lse3.reshape(p.lead + (p.T,))
 
 
@@ -67,7 +68,8 @@ def _backward(p, dout, q, k, v, out, lse, tile, deterministic):
 
 
 def attention(q, k, v, *, causal=False, scale=None, tile=None, return_lse=False, window=None,
-              softcap=None, alibi_slopes=None, mask_mod=None, return_residuals=False):
+              softcap=None, alibi_slopes=None, mask_mod=None, return_residuals=False,
+              num_splits=1):
     """Exact attention softmax(scale · q kᵀ) v, tiled: the T×S scores never reach device memory.
 
     Parameters
@@ -109,6 +111,14 @@ def attention(q, k, v, *, causal=False, scale=None, tile=None, return_lse=False,
         Also return the log-sum-exp of each row's scores (natural log).
     return_residuals : bool
         Also return the :class:`Residuals` that :func:`attention_backward` takes.
+    num_splits : int >= 1 or None
+        Split-KV (flash-decoding): the key tiles of each query tile are shared out over this
+        many thread blocks (in order, ceil(tiles / num_splits) each), each leaving its own
+        output and log-sum-exp in float, merged exactly by one more kernel:
+        lse = log Σ e^{lse_s}, out = Σ e^{lse_s - lse} out_s. For few queries over many keys
+        (decoding), where one block per query tile leaves most of the GPU idle. None chooses
+        from the problem and the GPU's SM count; 1 (the default) is the plain kernel. The twin
+        runs the same splits and merge. The backward does not depend on it.
 
     Returns
     -------
@@ -126,6 +136,7 @@ def attention(q, k, v, *, causal=False, scale=None, tile=None, return_lse=False,
     """
     p = checks.check_qkv(q, k, v, causal=causal, scale=scale, window=window, softcap=softcap,
                          alibi_slopes=alibi_slopes, mask_mod=mask_mod)
+    num_splits = checks.check_num_splits(num_splits)
     tile = checks.check_tile(tile) or _default(p, backward=False)
     xp = p.xp
     if not isinstance(return_residuals, (bool, np.bool_)):
@@ -134,7 +145,7 @@ def attention(q, k, v, *, causal=False, scale=None, tile=None, return_lse=False,
         out = xp.empty(p.lead + (0, p.dv), dtype=p.dtype)
         lse = xp.empty(p.lead + (0,), dtype=accum_dtype(p.dtype))
     else:
-        out, lse = _forward(p, q, k, v, tile)
+        out, lse = _forward(p, q, k, v, tile, num_splits)
     res = (Residuals(q, k, v, out, lse, causal=causal, scale=scale, window=window,
                      softcap=softcap, alibi_slopes=alibi_slopes, mask_mod=mask_mod),)
     return (out,) + ((lse,) if return_lse else ()) + (res if return_residuals else ()) \

@@ -366,6 +366,19 @@ def check_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, max_seqlen_q=None, max_
                          check_softcap(softcap), slopes, (cu_seqlens_q, cu_seqlens_k))
 
 
+def check_num_splits(num_splits, *, allow_none=True):
+    """Split-KV's splits: an int >= 1, or None (automatic) where allowed."""
+    if num_splits is None and allow_none:
+        return None
+    if isinstance(num_splits, (bool, np.bool_)) or not isinstance(num_splits, numbers.Integral):
+        raise TypeError(f"num_splits must be an int >= 1{' or None' if allow_none else ''}, "
+                        f"got {num_splits!r}")
+    if num_splits < 1:
+        raise ValueError(f"num_splits={num_splits!r} must be >= 1"
+                         f"{' (or None: automatic)' if allow_none else ''}")
+    return int(num_splits)
+
+
 def check_same(name, a, ref_name, shape, dtype, xp):
     """`a` must be an array of module xp with the given shape and dtype."""
     array_module(**{name: a})

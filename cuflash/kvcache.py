@@ -67,7 +67,7 @@ class _Call:
     seqlens: np.ndarray          # (B,) int64, host
     table: np.ndarray | None     # (B, W) int64, host; None for the contiguous layout
     page_size: int               # 0 for the contiguous layout
-    options: dict                # causal, window, softcap, scale for cuflash.attention
+    options: dict                # causal, window, softcap, scale, num_splits for cuflash.attention
     mask: Mask
     slopes: object               # (B, Hkv, G) accumulation dtype on xp, or None
 
@@ -100,15 +100,6 @@ def _check_index_array(name, a, shape, shape_text) -> None:
     if tuple(a.shape) != tuple(shape):
         raise ValueError(f"{name} must have shape {tuple(shape)} {shape_text}, got "
                          f"{tuple(a.shape)}")
-
-
-def _check_num_splits(num_splits) -> None:
-    if num_splits is None:
-        return
-    if not _is_int(num_splits):
-        raise TypeError(f"num_splits must be an int >= 1 or None, got {num_splits!r}")
-    if num_splits < 1:
-        raise ValueError(f"num_splits={num_splits!r} must be >= 1 (or None: automatic)")
 
 
 def _check_call(q, k_cache, v_cache, cache_seqlens, block_table, k_new, v_new, *, causal,
@@ -188,7 +179,7 @@ def _check_call(q, k_cache, v_cache, cache_seqlens, block_table, k_new, v_new, *
         slopes = slopes.reshape(B, Hkv, Hq // Hkv)
     if not isinstance(return_lse, (bool, np.bool_)):
         raise TypeError(f"return_lse must be a bool, got {return_lse!r}")
-    _check_num_splits(num_splits)
+    num_splits = checks.check_num_splits(num_splits)
     # -- contents (host copies: a device sync on CuPy)
     seqlens = np.asarray(cache_seqlens.get() if is_cupy_array(cache_seqlens) else cache_seqlens,
                          dtype=np.int64)
@@ -209,7 +200,8 @@ def _check_call(q, k_cache, v_cache, cache_seqlens, block_table, k_new, v_new, *
     if Tnew:
         _check_writable(k_cache, v_cache, xp)
     return _Call(xp, B, Hq, Hkv, Tq, Tnew, d, seqlens, table, page_size,
-                 dict(causal=bool(causal), window=window, softcap=cap, scale=scale_f),
+                 dict(causal=bool(causal), window=window, softcap=cap, scale=scale_f,
+                      num_splits=num_splits),
                  mask, slopes)
 
 
@@ -334,7 +326,7 @@ def _attend_length(c: _Call, q, k, v, slopes, L: int):
         hi = max(lo, hi)
         out, lse = attention(qg[:, :, :, 0], k[:, :, lo:hi], v[:, :, lo:hi],
                              softcap=c.options["softcap"], scale=c.options["scale"],
-                             return_lse=True)
+                             num_splits=c.options["num_splits"], return_lse=True)
     elif how == "broadcast":
         out, lse = attention(qg, k[:, :, None], v[:, :, None], alibi_slopes=slopes, **opts)
     elif how == "loop":
@@ -390,10 +382,11 @@ def attention_with_kvcache(q, k_cache, v_cache, *, cache_seqlens, block_table=No
     return_lse : bool
         Also return the log-sum-exp of each row's scores.
     num_splits : int >= 1, optional
-        How many parts of the keys the split-KV (flash-decoding) kernel would spread over thread
-        blocks; None lets it choose. Checked, but until the split-KV kernel lands it changes
-        nothing: the attention runs through :func:`cuflash.attention`, per group of sequences of
-        equal length.
+        Split-KV (flash-decoding): the keys of each query tile spread over this many thread
+        blocks, merged exactly through their log-sum-exp (:func:`cuflash.attention`'s
+        num_splits); None (the default) chooses from the problem and the GPU's SM count. The
+        attention runs through :func:`cuflash.attention`, per group of sequences of equal
+        length.
 
     Returns
     -------

@@ -178,3 +178,12 @@ class Mask:
         if self.left is not None and j0 < i1 - 1 + diag - self.left:
             return True
         return False
+
+
+def split_share(n: int, s: int, splits: int) -> range:
+    """Split-KV: the indices of the tiles, of a query tile's list of n, that split s of `splits`
+    visits: ceil(n / splits) each, in order (kernels_cu/block.cuh, QueryBlock::split_share)."""
+    per = -(-n // splits)
+    first = min(n, s * per)
+    return range(first, first + min(per, n - first))
+

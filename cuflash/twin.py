@@ -22,7 +22,7 @@ import numpy as np
 
 from . import scores
 from ._xp import accum_dtype
-from .mask import Mask
+from .mask import Mask, split_share
 
 
 class ByteCounter:
@@ -99,12 +99,17 @@ class TileScores:
         return (s, g) if grad else s
 
 
-def forward(q, k, v, *, mask: Mask, scale, block_m, block_n, counter=None, **score_mods):
+def forward(q, k, v, *, mask: Mask, scale, block_m, block_n, counter=None, num_splits=1,
+            **score_mods):
     """out (batch, T, d_v) in q's dtype and lse (batch, T) in the accumulation dtype.
 
     Algorithm 1 of FlashAttention-2: for each Q tile, stream K/V tiles, keep the running row max
     m and row sum l, rescale the accumulator, divide by l once at the end. ``score_mods``:
     softcap, slopes (ALiBi, (batch,)), mask_mod and heads, as :class:`TileScores` takes them.
+    ``num_splits`` > 1 is split-KV as the kernels run it: each split of a Q tile's K/V tiles
+    (mask.split_share) ends with its own O_s = o / l and lse_s, kept in the accumulation dtype
+    (the kernels' float partials), then merged: lse = log Σ e^{lse_s}, O = Σ e^{lse_s - lse} O_s
+    (kernels_cu/split_combine.cuh).
     """
     counter = counter or ByteCounter()
     B, T, d = q.shape
@@ -117,30 +122,48 @@ def forward(q, k, v, *, mask: Mask, scale, block_m, block_n, counter=None, **sco
         for i0 in range(0, T, block_m):
             i1 = min(T, i0 + block_m)
             q_i = counter.load("q", q[:, i0:i1], acc)                   # (B, bm, d)
-            m = np.full((B, i1 - i0), -np.inf, dtype=acc)               # running max
-            l = np.zeros((B, i1 - i0), dtype=acc)                       # running sum
-            o = np.zeros((B, i1 - i0, d_v), dtype=acc)                  # unnormalized output
-            for j0 in mask.key_tiles(i0, i1, T, S, block_n):
-                j1 = min(S, j0 + block_n)
-                if tile_scores.empty(i0, i1, j0, j1):
-                    continue
-                k_j = counter.load("k", k[:, j0:j1], acc)               # (B, bn, d)
-                v_j = counter.load("v", v[:, j0:j1], acc)
-                # -- S_ij = score_mod(scale · Q_i K_jᵀ), -inf where the mask hides it
-                s = tile_scores(q_i @ k_j.transpose(0, 2, 1), i0, i1, j0, j1)
-                # -- update m and l; rows that have seen no key yet keep m = -inf, use 0 instead
-                m_new = np.maximum(m, s.max(axis=-1))
-                m_safe = np.where(m_new == -np.inf, 0, m_new).astype(acc)
-                p = np.exp(s - m_safe[..., None])                       # P_ij
-                alpha = np.exp(m - m_safe)                              # rescales old l and o
-                l = alpha * l + p.sum(axis=-1)
-                o = alpha[..., None] * o + _round(p, dt, acc) @ v_j
-                m = m_new
-            # -- O_i = o / l, lse_i = m + log l (rows that saw no key: O = 0, lse = -inf)
-            counter.store("out", out, (slice(None), slice(i0, i1)),
-                          np.where(l[..., None] == 0, 0, o / l[..., None]).astype(dt))
-            counter.store("lse", lse, (slice(None), slice(i0, i1)), (m + np.log(l)).astype(acc))
+            tiles = list(mask.key_tiles(i0, i1, T, S, block_n))
+            parts = []
+            for s_ in range(num_splits):
+                m = np.full((B, i1 - i0), -np.inf, dtype=acc)           # running max
+                l = np.zeros((B, i1 - i0), dtype=acc)                   # running sum
+                o = np.zeros((B, i1 - i0, d_v), dtype=acc)              # unnormalized output
+                for j0 in (tiles[t] for t in split_share(len(tiles), s_, num_splits)):
+                    j1 = min(S, j0 + block_n)
+                    if tile_scores.empty(i0, i1, j0, j1):
+                        continue
+                    k_j = counter.load("k", k[:, j0:j1], acc)           # (B, bn, d)
+                    v_j = counter.load("v", v[:, j0:j1], acc)
+                    # -- S_ij = score_mod(scale · Q_i K_jᵀ), -inf where the mask hides it
+                    s = tile_scores(q_i @ k_j.transpose(0, 2, 1), i0, i1, j0, j1)
+                    # -- update m and l; rows that have seen no key yet keep m = -inf, use 0
+                    m_new = np.maximum(m, s.max(axis=-1))
+                    m_safe = np.where(m_new == -np.inf, 0, m_new).astype(acc)
+                    p = np.exp(s - m_safe[..., None])                   # P_ij
+                    alpha = np.exp(m - m_safe)                          # rescales old l and o
+                    l = alpha * l + p.sum(axis=-1)
+                    o = alpha[..., None] * o + _round(p, dt, acc) @ v_j
+                    m = m_new
+                # -- O_i = o / l, lse_i = m + log l (rows that saw no key: O = 0, lse = -inf)
+                parts.append((np.where(l[..., None] == 0, 0, o / l[..., None]).astype(acc),
+                              (m + np.log(l)).astype(acc)))
+            o_i, lse_i = parts[0] if num_splits == 1 else _merge_splits(parts, acc)
+            counter.store("out", out, (slice(None), slice(i0, i1)), o_i.astype(dt))
+            counter.store("lse", lse, (slice(None), slice(i0, i1)), lse_i)
     return out, lse
+
+
+def _merge_splits(parts, acc):
+    """Split-KV's merge of [(O_s, lse_s)]: lse = log Σ e^{lse_s}, O = Σ e^{lse_s - lse} O_s (a
+    split that saw no key weighs 0; a row that saw none keeps O = 0, lse = -inf)."""
+    lses = np.stack([lse_s for _, lse_s in parts])                      # (splits, B, bm)
+    m = lses.max(axis=0)
+    m_safe = np.where(m == -np.inf, 0, m).astype(acc)
+    total = np.exp(lses - m_safe).sum(axis=0)
+    lse = np.where(total == 0, -np.inf, m_safe + np.log(total)).astype(acc)
+    lse_safe = np.where(lse == -np.inf, 0, lse)
+    o = sum(np.exp(lse_s - lse_safe)[..., None] * o_s for o_s, lse_s in parts)
+    return np.where(total[..., None] == 0, 0, o).astype(acc), lse
 
 
 def backward(dout, q, k, v, out, lse, *, mask: Mask, scale, block_m, block_n, deterministic=True,

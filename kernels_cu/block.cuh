@@ -24,6 +24,7 @@ __device__ __forceinline__ Seq locate_head(const P& p) {
 template <int BLOCK_M, class V, class P, typename Acc>
 struct QueryBlock {
     Seq seq;
+    int split;                 // split-KV: this block's share of the key tiles (0 without)
     int i0, rows;              // first query of the tile, queries in it (<= BLOCK_M)
     bool active;               // false past the batch or past the sequence's end: return at once
     Mask<V, P> mask;
@@ -31,16 +32,41 @@ struct QueryBlock {
     // Key tiles come in key order, each BLOCK_N after the last (all but a mask_mod's tile lists)
     static constexpr bool kInOrder = !V::Mod::kActive;
 
+    // grid x: query tiles (reversed) of split 0, then of split 1, ... (V::SPLIT; one split else)
+    static constexpr bool kSplit = V::SPLIT;
     __device__ __forceinline__ explicit QueryBlock(const P& p)
-        : seq(locate_head<V::PACKED>(p)), i0((gridDim.x - 1 - blockIdx.x) * BLOCK_M),
+        : seq(locate_head<V::PACKED>(p)), split(V::SPLIT ? blockIdx.x / tiles_x(p) : 0),
+          i0((tiles_x(p) - 1 - (V::SPLIT ? blockIdx.x % tiles_x(p) : blockIdx.x)) * BLOCK_M),
           rows(min(BLOCK_M, seq.T_len - i0)),
           active(batch_index() < p.batch * p.heads && i0 < seq.T_len),
           mask(p, seq), score(p, seq) {}
 
     // The key tiles this query tile visits, and whether tile t of them needs the per-element rule
+    static __device__ __forceinline__ int tiles_x(const P& p) {
+        return V::SPLIT ? gridDim.x / p.num_splits : gridDim.x;
+    }
     template <int BLOCK_N>
     __device__ __forceinline__ TileIter key_tiles() const {
-        return mask.key_tiles(i0, i0 + BLOCK_M, BLOCK_N, i0 / BLOCK_M);
+        const TileIter all = mask.key_tiles(i0, i0 + BLOCK_M, BLOCK_N, i0 / BLOCK_M);
+        if constexpr (V::SPLIT) return split_share(all, BLOCK_N);
+        return all;
+    }
+    // Split-KV (params.cuh): tiles [first, first + count) of a list of n go to split s:
+    // ceil(n / splits) each, in order (cuflash/mask.py, split_share, is the same rule)
+    __device__ __forceinline__ TileIter split_share(const TileIter& all, int block_n) const {
+        const int per = (all.n + mask.p.num_splits - 1) / mask.p.num_splits;
+        const int first = min(all.n, split * per);
+        return TileIter{all.begin + first * block_n, min(per, all.n - first),
+                        all.list ? all.list + first : nullptr};
+    }
+    // Where this block's lse goes: lse, or its split's row of lse_accum
+    __device__ __forceinline__ Acc* lse_dst(const P& p) const {
+        if constexpr (V::SPLIT) return p.lse_accum + split * p.split_rows;
+        return p.lse;
+    }
+    // Split-KV: row r of the tile in this split's out_accum (d floats per row)
+    __device__ __forceinline__ Acc* out_accum_row(const P& p, int r) const {
+        return p.out_accum + (split * p.split_rows + seq.row(i0 + r)) * p.d;
     }
     template <int BLOCK_N>
     __device__ __forceinline__ bool needs_mask(const TileIter& kv, int t, int j0) const {

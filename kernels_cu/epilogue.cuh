@@ -42,6 +42,37 @@ __device__ __forceinline__ void store_rows_staged(T* __restrict__ g_out, int d, 
     }
 }
 
+// The tensor-core forward kernels' end, O · (1 / l) of a QueryBlock `blk` (block.cuh): rounded
+// to T and stored through the staging rows (store_rows_staged), or with split-KV (params.cuh)
+// this split's O_s as floats to its rows of out_accum (8-byte stores from the fragments).
+template <typename T, int MT, int NO, int DP, class P, class QB, class Off>
+__device__ __forceinline__ void store_out(const P& p, const QB& blk, const float (&o)[MT][NO][4],
+                                          const float (&inv)[MT][2], T* stage, Off&& off,
+                                          int wrow, int lane) {
+    if constexpr (QB::kSplit) {
+        const int g = lane >> 2, t4 = lane & 3;
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int r = wrow + mt * 16 + g + h * 8;
+                if (r >= blk.rows) continue;
+                float* row = blk.out_accum_row(p, r);
+#pragma unroll
+                for (int n = 0; n < NO; ++n) {
+                    const int c = n * 8 + 2 * t4;
+                    if (c < p.d)
+                        *reinterpret_cast<float2*>(row + c) =
+                            make_float2(o[mt][n][2 * h] * inv[mt][h], o[mt][n][2 * h + 1] * inv[mt][h]);
+                }
+            }
+    } else {
+        store_rows_staged<T, MT, NO, DP>(blk.seq.q_row(p.out, p.out_stride, blk.i0), p.d,
+                                         int(p.out_stride[2]), blk.rows, o, inv, stage, off, wrow,
+                                         lane);
+    }
+}
+
 // rows [wrow, wrow + 16) of the tile, acc · factor, rows < rows_valid and columns < d (row
 // stride ld).
 template <typename T, int NO>

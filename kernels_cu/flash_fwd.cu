@@ -93,12 +93,15 @@ struct FwdSimt {
             const Acc inv = softmax.finalize(r, blk.score.mul, lse);
             if (S.tx == 0) {
                 sm.l[S.row(r)] = inv;
-                if (S.row(r) < blk.rows) p.lse[blk.seq.row(i0 + S.row(r))] = lse;
+                if (S.row(r) < blk.rows) blk.lse_dst(p)[blk.seq.row(i0 + S.row(r))] = lse;
             }
         }
         __syncthreads();
-        O.store(blk.seq.q_row(p.out, p.out_stride, i0), blk.rows, d, p.out_stride[2],
-                [&](int r) { return sm.l[r]; });
+        if constexpr (V::SPLIT)   // split-KV (params.cuh): this split's O_s to out_accum
+            O.store(blk.out_accum_row(p, 0), blk.rows, d, d, [&](int r) { return sm.l[r]; });
+        else
+            O.store(blk.seq.q_row(p.out, p.out_stride, i0), blk.rows, d, p.out_stride[2],
+                    [&](int r) { return sm.l[r]; });
     }
 };
 

@@ -135,11 +135,10 @@ struct FwdMma {
                 float lse;
                 inv[mt][h] = softmax.finalize(2 * mt + h, blk.score.mul, lse);
                 const int r = wrow + mt * 16 + g + h * 8;
-                if (t4 == 0 && r < blk.rows) p.lse[blk.seq.row(i0 + r)] = lse;
+                if (t4 == 0 && r < blk.rows) blk.lse_dst(p)[blk.seq.row(i0 + r)] = lse;
             }
-        store_rows_staged<T, MT, NO, DP>(blk.seq.q_row(p.out, p.out_stride, i0), d, p.out_stride[2],
-                                         blk.rows, o, inv,
-                                         sm.q, [](int r, int c) { return r * LDS + c; }, wrow, lane);
+        store_out<T, MT, NO, DP>(p, blk, o, inv, sm.q, [](int r, int c) { return r * LDS + c; },
+                                 wrow, lane);
     }
 };
 

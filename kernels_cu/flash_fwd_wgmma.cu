@@ -151,12 +151,10 @@ struct FwdWgmma {
             float lse;
             inv[0][h] = softmax.finalize(h, blk.score.mul, lse);
             const int r = wrow + g + h * 8;
-            if (t4 == 0 && r < blk.rows) p.lse[blk.seq.row(i0 + r)] = lse;
+            if (t4 == 0 && r < blk.rows) blk.lse_dst(p)[blk.seq.row(i0 + r)] = lse;
         }
-        store_rows_staged<T, 1, NO, DP>(blk.seq.q_row(p.out, p.out_stride, i0), d, p.out_stride[2],
-                                        blk.rows, o, inv,
-                                        sm.q, [](int r, int c) { return sw128<BLOCK_M>(r, c); },
-                                        wrow, lane);
+        store_out<T, 1, NO, DP>(p, blk, o, inv, sm.q,
+                                [](int r, int c) { return sw128<BLOCK_M>(r, c); }, wrow, lane);
     }
 };
 

@@ -28,12 +28,14 @@ enum MaskKind { kDense = 0, kCausal = 1, kWindow = 2 };
 
 // The features a kernel is compiled with. MASK: a MaskKind. SOFTCAP: scores become c·tanh(s / c).
 // ALIBI: scores lose slope·|i + diag - j|. PACKED: sequence lengths come from cu_seqlens
-// (seq.cuh). MOD: a custom mask_mod (cuflash/mask_mod.py).
-template <int MASK_, bool SOFTCAP_, bool ALIBI_, bool PACKED_ = false, class MOD_ = NoMaskMod>
+// (seq.cuh). MOD: a custom mask_mod (cuflash/mask_mod.py). SPLIT: the forward's split-KV
+// (params.cuh, block.cuh QueryBlock).
+template <int MASK_, bool SOFTCAP_, bool ALIBI_, bool PACKED_ = false, class MOD_ = NoMaskMod,
+          bool SPLIT_ = false>
 struct Variant {
     static constexpr int MASK = MASK_;
     static constexpr bool BAND = MASK_ != kDense, SOFTCAP = SOFTCAP_, ALIBI = ALIBI_;
-    static constexpr bool PACKED = PACKED_;
+    static constexpr bool PACKED = PACKED_, SPLIT = SPLIT_;
     using Mod = MOD_;
 };
 using Dense = Variant<kDense, false, false>;

@@ -30,6 +30,7 @@ constexpr int kUnbounded = 1 << 30;
 //   window_left, window_right: the band of keys each query sees (cuflash/mask.py), kUnbounded
 //          for an open side
 //   scale: multiplies q·k; scale_log2 = scale·log2(e); softcap: c of c·tanh(s / c) (0: none)
+//   num_splits: split-KV's blocks per query tile (the forward's; 1 everywhere else)
 //   alibi_slopes: (batch·heads,) slope of each (sequence, query head), natural-log units
 //   mm_tensor, mm_shape, mm_int: the arrays (C-contiguous int32), their shapes and the ints a
 //          mask_mod captured
@@ -61,11 +62,16 @@ constexpr int kUnbounded = 1 << 30;
     X(int, mm_batched)                      \
     X(Acc, scale)                           \
     X(Acc, scale_log2)                      \
-    X(Acc, softcap)
+    X(Acc, softcap)                         \
+    X(int, num_splits)
 
 // The forward: q (sequences, heads, T_len, d), k and v (sequences, heads / group, S_len, d) in,
 // each with its own strides (x_stride); out (strides out_stride) and lse (lse_stride), natural
-// log, -inf for a query that sees no key, out.
+// log, -inf for a query that sees no key, out. Split-KV (num_splits > 1): the key tiles of each
+// query tile are shared out over num_splits blocks (block.cuh, QueryBlock), each writing its
+// O_s (normalized by its own l) and lse_s as floats to out_accum (split, lse row, d) and
+// lse_accum (split, lse row), split_rows lse rows per split; split_combine.cuh merges them into
+// out and lse.
 #define CUFLASH_FWD_FIELDS(X)               \
     X(const T*, q)                          \
     X(const T*, k)                          \
@@ -76,6 +82,9 @@ constexpr int kUnbounded = 1 << 30;
     X(Strides, k_stride)                    \
     X(Strides, v_stride)                    \
     X(Strides, out_stride)                  \
+    X(Acc*, out_accum)                      \
+    X(Acc*, lse_accum)                      \
+    X(long long, split_rows)                \
     CUFLASH_COMMON_FIELDS(X)
 
 // The backward: the forward's q, k, v, out, lse and dout in; D = rowsum(dO ∘ O) (lse's layout)

@@ -154,7 +154,8 @@ def _args(spec, packed, layout, fields, mod, T, S, keep: list):
     return packed
 
 
-def _common(p, *, batch, heads, group, T, S, d, acc, cu_q=None, cu_k=None, lse_stride) -> dict:
+def _common(p, *, batch, heads, group, T, S, d, acc, cu_q=None, cu_k=None, lse_stride,
+            num_splits=1) -> dict:
     """The fields every pass shares (CUFLASH_COMMON_FIELDS): the shapes and packing, and the
     options of a checks.Problem or VarlenProblem (mask, scale, score modifiers, mask_mod)."""
     m = p.mask
@@ -167,7 +168,17 @@ def _common(p, *, batch, heads, group, T, S, d, acc, cu_q=None, cu_k=None, lse_s
                 window_left=_UNBOUNDED if m.left is None else m.left,
                 window_right=_UNBOUNDED if m.right is None else m.right,
                 scale=acc.type(p.scale), scale_log2=acc.type(p.scale * _LOG2E),
-                softcap=acc.type(p.softcap or 0.0))
+                softcap=acc.type(p.softcap or 0.0), num_splits=num_splits)
+
+
+def num_splits_for(n_query_tiles: int, rows: int, key_tiles: int, device_id: int) -> int:
+    """Split-KV's splits when the caller leaves them open: one while the query tiles of every
+    (sequence, head) fill the GPU (two blocks per SM), else enough to fill it, at least two key
+    tiles per split, at most 128."""
+    blocks, target = n_query_tiles * rows, 2 * _sm_count(device_id)
+    if blocks >= target or key_tiles < 4:
+        return 1
+    return max(1, min(128, math.ceil(target / max(blocks, 1)), key_tiles // 2))
 
 
 def variant_of(p, packed: bool = False) -> plan.Variant:
@@ -208,12 +219,13 @@ class _Run:
         """The kernel variant of this run: the problem's, packed or not."""
         return variant_of(p, self.packed)
 
-    def q_like(self, dtype=None):
-        """A new array shaped like q (C-contiguous)."""
-        return _empty(self.q.shape, dtype or self.q.dtype)
+    def q_like(self):
+        """A new array shaped like q (C-contiguous, q's dtype)."""
+        return _empty(self.q.shape, self.q.dtype)
 
-    def k_like(self, dtype=None):
-        return _empty(self.k.shape, dtype or self.k.dtype)
+    def k_like(self):
+        """A new array shaped like k (C-contiguous, k's dtype)."""
+        return _empty(self.k.shape, self.k.dtype)
 
     def rows(self):
         """(shape, lse_stride) of lse, D and dq_accum's rows: (batch, heads, T), or (heads,
@@ -246,8 +258,10 @@ def _packed_run(q, k, v, vp, D):
                 int(vp.lengths_k.max(initial=0)), cu_q, cu_k)
 
 
-def _forward(r: _Run, p, tile, D):
-    """out (shaped like r.q) and lse (r.rows()) of one run."""
+def _forward(r: _Run, p, tile, D, num_splits=1):
+    """out (shaped like r.q) and lse (r.rows()) of one run. num_splits: split-KV's splits (None:
+    num_splits_for); with more than one, each split writes float partials that one more kernel
+    merges (split_combine.cuh)."""
     dt = dtype_name(r.q.dtype)
     acc = accum_dtype(r.q.dtype)
     (spec,) = _specs(dt, D, tile, r.variant(p), False)
@@ -256,15 +270,29 @@ def _forward(r: _Run, p, tile, D):
     lse = _empty(lse_shape, acc)
     if r.batch * r.heads == 0 or r.T == 0:
         return out, lse
-    kern, smem = _ready(spec, _cp().cuda.Device().id)
+    dev = _cp().cuda.Device().id
+    q_tiles, rows = math.ceil(r.T / tile.block_m), r.batch * r.heads
+    if num_splits is None:
+        num_splits = num_splits_for(q_tiles, rows, math.ceil(r.S / tile.block_n), dev)
+    if num_splits > 1:
+        (spec,) = _specs(dt, D, tile, dataclasses.replace(r.variant(p), split=True), False)
+    kern, smem = _ready(spec, dev)
+    split_rows = math.prod(lse_shape)
+    out_accum = _empty((num_splits,) + lse_shape + (D,), acc) if num_splits > 1 else None
+    lse_accum = _empty((num_splits,) + lse_shape, acc) if num_splits > 1 else None
     fields = dict(q=r.q, k=r.k, v=r.v, out=out, lse=lse, q_stride=r.strides(r.q),
                   k_stride=r.strides(r.k), v_stride=r.strides(r.v), out_stride=r.strides(out),
+                  out_accum=out_accum, lse_accum=lse_accum, split_rows=split_rows,
                   **_common(p, batch=r.batch, heads=r.heads, group=r.group, T=r.T, S=r.S, d=D,
-                            acc=acc, cu_q=r.cu_q, cu_k=r.cu_k, lse_stride=lse_stride))
+                            acc=acc, cu_q=r.cu_q, cu_k=r.cu_k, lse_stride=lse_stride,
+                            num_splits=num_splits))
     layout, keep = params.layout("fwd", dt), []
-    args = _args(spec, layout.pack(fields), layout, fields, getattr(p, "mask_mod", None), r.T,
-                 r.S, keep)
-    _launch(kern, smem, spec.threads(), math.ceil(r.T / tile.block_m), r.batch * r.heads, args)
+    packed = layout.pack(fields)
+    args = _args(spec, packed, layout, fields, getattr(p, "mask_mod", None), r.T, r.S, keep)
+    _launch(kern, smem, spec.threads(), q_tiles * num_splits, rows, args)
+    if num_splits > 1:
+        _launch(build.get_combine(dt, dev, r.packed), 0, 256,
+                math.ceil(r.T / build.PREPROCESS_ROWS), rows, packed)
     return out, lse
 
 
@@ -325,12 +353,13 @@ def _backward(r: _Run, dout, out, lse, p, tile, D, deterministic):
     return dq, dk, dv
 
 
-def forward(q, k, v, p, *, tile):
+def forward(q, k, v, p, *, tile, num_splits=1):
     """out (lead..., T, d_v) in q's dtype and lse (lead..., T), float32 (float64 for float64
-    inputs), of cuflash.attention's checked arrays (`p`: their checks.Problem)."""
+    inputs), of cuflash.attention's checked arrays (`p`: their checks.Problem); num_splits:
+    split-KV (None: automatic, num_splits_for)."""
     D = p.kernel_d
     r = _dense_run(q, k, v, p, D)
-    out, lse = _forward(r, p, tile, D)
+    out, lse = _forward(r, p, tile, D, num_splits)
     out = checks.unpad(out, p.dv, _cp())
     return out.reshape(p.lead + (p.T, p.dv)), lse.reshape(p.lead + (p.T,))
 

@@ -41,8 +41,9 @@ FAMILY_ARCH = {"simt": None, "mma": None, "wgmma": "sm_90a"}
 @dataclasses.dataclass(frozen=True)
 class Variant:
     """What a kernel is compiled for beyond its tile: the mask's kind (the band's bounds are
-    run-time values), the score modifiers, a custom mask_mod (its key and C++ source) and
-    whether the batch is packed (sequence lengths read from cu_seqlens: kernels_cu/seq.cuh)."""
+    run-time values), the score modifiers, a custom mask_mod (its key and C++ source), whether
+    the batch is packed (sequence lengths read from cu_seqlens: kernels_cu/seq.cuh) and, for the
+    forward, split-KV (kernels_cu/params.cuh)."""
 
     mask: str = "dense"          # 'dense', 'causal' or 'window'
     softcap: bool = False
@@ -50,6 +51,7 @@ class Variant:
     mod_key: str | None = None   # MaskMod.key()
     mod_src: str | None = dataclasses.field(default=None, compare=False, repr=False)
     packed: bool = False
+    split: bool = False
 
     def __post_init__(self):
         if self.mask not in ("dense", "causal", "window"):
@@ -66,16 +68,18 @@ class Variant:
         out += "_softcap" if self.softcap else ""
         out += "_alibi" if self.alibi else ""
         out += "_varlen" if self.packed else ""
+        out += "_split" if self.split else ""
         return out + (f"_mm{self.mod_key}" if self.mod_key else "")
 
     def cpp(self) -> str:
         """The C++ Variant type (kernels_cu/mask.cuh)."""
-        mod = f", cuflash::MaskMod_{self.mod_key}" if self.mod_key else ""
+        mod = f"cuflash::MaskMod_{self.mod_key}" if self.mod_key else "cuflash::NoMaskMod"
         b = lambda x: "true" if x else "false"
         kind = {"dense": "cuflash::kDense", "causal": "cuflash::kCausal",
                 "window": "cuflash::kWindow"}[self.mask]
+        split = f", {b(self.split)}" if self.split else ""
         return (f"cuflash::Variant<{kind}, {b(self.softcap)}, {b(self.alibi)}, "
-                f"{b(self.packed)}{mod}>")
+                f"{b(self.packed)}, {mod}{split}>")
 
 
 @dataclasses.dataclass(frozen=True)

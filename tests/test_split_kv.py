@@ -1,0 +1,121 @@
+"""Split-KV (flash-decoding): the key tiles of each query tile shared out over num_splits blocks,
+each leaving its own output and lse in float, merged through their log-sum-exp
+(kernels_cu/split_combine.cuh; the twin runs the same splits and merge). Few queries over many
+keys, every dtype and kernel family, masks and score modifiers, GQA, against the float64 oracle;
+the split rule; argument errors."""
+import numpy as np
+import pytest
+
+import cuflash
+from cuflash import TileConfig
+from cuflash._xp import to_numpy
+from cuflash.mask import split_share
+from cuflash.mask_mod import MaskMod
+from cuflash.oracle import oracle_attention
+
+from helpers import poison_gpu_outputs  # noqa: F401 (autouse fixture)
+from helpers import ALL_DTYPES, assert_matches_oracle, case_seed, make_inputs
+
+
+def test_split_share_rule():
+    """ceil(n / splits) tiles per split, in order, every tile once; later splits may be empty."""
+    for n in range(0, 40):
+        for splits in range(1, 12):
+            parts = [list(split_share(n, s, splits)) for s in range(splits)]
+            assert sum(parts, []) == list(range(n))
+            per = -(-n // splits)
+            assert all(len(p) <= per for p in parts)
+            assert [len(p) for p in parts] == sorted((len(p) for p in parts), reverse=True)
+    assert [list(split_share(10, s, 3)) for s in range(3)] == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]
+    assert [list(split_share(2, s, 4)) for s in range(4)] == [[0], [1], [], []]
+
+
+def _cases(xp):
+    slopes = xp.asarray(np.array([0.5, 0.25, 0.125, 0.0625], dtype=np.float32))
+    return {
+        "dense": dict(),
+        "causal": dict(causal=True),
+        "window_softcap_alibi": dict(causal=True, window=(300, None), softcap=3.0,
+                                     alibi_slopes=slopes),
+        "mask_mod": dict(mask_mod=MaskMod("(j % 3 != 1) | (j > i + 500)")),
+    }
+
+
+def _tiles(xp, dtype):
+    """(tile, family) pairs: the default, and on the GPU the mma kernel for 16-bit dtypes."""
+    out = [None]
+    if xp is not np and np.dtype(dtype).itemsize == 2:
+        out.append(TileConfig(64, 32, 4, 2, "mma"))
+    return out
+
+
+@pytest.mark.parametrize("name", ["dense", "causal", "window_softcap_alibi", "mask_mod"])
+@pytest.mark.parametrize("dtype", ALL_DTYPES)
+def test_split_kv_matches_oracle(xp, dtype, name):
+    """T = 1, 5 and 40 queries over S = 777 keys (a ragged last key tile), 4 heads, num_splits
+    2, 3, 7, 64 (more splits than key tiles: empty splits weigh 0) and automatic: out and lse
+    against the oracle, and close to the unsplit kernel's."""
+    kw = _cases(xp)[name]
+    for T in (1, 5, 40):
+        q, k, v = make_inputs(xp, (1, 4, T, 64), (1, 4, 777, 64), dtype,
+                              seed=case_seed("split", name, T))
+        ref_out, ref_lse = oracle_attention(q, k, v, **kw)
+        naive_out, naive_lse = cuflash.naive_attention(q, k, v, return_lse=True, **kw)
+        for tile in _tiles(xp, dtype):
+            one_out, one_lse = cuflash.attention(q, k, v, tile=tile, return_lse=True, **kw)
+            for splits in (2, 3, 7, 64, None):
+                out, lse = cuflash.attention(q, k, v, tile=tile, return_lse=True,
+                                             num_splits=splits, **kw)
+                where = f"{name} T={T} splits={splits} tile={tile}"
+                assert_matches_oracle(out, ref_out, naive_out, dtype=dtype, name=f"out {where}")
+                assert_matches_oracle(lse, ref_lse, naive_lse, dtype=dtype, name=f"lse {where}")
+                # the same rows see the same keys: -inf where the unsplit lse has it
+                np.testing.assert_array_equal(np.isinf(to_numpy(lse)),
+                                              np.isinf(to_numpy(one_lse)))
+
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES)
+def test_split_kv_gqa_and_rows_without_keys(xp, dtype):
+    """GQA (8 query heads over 2 kv heads), causal with T > S: the first T - S queries see no
+    key in any split (out 0, lse -inf after the merge)."""
+    q, k, v = make_inputs(xp, (2, 8, 9, 32), (2, 2, 5, 32), dtype, seed=case_seed("split-gqa"))
+    ref_out, ref_lse = oracle_attention(q, k, v, causal=True)
+    naive_out, naive_lse = cuflash.naive_attention(q, k, v, causal=True, return_lse=True)
+    out, lse = cuflash.attention(q, k, v, causal=True, return_lse=True, num_splits=3)
+    assert_matches_oracle(out, ref_out, naive_out, dtype=dtype, name="out gqa")
+    assert_matches_oracle(lse, ref_lse, naive_lse, dtype=dtype, name="lse gqa")
+    assert np.isneginf(to_numpy(lse)[:, :, :4]).all() and (to_numpy(out)[:, :, :4] == 0).all()
+
+
+def test_split_kv_twin_equals_unsplit():
+    """On the twin a split changes only the order of float32 sums: within a few units of the
+    float32 roundoff of the unsplit result, in out and lse."""
+    q, k, v = make_inputs(np, (3, 17, 16), (3, 300, 16), np.float32, seed=5)
+    a_out, a_lse = cuflash.attention(q, k, v, causal=True, return_lse=True,
+                                     tile=TileConfig(16, 16))
+    for splits in (2, 5, 40):
+        b_out, b_lse = cuflash.attention(q, k, v, causal=True, return_lse=True,
+                                         tile=TileConfig(16, 16), num_splits=splits)
+        np.testing.assert_allclose(b_out, a_out, rtol=0, atol=1e-6)
+        np.testing.assert_allclose(b_lse, a_lse, rtol=1e-6)
+
+
+@pytest.mark.parametrize("bad,err", [(0, ValueError), (-2, ValueError), (1.5, TypeError),
+                                     (True, TypeError), ("2", TypeError)])
+def test_num_splits_errors(bad, err):
+    q, k, v = make_inputs(np, (1, 4, 8), (1, 4, 8), np.float32, seed=1)
+    with pytest.raises(err, match="num_splits"):
+        cuflash.attention(q, k, v, num_splits=bad)
+
+
+@pytest.mark.gpu
+def test_automatic_splits_rule(monkeypatch):
+    """num_splits=None: one split while the query tiles fill the GPU, more when they leave it
+    idle (at least two key tiles each, at most 128)."""
+    from cuflash.gpu import ops
+    monkeypatch.setattr(ops, "_sm_count", lambda dev: 100)
+    assert ops.num_splits_for(100, 2, 1000, 0) == 1          # 200 blocks fill 100 SMs twice
+    assert ops.num_splits_for(1, 32, 1000, 0) == 7           # 32 blocks: 200 / 32 -> 7
+    assert ops.num_splits_for(1, 1, 1000, 0) == 128          # capped
+    assert ops.num_splits_for(1, 1, 10, 0) == 5              # two key tiles per split
+    assert ops.num_splits_for(1, 1, 3, 0) == 1               # too few key tiles to split
