@@ -40,7 +40,7 @@ class FakeKernels:
         self.calls.append(("backward" if backward else "forward", D))
         self.runs.append((r,) + arrays)
 
-    def forward(self, r, p, tile, D):
+    def forward(self, r, p, tile, D, num_splits=1):
         self._handed(r, p, tile, False, True, D)
         out, lse = r.q_like(), np.empty(r.rows()[0], dtype=np.float64 if r.q.dtype == np.float64
                                         else np.float32)
@@ -49,7 +49,8 @@ class FakeKernels:
                                                        (r.v[ks], r.group)))
             o3, l3 = twin.forward(q3, k3, v3, mask=p.mask, scale=p.scale, block_m=tile.block_m,
                                   block_n=tile.block_n, softcap=p.softcap, slopes=slopes,
-                                  mask_mod=getattr(p, "mask_mod", None), heads=r.heads)
+                                  mask_mod=getattr(p, "mask_mod", None), heads=r.heads,
+                                  num_splits=num_splits or 1)
             out[qs] = _unflat(o3, r.q[qs].shape)
             _lse_view(lse, r, qs)[...] = l3.reshape(_lse_view(lse, r, qs).shape)
         return out, lse
