@@ -5,9 +5,11 @@
 
 Shapes are odd (partial tiles on both axes, S != T) so the edges are exercised; every family
 runs dense, causal, a window with softcap and ALiBi, and a mask_mod (with its tile lists), then
-the layouts of kernels_cu/seq.cuh: GQA (k, v with one head for q's four: the dK/dV kernel walks
-the group), a transposed (B, T, H, d) view (strided rows) and a packed batch of mixed lengths
-(cu_seqlens, an empty sequence included).
+the layouts of kernels_cu/seq.cuh: GQA (k, v with one head for q's four, the dK/dV blocks of
+a group in two ranks: each walks two query heads, the ranks sum in order through float
+accumulators), a transposed (B, T, H, d) view (strided rows) and a packed batch of mixed lengths
+(cu_seqlens, an empty sequence included). The causal forward also runs split-KV (three splits and
+the merge).
 """
 import numpy as np
 
@@ -31,6 +33,8 @@ HOPPER_CASES = [  # sm_90 only: the wgmma kernels (no atomic-dQ mode)
 
 def main():
     cp = cupy_module()
+    from cuflash.gpu import ops
+    ops._GROUP_RANKS = 2   # GQA below: G = 4 in two ranks (gpu/ops.py, _group_ranks)
     rng = np.random.default_rng(0)
     from cuflash.gpu.ops import device_arch
     cases = CASES + (HOPPER_CASES if device_arch() == "sm_90" else [])
@@ -45,6 +49,8 @@ def main():
             q, k, v, do = (cp.asarray(rng.standard_normal(s).astype(DTYPES[dt]))
                            for s in ((2, T, d), (2, S, d), (2, S, d), (2, T, d)))
             out, lse = cuflash.attention(q, k, v, tile=ft, return_lse=True, **kw)
+            if name == "causal":
+                cuflash.attention(q, k, v, tile=ft, num_splits=3, **kw)
             for det in ((True,) if bt.kernel == "wgmma" else (True, False)):
                 cuflash.attention_backward(do, cuflash.Residuals(q, k, v, out, lse, **kw), tile=bt,
                                            deterministic=det)
