@@ -96,3 +96,12 @@ def test_wgmma_compiles_for_sm90a_without_spills():
         rep = build.compile_offline(build.source(spec), spec.name, spec.arch, spec.smem_bytes())
         assert rep.registers is not None and rep.registers <= 255
         assert rep.spills == 0, f"{spec.name} spills {rep.spills} bytes"
+
+
+def test_kernel_getters_are_cached():
+    """Every launch asks build for its kernel: the getters must return the compiled function
+    from a cache, not rebuild the source (reading kernels_cu/ costs ~0.6 ms per call: a
+    backward lost that much per call when a decorator slid off get_preprocess)."""
+    from cuflash.gpu import build
+    for name in ("get_kernel", "get_tile_lists", "get_preprocess", "get_combine", "_module"):
+        assert hasattr(getattr(build, name), "cache_info"), f"build.{name} is not cached"

@@ -291,7 +291,6 @@ def get_tile_lists(spec: KernelSpec, device_id: int):
     return mod.get_function(tile_lists_name(spec))
 
 
-@functools.lru_cache(maxsize=None)
 def combine_name(dtype: str, packed: bool = False) -> str:
     return f"cuflash_split_combine_{_SHORT[dtype]}{'_varlen' if packed else ''}"
 
@@ -305,11 +304,13 @@ def combine_source(dtype: str, packed: bool = False) -> str:
     return f"// {name}\n{expand('split_combine.cuh')}\n{entry}"
 
 
+@functools.lru_cache(maxsize=None)
 def get_combine(dtype: str, device_id: int, packed: bool = False):
     return _module(combine_source(dtype, packed), device_id).get_function(
         combine_name(dtype, packed))
 
 
+@functools.lru_cache(maxsize=None)
 def get_preprocess(dtype: str, device_id: int, packed: bool = False):
     return _module(preprocess_source(dtype, packed), device_id).get_function(
         preprocess_name(dtype, packed))
