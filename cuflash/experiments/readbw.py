@@ -99,7 +99,7 @@ class DeviceRead:
         self.kernel = cp.RawKernel(KERNEL_SOURCE, KERNEL, backend="nvrtc")
         sms = cp.cuda.Device().attributes["MultiProcessorCount"]
         self.grid = grid_size(x.nbytes, sms)
-        self.out = cp.zeros(self.grid, dtype=cp.uint32)       # made once: nothing allocated per pass
+        self.out = cp.zeros(self.grid, dtype=cp.uint32)     # made once: no allocation per pass
         self.words = np.uint64(x.nbytes // WORD)
 
     def launch(self):

@@ -467,7 +467,8 @@ def kv_cache_table(path) -> str:
             f"{key[5]} / {key[6]}", str(key[7]), r["cache_tokens"], _size(r, "cache_bytes"),
             _size(r, "kv_bytes"), f"{held / need:.3f}" if need else "–",
             f"{_f(r, 'cache_waste'):.1%} ({_f(r, 'pred_cache_waste'):.1%})",
-            f"{_size(c.get('tiled'), 'peak_mem_bytes')} / {_size(c.get('naive'), 'peak_mem_bytes')}",
+            f"{_size(c.get('tiled'), 'peak_mem_bytes')} / "
+            f"{_size(c.get('naive'), 'peak_mem_bytes')}",
         ]) + " |")
     head = ["cache", "lengths", "Tq", "B", "Hq / Hkv", "S", "K+V bytes", f"{tiled} ms (GB/s)",
             "naive ms (GB/s)", "read ceiling GB/s", f"{tiled} / ceiling"]

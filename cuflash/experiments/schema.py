@@ -672,6 +672,7 @@ def _axes(r: _Reader, raw, path: str = "axes") -> Axes:
     if "cache_lengths" in raw:
         kw["cache_lengths"] = _variant_list(r, raw, "cache_lengths", path, _cache_lengths)
     axes = Axes(**kw)
+    _check_cache_axes(r, axes, raw, path)         # first: a KV-cache sweep reads some axes anew
     for T in axes.seq_len:
         if axes.batch_tokens and (axes.batch_tokens % T or axes.batch_tokens < T):
             r.fail(f"{path}.batch.tokens", f"tokens={axes.batch_tokens} is not a multiple of "
@@ -684,7 +685,6 @@ def _axes(r: _Reader, raw, path: str = "axes") -> Axes:
         r.fail(f"{path}.mask", f"documents are packed into rows of seq_len tokens and need "
                                f"kv_len: seq_len, got kv_len {list(axes.kv_len)}")
     _check_layout_axes(r, axes, path)
-    _check_cache_axes(r, axes, raw, path)
     return axes
 
 
