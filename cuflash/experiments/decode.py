@@ -273,7 +273,7 @@ def describe(point) -> str:
     """' contiguous cache' or ' paged cache (pages of 256)', and ' lengths 1,0.5x3 of S'."""
     if not is_cache_point(point):
         return ""
-    text = (" paged cache (pages of %d)" % point.page_size if point.cache == "paged"
+    text = (f" paged cache (pages of {point.page_size})" if point.cache == "paged"
             else " contiguous cache")
     if point.cache_lengths is not None:
         text += f" lengths {point.cache_lengths} of S"

@@ -59,8 +59,8 @@ from typing import Any
 import yaml
 
 from .. import device
-from .._xp import BFLOAT16_HINT, DTYPE_NAMES, DTYPES
 from .. import kvcache as kvcache_mod
+from .._xp import BFLOAT16_HINT, DTYPE_NAMES, DTYPES
 from ..checks import KERNEL_HEAD_DIMS
 from ..tile import KERNELS, TileConfig, default_tile
 from . import decode as decode_mod
