@@ -48,6 +48,7 @@ CHECKERS = "tests/test_checkers.py"
 NAIVE = "tests/test_naive.py"
 IO = "tests/test_iomodel.py tests/test_iomodel_l2.py tests/test_twin_io.py"
 LAYOUTS = "tests/test_layout_experiments.py"
+KV_EXP = "tests/test_kv_cache_experiments.py"
 
 MUTANTS = [
     # -- the comparator and the criterion
@@ -165,6 +166,31 @@ MUTANTS = [
       "    if not materialized(point):\n        return tuple(grads)",
       "    if True:\n        return tuple(grads)", LAYOUTS,
       "materialized dK/dV not summed back to the kv heads"),
+    # -- issue 14's experiments (cuflash/experiments/decode.py, readbw.py)
+    M("decode_lengths_floor", "cuflash/experiments/decode.py",
+      "return tuple(math.ceil(fr[b % len(fr)] * S) for b in range(batch))",
+      "return tuple(max(1, int(fr[b % len(fr)] * S)) for b in range(batch))", KV_EXP,
+      "a mix's lengths rounded down (tokens and bytes of every mixed point off)"),
+    M("decode_pool_spare_page", "cuflash/experiments/decode.py",
+      "pool = kvcache.PagedKVCache(num_pages=pages_needed(L, P),",
+      "pool = kvcache.PagedKVCache(num_pages=pages_needed(L, P) + 1,", KV_EXP,
+      "the paged pool one page larger than the pages in use (cache_bytes overstated)"),
+    M("decode_kv_bytes_query_heads", "cuflash/experiments/decode.py",
+      "return 2 * sum(lengths(point)) * kv_heads(point) * point.head_dim * _itemsize(point)",
+      "return 2 * sum(lengths(point)) * point.heads * point.head_dim * _itemsize(point)",
+      KV_EXP, "K/V of the tokens counted per query head (GQA's saving lost)"),
+    M("decode_written_without_lse", "cuflash/experiments/decode.py",
+      "written = B * Hq * Tq * d * e + B * Hq * Tq * acc + 2 * B * Hkv * Tq * d * e",
+      "written = B * Hq * Tq * d * e + 2 * B * Hkv * Tq * d * e", KV_EXP,
+      "lse's writes counted as reads"),
+    M("decode_naive_appends_one_late", "cuflash/experiments/decode.py",
+      "pos = seqlens.astype(np.int64)[:, None] + np.arange(Tq)[None, :]",
+      "pos = seqlens.astype(np.int64)[:, None] + np.arange(Tq)[None, :] + 1", KV_EXP,
+      "naive's new tokens stored one slot late"),
+    M("readbw_host_skips_a_word", "cuflash/experiments/readbw.py",
+      "return int(np.bitwise_xor.reduce(x, initial=np.uint32(0)))",
+      "return int(np.bitwise_xor.reduce(x[:-1], initial=np.uint32(0)))", KV_EXP,
+      "the CPU read pass skips the last word"),
     # -- GPU-only code (run with --gpu on a GPU machine)
     M("gpu_drop_last_key", "kernels_cu/mask.cuh",
       "        if (j >= S_len || i >= T_len) return false;",

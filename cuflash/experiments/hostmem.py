@@ -52,7 +52,10 @@ def _tiled_peak(point, itemsize: int) -> int:
 def needed_bytes(point, error: bool = True, error_limit: int = 2 ** 24) -> int:
     """Upper bound on the host bytes measuring ``point`` on the CPU allocates: its inputs, then
     the larger of the measured call's peak and (when ``error`` and the point is within
-    ``error_limit`` scores) the float64 oracle's."""
+    ``error_limit`` scores) the float64 oracle's. A KV-cache point: ``decode.needed_bytes``."""
+    if getattr(point, "cache", None):
+        from .decode import needed_bytes as step_bytes
+        return step_bytes(point, error, error_limit)
     e = _itemsize(point.dtype)
     batch, heads, T, S = point.run_shape          # the padded layout runs other shapes
     bh, d = batch * heads, point.head_dim

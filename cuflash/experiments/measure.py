@@ -14,7 +14,9 @@ window, softcap, ALiBi slopes, a documents mask_mod), on the arrays of its layou
 (``layouts.input_shapes``: GQA's k and v with Hkv heads, a packed varlen batch with its
 cu_seqlens, the padded batch) through the layout's functions (``layouts.functions``:
 attention or attention_varlen; materialized repeats K/V inside the forward and sums dK/dV over
-each group after the backward).
+each group after the backward). A KV-cache point (``decode``) is one decode step on the
+arrays ``decode.make_inputs`` allocates (whose bytes, tokens, slots and pages its row records),
+through ``decode.build_call``.
 """
 from __future__ import annotations
 
@@ -32,7 +34,7 @@ import numpy as np
 
 from .. import api, naive, oracle
 from .._xp import cupy_module, resolve_dtype
-from . import layouts, variants
+from . import decode, layouts, variants
 from .points import Point
 from .schema import Measure
 
@@ -75,7 +77,9 @@ def make_inputs(point: Point, seed: int, on_host: bool = False) -> dict:
     (``layouts.input_shapes``: (batch, heads, T|S, d), k and v with Hkv heads; a packed varlen
     batch (tokens, heads, d) and its int32 ``cu_seqlens``) in the point's dtype, NumPy on the
     CPU and CuPy on the GPU (``on_host``: NumPy copied to the GPU, so no kernel runs to make
-    them)."""
+    them). A KV-cache point: ``decode.make_inputs``."""
+    if point.cache:
+        return decode.make_inputs(point, seed, on_host)
     dtype = resolve_dtype(point.dtype)
     shapes = layouts.input_shapes(point)
     cu = layouts.cu_seqlens(point)
@@ -103,6 +107,8 @@ def _to_numpy(x) -> np.ndarray:
 
 def build_call(point: Point, inputs: dict) -> Call:
     """The callable measured at this point (setup such as the forward's out/lse done here)."""
+    if point.cache:
+        return decode.build_call(point, inputs)
     if point.method_name == "torch_sdpa":
         from .torch_sdpa import build_call as torch_call
         return torch_call(point, inputs)
@@ -292,7 +298,9 @@ def peak_memory(call: Call):
 def oracle_error(point: Point, inputs: dict, outputs: tuple) -> float:
     """Largest rel_error of the outputs against the float64 oracle (backward: over dq, dk, dv),
     with the point's variant, on the point's own arrays (GQA's Hkv heads, a packed batch one
-    sequence at a time)."""
+    sequence at a time; a KV-cache step: ``decode.oracle_error``)."""
+    if point.cache:
+        return decode.oracle_error(point, inputs, outputs)
     host = {n: _to_numpy(a) for n, a in inputs.items()}
     opts = variants.call_options(point, np)
     pos = layouts.positional(point, host)
@@ -332,6 +340,7 @@ def measure_point(point: Point, cfg: Measure) -> dict:
     """Measure one point; exceptions propagate (the runner classifies OOM, unavailable, error).
 
     Order: one call under the memory probe (its outputs give the error), then warm-up and timing.
+    A KV-cache point makes one call before the probe (``_measure``).
     """
     if point.device == "gpu":
         from .._xp import gpu_available
@@ -363,8 +372,16 @@ def blas_threads(n: int):
 def _measure(point: Point, cfg: Measure) -> dict:
     row: dict = {}
     inputs = make_inputs(point, cfg.seed)
+    if point.cache:
+        row.update(decode.allocation_columns(point, inputs))
     call = build_call(point, inputs)
-    want_error = cfg.error and point.run_scores <= cfg.error_limit
+    want_error = (cfg.error and point.run_scores <= cfg.error_limit
+                  and (not point.cache or decode.has_oracle(point)))
+    if point.cache and cfg.memory:
+        # one call first (its append rewrites the same slots): what a process allocates on its
+        # first call (imports, caches) is not the step's; measured 1.25 MB against 45 kB on
+        # cpu_kv_cache.yaml's first point
+        call.fn()
     if cfg.memory or want_error:
         if cfg.memory:
             result, row["peak_mem_bytes"] = peak_memory(call)

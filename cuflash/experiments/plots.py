@@ -45,11 +45,19 @@ LABELS = {
     "group": "GQA group G (query heads per kv head)", "kv_heads": "kv heads Hkv",
     "varlen": "varlen mix (sequence lengths in turn)",
     "kv_bytes": "K and V bytes held", "qkv_bytes": "q, K and V bytes held",
+    "cache": "KV cache layout", "page_size": "page size (tokens)",
+    "cache_lengths": "sequence lengths (fractions of S)",
+    "cache_bytes": "KV cache bytes allocated (measured)",
+    "cache_tokens": "tokens in the KV cache", "cache_slots": "token slots allocated",
+    "cache_pages": "pages in use", "cache_waste": "KV cache waste (1 - tokens / slots)",
+    "pred_cache_bytes": "KV cache bytes (kvcache.cache_waste)",
+    "pred_cache_waste": "KV cache waste (kvcache.cache_waste)",
 }
 BYTE_COLUMNS = {"peak_mem_bytes", "pred_bytes", "pred_bytes_read", "pred_bytes_written",
-                "hbm_bytes", "hbm_bytes_read", "hbm_bytes_written", "kv_bytes", "qkv_bytes"}
+                "hbm_bytes", "hbm_bytes_read", "hbm_bytes_written", "kv_bytes", "qkv_bytes",
+                "cache_bytes", "pred_cache_bytes"}
 POW2_COLUMNS = {"seq_len", "kv_len", "head_dim", "block_m", "block_n", "num_warps", "batch",
-                "heads", "group", "kv_heads"}
+                "heads", "group", "kv_heads", "page_size"}
 #: Columns that may split a line or a heatmap cell when the plot does not fix them (in order).
 SPLIT_COLUMNS = AXIS_COLUMNS + ("method", "tile", "kernel", "block_m", "block_n", "num_warps",
                                 "num_stages", "deterministic", "backend", "layout",
@@ -82,7 +90,7 @@ def fmt_value(column: str, v) -> str:
 
 
 #: Columns a legend names with their value ('window=255,0', 'group=4', 'varlen=none').
-NAMED_COLUMNS = VARIANT_COLUMNS + ("group", "kv_heads", "varlen")
+NAMED_COLUMNS = VARIANT_COLUMNS + ("group", "kv_heads", "varlen", "page_size", "cache_lengths")
 
 
 def _facet_text(keys, values) -> str:

@@ -2,8 +2,9 @@
 
 A point fixes the shapes (seq_len T, kv_len S, head_dim d, batch, heads), the dtype, causal, the
 attention variant (window, softcap, alibi, mask: ``variants``), the layout axes (GQA group,
-varlen mix: ``layouts``), the pass, the method variant (tile, deterministic, torch backend,
-layout) and its sweep. Its ``key`` is what a results row is
+varlen mix: ``layouts``), the KV cache of a decode step (cache, page_size, cache_lengths:
+``decode``; there T is Tq and S the context), the pass, the method variant (tile,
+deterministic, torch backend, layout) and its sweep. Its ``key`` is what a results row is
 matched on when a run resumes.
 """
 from __future__ import annotations
@@ -13,7 +14,7 @@ import json
 
 from ..mask import Mask
 from ..tile import TileConfig
-from . import layouts, variants
+from . import decode, layouts, variants
 from .schema import Experiment, device_smem_limit, library_tile
 
 #: Columns every results CSV has (files of every version); a file without one is not a results CSV.
@@ -22,7 +23,7 @@ BASE_KEY_COLUMNS = ("method", "backend", "tile", "deterministic", "seq_len", "kv
 #: Columns that identify a point; a results row with the same values is the same point. Rows of
 #: files written before a column existed lack it and match its default (``KEY_DEFAULTS``).
 KEY_COLUMNS = (BASE_KEY_COLUMNS + variants.VARIANT_COLUMNS + layouts.LAYOUT_KEY_COLUMNS
-               + ("sweep",))
+               + decode.AXIS_COLUMNS + ("sweep",))
 #: Key text of a column when its cell is blank or missing (otherwise '').
 KEY_DEFAULTS = {"alibi": "false", "group": "1"}
 
@@ -49,7 +50,7 @@ class Point:
     """One measurement: method variant × shapes × dtype × causal × pass."""
 
     method: str            # label, e.g. 'flash' or 'torch_cudnn'
-    method_name: str       # 'naive', 'flash', 'twin' or 'torch_sdpa'
+    method_name: str       # 'naive', 'flash', 'twin', 'torch_sdpa' or 'read_ceiling'
     backend: str           # torch backend ('flash', 'cudnn', 'efficient', 'math') or ''
     seq_len: int
     kv_len: int
@@ -71,6 +72,9 @@ class Point:
     sweep: str | None = None             # the sweep (axes list entry) it belongs to
     group: int = 1                       # GQA: kv heads = heads / group (layouts)
     varlen: str | None = None            # a varlen mix's text, e.g. '512,2048,256x4' (layouts)
+    cache: str | None = None             # KV-cache step: 'contiguous' or 'paged' (decode)
+    page_size: int | None = None         # tokens per page of a paged cache
+    cache_lengths: str | None = None     # a mix of fractions of kv_len, e.g. '1,0.5,0.01x4'
 
     @property
     def bh(self) -> int:
@@ -90,14 +94,15 @@ class Point:
     @property
     def run_shape(self) -> tuple[int, int, int, int]:
         """(batch, heads, T, S) of the arrays the call runs on (``layouts.run_shape``: the
-        point's own, the padded batch, or a packed batch's rows)."""
-        return layouts.run_shape(self)
+        point's own, the padded batch, or a packed batch's rows; a KV-cache step's (B, Hq, Tq,
+        longest sequence))."""
+        return decode.run_shape(self) if self.cache else layouts.run_shape(self)
 
     @property
     def run_scores(self) -> int:
         """Entries of the score matrices of what runs (what naive and the oracle materialize;
-        a packed varlen batch: each sequence's)."""
-        return layouts.run_scores(self)
+        a packed varlen batch: each sequence's; a KV-cache step: Hq · Tq · its tokens)."""
+        return decode.run_scores(self) if self.cache else layouts.run_scores(self)
 
     @property
     def runs_twin(self) -> bool:
@@ -138,6 +143,8 @@ class Point:
             "window": variants.window_text(self.window), "softcap": self.softcap,
             "alibi": self.alibi, "mask": self.mask, "layout": self.layout, "sweep": self.sweep,
             "group": self.group, "kv_heads": self.kv_heads, "varlen": self.varlen,
+            "cache": self.cache, "page_size": self.page_size,
+            "cache_lengths": self.cache_lengths,
         }
 
     def key(self) -> tuple[str, ...]:
@@ -154,8 +161,8 @@ class Point:
                 + (f" S={self.kv_len}" if self.kv_len != self.seq_len else "")
                 + f" d={self.head_dim} b={self.batch} h={self.heads} {self.dtype}"
                 + (" causal" if self.causal else "") + variants.describe(self)
-                + layouts.describe(self))
-        if self.method_name in ("flash", "twin"):
+                + layouts.describe(self) + decode.describe(self))
+        if self.method_name in ("flash", "twin") and self.tiles_used():
             text += " [" + ("twin " if self.method_name == "flash" and self.runs_twin else "")
             text += f"{self.tile_label()}" + (
                 f", det={fmt(self.deterministic)}]" if self.deterministic is not None else "]")
@@ -191,7 +198,10 @@ def point_of_row(row: dict) -> Point:
                  softcap=float(t("softcap")) if t("softcap") else None,
                  alibi=t("alibi") == "true", mask=t("mask") or None,
                  layout=t("layout") or None, sweep=t("sweep") or None,
-                 group=int(t("group")), varlen=t("varlen") or None)
+                 group=int(t("group")), varlen=t("varlen") or None,
+                 cache=t("cache") or None,
+                 page_size=int(t("page_size")) if t("page_size") else None,
+                 cache_lengths=t("cache_lengths") or None)
 
 
 def resolve_device(exp: Experiment) -> str:
@@ -205,7 +215,7 @@ def resolve_device(exp: Experiment) -> str:
 def _variants(method, d: int, dtype: str, pass_: str, causal: bool, smem_limit: int | None):
     """(backend, fwd_tile, bwd_tile, deterministic) for one method entry at one (d, dtype, pass).
     Tile fields a grid leaves out are the library's defaults for a device with ``smem_limit``."""
-    if method.name == "naive":
+    if method.name in ("naive", decode.CEILING):
         yield "", None, None, None
     elif method.name == "torch_sdpa":
         for b in method.backends:
@@ -238,7 +248,10 @@ def enumerate_points(exp: Experiment, device: str | None = None,
     ascending, then methods (so an interrupted run has every method at the smaller sizes, and
     OOM skipping sees sizes grow). Duplicates (e.g. deterministic on a forward pass) are dropped.
     A method with a ``layout`` has points only where it applies (``layouts.applies``: padded
-    where the mask is documents or varlen is set, and causal; materialized where group > 1)."""
+    where the mask is documents or varlen is set, and causal; materialized where group > 1).
+    KV-cache sweeps cross their caches (each page size of the paged one) and length mixes; there
+    read_ceiling has points, torch_sdpa and layout methods none, and flash and twin no tiles
+    (``decode.applies``: attention_with_kvcache picks them)."""
     device = device or resolve_device(exp)
     if smem_limit == "device":
         smem_limit = device_smem_limit() if device == "gpu" else None
@@ -262,30 +275,38 @@ def enumerate_points(exp: Experiment, device: str | None = None,
 
 
 def _layouts(ax, heads: int):
-    """(group, varlen) of every layout a sweep crosses at ``heads`` query heads."""
+    """(group, varlen, cache, page_size, cache_lengths) of every layout a sweep crosses at
+    ``heads`` query heads."""
     for group in ax.groups(heads):
         for varlen in ax.varlen:
-            yield group, varlen
+            for cache, page_size in ax.caches():
+                for mix in ax.cache_lengths:
+                    yield group, varlen, cache, page_size, mix
 
 
 def _add_points(points, seen, exp, ax, device, smem_limit, pass_, dtype, d, causal,
                 tiled_causal, var, lay, heads, T, S, batch) -> None:
     """The points of every method at one configuration."""
     window, softcap, alibi, mask = var
-    group, varlen = lay
+    group, varlen, cache, page_size, mix = lay
     for m in exp.methods:
         if m.passes is not None and pass_ not in m.passes:
             continue
-        if not layouts.applies(m.layout, causal, mask, varlen, group):
+        if not decode.applies(m.name, m.layout, cache):
+            continue
+        if cache is None and not layouts.applies(m.layout, causal, mask, varlen, group):
             continue
         where = "cpu" if m.name == "twin" else "gpu" if m.name == "torch_sdpa" else device
-        for backend, ft, bt, det in _variants(m, d, dtype, pass_, tiled_causal,
-                                              None if m.name == "twin" else smem_limit):
+        found = (_variants(m, d, dtype, pass_, tiled_causal,
+                           None if m.name == "twin" else smem_limit)
+                 if cache is None else [("", None, None, None)])
+        for backend, ft, bt, det in found:
             label = f"{m.label}_{backend}" if backend else m.label
             p = Point(label, m.name, backend, T, S, d, batch, heads, dtype, causal, pass_, where,
                       ft, bt, det, window=window, softcap=softcap, alibi=alibi, mask=mask,
                       layout=None if m.layout == "packed" else m.layout, sweep=ax.name,
-                      group=group, varlen=varlen)
+                      group=group, varlen=varlen, cache=cache, page_size=page_size,
+                      cache_lengths=mix)
             if p.key() not in seen:
                 seen.add(p.key())
                 points.append(p)

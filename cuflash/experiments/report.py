@@ -9,6 +9,7 @@
     python -m cuflash.experiments.report variants results/variants/results.csv
     python -m cuflash.experiments.report gqa results/gqa/results.csv
     python -m cuflash.experiments.report varlen results/varlen/results.csv
+    python -m cuflash.experiments.report kv_cache results/kv_cache/results.csv
 
 ``speed``: TFLOP/s of cuflash's flash, torch SDPA's flash (FlashAttention-2) and cuDNN backends
 per (pass, d, dtype, causal, T), with the ratios, all from rows of one run.
@@ -31,6 +32,12 @@ packed documents against padded.
 K/V materialised per query head and torch SDPA (enable_gqa), with peak memory.
 ``varlen``: experiments/varlen.yaml: per (pass, d, mix, tokens) packed against padded: time,
 useful TFLOP/s, the saving and the bytes each layout holds.
+``kv_cache``: experiments/kv_cache.yaml (``decode``): two tables. The cache per point: tokens,
+the bytes allocated (measured) against ``kv_cache_bytes`` of the tokens, the waste measured
+(and counted by ``cache_waste``), and the peak memory of one step above the cache, flash (or
+twin) and naive. The decode step per point: time and K+V bytes read per second
+(``decode_step_bytes`` / time) of flash and naive, the read ceiling measured in the same run,
+and flash / ceiling.
 (``io`` and ``ratios`` model a packed varlen row as one row of its tokens: they are for the
 experiments that measure DRAM bytes, which these two do not.)
 """
@@ -411,6 +418,76 @@ def varlen_table(path) -> str:
     return "\n".join(lines)
 
 
+def _size(r, col) -> str:
+    """A byte count as '57.3 kB' / '2.15 GB' ('–' when missing)."""
+    from .results import human_bytes
+    x = _f(r, col)
+    return "–" if x is None else human_bytes(x)
+
+
+def _cache_cells(path):
+    """{(cache, page_size, lengths, Tq, B, Hq, Hkv, S): {role: row}} over the ok rows of KV-cache
+    points; roles: 'tiled' (flash, or twin on the CPU), 'naive', 'ceiling'."""
+    tiled = _tiled(path)
+    cells = {}
+    with open(path, newline="") as f:
+        for r in csv.DictReader(f):
+            if r.get("status") != "ok" or not r.get("cache"):
+                continue
+            role = {tiled: "tiled", "naive": "naive", "read_ceiling": "ceiling"}.get(
+                r["method_name"])
+            if role is None:
+                continue
+            key = (r["cache"], int(r["page_size"]) if r.get("page_size") else 0,
+                   r.get("cache_lengths") or "", int(r["seq_len"]), int(r["batch"]),
+                   int(r["heads"]), int(r["kv_heads"]), int(r["kv_len"]))
+            cells.setdefault(key, {}).setdefault(role, r)
+    order = lambda k: (k[2], k[3], k[4], -k[6], k[7], k[0], k[1])          # noqa: E731
+    return tiled, {k: cells[k] for k in sorted(cells, key=order)}
+
+
+def _layout_text(key) -> str:
+    return "contiguous" if key[0] == "contiguous" else f"paged {key[1]}"
+
+
+def kv_cache_table(path) -> str:
+    """The cache held per KV-cache point, then the decode step's time and bandwidth."""
+    tiled, cells = _cache_cells(path)
+    head = ["cache", "lengths", "Tq", "B", "Hq / Hkv", "S", "tokens", "cache bytes measured",
+            "kv_cache_bytes", "measured / kv_cache_bytes", "waste measured (counted)",
+            f"step peak {tiled} / naive"]
+    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    for key, c in cells.items():
+        r = c.get("tiled") or c.get("naive")
+        if r is None or not r.get("cache_bytes"):
+            continue
+        held, need = _f(r, "cache_bytes"), _f(r, "kv_bytes")
+        lines.append("| " + " | ".join([
+            _layout_text(key), key[2] or "uniform", str(key[3]), str(key[4]),
+            f"{key[5]} / {key[6]}", str(key[7]), r["cache_tokens"], _size(r, "cache_bytes"),
+            _size(r, "kv_bytes"), f"{held / need:.3f}" if need else "–",
+            f"{_f(r, 'cache_waste'):.1%} ({_f(r, 'pred_cache_waste'):.1%})",
+            f"{_size(c.get('tiled'), 'peak_mem_bytes')} / "
+            f"{_size(c.get('naive'), 'peak_mem_bytes')}",
+        ]) + " |")
+    head = ["cache", "lengths", "Tq", "B", "Hq / Hkv", "S", "K+V bytes", f"{tiled} ms (GB/s)",
+            "naive ms (GB/s)", "read ceiling GB/s", f"{tiled} / ceiling"]
+    second = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    for key, c in cells.items():
+        fl, nv, ce = c.get("tiled"), c.get("naive"), c.get("ceiling")
+
+        def cell(r):
+            t = _f(r, "time_ms_median")
+            return "–" if t is None else f"{t:.3f} ({_num(_f(r, 'gbps'))})"
+        bw, top = _f(fl, "gbps"), _f(ce, "gbps")
+        any_row = fl or nv or ce
+        second.append("| " + " | ".join([
+            _layout_text(key), key[2] or "uniform", str(key[3]), str(key[4]),
+            f"{key[5]} / {key[6]}", str(key[7]), _size(any_row, "kv_bytes"), cell(fl), cell(nv),
+            _num(top), f"{bw / top:.2f}" if bw and top else "–"]) + " |")
+    return "\n".join(lines) + "\n\n" + "\n".join(second)
+
+
 def variants_tables(path) -> str:
     """The three tables of a variants run (sweeps 'windows', 'scores', 'documents')."""
     return "\n\n".join([windows_table(path), scores_table(path), documents_table(path)])
@@ -420,7 +497,8 @@ def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     tables = {"speed": speed_table, "io": io_table, "naive": naive_table,
               "slopes": slopes_table, "ratios": ratios_table, "tiles": tiles_table,
-              "variants": variants_tables, "gqa": gqa_table, "varlen": varlen_table}
+              "variants": variants_tables, "gqa": gqa_table, "varlen": varlen_table,
+              "kv_cache": kv_cache_table}
     extra = len(argv) == 3 and argv[0] in ("slopes", "ratios")
     if not (len(argv) == 2 or extra) or argv[0] not in tables:
         print(__doc__, file=sys.stderr)

@@ -42,7 +42,7 @@ from ..tile import default_tile
 from . import env as envmod
 from . import files, hostmem, results
 from .measure import classify, free_device_memory, measure_point, time_point
-from . import layouts, variants
+from . import decode, layouts, variants
 from .points import KEY_COLUMNS, Point, enumerate_points, key_text, resolve_device
 from .results import human_bytes
 from .schema import Experiment
@@ -82,7 +82,11 @@ def predicted(p: Point) -> iomodel.Traffic:
     batch, or each sequence of a packed varlen batch) under the point's mask
     (``variants.model_mask``: causal, window, packed documents), so only the tiles the mask
     leaves, plus what the layout moves besides (``layouts.extra_traffic``: the materialized
-    K/V's copies); FLOPs count only the visible scores of real tokens (``layouts.flops``)."""
+    K/V's copies); FLOPs count only the visible scores of real tokens (``layouts.flops``).
+    A KV-cache step: ``decode.step_traffic`` (``kvcache.decode_step_bytes``: what a step moves
+    at least; read_ceiling: its array)."""
+    if p.cache:
+        return decode.step_traffic(p)
     total = layouts.extra_traffic(p)
     for bh, T, S, mask in layouts.problems(p):
         total = total + _predicted_problem(p, (bh, T, S, p.head_dim, p.dtype, mask))
@@ -449,9 +453,11 @@ def _add_predictions(row: dict, p: Point) -> None:
     except Exception as exc:
         row["note"] = (row.get("note") or "") + f" (no prediction: {exc})"
         return
+    held = decode.held_bytes(p) if p.cache else layouts.held_bytes(p)
     row.update(pred_bytes_read=t.bytes_read, pred_bytes_written=t.bytes_written,
-               pred_bytes=t.bytes_total, flops=int(round(t.flops)), **layouts.held_bytes(p))
-    for text in variants.model_notes(p) + layouts.model_notes(p):
+               pred_bytes=t.bytes_total, flops=int(round(t.flops)), **held)
+    notes = decode.model_notes(p) if p.cache else layouts.model_notes(p)
+    for text in variants.model_notes(p) + notes:
         if text not in (row.get("note") or ""):
             _add_note(row, text)
     ms = row.get("time_ms_median")
@@ -467,8 +473,13 @@ def _short_result(row: dict) -> str:
     parts = []
     if row.get("time_ms_median") is not None:
         parts.append(f"{row['time_ms_median']:.3g} ms")
-        if row.get("tflops"):
+        if row.get("cache") and row.get("gbps"):
+            parts.append(f"{row['gbps']:.3g} GB/s")
+        elif row.get("tflops"):
             parts.append(f"{row['tflops']:.3g} TFLOP/s")
+    if row.get("cache_bytes") is not None:
+        parts.append(f"cache {human_bytes(row['cache_bytes'])} "
+                     f"(waste {row['cache_waste']:.1%})")
     if row.get("peak_mem_bytes") is not None:
         parts.append(f"peak {human_bytes(row['peak_mem_bytes'])}")
     if row.get("error_rel") is not None:

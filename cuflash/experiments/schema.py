@@ -22,6 +22,9 @@ the key path (``methods[1].grid.block_m``) and the valid choices, raised before 
       mask: [null, {kind: documents, lengths: [512, 2048]}]   # a named custom mask
       group: [1, 4, heads]         # GQA: kv heads = heads / group ('heads': MQA)
       varlen: [null, {lengths: [512, 2048, 256x4]}]   # packed batches of mixed lengths
+      cache: [contiguous, paged]   # a KV-cache sweep: decode steps (seq_len = Tq, kv_len = S)
+      page_size: [16, 256]         # tokens per page of the paged cache
+      cache_lengths: [null, {fractions: [1, 0.5, 0.01x4]}]   # each sequence ceil(f·S) tokens
     methods:
       - naive
       - name: flash
@@ -30,6 +33,7 @@ the key path (``methods[1].grid.block_m``) and the valid choices, raised before 
       - {name: torch_sdpa, backends: [flash, cudnn]}
       - {name: flash, label: flash_padded, layout: padded}   # documents as a padded batch
       - {name: flash, label: flash_mat, layout: materialized}   # K/V repeated per query head
+      - read_ceiling               # KV-cache sweeps: a read-only pass over the step's K+V bytes
     measure: {repeats: 10, warmup: 3}
     plots:
       - {x: seq_len, y: peak_mem_bytes, logx: true, logy: true, col: pass}
@@ -38,7 +42,9 @@ the key path (``methods[1].grid.block_m``) and the valid choices, raised before 
 results), with its own shapes and variants; the experiment's points are the union of the
 sweeps' points. A point two sweeps share is measured in each (its rows differ in ``sweep``).
 The variant axes and the padded layout are defined in ``cuflash.experiments.variants``; GQA's
-group, varlen batches and the materialized layout in ``cuflash.experiments.layouts``.
+group, varlen batches and the materialized layout in ``cuflash.experiments.layouts``; KV-cache
+sweeps (``cache``, ``page_size``, ``cache_lengths``, the method ``read_ceiling``) in
+``cuflash.experiments.decode``.
 """
 from __future__ import annotations
 
@@ -53,14 +59,16 @@ from typing import Any
 import yaml
 
 from .. import device
+from .. import kvcache as kvcache_mod
 from .._xp import BFLOAT16_HINT, DTYPE_NAMES, DTYPES
 from ..checks import KERNEL_HEAD_DIMS
 from ..tile import KERNELS, TileConfig, default_tile
+from . import decode as decode_mod
 from . import layouts as layouts_mod
 from . import variants as variants_mod
 
 DEVICES = ("auto", "gpu", "cpu")
-METHODS = ("naive", "flash", "twin", "torch_sdpa")
+METHODS = ("naive", "flash", "twin", "torch_sdpa", decode_mod.CEILING)
 PASSES = ("forward", "backward", "both")
 TORCH_BACKENDS = ("flash", "cudnn", "efficient", "math")
 TILE_FIELDS = ("block_m", "block_n", "num_warps", "num_stages", "kernel")
@@ -74,8 +82,9 @@ DEFAULT_ARCH = device.DEFAULT_ARCH
 # -- CSV columns, by what produces them (``results.COLUMNS`` orders them) -------------------------
 VARIANT_COLUMNS = variants_mod.VARIANT_COLUMNS
 LAYOUT_COLUMNS = layouts_mod.LAYOUT_COLUMNS
+CACHE_AXIS_COLUMNS = decode_mod.AXIS_COLUMNS
 AXIS_COLUMNS = (("seq_len", "kv_len", "head_dim", "batch", "heads", "dtype", "causal", "pass")
-                + VARIANT_COLUMNS + LAYOUT_COLUMNS + ("sweep",))
+                + VARIANT_COLUMNS + LAYOUT_COLUMNS + CACHE_AXIS_COLUMNS + ("sweep",))
 METHOD_COLUMNS = ("method", "method_name", "backend", "tile", "kernel", "block_m", "block_n",
                   "num_warps", "num_stages", "deterministic", "layout")
 ALWAYS_COLUMNS = (("status", "note", "device", "device_name", "run", "timestamp",
@@ -88,6 +97,8 @@ ERROR_COLUMNS = ("error_rel",)
 HBM_COLUMNS = ("hbm_bytes_read", "hbm_bytes_written", "hbm_bytes", "hbm_pred_ratio",
                "hbm_kernels")
 HBM_TIME_COLUMNS = ("hbm_gbps",)
+#: KV-cache points only: measured from the arrays allocated, and counted (``decode``).
+CACHE_COLUMNS = decode_mod.MEASURED_COLUMNS + decode_mod.PREDICTED_COLUMNS
 
 
 class SchemaError(ValueError):
@@ -137,6 +148,13 @@ class Axes:
     """GQA group sizes G (kv heads = heads / G): ints, or 'heads' for MQA (``layouts``)."""
     varlen: tuple[str | None, ...] = (None,)
     """Varlen mixes by their text (``layouts.varlen_text``); None: a dense batch."""
+    cache: tuple[str, ...] = ()
+    """KV-cache layouts ('contiguous', 'paged'; ``decode``); empty: not a KV-cache sweep."""
+    page_size: tuple[int, ...] = (decode_mod.DEFAULT_PAGE_SIZE,)
+    """Tokens per page of the paged cache (powers of two >= 16)."""
+    cache_lengths: tuple[str | None, ...] = (None,)
+    """Mixes of sequence lengths by their text (``decode.mix_text``: fractions of kv_len);
+    None: every sequence holds kv_len tokens."""
     name: str | None = None
     """The sweep's name (``sweep`` in a list of sweeps; the ``sweep`` column)."""
 
@@ -157,13 +175,21 @@ class Axes:
     def kv_lens(self, seq_len: int) -> tuple[int, ...]:
         return tuple(dict.fromkeys(seq_len if s == "seq_len" else s for s in self.kv_len))
 
+    def caches(self) -> tuple[tuple[str | None, int | None], ...]:
+        """(cache, page_size) of every cache layout of the sweep: one per page size paged,
+        (None, None) for a sweep that is not a KV-cache sweep."""
+        if not self.cache:
+            return ((None, None),)
+        return tuple((c, p) for c in self.cache
+                     for p in (self.page_size if c == "paged" else (None,)))
+
 
 @dataclasses.dataclass(frozen=True)
 class Method:
     """One entry of ``methods``: what runs, and the variants it expands into."""
 
     name: str
-    """'naive', 'flash', 'twin' or 'torch_sdpa'."""
+    """'naive', 'flash', 'twin', 'torch_sdpa' or 'read_ceiling' (KV-cache sweeps only)."""
     label: str
     """Name in results and legends (default: the method's name; torch_sdpa: 'torch_<backend>')."""
     tiles: tuple[tuple[tuple[str, Any], ...] | None, ...] = (None,)
@@ -292,9 +318,14 @@ class Experiment:
     def labels(self) -> tuple[str, ...]:
         return tuple(lab for m in self.methods for lab in m.labels())
 
+    def kv_cache(self) -> bool:
+        """Whether some sweep is a KV-cache sweep (``decode``)."""
+        return any(ax.cache for ax in self.sweeps)
+
     def columns(self) -> tuple[str, ...]:
         """Every column the results of this experiment can hold values in."""
-        return AXIS_COLUMNS + METHOD_COLUMNS + self.measure.columns()
+        return (AXIS_COLUMNS + METHOD_COLUMNS + self.measure.columns()
+                + (CACHE_COLUMNS if self.kv_cache() else ()))
 
 
 # -- reading one value ----------------------------------------------------------------------------
@@ -413,13 +444,16 @@ def _choices_text(choices) -> str:
 
 _TOP_KEYS = ("name", "description", "device", "axes", "methods", "measure", "plots")
 _AXES_KEYS = ("seq_len", "kv_len", "head_dim", "batch", "heads", "dtype", "causal", "pass",
-              "window", "softcap", "alibi", "mask", "group", "varlen", "sweep")
+              "window", "softcap", "alibi", "mask", "group", "varlen", "cache", "page_size",
+              "cache_lengths", "sweep")
 _METHOD_KEYS = {"naive": ("name", "label", "pass", "layout"),
                 "flash": ("name", "label", "pass", "grid", "deterministic", "layout"),
                 "twin": ("name", "label", "pass", "grid", "deterministic", "layout"),
-                "torch_sdpa": ("name", "label", "pass", "backends", "layout")}
+                "torch_sdpa": ("name", "label", "pass", "backends", "layout"),
+                decode_mod.CEILING: ("name", "label", "pass")}
 _MASK_KEYS = {"documents": ("kind", "lengths")}
 _VARLEN_KEYS = ("lengths",)
+_CACHE_LENGTHS_KEYS = ("fractions",)
 _MEASURE_KEYS = tuple(f.name for f in dataclasses.fields(Measure))
 _PLOT_KEYS = ("x", "y", "kind", "hue", "style", "col", "value", "logx", "logy", "filter", "title",
               "name", "ratio", "slope", "identity")
@@ -521,6 +555,31 @@ def _varlen(r: _Reader, value, path: str):
     return layouts_mod.varlen_text(layouts_mod.expand(items))
 
 
+def _cache_lengths(r: _Reader, value, path: str):
+    """A mix of sequence lengths: null, or {fractions: [...]} (numbers in (0, 1], 'p/q', or
+    'FxN' for N sequences of fraction F; the first 1); its text (``decode.mix_text``)."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        r.fail(path, f"expected null (every sequence holds kv_len tokens) or a mapping "
+                     f"{{fractions: [...]}}, e.g. {{fractions: [1, 0.5, 0.01x4]}}, got "
+                     f"{_show(value)}")
+    r.mapping(value, path, _CACHE_LENGTHS_KEYS)
+    if "fractions" not in value:
+        r.fail(path, "a mix needs 'fractions': each sequence's length as a fraction of kv_len, "
+                     "in turn over the batch (the first 1), e.g. fractions: [1, 0.5, 0.01x4]")
+    raw = value["fractions"]
+    items = r.as_list(raw, f"{path}.fractions")
+    for i, item in enumerate(items):
+        try:
+            decode_mod.expand([1] + [item] if i else [item])
+        except ValueError as exc:
+            where = f"{path}.fractions[{i}]" if isinstance(raw, list) else f"{path}.fractions"
+            text = str(exc)
+            r.fail(where, text.partition(": ")[2] if text.startswith("item ") else text)
+    return decode_mod.mix_text(decode_mod.expand(items))
+
+
 def _group(r: _Reader, value, path: str):
     """A group size: an int >= 1, or 'heads' (MQA)."""
     if value == layouts_mod.MQA:
@@ -606,7 +665,14 @@ def _axes(r: _Reader, raw, path: str = "axes") -> Axes:
         kw["group"] = _variant_list(r, raw, "group", path, _group)
     if "varlen" in raw:
         kw["varlen"] = _variant_list(r, raw, "varlen", path, _varlen)
+    if "cache" in raw:
+        kw["cache"] = r.choices(raw["cache"], f"{path}.cache", decode_mod.CACHES)
+    if "page_size" in raw:
+        kw["page_size"] = tuple(dict.fromkeys(r.ints(raw["page_size"], f"{path}.page_size")))
+    if "cache_lengths" in raw:
+        kw["cache_lengths"] = _variant_list(r, raw, "cache_lengths", path, _cache_lengths)
     axes = Axes(**kw)
+    _check_cache_axes(r, axes, raw, path)         # first: a KV-cache sweep reads some axes anew
     for T in axes.seq_len:
         if axes.batch_tokens and (axes.batch_tokens % T or axes.batch_tokens < T):
             r.fail(f"{path}.batch.tokens", f"tokens={axes.batch_tokens} is not a multiple of "
@@ -644,6 +710,56 @@ def _check_layout_axes(r: _Reader, axes: Axes, path: str) -> None:
                                      "takes no mask_mod; put them in two sweeps")
 
 
+def _check_cache_axes(r: _Reader, axes: Axes, raw: dict, path: str) -> None:
+    """A KV-cache sweep (``cache``) is forward decode steps of attention_with_kvcache: explicit
+    context lengths (kv_len ints), every sequence at least Tq = seq_len tokens, pages of a power
+    of two >= 16 tokens, none of the variants or layouts it does not take here; page_size and
+    cache_lengths belong to such sweeps (page_size to one with the paged layout)."""
+    if not axes.cache:
+        for key in ("page_size", "cache_lengths"):
+            if key in raw:
+                r.fail(f"{path}.{key}", f"{key} is an axis of KV-cache sweeps: add "
+                                        f"cache: [contiguous, paged] (or one of them)")
+        return
+    if "page_size" in raw and "paged" not in axes.cache:
+        r.fail(f"{path}.page_size", f"page_size is the paged cache's; this sweep's cache is "
+                                    f"{list(axes.cache)}: add paged, or drop page_size")
+    for i, p in enumerate(axes.page_size):
+        if p < kvcache_mod.MIN_PAGE_SIZE or p & (p - 1):
+            where = (f"{path}.page_size[{i}]" if isinstance(raw.get("page_size"), list)
+                     else f"{path}.page_size")
+            r.fail(where, f"{p} tokens per page: pages hold a power of two >= "
+                          f"{kvcache_mod.MIN_PAGE_SIZE} tokens (16, 32, 64, ...)")
+    if axes.passes != ("forward",):
+        r.fail(f"{path}.pass", f"a KV-cache step is a forward pass; got {list(axes.passes)}: "
+                               f"use pass: forward (the default)")
+    if "kv_len" not in raw or any(s == "seq_len" for s in axes.kv_len):
+        r.fail(f"{path}.kv_len", "a KV-cache sweep needs the context lengths S as ints "
+                                 "(kv_len: [4096, 65536]); seq_len is Tq, the queries per "
+                                 "sequence")
+    if axes.batch_tokens:
+        r.fail(f"{path}.batch", "batch: {tokens: N} divides by seq_len, which is Tq in a "
+                                "KV-cache sweep; give the batch sizes as ints")
+    unwired = [k for k, default in (("window", (None,)), ("softcap", (None,)),
+                                    ("alibi", (False,)), ("mask", (None,)), ("varlen", (None,)))
+               if getattr(axes, k) != default]
+    if unwired:
+        r.fail(f"{path}.{unwired[0]}", f"{unwired[0]} is not wired into KV-cache sweeps (the "
+                                       f"decode points run plain causal or non-causal steps); "
+                                       f"put it in a sweep without cache")
+    for i, mix in enumerate(axes.cache_lengths):
+        fr = decode_mod.parse_mix(mix)
+        for T in axes.seq_len:
+            for S in axes.kv_lens(T):
+                shortest = min(decode_mod.sequence_lengths(S, len(fr), mix)) if fr else S
+                if shortest < T:
+                    where = (f"{path}.cache_lengths[{i}]" if fr and len(axes.cache_lengths) > 1
+                             else f"{path}.cache_lengths" if fr else f"{path}.kv_len")
+                    r.fail(where, f"at kv_len={S} the shortest sequence holds {shortest} "
+                                  f"tokens, fewer than the seq_len = Tq = {T} queries the step "
+                                  f"appends; every sequence needs at least Tq tokens")
+
+
 def _grid(r: _Reader, raw, path: str, fields) -> tuple[tuple[tuple[str, Any], ...], ...]:
     """Partial tiles of one grid mapping (the cartesian product of its lists)."""
     raw = r.mapping(raw, path, fields)
@@ -673,6 +789,17 @@ def _method(r: _Reader, raw, i: int, sweeps: tuple[Axes, ...]) -> Method:
         r.fail(path, f"missing 'name'; valid names: {list(METHODS)}")
     name = r.choice(raw["name"], f"{path}.name", METHODS)
     r.mapping(raw, path, _METHOD_KEYS[name])
+    cache_sweeps = [ax for ax in sweeps if ax.cache]
+    if name == decode_mod.CEILING and not cache_sweeps:
+        r.fail(f"{path}.name", "read_ceiling reads the K+V bytes of a KV-cache step: it needs a "
+                               "sweep with cache: [contiguous, paged] (or one of them)")
+    if name == "torch_sdpa" and len(cache_sweeps) == len(sweeps):
+        r.fail(f"{path}.name", "torch_sdpa has no KV-cache step in these experiments; every "
+                               "sweep here has 'cache': put torch in a sweep without it")
+    if "grid" in raw and cache_sweeps:
+        r.fail(f"{path}.grid", "attention_with_kvcache picks its own tiles, so a grid would "
+                               "change nothing at KV-cache points; measure tiles in a file "
+                               "without KV-cache sweeps")
     kw: dict[str, Any] = {"name": name,
                           "label": "torch" if name == "torch_sdpa" else name}
     if "label" in raw:
@@ -700,9 +827,10 @@ def _method(r: _Reader, raw, i: int, sweeps: tuple[Axes, ...]) -> Method:
             if name == "torch_sdpa":
                 r.fail(f"{path}.layout", "'materialized' is cuflash's K/V-per-query-head "
                                          "baseline; torch_sdpa reads GQA in place (enable_gqa)")
-            if not any(g != 1 for ax in sweeps for g in ax.group):
+            if not any(g != 1 for ax in sweeps for g in ax.group if not ax.cache):
                 r.fail(f"{path}.layout", "'materialized' repeats K/V per query head: it needs a "
-                                         "sweep with group > 1 (e.g. group: [1, 4, heads])")
+                                         "sweep with group > 1 (e.g. group: [1, 4, heads]) and "
+                                         "no 'cache' (KV-cache steps read K/V in place)")
     if "grid" in raw:
         fields = TILE_FIELDS if name == "flash" else ("block_m", "block_n")
         grids = raw["grid"]
