@@ -48,7 +48,10 @@ def test_gqa_matches_oracle(xp, dtype, G):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("det", [True, False], ids=["det", "atomic"])
-@pytest.mark.parametrize("G,ranks", [(4, 1), (4, 2), (4, 4), (HQ, 16), (HQ, None)],
+@pytest.mark.parametrize("G,ranks", [pytest.param(4, 1, marks=pytest.mark.slow), (4, 2),
+                                     pytest.param(4, 4, marks=pytest.mark.slow),
+                                     pytest.param(HQ, 16, marks=pytest.mark.slow),
+                                     pytest.param(HQ, None, marks=pytest.mark.slow)],
                          ids=lambda x: f"{x}")
 @pytest.mark.parametrize("dtype", ALL_DTYPES)
 def test_gqa_group_sum_in_order(dtype, G, ranks, det, monkeypatch):

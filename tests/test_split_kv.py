@@ -49,6 +49,7 @@ def _tiles(xp, dtype):
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["dense", "causal", "window_softcap_alibi", "mask_mod"])
 @pytest.mark.parametrize("dtype", ALL_DTYPES)
 def test_split_kv_matches_oracle(xp, dtype, name):
@@ -76,6 +77,7 @@ def test_split_kv_matches_oracle(xp, dtype, name):
 
 @pytest.mark.parametrize("dtype", ALL_DTYPES)
 def test_split_kv_gqa_and_rows_without_keys(xp, dtype):
+    # (the fast tier's split-KV case: every dtype's default family, the merge, empty splits)
     """GQA (8 query heads over 2 kv heads), causal with T > S: the first T - S queries see no
     key in any split (out 0, lse -inf after the merge)."""
     q, k, v = make_inputs(xp, (2, 8, 9, 32), (2, 2, 5, 32), dtype, seed=case_seed("split-gqa"))
