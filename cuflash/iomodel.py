@@ -82,13 +82,18 @@ def _q_rows(T, S, causal, block_m, block_n):
                for i0 in mask.query_tiles(j0, min(S, j0 + block_n), T, S, block_m))
 
 
-def flash_forward(batch, T, S, d, dtype, causal, tile: TileConfig) -> Traffic:
-    """Bytes of the tiled forward: Q once, K and V once per query tile, O and lse once."""
+def flash_forward(batch, T, S, d, dtype, causal, tile: TileConfig, num_splits=1) -> Traffic:
+    """Bytes of the tiled forward: Q once, K and V once per query tile, O and lse once. Split-KV
+    (num_splits > 1): every split reads its query tile and writes its O and lse in the
+    accumulation dtype, which the merge reads back (K and V rows are shared out, not repeated)."""
     e = resolve_dtype(dtype).itemsize
     a = accum_dtype(resolve_dtype(dtype)).itemsize
     kv = _kv_rows(T, S, causal, tile.block_m, tile.block_n)
-    read = batch * (T * d * e + 2 * kv * d * e)
+    read = batch * (num_splits * T * d * e + 2 * kv * d * e)
     written = batch * (T * d * e + T * a)
+    if num_splits > 1:
+        partials = batch * num_splits * T * (d + 1) * a
+        read, written = read + partials, written + partials
     return Traffic(read, written, attention_flops(batch, T, S, d, causal))
 
 

@@ -40,6 +40,11 @@ class ByteCounter:
         dst[index] = value
         self.written[name] += dst[index].nbytes
 
+    def spill(self, name, a):
+        """An intermediate written to device memory and read back once (split-KV's partials)."""
+        self.written[name] += a.nbytes
+        self.read[name] += a.nbytes
+
     def add(self, name, dst, index, value):
         """Read-modify-write of dst[index] (the atomic dQ accumulation of the kernels)."""
         self.read[name] += dst[index].nbytes
@@ -121,10 +126,10 @@ def forward(q, k, v, *, mask: Mask, scale, block_m, block_n, counter=None, num_s
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         for i0 in range(0, T, block_m):
             i1 = min(T, i0 + block_m)
-            q_i = counter.load("q", q[:, i0:i1], acc)                   # (B, bm, d)
             tiles = list(mask.key_tiles(i0, i1, T, S, block_n))
             parts = []
-            for s_ in range(num_splits):
+            for s_ in range(num_splits):                                # each split loads Q_i
+                q_i = counter.load("q", q[:, i0:i1], acc)               # (B, bm, d)
                 m = np.full((B, i1 - i0), -np.inf, dtype=acc)           # running max
                 l = np.zeros((B, i1 - i0), dtype=acc)                   # running sum
                 o = np.zeros((B, i1 - i0, d_v), dtype=acc)              # unnormalized output
@@ -147,6 +152,9 @@ def forward(q, k, v, *, mask: Mask, scale, block_m, block_n, counter=None, num_s
                 # -- O_i = o / l, lse_i = m + log l (rows that saw no key: O = 0, lse = -inf)
                 parts.append((np.where(l[..., None] == 0, 0, o / l[..., None]).astype(acc),
                               (m + np.log(l)).astype(acc)))
+                if num_splits > 1:   # O_s and lse_s to the float partials, read by the merge
+                    counter.spill("out_accum", parts[-1][0])
+                    counter.spill("lse_accum", parts[-1][1])
             o_i, lse_i = parts[0] if num_splits == 1 else _merge_splits(parts, acc)
             counter.store("out", out, (slice(None), slice(i0, i1)), o_i.astype(dt))
             counter.store("lse", lse, (slice(None), slice(i0, i1)), lse_i)

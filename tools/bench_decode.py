@@ -10,21 +10,16 @@ same bytes). Median of 20 calls between CUDA events, after 3 warm-ups.
 from __future__ import annotations
 
 import argparse
-import statistics
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_layouts import _time as _time_ms  # noqa: E402
 
 
-def _time(cp, fn, reps=20):
-    for _ in range(3):
-        fn()
-    out = []
-    for _ in range(reps):
-        a, b = cp.cuda.Event(), cp.cuda.Event()
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        out.append(cp.cuda.get_elapsed_time(a, b))
-    return statistics.median(out) / 1e3   # seconds
+def _time(cp, fn):
+    """Median seconds of 20 calls between CUDA events (bench_layouts' timer)."""
+    return _time_ms(cp, fn, reps=20) / 1e3
 
 
 def main(argv=None):
