@@ -28,7 +28,7 @@ struct QueryBlock {
     int i0, rows;              // first query of the tile, queries in it (<= BLOCK_M)
     bool active;               // false past the batch or past the sequence's end: return at once
     Mask<V, P> mask;
-    ScoreMod<V, Acc> score;
+    ScoreMod<V, P> score;
     // Key tiles come in key order, each BLOCK_N after the last (all but a mask_mod's tile lists)
     static constexpr bool kInOrder = !V::Mod::kActive;
 
@@ -113,7 +113,7 @@ template <int BLOCK_M, int BLOCK_N, class V, class P, typename Acc>
 struct GroupHead {
     Seq seq;
     Mask<V, P> mask;
-    ScoreMod<V, Acc> score;
+    ScoreMod<V, P> score;
     TileIter tiles;
     int j0;
 

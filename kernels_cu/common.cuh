@@ -18,6 +18,14 @@ __device__ __forceinline__ float ex2_approx(float x) {
     return y;
 }
 
+// tanh by the special-function unit alone (tanh.approx.f32: relative error about 2^-11, the
+// rounding of a 16-bit score; score.cuh uses it for 16-bit storage only)
+__device__ __forceinline__ float tanh_approx(float x) {
+    float y;
+    asm("tanh.approx.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
+
 template <typename Acc> struct Num;
 template <> struct Num<float> {
     static __device__ __forceinline__ float exp2(float x) { return exp2f(x); }
@@ -25,6 +33,7 @@ template <> struct Num<float> {
     static __device__ __forceinline__ float inf() { return __int_as_float(0x7f800000); }
     static __device__ __forceinline__ float max(float a, float b) { return fmaxf(a, b); }
     static __device__ __forceinline__ float tanh(float x) { return tanhf(x); }
+    static __device__ __forceinline__ float abs(float x) { return fabsf(x); }
 };
 template <> struct Num<double> {
     static __device__ __forceinline__ double exp2(double x) { return ::exp2(x); }
@@ -32,6 +41,7 @@ template <> struct Num<double> {
     static __device__ __forceinline__ double inf() { return __longlong_as_double(0x7ff0000000000000LL); }
     static __device__ __forceinline__ double max(double a, double b) { return fmax(a, b); }
     static __device__ __forceinline__ double tanh(double x) { return ::tanh(x); }
+    static __device__ __forceinline__ double abs(double x) { return ::fabs(x); }
 };
 
 // -- conversions between the storage type T and the accumulator type Acc

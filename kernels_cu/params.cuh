@@ -123,13 +123,17 @@ constexpr int kUnbounded = 1 << 30;
 
 #define CUFLASH_DECLARE_FIELD(type, name) type name;
 
-template <typename T, typename Acc>
+template <typename T, typename Acc_>
 struct FwdParams {
+    using Elem = T;
+    using Acc = Acc_;
     CUFLASH_FWD_FIELDS(CUFLASH_DECLARE_FIELD)
 };
 
-template <typename T, typename Acc>
+template <typename T, typename Acc_>
 struct BwdParams {
+    using Elem = T;
+    using Acc = Acc_;
     CUFLASH_BWD_FIELDS(CUFLASH_DECLARE_FIELD)
 };
 

@@ -2,60 +2,80 @@
 // rule for the twin, naive and the oracle). With s = scale·(q·k):
 //   softcap c > 0:  s <- c·tanh(s / c)                        (Gemma-2)
 //   ALiBi slope:    s <- s - slope·|i + S - T - j|            (FlashAttention-2's alibi_slopes)
-// Kernels keep scores in "u units", where p = 2^(u·mul - m·mul): dense scores stay raw q·k with
-// mul = scale·log2(e) folded into one FFMA; transformed ones are converted to log2 units here
-// (mul = 1). The backward also needs d s_out / d s_in = 1 - tanh² (1 without softcap); the
-// final scale of dK and dQ supplies the rest of the chain rule.
+// Kernels keep scores in "u units", where p = 2^(u·mul - m·mul), and choose the units that cost
+// the fewest instructions per score (mul folds into the exp's FFMA):
+//   plain:    u = x = q·k                                  mul = scale·log2 e
+//   ALiBi:    u = x - (slope / scale)·|dist|               mul = scale·log2 e
+//   softcap:  u = tanh(x·scale / c) - (slope / c)·|dist|   mul = c·log2 e
+// dist = i + diag - j comes in as Acc (Distance: one conversion per tile, not per score). tanh is
+// tanh.approx (one special-function op, relative error about 2^-11) for 16-bit storage, whose
+// scores naive rounds to 11 or 8 bits after c·tanh, and the accurate tanhf for float32 and
+// float64. The backward also needs d s_out / d s_in = 1 - tanh² (1 without softcap); the final
+// scale of dK and dQ supplies the rest of the chain rule.
 #pragma once
 #include "common.cuh"
 #include "seq.cuh"
 
 namespace cuflash {
 
-template <class V, typename Acc>
+template <class V, class P>
 struct ScoreMod {
+    using Acc = typename P::Acc;
     static constexpr bool kTransforms = V::SOFTCAP || V::ALIBI;
+    static constexpr bool kFastTanh = sizeof(typename P::Elem) == 2;
     Acc mul;          // multiplies u inside exp2
     Acc cap_in;       // scale / c: the argument of tanh per unit of q·k
-    Acc cap_out;      // c·log2(e): tanh back to log2 units
-    Acc slope;        // slope·log2(e) of this (sequence, query head)
-    Acc scale_log2;
+    Acc slope;        // ALiBi's slope in u units: slope / scale, or slope / c with softcap
     int diag;
 
-    template <class P>
     __device__ __forceinline__ ScoreMod(const P& p, const Seq& seq) : diag(seq.S_len - seq.T_len) {
-        scale_log2 = p.scale_log2;
-        mul = kTransforms ? Acc(1) : p.scale_log2;
+        mul = V::SOFTCAP ? p.softcap * Acc(kLog2e) : p.scale_log2;
         cap_in = V::SOFTCAP ? p.scale / p.softcap : Acc(0);
-        cap_out = V::SOFTCAP ? p.softcap * Acc(kLog2e) : Acc(0);
-        slope = V::ALIBI ? Acc(p.alibi_slopes[seq.b * p.heads + seq.h]) * Acc(kLog2e) : Acc(0);
+        slope = V::ALIBI ? Acc(p.alibi_slopes[seq.b * p.heads + seq.h]) / (V::SOFTCAP ? p.softcap : p.scale)
+                         : Acc(0);
     }
 
-    // u of the raw score x = q·k at query i, key j (identity when nothing transforms)
-    __device__ __forceinline__ Acc logit(Acc x, int i, int j) const {
-        if constexpr (!kTransforms) {
-            return x;
-        } else {
-            Acc u;
-            if constexpr (V::SOFTCAP) u = cap_out * Num<Acc>::tanh(x * cap_in);
-            else u = x * scale_log2;
-            if constexpr (V::ALIBI) u -= slope * Acc(abs(i + diag - j));
-            return u;
-        }
+    __device__ __forceinline__ Acc tanh(Acc x) const {
+        if constexpr (kFastTanh) return tanh_approx(x);
+        else return Num<Acc>::tanh(x);
+    }
+
+    // u of the raw score x = q·k at distance dist = i + diag - j (x itself when nothing
+    // transforms)
+    __device__ __forceinline__ Acc logit(Acc x, Acc dist) const {
+        Acc u = V::SOFTCAP ? tanh(x * cap_in) : x;
+        if constexpr (V::ALIBI) u = fma(-slope, Num<Acc>::abs(dist), u);
+        return u;
     }
 
     // u as above, and g = d(softcapped s) / d s (1 without softcap) for the backward
-    __device__ __forceinline__ Acc logit_grad(Acc x, int i, int j, Acc& g) const {
+    __device__ __forceinline__ Acc logit_grad(Acc x, Acc dist, Acc& g) const {
         if constexpr (!V::SOFTCAP) {
             g = Acc(1);
-            return logit(x, i, j);
+            return logit(x, dist);
         } else {
-            const Acc t = Num<Acc>::tanh(x * cap_in);
-            g = Acc(1) - t * t;
-            Acc u = cap_out * t;
-            if constexpr (V::ALIBI) u -= slope * Acc(abs(i + diag - j));
+            Acc u = tanh(x * cap_in);
+            g = Acc(1) - u * u;
+            if constexpr (V::ALIBI) u = fma(-slope, Num<Acc>::abs(dist), u);
             return u;
         }
+    }
+};
+
+// ALiBi's i + diag - j of a fragment's elements as Acc: element (0, 0)'s converted once per tile,
+// each other's an exact integer offset from it that the unrolled loops fold to a constant (the
+// sum stays exact below 2^24, float's integer range). `at(r, e, i, j)` is softmax.cuh's functor.
+template <typename Acc>
+struct Distance {
+    int i0, j0;
+    Acc base;
+    template <class At>
+    __device__ __forceinline__ Distance(At& at, int diag) {
+        at(0, 0, i0, j0);
+        base = Acc(i0 + diag - j0);
+    }
+    __device__ __forceinline__ Acc operator()(int i, int j) const {
+        return base + Acc((i - i0) - (j - j0));
     }
 };
 

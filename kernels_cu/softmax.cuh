@@ -15,6 +15,7 @@
 //   bwd_probs        P = 2^(u·mul - lse·log2 e) (0 where hidden), dS = P ∘ (dP - D) · g
 #pragma once
 #include "common.cuh"
+#include "score.cuh"
 
 namespace cuflash {
 
@@ -45,6 +46,7 @@ template <typename Acc, int R, int E, class Frag, class At, class M, class Score
 __device__ __forceinline__ void modify_and_mask(Frag&& s, At&& at, const M& mask, const Score& score,
                                                 bool needs_mask) {
     if (!Score::kTransforms && !needs_mask) return;
+    const Distance<Acc> dist(at, score.diag);
 #pragma unroll
     for (int r = 0; r < R; ++r)
 #pragma unroll
@@ -52,7 +54,7 @@ __device__ __forceinline__ void modify_and_mask(Frag&& s, At&& at, const M& mask
             int i, j;
             at(r, e, i, j);
             Acc& x = s(r, e);
-            if constexpr (Score::kTransforms) x = score.logit(x, i, j);
+            if constexpr (Score::kTransforms) x = score.logit(x, dist(i, j));
             if (needs_mask && !mask.visible(i, j)) x = -Num<Acc>::inf();
         }
 }
@@ -117,6 +119,7 @@ template <bool MASKED, typename Acc, int R, int E, class FragS, class FragDP, cl
 __device__ __forceinline__ void bwd_probs_tile(FragS&& s, FragDP&& dp, At&& at, Lse2&& lse2,
                                                Dq&& Dof, const M& mask, const Score& score,
                                                Exp2 exp2) {
+    const Distance<Acc> dist(at, score.diag);
 #pragma unroll
     for (int r = 0; r < R; ++r)
 #pragma unroll
@@ -125,7 +128,7 @@ __device__ __forceinline__ void bwd_probs_tile(FragS&& s, FragDP&& dp, At&& at, 
             at(r, e, i, j);
             Acc& x = s(r, e);
             Acc g = Acc(1);
-            const Acc u = Score::kTransforms ? score.logit_grad(x, i, j, g) : x;
+            const Acc u = Score::kTransforms ? score.logit_grad(x, dist(i, j), g) : x;
             const Acc p = exp2(fma(u, score.mul, -lse2(r, e)));
             x = MASKED && !mask.visible(i, j) ? Acc(0) : p;
             Acc& y = dp(r, e);
