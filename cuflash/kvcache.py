@@ -13,9 +13,15 @@ each) are written behind them, and the Tq queries are the last Tq positions of t
 ``cache_seqlens[b] + Tnew`` tokens (causal masks and windows aligned to the bottom-right corner
 per sequence, as :func:`cuflash.attention` does for one sequence).
 
-Until the split-KV decode kernels land, the attention runs per group of sequences of equal
-length through :func:`cuflash.attention` (NumPy: the CPU twin; CuPy: the existing kernels): this
-is the reference the split-KV kernels will be checked against.
+On CuPy, with a head dim the kernels run as it is (a multiple of 8 from 16 to 256), the whole
+batch attends in one launch of the forward kernels' KV-cache variant (and split-KV's merge):
+each sequence's key count read from the device, a paged cache read in place through
+block_table when its pages are a multiple of the decode tile's 64 keys, and with Tq = 1, no
+ALiBi and no left window bound, the G query heads of a GQA group folded into the rows of one
+query tile, so that their shared K/V is read once. Otherwise (NumPy: the CPU twin; other head
+dims or page sizes) the attention runs per group of sequences of equal length through
+:func:`cuflash.attention`, gathering paged sequences first: the reference the kernel path is
+checked against (``_IN_KERNEL = False`` forces it).
 """
 from __future__ import annotations
 
@@ -35,6 +41,13 @@ MIN_PAGE_SIZE = 16
 #: How the query heads of a GQA group meet their shared K/V (tests force each; None = automatic,
 #: see :func:`_attend_length`): "fold", "broadcast" or "loop".
 _GQA_STRATEGY = None
+
+#: Whether CuPy calls may take the one-launch kernel path (tests set False for the reference)
+_IN_KERNEL = True
+
+#: Split-KV's target of blocks per SM for decode steps (ops.num_splits_for): the decode tiles'
+#: blocks hold 1-2 warps, so a step needs several per SM to keep enough K/V reads in flight
+DECODE_BLOCKS_PER_SM = 8
 
 
 def _is_int(x) -> bool:
@@ -285,6 +298,61 @@ def _gather(c: _Call, cache, sel, idx, L: int):
     return full[:, :, :L]
 
 
+# -- one launch over the whole batch (CuPy) -------------------------------------------------------
+
+def _decode_tile(c: _Call, dtype, rows: int):
+    """The tile of a decode step with `rows` query rows per (sequence, head): 16-bit inputs take
+    the mma kernel with 16 or 32 rows and 64 keys per tile (tools/bench_decode.py, NOTES v10);
+    float32/float64 the default tile. None when no tile fits the paged cache's pages or the
+    device (the caller falls back to the reference path)."""
+    from .gpu import ops, plan
+    from .tile import TileConfig, default_tile
+    name = dtype_name(dtype)
+    try:
+        if name in ("float16", "bfloat16"):
+            tile = (TileConfig(16, 64, 1, 2, "mma") if rows <= 16 else
+                    TileConfig(32, 64, 2, 2, "mma"))
+        else:
+            tile = default_tile(c.d, name, smem_limit=ops.smem_limit(), arch=ops.device_arch())
+        if c.table is not None and c.page_size % tile.block_n:
+            return None
+        plan.check_tile(tile, c.d, name, smem_limit=ops.smem_limit(), arch=ops.device_arch())
+    except ValueError:
+        return None
+    return tile
+
+
+def _attend_in_kernel(c: _Call, q, k_cache, v_cache, cache_seqlens, block_table):
+    """(out, lse) of the whole batch in one launch of the KV-cache kernels, or None when this
+    call needs the reference path (see the module's docstring)."""
+    from .gpu import ops, views
+    from types import SimpleNamespace
+    if not (_IN_KERNEL and c.d % 8 == 0 and 16 <= c.d <= 256):
+        return None
+    if not all(views.kernel_ok(x) for x in (q, k_cache, v_cache)):
+        return None
+    xp, G = c.xp, c.group
+    fold = G > 1 and c.Tq == 1 and c.slopes is None and c.mask.left is None
+    tile = _decode_tile(c, q.dtype, G if fold else c.Tq)
+    if tile is None:
+        return None
+    seqused = xp.ascontiguousarray(xp.asarray(cache_seqlens), dtype=xp.int32)
+    if c.Tnew:
+        seqused = seqused + xp.int32(c.Tnew)
+    table = None if block_table is None else xp.ascontiguousarray(xp.asarray(block_table),
+                                                                    dtype=xp.int32)
+    rows = ops.CacheRows(seqused, table, c.page_size)
+    opts = SimpleNamespace(scale=c.options["scale"], softcap=c.options["softcap"],
+                           mask=Mask.make() if fold else c.mask, mask_mod=None,
+                           alibi_slopes=None if c.slopes is None else c.slopes.reshape(-1))
+    # folded: query head hk·G + g of the one query is row g of kv head hk's query tile
+    out, lse = ops.forward_kvcache(q.reshape(c.B, c.Hkv, G, c.d) if fold else q, k_cache,
+                                   v_cache, opts, rows, tile=tile, group=1 if fold else G,
+                                   num_splits=c.options["num_splits"],
+                                   split_blocks_per_sm=DECODE_BLOCKS_PER_SM)
+    return out.reshape(c.B, c.Hq, c.Tq, c.d), lse.reshape(c.B, c.Hq, c.Tq)
+
+
 # -- attention over one length -------------------------------------------------------------------
 
 def _strategy(c: _Call) -> str:
@@ -405,6 +473,10 @@ def attention_with_kvcache(q, k_cache, v_cache, *, cache_seqlens, block_table=No
     if c.Tnew:
         _append(c, k_cache, v_cache, k_new, v_new)
     xp = c.xp
+    if xp is not np and c.B and c.Tq and c.Hq:
+        done = _attend_in_kernel(c, q, k_cache, v_cache, cache_seqlens, block_table)
+        if done is not None:
+            return done if return_lse else done[0]
     out = xp.empty((c.B, c.Hq, c.Tq, c.d), dtype=q.dtype)
     lse = xp.empty((c.B, c.Hq, c.Tq), dtype=accum_dtype(q.dtype))
     if c.B and c.Tq and c.Hq:

@@ -14,11 +14,14 @@
 namespace cuflash {
 
 // The (sequence, query head) of grid row batch_index() = b·heads + h (the grid's last row may run
-// past the batch: such blocks locate the last pair and are not active)
-template <bool PACKED, class P>
+// past the batch: such blocks locate the last pair and are not active); with a KV cache the
+// sequence's keys are the cache's seqused_k[b]
+template <class V, class P>
 __device__ __forceinline__ Seq locate_head(const P& p) {
     const int bz = min(batch_index(), p.batch * p.heads - 1);
-    return Seq::of<PACKED>(p, bz / p.heads, bz % p.heads);
+    Seq s = Seq::of<V::PACKED>(p, bz / p.heads, bz % p.heads);
+    if constexpr (V::CACHE != kNoCache) s.S_len = p.seqused_k[s.b];
+    return s;
 }
 
 template <int BLOCK_M, class V, class P, typename Acc>
@@ -31,11 +34,12 @@ struct QueryBlock {
     ScoreMod<V, P> score;
     // Key tiles come in key order, each BLOCK_N after the last (all but a mask_mod's tile lists)
     static constexpr bool kInOrder = !V::Mod::kActive;
+    static constexpr bool kPaged = V::CACHE == kPagedCache;
 
     // grid x: query tiles (reversed) of split 0, then of split 1, ... (V::SPLIT; one split else)
     static constexpr bool kSplit = V::SPLIT;
     __device__ __forceinline__ explicit QueryBlock(const P& p)
-        : seq(locate_head<V::PACKED>(p)), split(V::SPLIT ? blockIdx.x / tiles_x(p) : 0),
+        : seq(locate_head<V>(p)), split(V::SPLIT ? blockIdx.x / tiles_x(p) : 0),
           i0((tiles_x(p) - 1 - (V::SPLIT ? blockIdx.x % tiles_x(p) : blockIdx.x)) * BLOCK_M),
           rows(min(BLOCK_M, seq.T_len - i0)),
           active(batch_index() < p.batch * p.heads && i0 < seq.T_len),

@@ -71,7 +71,11 @@ constexpr int kUnbounded = 1 << 30;
 // query tile are shared out over num_splits blocks (block.cuh, QueryBlock), each writing its
 // O_s (normalized by its own l) and lse_s as floats to out_accum (split, lse row, d) and
 // lse_accum (split, lse row), split_rows lse rows per split; split_combine.cuh merges them into
-// out and lse.
+// out and lse. A KV cache (Variant CACHE, decoding): sequence b has seqused_k[b] keys, the first
+// of them at row 0 of k and v (sequences, heads / group, rows, d); paged (kPagedCache): k and v
+// are a pool of pages (pages, heads / group, 2^page_shift, d) and key j of sequence b is row
+// j mod 2^page_shift of page block_table[b·table_stride + (j >> page_shift)]: x_stride[0] steps
+// a page. Null / 0 without a cache.
 #define CUFLASH_FWD_FIELDS(X)               \
     X(const T*, q)                          \
     X(const T*, k)                          \
@@ -85,6 +89,10 @@ constexpr int kUnbounded = 1 << 30;
     X(Acc*, out_accum)                      \
     X(Acc*, lse_accum)                      \
     X(long long, split_rows)                \
+    X(const int*, seqused_k)                \
+    X(const int*, block_table)              \
+    X(int, table_stride)                    \
+    X(int, page_shift)                      \
     CUFLASH_COMMON_FIELDS(X)
 
 // The backward: the forward's q, k, v, out, lse and dout in; D = rowsum(dO ∘ O) (lse's layout)

@@ -27,19 +27,21 @@ __device__ __forceinline__ void load_tile_at(S* s, const T* tile, int rows, int 
 // IN_ORDER (every mask but a mask_mod's tile lists) and a loader whose chunks follow one stepped
 // pointer per thread: tile t + 1 starts ROWS rows after tile t, so each thread keeps its two
 // source pointers and steps them, and the loop holds no stride products (under a two-blocks-per-SM
-// register cap ptxas otherwise reloads and recomputes them each step). Otherwise each tile's
-// address is computed when it loads (two pointers held across the loop would only cost registers).
-template <int ROWS, class Tiles, bool IN_ORDER, typename T>
+// register cap ptxas otherwise reloads and recomputes them each step). Otherwise (and for a paged
+// cache's rows, R = PagedRows: each tile within one page) each tile's address is computed when it
+// loads (two pointers held across the loop would only cost registers).
+template <int ROWS, class Tiles, bool IN_ORDER, class R>
 struct KVStream {
-    static constexpr bool STEP = IN_ORDER && Tiles::template kStepped<ROWS>;
-    Rows<const T> k, v;
+    using T = typename R::Elem;
+    static constexpr bool STEP = IN_ORDER && R::kContiguous && Tiles::template kStepped<ROWS>;
+    R k, v;
     TileIter tiles;
     int len, d;
-    const T* k_next;   // this thread's source in the next tile (STEP)
-    const T* v_next;
+    T* k_next;   // this thread's source in the next tile (STEP)
+    T* v_next;
 
-    __device__ __forceinline__ KVStream(const Rows<const T>& k_, const Rows<const T>& v_,
-                                        const TileIter& it, int len_, int d_)
+    __device__ __forceinline__ KVStream(const R& k_, const R& v_, const TileIter& it, int len_,
+                                        int d_)
         : k(k_), v(v_), tiles(it), len(len_), d(d_) {
         if constexpr (STEP) {
             const int j = it.start(0, ROWS);
@@ -64,17 +66,23 @@ struct KVStream {
     }
 };
 
-// The K/V stream of a query block (block.cuh) over its key tiles `it`
-template <int ROWS, class Tiles, bool IN_ORDER, typename T>
-__device__ __forceinline__ KVStream<ROWS, Tiles, IN_ORDER, T> make_kv_stream(
-    const Rows<const T>& k, const Rows<const T>& v, const TileIter& it, int len, int d) {
-    return KVStream<ROWS, Tiles, IN_ORDER, T>(k, v, it, len, d);
+// The K/V stream of a query block (block.cuh) over its key tiles `it`: the rows of its kv head,
+// or of a paged cache (Block::kPaged)
+template <int ROWS, class Tiles, bool IN_ORDER, class R>
+__device__ __forceinline__ KVStream<ROWS, Tiles, IN_ORDER, R> make_kv_stream(
+    const R& k, const R& v, const TileIter& it, int len, int d) {
+    return KVStream<ROWS, Tiles, IN_ORDER, R>(k, v, it, len, d);
 }
 template <int ROWS, class Tiles, class Block, class P>
 __device__ __forceinline__ auto kv_stream(const Block& blk, const P& p, const TileIter& it) {
-    return make_kv_stream<ROWS, Tiles, Block::kInOrder>(blk.seq.k_rows(p.k, p.k_stride),
-                                                        blk.seq.k_rows(p.v, p.v_stride), it,
-                                                        blk.seq.S_len, p.d);
+    if constexpr (Block::kPaged)
+        return make_kv_stream<ROWS, Tiles, Block::kInOrder>(
+            blk.seq.paged_rows(p.k, p.k_stride, p), blk.seq.paged_rows(p.v, p.v_stride, p), it,
+            blk.seq.S_len, p.d);
+    else
+        return make_kv_stream<ROWS, Tiles, Block::kInOrder>(
+            blk.seq.k_rows(p.k, p.k_stride), blk.seq.k_rows(p.v, p.v_stride), it, blk.seq.S_len,
+            p.d);
 }
 
 template <int ROWS, int NT, class Tiles, class S, typename Acc, class P>

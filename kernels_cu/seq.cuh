@@ -18,9 +18,28 @@ namespace cuflash {
 // A run of rows: row r at base + r·ld (ld in elements).
 template <class X>
 struct Rows {
+    using Elem = X;
+    static constexpr bool kContiguous = true;   // row r + 1 follows row r at ld, for every r
     X* base;
     int ld;
     __device__ __forceinline__ X* at(int r) const { return base + size_t(r) * ld; }
+};
+
+// The rows of one (sequence, kv head) of a paged KV cache: row r is row r mod 2^shift of page
+// table[r >> shift], pages page_stride elements apart (params.cuh). Rows r .. r + n - 1 follow
+// each other at ld when they share a page (the kernels' key tiles do: the host keeps pages a
+// multiple of block_n).
+template <class X>
+struct PagedRows {
+    using Elem = X;
+    static constexpr bool kContiguous = false;
+    X* base;                 // the kv head's rows in page 0
+    const int* table;        // the sequence's pages
+    long long page_stride;
+    int ld, shift;
+    __device__ __forceinline__ X* at(int r) const {
+        return base + table[r >> shift] * page_stride + size_t(r & ((1 << shift) - 1)) * ld;
+    }
 };
 
 struct Seq {
@@ -78,6 +97,13 @@ struct Seq {
     template <class X>
     __device__ __forceinline__ Rows<X> k_rows(X* x, const Strides& s) const {
         return Rows<X>{k_row(x, s, 0), int(s[2])};
+    }
+    // The same of a paged cache x (pages, kv heads, page rows, d): the sequence's page list from
+    // the forward's block_table
+    template <class X, class P>
+    __device__ __forceinline__ PagedRows<X> paged_rows(X* x, const Strides& s, const P& p) const {
+        return PagedRows<X>{x + hk * s[1], p.block_table + (long long)b * p.table_stride, s[0],
+                            int(s[2]), p.page_shift};
     }
 };
 

@@ -603,3 +603,48 @@ def test_decode_step_bytes():
     assert naive - got == 3 * kv
     with pytest.raises(ValueError, match="q_heads=6 must be a multiple of kv_heads=4"):
         decode_step_bytes(lens, q_heads=6, kv_heads=4, head_dim=16)
+
+
+# (id, Hq, Hkv, Tq, Tnew, options) of the one-launch kernel path: the GQA fold (Tq = 1, no ALiBi,
+# no left window bound) and the head-per-row form (Tq > 1, ALiBi, a left bound); MHA and MQA
+KERNEL_CASES = [
+    ("gqa4-fold", 8, 2, 1, 1, dict(causal=True)),
+    ("mqa-fold-softcap", 8, 1, 1, 0, dict(causal=True, softcap=4.0)),
+    ("gqa4-window", 8, 2, 1, 2, dict(causal=True, window=(90, None))),
+    ("gqa2-tq3-alibi", 4, 2, 3, 3, dict(causal=True, alibi_slopes="alibi")),
+    ("mha-tq8-dense", 4, 4, 8, 0, dict(causal=False)),
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", KERNEL_CASES, ids=[c[0] for c in KERNEL_CASES])
+@pytest.mark.parametrize("layout,page_size", [("contiguous", PAGE), ("paged", 64), ("paged", 128)],
+                         ids=["contiguous", "paged64", "paged128"])
+@pytest.mark.parametrize("dtype", ALL_DTYPES)
+def test_in_kernel_path(monkeypatch, dtype, layout, page_size, case):
+    """The whole batch in one launch of the KV-cache kernels (contiguous caches, and pages read
+    in place): mixed lengths 0, 1, odd, page-sized and several pages long, against the oracle;
+    the launch count shows that no call fell back to the per-length reference path."""
+    from cuflash._xp import gpu_available
+    if not gpu_available():
+        pytest.skip("no CUDA GPU visible to CuPy")
+    from cuflash.gpu import ops
+    if dtype is None:
+        pytest.skip("ml_dtypes not installed (no bfloat16)")
+    import cupy as cp
+    calls = []
+    real = ops.forward_kvcache
+    monkeypatch.setattr(ops, "forward_kvcache", lambda *a, **kw: calls.append(1) or real(*a, **kw))
+    name, Hq, Hkv, Tq, Tnew, options = case
+    sc = Scenario(cp, dtype, layout, Hq=Hq, Hkv=Hkv, Tq=Tq, Tnew=Tnew, d=64,
+                  page_size=page_size, seqlens=(0, 1, 129, 64, 300, 17, 0),
+                  seed=case_seed("kernel", name, layout, page_size, str(dtype)))
+    opts = _options(cp, Hq, options)
+    out, lse = sc.call(return_lse=True, **opts)
+    assert len(calls) == 1, "attention_with_kvcache did not take the one-launch path"
+    sc.check(out, lse, f"{layout} page={page_size} {name}", **opts)
+    for splits in (1, 5):   # split-KV given, including splits with no key tile; appended already
+        out, lse = attention_with_kvcache(sc.q, sc.k_cache, sc.v_cache, return_lse=True,
+                                          cache_seqlens=sc.cache_seqlens + Tnew,
+                                          block_table=sc.block_table, num_splits=splits, **opts)
+        sc.check(out, lse, f"{layout} page={page_size} {name} splits={splits}", **opts)

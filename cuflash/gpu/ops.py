@@ -171,11 +171,12 @@ def _common(p, *, batch, heads, group, T, S, d, acc, cu_q=None, cu_k=None, lse_s
                 softcap=acc.type(p.softcap or 0.0), num_splits=num_splits)
 
 
-def num_splits_for(n_query_tiles: int, rows: int, key_tiles: int, device_id: int) -> int:
+def num_splits_for(n_query_tiles: int, rows: int, key_tiles: int, device_id: int,
+                   blocks_per_sm: int = 2) -> int:
     """Split-KV's splits when the caller leaves them open: one while the query tiles of every
-    (sequence, head) fill the GPU (two blocks per SM), else enough to fill it, at least two key
-    tiles per split, at most 128."""
-    blocks, target = n_query_tiles * rows, 2 * _sm_count(device_id)
+    (sequence, head) fill the GPU (blocks_per_sm blocks per SM), else enough to fill it, at least
+    two key tiles per split, at most 128."""
+    blocks, target = n_query_tiles * rows, blocks_per_sm * _sm_count(device_id)
     if blocks >= target or key_tiles < 4:
         return 1
     return max(1, min(128, math.ceil(target / max(blocks, 1)), key_tiles // 2))
@@ -258,13 +259,44 @@ def _packed_run(q, k, v, vp, D):
                 int(vp.lengths_k.max(initial=0)), cu_q, cu_k)
 
 
-def _forward(r: _Run, p, tile, D, num_splits=1):
+@dataclasses.dataclass(frozen=True)
+class CacheRows:
+    """Where a decode step's keys are (kernels_cu/params.cuh): sequence b has seqused_k[b] keys
+    (int32 (batch,) on the device), from row 0 of k and v (batch, kv heads, capacity, d), or,
+    with block_table (int32 (batch, W) on the device), in pages of page_size rows (a power of two
+    and a multiple of the tile's block_n) of a pool k, v (pages, kv heads, page_size, d)."""
+
+    seqused_k: object
+    block_table: object = None
+    page_size: int = 0
+
+    @property
+    def kind(self) -> str:
+        return "cache" if self.block_table is None else "paged"
+
+    def fields(self) -> dict:
+        if self.block_table is None:
+            return dict(_NO_CACHE, seqused_k=self.seqused_k)
+        return dict(seqused_k=self.seqused_k, block_table=self.block_table,
+                    table_stride=int(self.block_table.strides[0] // self.block_table.itemsize),
+                    page_shift=int(self.page_size).bit_length() - 1)
+
+
+#: The forward's KV-cache fields without a cache
+_NO_CACHE = dict(seqused_k=None, block_table=None, table_stride=0, page_shift=0)
+
+
+def _forward(r: _Run, p, tile, D, num_splits=1, cache: CacheRows | None = None,
+             split_blocks_per_sm: int = 2):
     """out (shaped like r.q) and lse (r.rows()) of one run. num_splits: split-KV's splits (None:
-    num_splits_for); with more than one, each split writes float partials that one more kernel
-    merges (split_combine.cuh)."""
+    num_splits_for, aiming at split_blocks_per_sm blocks per SM); with more than one, each split
+    writes float partials that one more kernel merges (split_combine.cuh). cache: the keys come
+    from a KV cache (r.S: its capacity per sequence)."""
     dt = dtype_name(r.q.dtype)
     acc = accum_dtype(r.q.dtype)
-    (spec,) = _specs(dt, D, tile, r.variant(p), False)
+    variant = r.variant(p)
+    if cache is not None:
+        variant = dataclasses.replace(variant, cache=cache.kind)
     out = r.q_like()
     lse_shape, lse_stride = r.rows()
     lse = _empty(lse_shape, acc)
@@ -273,9 +305,9 @@ def _forward(r: _Run, p, tile, D, num_splits=1):
     dev = _cp().cuda.Device().id
     q_tiles, rows = math.ceil(r.T / tile.block_m), r.batch * r.heads
     if num_splits is None:
-        num_splits = num_splits_for(q_tiles, rows, math.ceil(r.S / tile.block_n), dev)
-    if num_splits > 1:
-        (spec,) = _specs(dt, D, tile, dataclasses.replace(r.variant(p), split=True), False)
+        num_splits = num_splits_for(q_tiles, rows, math.ceil(r.S / tile.block_n), dev,
+                                    split_blocks_per_sm)
+    (spec,) = _specs(dt, D, tile, dataclasses.replace(variant, split=num_splits > 1), False)
     kern, smem = _ready(spec, dev)
     split_rows = math.prod(lse_shape)
     out_accum = _empty((num_splits,) + lse_shape + (D,), acc) if num_splits > 1 else None
@@ -283,6 +315,7 @@ def _forward(r: _Run, p, tile, D, num_splits=1):
     fields = dict(q=r.q, k=r.k, v=r.v, out=out, lse=lse, q_stride=r.strides(r.q),
                   k_stride=r.strides(r.k), v_stride=r.strides(r.v), out_stride=r.strides(out),
                   out_accum=out_accum, lse_accum=lse_accum, split_rows=split_rows,
+                  **(_NO_CACHE if cache is None else cache.fields()),
                   **_common(p, batch=r.batch, heads=r.heads, group=r.group, T=r.T, S=r.S, d=D,
                             acc=acc, cu_q=r.cu_q, cu_k=r.cu_k, lse_stride=lse_stride,
                             num_splits=num_splits))
@@ -362,6 +395,20 @@ def forward(q, k, v, p, *, tile, num_splits=1):
     out, lse = _forward(r, p, tile, D, num_splits)
     out = checks.unpad(out, p.dv, _cp())
     return out.reshape(p.lead + (p.T, p.dv)), lse.reshape(p.lead + (p.T,))
+
+
+def forward_kvcache(q, k, v, p, cache: CacheRows, *, tile, group: int, num_splits=None,
+                    split_blocks_per_sm: int = 2):
+    """out (B, H, T, d) in q's dtype and lse (B, H, T) of decode queries q (B, H, T, d) over a
+    KV cache in one launch (and split-KV's merge): k, v (B, H / group, capacity, d), or a page
+    pool (pages, H / group, page_size, d) read in place through cache.block_table; sequence b
+    has cache.seqused_k[b] keys and its T queries are the last T of them (masks bottom-right
+    aligned per sequence). ``p``: the options as checks.Problem holds them (mask, scale, softcap,
+    alibi_slopes of the (b, h) pairs in order b·H + h, or None)."""
+    B, H, T, D = q.shape
+    S = k.shape[2] if cache.block_table is None else cache.block_table.shape[1] * cache.page_size
+    return _forward(_Run(q, k, v, B, H, group, T, S), p, tile, D, num_splits, cache,
+                    split_blocks_per_sm)
 
 
 def backward(dout, q, k, v, out, lse, p, *, tile, deterministic):

@@ -38,12 +38,18 @@ def head_dim_pad(d: int, family: str) -> int:
 FAMILY_ARCH = {"simt": None, "mma": None, "wgmma": "sm_90a"}
 
 
+#: Variant.cache -> the C++ CacheKind (kernels_cu/mask.cuh)
+_CACHE_KINDS = {"": "cuflash::kNoCache", "cache": "cuflash::kCache",
+                "paged": "cuflash::kPagedCache"}
+
+
 @dataclasses.dataclass(frozen=True)
 class Variant:
     """What a kernel is compiled for beyond its tile: the mask's kind (the band's bounds are
     run-time values), the score modifiers, a custom mask_mod (its key and C++ source), whether
     the batch is packed (sequence lengths read from cu_seqlens: kernels_cu/seq.cuh) and, for the
-    forward, split-KV (kernels_cu/params.cuh)."""
+    forward, split-KV and a KV cache ('cache': sequence b holds seqused_k[b] keys; 'paged': in
+    pages through block_table; kernels_cu/params.cuh)."""
 
     mask: str = "dense"          # 'dense', 'causal' or 'window'
     softcap: bool = False
@@ -52,10 +58,13 @@ class Variant:
     mod_src: str | None = dataclasses.field(default=None, compare=False, repr=False)
     packed: bool = False
     split: bool = False
+    cache: str = ""              # '', 'cache' or 'paged'
 
     def __post_init__(self):
         if self.mask not in ("dense", "causal", "window"):
             raise ValueError(f"Variant.mask={self.mask!r} must be 'dense', 'causal' or 'window'")
+        if self.cache not in _CACHE_KINDS:
+            raise ValueError(f"Variant.cache={self.cache!r} must be one of {list(_CACHE_KINDS)}")
 
     @classmethod
     def of(cls, v) -> "Variant":
@@ -69,6 +78,7 @@ class Variant:
         out += "_alibi" if self.alibi else ""
         out += "_varlen" if self.packed else ""
         out += "_split" if self.split else ""
+        out += {"": "", "cache": "_kvcache", "paged": "_paged"}[self.cache]
         return out + (f"_mm{self.mod_key}" if self.mod_key else "")
 
     def cpp(self) -> str:
@@ -77,9 +87,10 @@ class Variant:
         b = lambda x: "true" if x else "false"
         kind = {"dense": "cuflash::kDense", "causal": "cuflash::kCausal",
                 "window": "cuflash::kWindow"}[self.mask]
-        split = f", {b(self.split)}" if self.split else ""
+        split = f", {b(self.split)}" if self.split or self.cache else ""
+        cache = f", {_CACHE_KINDS[self.cache]}" if self.cache else ""
         return (f"cuflash::Variant<{kind}, {b(self.softcap)}, {b(self.alibi)}, "
-                f"{b(self.packed)}, {mod}{split}>")
+                f"{b(self.packed)}, {mod}{split}{cache}>")
 
 
 @dataclasses.dataclass(frozen=True)
