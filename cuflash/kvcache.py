@@ -26,6 +26,7 @@ checked against (``_IN_KERNEL = False`` forces it).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import numbers
 
 import numpy as np
@@ -300,23 +301,37 @@ def _gather(c: _Call, cache, sel, idx, L: int):
 
 # -- one launch over the whole batch (CuPy) -------------------------------------------------------
 
+#: A TileConfig that every decode step takes instead of _decode_tile's (benchmarks set it)
+DECODE_TILE = None
+
+
 def _decode_tile(c: _Call, dtype, rows: int):
     """The tile of a decode step with `rows` query rows per (sequence, head): 16-bit inputs take
     the mma kernel with 16 or 32 rows and 64 keys per tile (tools/bench_decode.py, NOTES v10);
     float32/float64 the default tile. None when no tile fits the paged cache's pages or the
     device (the caller falls back to the reference path)."""
-    from .gpu import ops, plan
+    from .gpu import ops
+    tile = _tile_for(dtype_name(dtype), c.d, rows, DECODE_TILE,
+                     ops.device_arch(), ops.smem_limit())
+    if tile is not None and c.table is not None and c.page_size % tile.block_n:
+        return None
+    return tile
+
+
+@functools.lru_cache(maxsize=None)
+def _tile_for(dtype: str, d: int, rows: int, forced, arch: str, smem_limit: int):
+    # cached: checking a tile reads the kernel's shared-memory size (its source, hashed)
+    from .gpu import plan
     from .tile import TileConfig, default_tile
-    name = dtype_name(dtype)
     try:
-        if name in ("float16", "bfloat16"):
+        if forced is not None:
+            tile = forced
+        elif dtype in ("float16", "bfloat16"):
             tile = (TileConfig(16, 64, 1, 2, "mma") if rows <= 16 else
                     TileConfig(32, 64, 2, 2, "mma"))
         else:
-            tile = default_tile(c.d, name, smem_limit=ops.smem_limit(), arch=ops.device_arch())
-        if c.table is not None and c.page_size % tile.block_n:
-            return None
-        plan.check_tile(tile, c.d, name, smem_limit=ops.smem_limit(), arch=ops.device_arch())
+            tile = default_tile(d, dtype, smem_limit=smem_limit, arch=arch)
+        plan.check_tile(tile, d, dtype, smem_limit=smem_limit, arch=arch)
     except ValueError:
         return None
     return tile

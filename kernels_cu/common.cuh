@@ -18,12 +18,13 @@ __device__ __forceinline__ float ex2_approx(float x) {
     return y;
 }
 
-// tanh by the special-function unit alone (tanh.approx.f32: relative error about 2^-11, the
-// rounding of a 16-bit score; score.cuh uses it for 16-bit storage only)
-__device__ __forceinline__ float tanh_approx(float x) {
-    float y;
-    asm("tanh.approx.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-    return y;
+// tanh(x) = 1 - 2 / (2^(2·log2(e)·x) + 1) from two special-function ops (ex2.approx and the
+// reciprocal of __fdividef) and three FMA-pipe ops, absolute error about 2.4e-7 (1 and -1 exactly
+// where 2^(...) overflows or flushes to 0); tanhf's range reduction and polynomial cost about 20
+// more. (tanh.approx.f32, one op, has relative error 2^-11: lse, kept in float32, then misses
+// its float32 criterion by 1-3x with softcap; measured on the H200, NOTES v10.)
+__device__ __forceinline__ float tanh_fast(float x) {
+    return 1.f - __fdividef(2.f, ex2_approx(x * float(2.0 * kLog2e)) + 1.f);
 }
 
 template <typename Acc> struct Num;

@@ -3,9 +3,11 @@ of the one-launch kernel path, contiguous and paged caches, against a read-only 
 same cache (cuflash/experiments/readbw.py, the read-bandwidth ceiling) and torch's flash and cuDNN
 backends (GQA through enable_gqa) in the same run; then the host time of a small decode step.
 float16, Hq = G·Hkv query heads, one query per sequence, every sequence S tokens, no append.
-Columns "bps=N": ops' split-KV target of N blocks per SM (kvcache.DECODE_BLOCKS_PER_SM).
+Columns "MxN/bN": the decode tile (kvcache.DECODE_TILE; mma kernel) and ops' split-KV target of
+N blocks per SM (kvcache.DECODE_BLOCKS_PER_SM).
 
     python tools/bench_kvcache.py [--S 4096,32768,131072] [--B 1,8,64] [--bps 4,8,16]
+                                  [--tiles 16x64x1x2,32x64x2x2]
 """
 from __future__ import annotations
 
@@ -46,18 +48,22 @@ def main(argv=None):
     ap.add_argument("--d", type=int, default=128)
     ap.add_argument("--page", type=int, default=256)
     ap.add_argument("--bps", default="4,8,16")
+    ap.add_argument("--tiles", default="16x64x1x2,32x64x2x2", help="mma tiles MxNxWxS")
     ap.add_argument("--host-calls", type=int, default=2000)
     a = ap.parse_args(argv)
     import cupy as cp
     import numpy as np
 
-    from cuflash import kvcache
+    from cuflash import TileConfig, kvcache
     from cuflash.experiments.readbw import DeviceRead
     bps = [int(x) for x in a.bps.split(",")]
+    tiles = [TileConfig(*(int(x) for x in t.split("x")), "mma") for t in a.tiles.split(",")]
+    combos = [(t, n) for t in tiles for n in bps]
     Hkv, G, d = a.hkv, a.G, a.d
     print(f"{cp.cuda.runtime.getDeviceProperties(0)['name'].decode()}, float16, d={d}, "
           f"Hkv={Hkv}, Hq={G * Hkv}; TB/s of K+V")
-    print(f"{'B':>3} {'S':>7} {'layout':>10} " + "".join(f"{'bps=' + str(n):>8}" for n in bps)
+    print(f"{'B':>3} {'S':>7} {'layout':>10} "
+          + "".join(f"{f'{t.block_m}x{t.block_n}/b{n}':>10}" for t, n in combos)
           + f"{'ceiling':>9}{'flash':>8}{'cuDNN':>8}")
     rng = np.random.default_rng(0)
     for B in (int(x) for x in a.B.split(",")):
@@ -86,15 +92,16 @@ def main(argv=None):
                             0, 2, 1, 3, 4).reshape(pages, Hkv, P, d)
                     table = perm
                 cols = []
-                for n in bps:
-                    kvcache.DECODE_BLOCKS_PER_SM = n
+                for t, n in combos:
+                    kvcache.DECODE_TILE, kvcache.DECODE_BLOCKS_PER_SM = t, n
                     cols.append(rate(_time(cp, lambda: kvcache.attention_with_kvcache(
                         q, kc, vc, cache_seqlens=seqlens, block_table=table))))
-                print(f"{B:>3} {S:>7} {layout:>10} " + "".join(f"{c:>8.2f}" for c in cols)
+                print(f"{B:>3} {S:>7} {layout:>10} " + "".join(f"{c:>10.2f}" for c in cols)
                       + f"{ceiling:>9.2f}{refs[0]:>8.2f}{refs[1]:>8.2f}", flush=True)
                 del kc, vc
             del k, v, reader
             cp.get_default_memory_pool().free_all_blocks()
+    kvcache.DECODE_TILE, kvcache.DECODE_BLOCKS_PER_SM = None, 8
     # host time of a small step (B = 1, S = 1024): wall time per call over many calls
     q = cp.asarray(rng.standard_normal((1, G * Hkv, 1, d)).astype(np.float16))
     k = cp.asarray(rng.standard_normal((1, Hkv, 1024, d)).astype(np.float16))
