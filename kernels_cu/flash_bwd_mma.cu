@@ -62,30 +62,18 @@ struct DkdvMma {
                                             p.v_stride[2]);
 
         float dK[NO][4], dV[NO][4];   // keys wkey + g and wkey + g + 8
-#pragma unroll
-        for (int n = 0; n < NO; ++n)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) dK[n][e] = dV[n][e] = 0.f;
+        zero_fragments(dK);
+        zero_fragments(dV);
 
         using Head = GroupHead<BLOCK_M, BLOCK_N, V, Params, float>;
-        for_each_query_tile<BLOCK_M, Head, CpAsyncPipeline<STAGES>>(
+        for_each_query_tile<BLOCK_M, NT, Tiles, Head, CpAsyncPipeline<STAGES>>(
             p, kb,
-            [&](int stage, const Seq& seq, int i0) {
-                stage_q<BLOCK_M, NT, Tiles>(sm.q[stage], sm.dout[stage], sm.lse2[stage],
-                                            sm.D[stage], p, seq, i0);
-            },
-            [&](const Head& head, int t, int i0, int stage) {
-                const T* Qs = sm.q[stage];
-                const T* dOs = sm.dout[stage];
-                const float* lse2 = sm.lse2[stage];
-                const float* Ds = sm.D[stage];
-
+            [&](int s) { return StagedQuery<T, float>{sm.q[s], sm.dout[s], sm.lse2[s], sm.D[s]}; },
+            [&](const Head& head, int t, int i0, const StagedQuery<T, float>& staged) {
                 // -- Sᵀ = K_j Q_iᵀ and dPᵀ = V_j dO_iᵀ for this warp's 16 keys
                 float st[MS][4], dpt[MS][4];
-#pragma unroll
-                for (int n = 0; n < MS; ++n)
-#pragma unroll
-                    for (int e = 0; e < 4; ++e) st[n][e] = dpt[n][e] = 0.f;
+                zero_fragments(st);
+                zero_fragments(dpt);
 #pragma unroll
                 for (int kk = 0; kk < DP / 16; ++kk) {
                     unsigned ak[4], av[4];
@@ -94,8 +82,8 @@ struct DkdvMma {
 #pragma unroll
                     for (int nn = 0; nn < BLOCK_M / 16; ++nn) {
                         unsigned bq[4], bo[4];
-                        ldmatrix_x4(bq, frag_b_addr<LDS>(Qs, nn * 16, kk * 16, lane));
-                        ldmatrix_x4(bo, frag_b_addr<LDS>(dOs, nn * 16, kk * 16, lane));
+                        ldmatrix_x4(bq, frag_b_addr<LDS>(staged.q, nn * 16, kk * 16, lane));
+                        ldmatrix_x4(bo, frag_b_addr<LDS>(staged.dout, nn * 16, kk * 16, lane));
                         mma16816<T>(st[2 * nn], ak, bq[0], bq[1]);
                         mma16816<T>(st[2 * nn + 1], ak, bq[2], bq[3]);
                         mma16816<T>(dpt[2 * nn], av, bo[0], bo[1]);
@@ -105,8 +93,8 @@ struct DkdvMma {
 
                 // -- Pᵀ and dSᵀ, and both as A fragments (k = queries)
                 unsigned pa[BLOCK_M / 16][4], sa[BLOCK_M / 16][4];
-                key_tile_probs<T, BLOCK_M>(st, dpt, pa, sa, head, t, i0, j0 + wkey, lane, lse2, Ds,
-                                           Exp2Exact());
+                key_tile_probs<T, BLOCK_M>(st, dpt, pa, sa, head, t, i0, j0 + wkey, lane,
+                                           staged.lse2, staged.D, Exp2Exact());
                 if constexpr (ATOMIC_DQ) {
                     // dSᵀ to shared memory for the dQ product (A fragment regs: rows g / g+8, queries
                     // 16kk + 2t and 16kk + 8 + 2t)
@@ -124,8 +112,8 @@ struct DkdvMma {
 #pragma unroll
                     for (int dd = 0; dd < DP / 16; ++dd) {
                         unsigned bo[4], bq[4];
-                        ldmatrix_x4_trans(bo, frag_a_addr<LDS>(dOs, kk * 16, dd * 16, lane));
-                        ldmatrix_x4_trans(bq, frag_a_addr<LDS>(Qs, kk * 16, dd * 16, lane));
+                        ldmatrix_x4_trans(bo, frag_a_addr<LDS>(staged.dout, kk * 16, dd * 16, lane));
+                        ldmatrix_x4_trans(bq, frag_a_addr<LDS>(staged.q, kk * 16, dd * 16, lane));
                         mma16816<T>(dV[2 * dd], pa[kk], bo[0], bo[1]);
                         mma16816<T>(dV[2 * dd + 1], pa[kk], bo[2], bo[3]);
                         mma16816<T>(dK[2 * dd], sa[kk], bq[0], bq[1]);
@@ -141,10 +129,7 @@ struct DkdvMma {
                     for (int item = warp; item < QM * QC; item += NW) {
                         const int q0 = (item / QC) * 16, c0 = (item % QC) * 32;
                         float dq[4][4];
-#pragma unroll
-                        for (int n = 0; n < 4; ++n)
-#pragma unroll
-                            for (int e = 0; e < 4; ++e) dq[n][e] = 0.f;
+                        zero_fragments(dq);
 #pragma unroll
                         for (int kk = 0; kk < BLOCK_N / 16; ++kk) {
                             unsigned a[4];   // dS (rows = queries, k = keys) from the stored dSᵀ
@@ -231,10 +216,7 @@ struct DqMma {
                 lse2[mt][h] = lse_log2(r < blk.rows ? p.lse[blk.seq.row(i0 + r)] : 0.f, r < blk.rows);
                 Dr[mt][h] = r < blk.rows ? p.D[blk.seq.row(i0 + r)] : 0.f;
             }
-#pragma unroll
-            for (int n = 0; n < NO; ++n)
-#pragma unroll
-                for (int e = 0; e < 4; ++e) dQ[mt][n][e] = 0.f;
+            zero_fragments(dQ[mt]);
         }
 
         for (int t = 0; t < pipe.n; ++t) {
@@ -246,11 +228,10 @@ struct DqMma {
             // -- S = Q_i K_jᵀ, dP = dO_i V_jᵀ
             float s[MT][NS][4], dp[MT][NS][4];
 #pragma unroll
-            for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-                for (int n = 0; n < NS; ++n)
-#pragma unroll
-                    for (int e = 0; e < 4; ++e) s[mt][n][e] = dp[mt][n][e] = 0.f;
+            for (int mt = 0; mt < MT; ++mt) {
+                zero_fragments(s[mt]);
+                zero_fragments(dp[mt]);
+            }
 #pragma unroll
             for (int kk = 0; kk < DP / 16; ++kk) {
                 unsigned aq[MT][4], ao[MT][4];

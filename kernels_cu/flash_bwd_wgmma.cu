@@ -61,33 +61,23 @@ struct DkdvWgmma {
                                              p.v_stride[2]);
 
         float dK[NO][4], dV[NO][4];   // keys wkey + g and wkey + g + 8
-#pragma unroll
-        for (int n = 0; n < NO; ++n)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) dK[n][e] = dV[n][e] = 0.f;
+        zero_fragments(dK);
+        zero_fragments(dV);
         const T* sKw = sm.k + wg * 64 * 64;           // this warpgroup's 64 keys of panel 0
         const T* sVw = sm.v + wg * 64 * 64;
 
         using Head = GroupHead<BLOCK_M, BLOCK_N, V, Params, float>;
-        for_each_query_tile<BLOCK_M, Head, CpAsyncPipeline<STAGES, STAGES - 1, true>>(
+        for_each_query_tile<BLOCK_M, NT, Tiles, Head, CpAsyncPipeline<STAGES, STAGES - 1, true>>(
             p, kb,
-            [&](int stage, const Seq& seq, int i0) {
-                stage_q<BLOCK_M, NT, Tiles>(sm.q[stage], sm.dout[stage], sm.lse2[stage],
-                                            sm.D[stage], p, seq, i0);
-            },
-            [&](const Head& head, int t, int i0, int stage) {
-                const T* Qs = sm.q[stage];
-                const T* dOs = sm.dout[stage];
-                const float* lse2 = sm.lse2[stage];
-                const float* Ds = sm.D[stage];
-
+            [&](int s) { return StagedQuery<T, float>{sm.q[s], sm.dout[s], sm.lse2[s], sm.D[s]}; },
+            [&](const Head& head, int t, int i0, const StagedQuery<T, float>& staged) {
                 // -- Sᵀ = K_j Q_iᵀ and dPᵀ = V_j dO_iᵀ for this warpgroup's 64 keys (one group)
                 float st[MS][4], dpt[MS][4];
                 wgmma_fence();
 #pragma unroll
                 for (int kk = 0; kk < DP / 16; ++kk) {
-                    MMA_S::ss(st, kmajor_desc<BLOCK_N>(sKw, kk), kmajor_desc<BLOCK_M>(Qs, kk), kk > 0);
-                    MMA_S::ss(dpt, kmajor_desc<BLOCK_N>(sVw, kk), kmajor_desc<BLOCK_M>(dOs, kk), kk > 0);
+                    MMA_S::ss(st, kmajor_desc<BLOCK_N>(sKw, kk), kmajor_desc<BLOCK_M>(staged.q, kk), kk > 0);
+                    MMA_S::ss(dpt, kmajor_desc<BLOCK_N>(sVw, kk), kmajor_desc<BLOCK_M>(staged.dout, kk), kk > 0);
                 }
                 wgmma_commit();
                 wgmma_wait<0>();
@@ -96,13 +86,13 @@ struct DkdvWgmma {
 
                 // -- Pᵀ and dSᵀ, and both as A fragments (k = queries)
                 unsigned pa[BLOCK_M / 16][4], sa[BLOCK_M / 16][4];
-                key_tile_probs<T, BLOCK_M>(st, dpt, pa, sa, head, t, i0, j0 + wkey, lane, lse2, Ds,
-                                           Exp2Approx());
+                key_tile_probs<T, BLOCK_M>(st, dpt, pa, sa, head, t, i0, j0 + wkey, lane,
+                                           staged.lse2, staged.D, Exp2Approx());
                 wgmma_fence();
 #pragma unroll
                 for (int kk = 0; kk < BLOCK_M / 16; ++kk) {
-                    MMA_O::template rs<1>(dV, pa[kk], mnmajor_desc<BLOCK_M>(dOs, kk), 1);
-                    MMA_O::template rs<1>(dK, sa[kk], mnmajor_desc<BLOCK_M>(Qs, kk), 1);
+                    MMA_O::template rs<1>(dV, pa[kk], mnmajor_desc<BLOCK_M>(staged.dout, kk), 1);
+                    MMA_O::template rs<1>(dK, sa[kk], mnmajor_desc<BLOCK_M>(staged.q, kk), 1);
                 }
                 wgmma_commit();
                 wgmma_wait<0>();
@@ -167,10 +157,7 @@ struct DqWgmma {
             lse2[h] = lse_log2(r < blk.rows ? p.lse[blk.seq.row(i0 + r)] : 0.f, r < blk.rows);
             Dr[h] = r < blk.rows ? p.D[blk.seq.row(i0 + r)] : 0.f;
         }
-#pragma unroll
-        for (int n = 0; n < NO; ++n)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) dQ[0][n][e] = 0.f;
+        zero_fragments(dQ[0]);
         const T* sQw = sm.q + wg * 64 * 64;
         const T* sdOw = sm.dout + wg * 64 * 64;
 

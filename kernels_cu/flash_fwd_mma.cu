@@ -63,10 +63,7 @@ struct FwdMma {
         float o[MT][NO][4];      // unnormalized O rows (g, g+8) of each m-tile
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-            for (int n = 0; n < NO; ++n)
-#pragma unroll
-                for (int e = 0; e < 4; ++e) o[mt][n][e] = 0.f;
+            zero_fragments(o[mt]);
         OnlineSoftmax<float, 2 * MT, 4> softmax;   // rows r = 2·mt + h
 
         for (int t = 0; t < pipe.n; ++t) {
@@ -79,10 +76,7 @@ struct FwdMma {
             float s[MT][NS][4];
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-                for (int n = 0; n < NS; ++n)
-#pragma unroll
-                    for (int e = 0; e < 4; ++e) s[mt][n][e] = 0.f;
+                zero_fragments(s[mt]);
 #pragma unroll
             for (int kk = 0; kk < DP / 16; ++kk) {
                 unsigned a[MT][4];

@@ -68,10 +68,7 @@ struct FwdWgmma {
         pipe.prologue(load_kv);
 
         float o[1][NO][4];       // unnormalized O rows (g, g+8) of this warp
-#pragma unroll
-        for (int n = 0; n < NO; ++n)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) o[0][n][e] = 0.f;
+        zero_fragments(o[0]);
         OnlineSoftmax<float, 2, 4> softmax;       // rows g (r = 0) and g + 8 (r = 1)
         const T* sQw = sm.q + wg * 64 * 64;       // this warpgroup's 64 rows of panel 0
         unsigned pa[BLOCK_N / 16][4];             // P_{j-1} as A fragments, read by the product in flight

@@ -10,22 +10,36 @@
 
 namespace cuflash {
 
+// The query side of one dK/dV step in shared memory: Q and dO of BLOCK_M queries (rows staged by
+// the kernel's Tiles), and their lse·log2 e and D
+template <typename T, typename Acc>
+struct StagedQuery {
+    T* q;
+    T* dout;
+    Acc* lse2;
+    Acc* D;
+};
+
 // The dK/dV kernels' loop: each query head of a KeyBlock's chunk (GroupHead `Head`), and each
-// query tile of that head that sees the key tile, staged through a Pipe (CpAsyncPipeline,
-// SyncPipeline) by stage(stage, seq, i0); body(head, t, i0, stage) computes on tile t (first query
-// i0) in buffer `stage`.
-template <int BLOCK_M, class Head, class Pipe, class P, class KB, class Stage, class Body>
-__device__ __forceinline__ void for_each_query_tile(const P& p, const KB& kb, Stage&& stage,
+// query tile of that head that sees the key tile, staged (stage_q, NT threads, Tiles) into ring
+// buffer `buf` = buffers(buf), a StagedQuery, through a Pipe (CpAsyncPipeline, SyncPipeline);
+// body(head, t, i0, staged) computes on tile t (first query i0).
+template <int BLOCK_M, int NT, class Tiles, class Head, class Pipe, class P, class KB,
+          class Buffers, class Body>
+__device__ __forceinline__ void for_each_query_tile(const P& p, const KB& kb, Buffers&& buffers,
                                                     Body&& body) {
     for (int c = 0; c < p.group_chunk; ++c) {   // this block's query heads of the group
         const Head head(p, kb, c);
         const TileIter& qt = head.tiles;       // the query tiles that see this key tile
         Pipe pipe{qt.n};
-        auto load_q = [&](int t, int buf) { stage(buf, head.seq, qt.start(t, BLOCK_M)); };
+        auto load_q = [&](int t, int buf) {
+            const auto s = buffers(buf);
+            stage_q<BLOCK_M, NT, Tiles>(s.q, s.dout, s.lse2, s.D, p, head.seq, qt.start(t, BLOCK_M));
+        };
         pipe.prologue(load_q);
         for (int t = 0; t < pipe.n; ++t) {
             const int buf = pipe.acquire(t, load_q);
-            body(head, t, qt.start(t, BLOCK_M), buf);
+            body(head, t, qt.start(t, BLOCK_M), buffers(buf));
             pipe.release();
         }
         pipe.drain();

@@ -70,6 +70,15 @@ template <> __device__ __forceinline__ unsigned pack2<__nv_bfloat16>(float lo, f
 }
 
 // The A fragment of k-step kk from the C fragments of n-tiles 2kk and 2kk+1 (see the header).
+// Every value of an array of C fragments set to 0 (an accumulator before its first product)
+template <int N>
+__device__ __forceinline__ void zero_fragments(float (&c)[N][4]) {
+#pragma unroll
+    for (int n = 0; n < N; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) c[n][e] = 0.f;
+}
+
 template <typename T>
 __device__ __forceinline__ void c_to_a(unsigned (&a)[4], const float (&c0)[4], const float (&c1)[4]) {
     a[0] = pack2<T>(c0[0], c0[1]);

@@ -9,7 +9,8 @@ the layouts of kernels_cu/seq.cuh: GQA (k, v with one head for q's four, the dK/
 a group in two ranks: each walks two query heads, the ranks sum in order through float
 accumulators), a transposed (B, T, H, d) view (strided rows) and a packed batch of mixed lengths
 (cu_seqlens, an empty sequence included). The causal forward also runs split-KV (three splits and
-the merge).
+the merge). Last, attention_with_kvcache's one-launch kernels in every dtype: a contiguous cache
+and pages read in place, the GQA fold and one head per row, sequences of 0, 1 and odd lengths.
 """
 import numpy as np
 
@@ -57,6 +58,8 @@ def main():
             cp.cuda.Device().synchronize()
             print(f"ok {dt} d={d} {name} fwd={ft.short()} bwd={bt.short()}")
         layouts(cp, rng, dt, d, ft, bt)
+    for dt in DTYPES:
+        kv_cache(cp, rng, dt)
 
 
 def layouts(cp, rng, dt, d, ft, bt):
@@ -78,6 +81,27 @@ def layouts(cp, rng, dt, d, ft, bt):
         cuflash.attention_varlen_backward(rand(*out.shape), res, tile=bt, deterministic=det)
     cp.cuda.Device().synchronize()
     print(f"ok {dt} d={d} layouts (GQA, strided view, packed)")
+
+
+def kv_cache(cp, rng, dt):
+    """Decode steps over a contiguous cache and a paged pool (pages of 64, scattered), Tq = 1
+    (the GQA fold) and Tq = 3 with a window, automatic and forced splits."""
+    from cuflash.kvcache import attention_with_kvcache
+    if DTYPES[dt] is None:
+        return
+    rand = lambda *s: cp.asarray(rng.standard_normal(s).astype(DTYPES[dt]))
+    lens = np.array([0, 1, 70, 129], dtype=np.int32)
+    B, Hkv, d, page = len(lens), 2, 64, 64
+    table = np.arange(B * 3, dtype=np.int32)[::-1].reshape(B, 3).copy()
+    caches = {"contiguous": (rand(B, Hkv, 3 * page, d), rand(B, Hkv, 3 * page, d), None),
+              "paged": (rand(B * 3, Hkv, page, d), rand(B * 3, Hkv, page, d), cp.asarray(table))}
+    for layout, (kc, vc, bt) in caches.items():
+        for Tq, kw in ((1, dict(causal=True)), (3, dict(causal=True, window=(40, None)))):
+            for splits in (None, 3):
+                attention_with_kvcache(rand(B, 8, Tq, d), kc, vc, cache_seqlens=cp.asarray(lens),
+                                       block_table=bt, num_splits=splits, **kw)
+    cp.cuda.Device().synchronize()
+    print(f"ok {dt} kv cache (contiguous, paged)")
 
 
 if __name__ == "__main__":
