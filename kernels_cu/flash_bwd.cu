@@ -65,8 +65,8 @@ struct DkdvSimt {
         dV.zero();
         using Head = GroupHead<BLOCK_M, BLOCK_N, V, Params, Acc>;
         for_each_query_tile<BLOCK_M, NT, Tiles, Head, SyncPipeline>(
-            p, kb, [&](int) { return StagedQuery<T, Acc>{sm.q, sm.dout, sm.lse2, sm.D}; },
-            [&](const Head& head, int t, int i0, const StagedQuery<T, Acc>&) {
+            p, kb, [&](int) { return StagedQuery<Acc, Acc>{sm.q, sm.dout, sm.lse2, sm.D}; },
+            [&](const Head& head, int t, int i0, const StagedQuery<Acc, Acc>&) {
                 // -- recompute Sᵀ = K_j Q_iᵀ and dPᵀ = V_j dO_iᵀ; Pᵀ and dSᵀ (0 where hidden)
                 St.template compute<LD, LD>(sm.k, sm.q);
                 dPt.template compute<LD, LD>(sm.v, sm.dout);
