@@ -347,7 +347,9 @@ def _attend_in_kernel(c: _Call, q, k_cache, v_cache, cache_seqlens, block_table)
     if not all(views.kernel_ok(x) for x in (q, k_cache, v_cache)):
         return None
     xp, G = c.xp, c.group
-    fold = G > 1 and c.Tq == 1 and c.slopes is None and c.mask.left is None
+    # the kernels see each sequence's keys whole, so a left window bound (which the reference
+    # fold applies by slicing the keys) keeps one head per row
+    fold = G > 1 and _foldable(c) and c.mask.left is None
     tile = _decode_tile(c, q.dtype, G if fold else c.Tq)
     if tile is None:
         return None
@@ -370,10 +372,16 @@ def _attend_in_kernel(c: _Call, q, k_cache, v_cache, cache_seqlens, block_table)
 
 # -- attention over one length -------------------------------------------------------------------
 
+def _foldable(c: _Call) -> bool:
+    """Whether a GQA group's queries can share one query tile: one query per sequence (the same
+    keys for every head of the group) and no per-head ALiBi slope."""
+    return c.Tq == 1 and c.slopes is None
+
+
 def _strategy(c: _Call) -> str:
     if _GQA_STRATEGY is not None:
         return _GQA_STRATEGY
-    if c.Tq == 1 and c.slopes is None:
+    if _foldable(c):
         return "fold"
     return "broadcast" if c.xp is np else "loop"
 
@@ -403,7 +411,7 @@ def _attend_length(c: _Call, q, k, v, slopes, L: int):
     qg = q.reshape(n, c.Hkv, G, Tq, d)
     how = _strategy(c)
     if how == "fold":
-        if Tq != 1 or slopes is not None:
+        if not _foldable(c):
             raise AssertionError("the fold strategy needs Tq == 1 and no ALiBi")
         lo, hi = c.mask.key_range(0, 1, 1, L)
         hi = max(lo, hi)

@@ -648,3 +648,18 @@ def test_in_kernel_path(monkeypatch, dtype, layout, page_size, case):
                                           cache_seqlens=sc.cache_seqlens + Tnew,
                                           block_table=sc.block_table, num_splits=splits, **opts)
         sc.check(out, lse, f"{layout} page={page_size} {name} splits={splits}", **opts)
+
+
+@pytest.mark.parametrize("page_size", [48, 32])
+def test_kernel_path_refuses_pages_that_split_a_tile(page_size):
+    """ops.forward_kvcache reads a page pool in place only when each key tile lies in one page:
+    a page size that is no power of two, or smaller than the tile's block_n, is refused before
+    anything launches (attention_with_kvcache gathers such pages instead)."""
+    from cuflash import TileConfig
+    from cuflash.gpu import ops
+    q = np.zeros((1, 2, 1, 16), np.float16)
+    pool = np.zeros((4, 2, page_size, 16), np.float16)
+    rows = ops.CacheRows(np.zeros(1, np.int32), np.zeros((1, 4), np.int32), page_size)
+    with pytest.raises(ValueError, match=rf"page_size={page_size}: .*block_n=64"):
+        ops.forward_kvcache(q, pool, pool, None, rows, tile=TileConfig(16, 64, 1, 2, "mma"),
+                            group=1)

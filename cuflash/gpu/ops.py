@@ -406,6 +406,11 @@ def forward_kvcache(q, k, v, p, cache: CacheRows, *, tile, group: int, num_split
     aligned per sequence). ``p``: the options as checks.Problem holds them (mask, scale, softcap,
     alibi_slopes of the (b, h) pairs in order b·H + h, or None)."""
     B, H, T, D = q.shape
+    if cache.block_table is not None and (cache.page_size & (cache.page_size - 1) or
+                                          cache.page_size % tile.block_n):
+        raise ValueError(f"page_size={cache.page_size}: the KV-cache kernels read a paged cache "
+                         f"in place only with pages of a power of two of tokens that hold whole "
+                         f"key tiles (TileConfig block_n={tile.block_n})")
     S = k.shape[2] if cache.block_table is None else cache.block_table.shape[1] * cache.page_size
     return _forward(_Run(q, k, v, B, H, group, T, S), p, tile, D, num_splits, cache,
                     split_blocks_per_sm)
