@@ -78,12 +78,15 @@ class _Call:
     Tq: int
     Tnew: int
     d: int
-    seqlens: np.ndarray          # (B,) int64, host
-    table: np.ndarray | None     # (B, W) int64, host; None for the contiguous layout
     page_size: int               # 0 for the contiguous layout
+    capacity: int                # tokens each sequence can hold (S_max, or pages · page_size)
+    where: str                   # the capacity in words, for errors
+    num_pages: int               # pages of the pool (paged), 0 for the contiguous layout
     options: dict                # causal, window, softcap, scale, num_splits for cuflash.attention
     mask: Mask
     slopes: object               # (B, Hkv, G) accumulation dtype on xp, or None
+    seqlens: np.ndarray | None = None   # (B,) int64, host (_read_indices)
+    table: np.ndarray | None = None     # (B, W) int64, host; None for the contiguous layout
 
     @property
     def group(self) -> int:
@@ -157,7 +160,7 @@ def _check_call(q, k_cache, v_cache, cache_seqlens, block_table, k_new, v_new, *
             raise ValueError(f"k_cache.shape[0]={k_cache.shape[0]} must equal q's batch {B} "
                              f"(contiguous cache (batch, kv_heads, S_max, head_dim); pass "
                              f"block_table for a paged cache)")
-        page_size, capacity, table = 0, int(k_cache.shape[2]), None
+        page_size, capacity, num_pages = 0, int(k_cache.shape[2]), 0
         where = f"the cache holds S_max={capacity} tokens per sequence (k_cache.shape[2])"
     else:
         if block_table.ndim != 2:
@@ -169,9 +172,7 @@ def _check_call(q, k_cache, v_cache, cache_seqlens, block_table, k_new, v_new, *
         if not _page_size_ok(page_size):
             raise ValueError(_page_size_error("page_size (k_cache.shape[2])", page_size))
         width = int(block_table.shape[1])
-        capacity = width * page_size
-        table = np.asarray(block_table.get() if is_cupy_array(block_table) else block_table,
-                           dtype=np.int64)
+        capacity, num_pages = width * page_size, int(k_cache.shape[0])
         where = (f"block_table gives each sequence {width} pages of {page_size} tokens "
                  f"({capacity} tokens)")
     _check_index_array("cache_seqlens", cache_seqlens, (B,), "(batch,)")
@@ -194,9 +195,25 @@ def _check_call(q, k_cache, v_cache, cache_seqlens, block_table, k_new, v_new, *
     if not isinstance(return_lse, (bool, np.bool_)):
         raise TypeError(f"return_lse must be a bool, got {return_lse!r}")
     num_splits = checks.check_num_splits(num_splits)
-    # -- contents (host copies: a device sync on CuPy)
+    if Tnew:
+        _check_writable(k_cache, v_cache, xp)
+    return _Call(xp, B, Hq, Hkv, Tq, Tnew, d, page_size, capacity, where, num_pages,
+                 dict(causal=bool(causal), window=window, softcap=cap, scale=scale_f,
+                      num_splits=num_splits),
+                 mask, slopes)
+
+
+def _read_indices(c: _Call, cache_seqlens, block_table) -> _Call:
+    """c with host copies of cache_seqlens and block_table (a device sync on CuPy), after the
+    checks of their values: lengths within the capacity, the append within it, the pages in use
+    inside the pool and a page written by the append owned by its sequence alone."""
     seqlens = np.asarray(cache_seqlens.get() if is_cupy_array(cache_seqlens) else cache_seqlens,
                          dtype=np.int64)
+    table = None
+    if block_table is not None:
+        table = np.asarray(block_table.get() if is_cupy_array(block_table) else block_table,
+                           dtype=np.int64)
+    capacity, where, Tnew = c.capacity, c.where, c.Tnew
     bad = np.flatnonzero((seqlens < 0) | (seqlens > capacity))
     if bad.size:
         b = int(bad[0])
@@ -210,13 +227,8 @@ def _check_call(q, k_cache, v_cache, cache_seqlens, block_table, k_new, v_new, *
                          f"(cache_seqlens[{b}]={seqlens[b]}) {what}: it needs "
                          f"{seqlens[b] + Tnew} tokens, {where}")
     if table is not None:
-        _check_table(table, seqlens, Tnew, page_size, int(k_cache.shape[0]))
-    if Tnew:
-        _check_writable(k_cache, v_cache, xp)
-    return _Call(xp, B, Hq, Hkv, Tq, Tnew, d, seqlens, table, page_size,
-                 dict(causal=bool(causal), window=window, softcap=cap, scale=scale_f,
-                      num_splits=num_splits),
-                 mask, slopes)
+        _check_table(table, seqlens, Tnew, c.page_size, c.num_pages)
+    return dataclasses.replace(c, seqlens=seqlens, table=table)
 
 
 def _check_table(table, seqlens, Tnew, page_size, num_pages) -> None:
@@ -313,7 +325,7 @@ def _decode_tile(c: _Call, dtype, rows: int):
     from .gpu import ops
     tile = _tile_for(dtype_name(dtype), c.d, rows, DECODE_TILE,
                      ops.device_arch(), ops.smem_limit())
-    if tile is not None and c.table is not None and c.page_size % tile.block_n:
+    if tile is not None and c.page_size and c.page_size % tile.block_n:
         return None
     return tile
 
@@ -337,37 +349,140 @@ def _tile_for(dtype: str, d: int, rows: int, forced, arch: str, smem_limit: int)
     return tile
 
 
-def _attend_in_kernel(c: _Call, q, k_cache, v_cache, cache_seqlens, block_table):
-    """(out, lse) of the whole batch in one launch of the KV-cache kernels, or None when this
-    call needs the reference path (see the module's docstring)."""
-    from .gpu import ops, views
-    from types import SimpleNamespace
-    if not (_IN_KERNEL and c.d % 8 == 0 and 16 <= c.d <= 256):
+class _KernelPlan:
+    """One call signature of attention_with_kvcache on CuPy, prepared for the one-launch path:
+    the append (ops.AppendLaunch) and the attention (ops.ForwardLaunch of the KV-cache kernels),
+    each with its parameter struct packed but for the arrays' addresses. ``make`` returns None
+    when the kernels cannot take the call (the reference path does). Calls with the same
+    signature (_signature: shapes, strides, dtypes, device, alignment and options) reuse it: a
+    decode step then costs the two launches and little else on the host."""
+
+    def __init__(self, c: _Call, launch, append, copy_seqlens: bool, copy_table: bool,
+                 copy_new: bool):
+        self.call, self.launch, self.append = c, launch, append
+        self.copy_seqlens, self.copy_table, self.copy_new = copy_seqlens, copy_table, copy_new
+
+    @classmethod
+    def make(cls, c: _Call, q, k_cache, v_cache, cache_seqlens, block_table, k_new, v_new):
+        from types import SimpleNamespace
+        from .gpu import ops, views
+        if not (_IN_KERNEL and c.d % 8 == 0 and 16 <= c.d <= 256):
+            return None
+        if not all(views.kernel_ok(x) for x in (q, k_cache, v_cache)):
+            return None
+        G = c.group
+        # the kernels see each sequence's keys whole, so a left window bound (which the
+        # reference fold applies by slicing the keys) keeps one head per row
+        fold = G > 1 and _foldable(c) and c.mask.left is None
+        tile = _decode_tile(c, q.dtype, G if fold else c.Tq)
+        if tile is None:
+            return None
+        xp = c.xp
+        copy_seqlens = cache_seqlens.strides[0] != 4
+        copy_table = block_table is not None and block_table.shape[1] > 1 and \
+            block_table.strides[1] != 4
+        table = xp.ascontiguousarray(block_table) if copy_table else block_table
+        rows = ops.CacheRows(None, table, c.page_size, seqused_add=c.Tnew,
+                             num_pages=c.num_pages)
+        opts = SimpleNamespace(scale=c.options["scale"], softcap=c.options["softcap"],
+                               mask=Mask.make() if fold else c.mask, mask_mod=None,
+                               alibi_slopes=None if c.slopes is None else c.slopes.reshape(-1))
+        # folded: query head hk·G + g of the one query is row g of kv head hk's query tile
+        qv = q.reshape(c.B, c.Hkv, G, c.d) if fold else q
+        launch = ops.kvcache_launch(qv, k_cache, v_cache, opts, rows, tile=tile,
+                                    group=1 if fold else G, num_splits=c.options["num_splits"],
+                                    split_blocks_per_sm=DECODE_BLOCKS_PER_SM,
+                                    out_shape=(c.B, c.Hq, c.Tq, c.d),
+                                    lse_shape=(c.B, c.Hq, c.Tq))
+        append, copy_new = None, False
+        if c.Tnew:
+            copy_new = not all(views.kernel_ok(x) for x in (k_new, v_new))
+            if copy_new:
+                k_new, v_new = (xp.ascontiguousarray(x) for x in (k_new, v_new))
+            append = ops.AppendLaunch(k_new, v_new, k_cache, v_cache, table, c.page_size,
+                                      c.capacity)
+        return cls(c, launch, append, copy_seqlens, copy_table, copy_new)
+
+    def __call__(self, q, k_cache, v_cache, cache_seqlens, block_table, k_new, v_new):
+        """(out (B, Hq, Tq, d), lse (B, Hq, Tq)) after appending k_new, v_new (if any)."""
+        xp = self.call.xp
+        if self.copy_seqlens:
+            cache_seqlens = xp.ascontiguousarray(cache_seqlens)
+        if self.copy_table:
+            block_table = xp.ascontiguousarray(block_table)
+        if self.append is not None:
+            if self.copy_new:
+                k_new, v_new = xp.ascontiguousarray(k_new), xp.ascontiguousarray(v_new)
+            self.append(k_new, v_new, k_cache, v_cache, cache_seqlens, block_table)
+        return self.launch(q, k_cache, v_cache, cache_seqlens, block_table)
+
+
+#: Prepared calls by signature (at most _MAX_PLANS; the oldest go first), and the mark of a
+#: signature the kernels do not take
+_PLANS: dict = {}
+_MAX_PLANS = 512
+_NO_PLAN = object()
+
+
+def _array_sig(x):
+    return (x.shape, x.strides, x.dtype, x.data.device_id)
+
+
+def _signature(q, k_cache, v_cache, cache_seqlens, block_table, k_new, v_new, causal, window,
+               softcap, scale, return_lse, num_splits):
+    """What a prepared call (_KernelPlan) depends on, hashable; None when the call has arrays
+    that are not CuPy's. Options enter with their types, so that a value the checks refuse
+    never meets the plan of an equal value they accept (1 and True)."""
+    cp = _cupy()
+    arrays = [q, k_cache, v_cache, cache_seqlens]
+    arrays += [a for a in (block_table, k_new, v_new) if a is not None]
+    if cp is None or any(type(a) is not cp.ndarray for a in arrays):
         return None
-    if not all(views.kernel_ok(x) for x in (q, k_cache, v_cache)):
+    if isinstance(window, list):
+        window = tuple(window)
+    window_types = tuple(map(type, window)) if isinstance(window, tuple) else ()
+    align = 0
+    for a in (q, k_cache, v_cache, k_new, v_new):
+        if a is not None:
+            align |= a.data.ptr & 15
+    return (tuple(_array_sig(a) for a in arrays), block_table is None, k_new is None, align,
+            type(causal), causal, type(window), window, window_types, type(softcap), softcap,
+            type(scale),
+            scale, type(return_lse), return_lse, type(num_splits), num_splits,
+            _IN_KERNEL, DECODE_TILE, DECODE_BLOCKS_PER_SM)
+
+
+@functools.lru_cache(maxsize=None)
+def _cupy_module():
+    try:
+        import cupy
+    except ImportError:
         return None
-    xp, G = c.xp, c.group
-    # the kernels see each sequence's keys whole, so a left window bound (which the reference
-    # fold applies by slicing the keys) keeps one head per row
-    fold = G > 1 and _foldable(c) and c.mask.left is None
-    tile = _decode_tile(c, q.dtype, G if fold else c.Tq)
-    if tile is None:
+    return cupy
+
+
+def _cupy():
+    return _cupy_module()
+
+
+def _prepared(key, q, k_cache, v_cache, cache_seqlens, block_table, k_new, v_new, options):
+    """The _KernelPlan of a signature, made (after every structural check) on its first call;
+    None when the kernels do not take it."""
+    try:
+        plan = _PLANS.get(key)
+    except TypeError:            # an option that is not hashable: no prepared call
         return None
-    seqused = xp.ascontiguousarray(xp.asarray(cache_seqlens), dtype=xp.int32)
-    if c.Tnew:
-        seqused = seqused + xp.int32(c.Tnew)
-    table = None if block_table is None else xp.ascontiguousarray(xp.asarray(block_table),
-                                                                    dtype=xp.int32)
-    rows = ops.CacheRows(seqused, table, c.page_size)
-    opts = SimpleNamespace(scale=c.options["scale"], softcap=c.options["softcap"],
-                           mask=Mask.make() if fold else c.mask, mask_mod=None,
-                           alibi_slopes=None if c.slopes is None else c.slopes.reshape(-1))
-    # folded: query head hk·G + g of the one query is row g of kv head hk's query tile
-    out, lse = ops.forward_kvcache(q.reshape(c.B, c.Hkv, G, c.d) if fold else q, k_cache,
-                                   v_cache, opts, rows, tile=tile, group=1 if fold else G,
-                                   num_splits=c.options["num_splits"],
-                                   split_blocks_per_sm=DECODE_BLOCKS_PER_SM)
-    return out.reshape(c.B, c.Hq, c.Tq, c.d), lse.reshape(c.B, c.Hq, c.Tq)
+    if plan is None:
+        c = _check_call(q, k_cache, v_cache, cache_seqlens, block_table, k_new, v_new,
+                        **options)
+        plan = None
+        if c.B and c.Tq and c.Hq:
+            plan = _KernelPlan.make(c, q, k_cache, v_cache, cache_seqlens, block_table, k_new,
+                                    v_new)
+        if len(_PLANS) >= _MAX_PLANS:
+            _PLANS.pop(next(iter(_PLANS)))
+        _PLANS[key] = _NO_PLAN if plan is None else plan
+    return None if plan is _NO_PLAN else plan
 
 
 # -- attention over one length -------------------------------------------------------------------
@@ -435,7 +550,7 @@ def _attend_length(c: _Call, q, k, v, slopes, L: int):
 
 def attention_with_kvcache(q, k_cache, v_cache, *, cache_seqlens, block_table=None, k_new=None,
                            v_new=None, causal=True, window=None, softcap=None, alibi_slopes=None,
-                           scale=None, return_lse=False, num_splits=None):
+                           scale=None, return_lse=False, num_splits=None, validate=True):
     """Attention of a few new queries per sequence over a KV cache, after appending new keys and
     values to the cache in place (FlashAttention's ``flash_attn_with_kvcache``).
 
@@ -475,31 +590,58 @@ def attention_with_kvcache(q, k_cache, v_cache, *, cache_seqlens, block_table=No
     num_splits : int >= 1, optional
         Split-KV (flash-decoding): the keys of each query tile spread over this many thread
         blocks, merged exactly through their log-sum-exp (:func:`cuflash.attention`'s
-        num_splits); None (the default) chooses from the problem and the GPU's SM count. The
-        attention runs through :func:`cuflash.attention`, per group of sequences of equal
-        length.
+        num_splits); None (the default) chooses from the cache's capacity and the GPU's SM count.
+    validate : bool
+        Default True: read cache_seqlens and block_table on the host and check their values
+        before anything is written (on CuPy a device-to-host copy, which waits for the GPU).
+        False skips those reads where the kernels can run without them (CuPy, the one-launch
+        path): no host sync, so a decode loop costs only its launches on the host and can be
+        captured in a CUDA graph. The caller then answers for the values: the kernels clamp
+        lengths to the capacity and pages to the pool, so a bad value gives wrong numbers but
+        never an access outside the arrays. :class:`PagedKVCache` passes False (its own
+        bookkeeping holds them right).
 
     Returns
     -------
     out : array (B, Hq, Tq, d), q's dtype.
     lse : array (B, Hq, Tq), float32 (float64 for float64 inputs); only with ``return_lse``.
 
-    Every check runs before anything is written, so a call that raises leaves the cache as it
-    was. The checks read cache_seqlens and block_table on the host (a device sync on CuPy).
-    Errors name the argument: cache_seqlens beyond the cache, k_new overflowing a sequence's
-    pages or the cache, block_table entries outside the page pool (or a written page shared),
-    page sizes, dtypes, devices, shapes, Hq not a multiple of Hkv.
+    With validate=True every check runs before anything is written, so a call that raises
+    leaves the cache as it was. Errors name the argument: cache_seqlens beyond the cache, k_new
+    overflowing a sequence's pages or the cache, block_table entries outside the page pool (or a
+    written page shared), page sizes, dtypes, devices, shapes, Hq not a multiple of Hkv (the
+    checks of shapes, dtypes and options run with validate=False too, once per call signature:
+    later calls with arrays of the same layout and the same options reuse the prepared launch).
     """
-    c = _check_call(q, k_cache, v_cache, cache_seqlens, block_table, k_new, v_new,
-                    causal=causal, window=window, softcap=softcap, alibi_slopes=alibi_slopes,
-                    scale=scale, return_lse=return_lse, num_splits=num_splits)
+    options = dict(causal=causal, window=window, softcap=softcap, alibi_slopes=alibi_slopes,
+                   scale=scale, return_lse=return_lse, num_splits=num_splits)
+    if not isinstance(validate, (bool, np.bool_)):
+        raise TypeError(f"validate must be a bool, got {validate!r}")
+    key = None if alibi_slopes is not None else _signature(
+        q, k_cache, v_cache, cache_seqlens, block_table, k_new, v_new, causal, window, softcap,
+        scale, return_lse, num_splits)
+    plan = None if key is None else _prepared(key, q, k_cache, v_cache, cache_seqlens,
+                                              block_table, k_new, v_new, options)
+    if plan is not None:
+        c = plan.call
+        if validate:
+            _read_indices(c, cache_seqlens, block_table)
+        if c.Tnew:
+            _check_writable(k_cache, v_cache, c.xp)
+        out, lse = plan(q, k_cache, v_cache, cache_seqlens, block_table, k_new, v_new)
+        return (out, lse) if return_lse else out
+    c = _check_call(q, k_cache, v_cache, cache_seqlens, block_table, k_new, v_new, **options)
+    xp = c.xp
+    if xp is not np and c.B and c.Tq and c.Hq and key is None:   # ALiBi: one launch, unkept
+        once = _KernelPlan.make(c, q, k_cache, v_cache, cache_seqlens, block_table, k_new, v_new)
+        if once is not None:
+            if validate:
+                _read_indices(c, cache_seqlens, block_table)
+            out, lse = once(q, k_cache, v_cache, cache_seqlens, block_table, k_new, v_new)
+            return (out, lse) if return_lse else out
+    c = _read_indices(c, cache_seqlens, block_table)
     if c.Tnew:
         _append(c, k_cache, v_cache, k_new, v_new)
-    xp = c.xp
-    if xp is not np and c.B and c.Tq and c.Hq:
-        done = _attend_in_kernel(c, q, k_cache, v_cache, cache_seqlens, block_table)
-        if done is not None:
-            return done if return_lse else done[0]
     out = xp.empty((c.B, c.Hq, c.Tq, c.d), dtype=q.dtype)
     lse = xp.empty((c.B, c.Hq, c.Tq), dtype=accum_dtype(q.dtype))
     if c.B and c.Tq and c.Hq:
@@ -718,7 +860,8 @@ class PagedKVCache:
         :func:`attention_with_kvcache` (q (len(seqs), Hq, Tq, d); k_new, v_new (len(seqs), heads,
         Tnew, head_dim) written into the pages) and advance each length by Tnew. ``options``:
         those of attention_with_kvcache (causal, window, softcap, alibi_slopes, scale,
-        return_lse, num_splits). Returns what it returns. On an error the pages reserved here go
+        return_lse, num_splits; validate is False, since the indices are this cache's own).
+        Returns what it returns. On an error the pages reserved here go
         back to the pool and the lengths stay."""
         seqs = list(seqs)
         if len(set(seqs)) != len(seqs):
@@ -730,9 +873,10 @@ class PagedKVCache:
         try:
             for s in seqs:
                 self.reserve(s, tnew)
+            # validate=False: the lengths and pages come from this cache's bookkeeping
             result = attention_with_kvcache(q, self.k, self.v, cache_seqlens=self.seqlens(seqs),
                                             block_table=self.block_table(seqs), k_new=k_new,
-                                            v_new=v_new, **options)
+                                            v_new=v_new, validate=False, **options)
         except BaseException:
             for s in seqs:
                 extra = self._pages[s][owned[s]:]

@@ -13,14 +13,22 @@
 
 namespace cuflash {
 
+// The keys of sequence b of a KV cache: its cached tokens and this call's appended ones, clamped
+// to the capacity (params.cuh)
+template <class P>
+__device__ __forceinline__ int cache_keys(const P& p, int b) {
+    return max(0, min(p.seqused_k[b] + p.seqused_add, p.S_len));
+}
+
 // The (sequence, query head) of grid row batch_index() = b·heads + h (the grid's last row may run
 // past the batch: such blocks locate the last pair and are not active); with a KV cache the
-// sequence's keys are the cache's seqused_k[b]
+// sequence's keys are cache_keys
+
 template <class V, class P>
 __device__ __forceinline__ Seq locate_head(const P& p) {
     const int bz = min(batch_index(), p.batch * p.heads - 1);
     Seq s = Seq::of<V::PACKED>(p, bz / p.heads, bz % p.heads);
-    if constexpr (V::CACHE != kNoCache) s.S_len = p.seqused_k[s.b];
+    if constexpr (V::CACHE != kNoCache) s.S_len = cache_keys(p, s.b);
     return s;
 }
 

@@ -26,9 +26,9 @@ struct Rows {
 };
 
 // The rows of one (sequence, kv head) of a paged KV cache: row r is row r mod 2^shift of page
-// table[r >> shift], pages page_stride elements apart (params.cuh). Rows r .. r + n - 1 follow
-// each other at ld when they share a page (the kernels' key tiles do: the host keeps pages a
-// multiple of block_n).
+// table[r >> shift] (clamped to the pool's pages 0..pages - 1), pages page_stride elements apart
+// (params.cuh). Rows r .. r + n - 1 follow each other at ld when they share a page (the kernels'
+// key tiles do: the host keeps pages a multiple of block_n).
 template <class X>
 struct PagedRows {
     using Elem = X;
@@ -36,9 +36,10 @@ struct PagedRows {
     X* base;                 // the kv head's rows in page 0
     const int* table;        // the sequence's pages
     long long page_stride;
-    int ld, shift;
+    int ld, shift, pages;
     __device__ __forceinline__ X* at(int r) const {
-        return base + table[r >> shift] * page_stride + size_t(r & ((1 << shift) - 1)) * ld;
+        const unsigned page = min(unsigned(table[r >> shift]), unsigned(pages - 1));
+        return base + page * page_stride + size_t(r & ((1 << shift) - 1)) * ld;
     }
 };
 
@@ -99,11 +100,11 @@ struct Seq {
         return Rows<X>{k_row(x, s, 0), int(s[2])};
     }
     // The same of a paged cache x (pages, kv heads, page rows, d): the sequence's page list from
-    // the forward's block_table
+    // block_table (the forward's and the append's, kv_append.cuh)
     template <class X, class P>
     __device__ __forceinline__ PagedRows<X> paged_rows(X* x, const Strides& s, const P& p) const {
         return PagedRows<X>{x + hk * s[1], p.block_table + (long long)b * p.table_stride, s[0],
-                            int(s[2]), p.page_shift};
+                            int(s[2]), p.page_shift, p.num_pages};
     }
 };
 

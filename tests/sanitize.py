@@ -10,7 +10,8 @@ a group in two ranks: each walks two query heads, the ranks sum in order through
 accumulators), a transposed (B, T, H, d) view (strided rows) and a packed batch of mixed lengths
 (cu_seqlens, an empty sequence included). The causal forward also runs split-KV (three splits and
 the merge). Last, attention_with_kvcache's one-launch kernels in every dtype: a contiguous cache
-and pages read in place, the GQA fold and one head per row, sequences of 0, 1 and odd lengths.
+and pages read in place, the GQA fold and one head per row, sequences of 0, 1 and odd lengths,
+the append kernel, and validate=False with lengths and pages out of range (clamped).
 """
 import numpy as np
 
@@ -100,6 +101,16 @@ def kv_cache(cp, rng, dt):
             for splits in (None, 3):
                 attention_with_kvcache(rand(B, 8, Tq, d), kc, vc, cache_seqlens=cp.asarray(lens),
                                        block_table=bt, num_splits=splits, **kw)
+        # an append (the append kernel), then validate=False with indices out of range: lengths
+        # past the capacity and negative, pages outside the pool; the kernels must clamp them
+        attention_with_kvcache(rand(B, 8, 1, d), kc, vc, cache_seqlens=cp.asarray(lens),
+                               block_table=bt, k_new=rand(B, Hkv, 2, d), v_new=rand(B, Hkv, 2, d))
+        bad_lens = cp.asarray(np.array([10 ** 6, -5, 70, 3 * page], np.int32))
+        bad_table = None if bt is None else cp.asarray(np.where(table % 2 == 0, 10 ** 6, -2)
+                                                       .astype(np.int32))
+        attention_with_kvcache(rand(B, 8, 1, d), kc, vc, cache_seqlens=bad_lens,
+                               block_table=bad_table, k_new=rand(B, Hkv, 1, d),
+                               v_new=rand(B, Hkv, 1, d), validate=False)
     cp.cuda.Device().synchronize()
     print(f"ok {dt} kv cache (contiguous, paged)")
 

@@ -633,8 +633,9 @@ def test_in_kernel_path(monkeypatch, dtype, layout, page_size, case):
         pytest.skip("ml_dtypes not installed (no bfloat16)")
     import cupy as cp
     calls = []
-    real = ops.forward_kvcache
-    monkeypatch.setattr(ops, "forward_kvcache", lambda *a, **kw: calls.append(1) or real(*a, **kw))
+    real = ops.kvcache_launch
+    monkeypatch.setattr(ops, "kvcache_launch", lambda *a, **kw: calls.append(1) or real(*a, **kw))
+    monkeypatch.setattr(kvcache, "_PLANS", {})
     name, Hq, Hkv, Tq, Tnew, options = case
     sc = Scenario(cp, dtype, layout, Hq=Hq, Hkv=Hkv, Tq=Tq, Tnew=Tnew, d=64,
                   page_size=page_size, seqlens=(0, 1, 129, 64, 300, 17, 0),
@@ -663,3 +664,114 @@ def test_kernel_path_refuses_pages_that_split_a_tile(page_size):
     with pytest.raises(ValueError, match=rf"page_size={page_size}: .*block_n=64"):
         ops.forward_kvcache(q, pool, pool, None, rows, tile=TileConfig(16, 64, 1, 2, "mma"),
                             group=1)
+
+
+def _gpu_or_skip():
+    from cuflash._xp import gpu_available
+    if not gpu_available():
+        pytest.skip("no CUDA GPU visible to CuPy")
+    import cupy as cp
+    return cp
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("layout,page_size", [("contiguous", PAGE), ("paged", 64)],
+                         ids=["contiguous", "paged64"])
+@pytest.mark.parametrize("validate", [True, False])
+def test_prepared_call_is_reused_with_new_arrays(monkeypatch, layout, page_size, validate):
+    """Calls of one signature share one prepared launch (kvcache._PLANS): the second call, on
+    new arrays with other values and other lengths, must read its own arrays, not the first
+    call's (each against the oracle), with and without validate; append included."""
+    cp = _gpu_or_skip()
+    from cuflash.gpu import ops
+    calls = []
+    real = ops.kvcache_launch
+    monkeypatch.setattr(ops, "kvcache_launch", lambda *a, **kw: calls.append(1) or real(*a, **kw))
+    monkeypatch.setattr(kvcache, "_PLANS", {})
+    dtype = DTYPES["float16"]
+    for seed, seqlens in ((1, (0, 1, 129, 64, 300)), (2, (300, 5, 0, 64, 128))):
+        sc = Scenario(cp, dtype, layout, Hq=8, Hkv=2, Tq=1, Tnew=2, d=64, page_size=page_size,
+                      seqlens=seqlens, seed=case_seed("prepared", layout, seed, validate))
+        # both scenarios must have one signature: pad the second's cache to the first's shape
+        if seed == 1:
+            shapes = (sc.k_cache.shape, None if sc.block_table is None else sc.block_table.shape)
+        else:
+            sc.k_cache, sc.v_cache, sc.block_table = _reshape_like(cp, sc, shapes)
+        out, lse = sc.call(return_lse=True, validate=validate)
+        sc.check(out, lse, f"{layout} call {seed} validate={validate}", causal=True)
+    assert len(calls) == 1, f"{len(calls)} launches prepared for one signature"
+
+
+def _reshape_like(cp, sc, shapes):
+    """The scenario's cache (and block_table) grown to `shapes` (NaN / -1 in the new room)."""
+    (cache_shape, table_shape) = shapes
+    out = []
+    for c in (sc.k_cache, sc.v_cache):
+        assert all(a <= b for a, b in zip(c.shape, cache_shape)), (c.shape, cache_shape)
+        big = cp.full(cache_shape, cp.nan, dtype=c.dtype)
+        big[tuple(slice(0, n) for n in c.shape)] = c
+        out.append(big)
+    table = sc.block_table
+    if table is not None:
+        big = cp.full(table_shape, -1, dtype=cp.int32)
+        big[:, :table.shape[1]] = table
+        table = big
+    return out[0], out[1], table
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("layout,page_size", [("contiguous", PAGE), ("paged", 64)],
+                         ids=["contiguous", "paged64"])
+def test_validate_false_clamps_bad_indices(layout, page_size):
+    """validate=False: cache lengths beyond the capacity or negative, and block_table entries
+    outside the pool, are clamped by the kernels (append and attention): the call completes and
+    the device is still healthy (compute-sanitizer runs this too: tests/sanitize.py), while
+    validate=True refuses the same call and leaves the cache untouched."""
+    cp = _gpu_or_skip()
+    sc = Scenario(cp, DTYPES["float16"], layout, Hq=4, Hkv=2, Tq=1, Tnew=1, d=64,
+                  page_size=page_size, seqlens=(5, 70), seed=case_seed("clamp", layout))
+    bad_lens = cp.asarray(np.array([10 ** 6, -7], np.int32))
+    table = sc.block_table
+    if table is not None:
+        table = table.copy()
+        table[:, 0] = cp.asarray(np.array([10 ** 6, -3], np.int32))
+    before = _bytes(sc.k_cache, sc.v_cache)
+    with pytest.raises(ValueError, match="cache_seqlens"):
+        attention_with_kvcache(sc.q, sc.k_cache, sc.v_cache, cache_seqlens=bad_lens,
+                               block_table=table, k_new=sc.k_new, v_new=sc.v_new)
+    assert _bytes(sc.k_cache, sc.v_cache) == before
+    out = attention_with_kvcache(sc.q, sc.k_cache, sc.v_cache, cache_seqlens=bad_lens,
+                                 block_table=table, k_new=sc.k_new, v_new=sc.v_new,
+                                 validate=False)
+    cp.cuda.Device().synchronize()   # raises if a kernel faulted
+    assert out.shape == sc.q.shape
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("layout,page_size", [("contiguous", PAGE), ("paged", 64)],
+                         ids=["contiguous", "paged64"])
+def test_cuda_graph_capture_replays_like_eager_calls(layout, page_size):
+    """A decode step (append, then attend; validate=False) captured on a CuPy stream replays as
+    the eager call: bit-equal outputs, and after new queries are written into q in place, the
+    replay's outputs equal an eager call on them (the graph reads q where it lies)."""
+    cp = _gpu_or_skip()
+    sc = Scenario(cp, DTYPES["float16"], layout, Hq=8, Hkv=2, Tq=1, Tnew=1, d=64,
+                  page_size=page_size, seqlens=(3, 200, 64), seed=case_seed("graph", layout))
+    kw = dict(sc.kwargs(), validate=False, return_lse=True)
+    stream = cp.cuda.Stream(non_blocking=True)
+    with stream:
+        eager_out, eager_lse = attention_with_kvcache(sc.q, sc.k_cache, sc.v_cache, **kw)
+        stream.begin_capture()
+        out, lse = attention_with_kvcache(sc.q, sc.k_cache, sc.v_cache, **kw)
+        graph = stream.end_capture()
+        graph.launch(stream)
+        stream.synchronize()
+        assert cp.array_equal(out, eager_out) and cp.array_equal(lse, eager_lse)
+        sc.check(out, lse, f"graph {layout}", causal=True)
+        sc.q[...] = cp.asarray(np.random.default_rng(5).standard_normal(sc.q.shape),
+                               dtype=sc.q.dtype)
+        graph.launch(stream)
+        again_out, again_lse = attention_with_kvcache(sc.q, sc.k_cache, sc.v_cache, **kw)
+        stream.synchronize()
+        assert cp.array_equal(out, again_out) and cp.array_equal(lse, again_lse)
+        assert not cp.array_equal(out, eager_out)

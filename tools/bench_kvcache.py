@@ -1,121 +1,253 @@
-"""Decode steps through attention_with_kvcache on one GPU (issue 14): K+V bytes read per second
-of the one-launch kernel path, contiguous and paged caches, against a read-only kernel over the
-same cache (cuflash/experiments/readbw.py, the read-bandwidth ceiling) and torch's flash and cuDNN
-backends (GQA through enable_gqa) in the same run; then the host time of a small decode step.
-float16, Hq = G·Hkv query heads, one query per sequence, every sequence S tokens, no append.
-Columns "MxN/bN": the decode tile (kvcache.DECODE_TILE; mma kernel) and ops' split-KV target of
-N blocks per SM (kvcache.DECODE_BLOCKS_PER_SM).
+"""Decode steps through attention_with_kvcache on one GPU (issue 14): K+V bytes read per second of
+the one-launch kernel path, contiguous and paged caches, against a read-only kernel over the same
+bytes (cuflash/experiments/readbw.py: the read-bandwidth ceiling) and torch's flash and cuDNN
+backends (GQA through enable_gqa) in the same run; then the host time of a decode call.
 
-    python tools/bench_kvcache.py [--S 4096,32768,131072] [--B 1,8,64] [--bps 4,8,16]
-                                  [--tiles 16x64x1x2,32x64x2x2]
+float16, Hq = G·Hkv query heads, one query per sequence, every sequence S tokens, no append.
+
+Timing: GPU time per call, from CUDA graphs. Each method's calls are captured into one graph
+(CuPy's stream capture; torch.cuda.CUDAGraph for torch), replayed between two events, and the
+time divided by the calls in it: the host's cost per call (measured separately, last) does not
+enter, so a small step's bandwidth is the GPU's. When one cache is smaller than
+``--footprint`` MB, the graph cycles through enough copies of it that the copies together
+exceed L2 (the K/V of a real decode step come from device memory, not from L2): every method
+reads the same copies in the same order.
+
+Columns "MxN/bN" (with --tiles, --bps): decode tiles (kvcache.DECODE_TILE; mma kernel) and
+split-KV targets (kvcache.DECODE_BLOCKS_PER_SM); by default the library's own choice ("auto").
+
+    python tools/bench_kvcache.py [--grid 1x1,1x8,8x8,64x8] [--S 1024,8192,32768,131072]
+                                  [--tiles 16x64x1x2] [--bps 8] [--host-calls 10000]
 """
 from __future__ import annotations
 
 import argparse
-import os
-import sys
+import math
+import statistics
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_layouts import _time  # noqa: E402
+
+def _graph_ms(cp, calls, reps=5):
+    """GPU ms per call of `calls` (a list of no-argument callables) captured into one graph."""
+    stream = cp.cuda.Stream(non_blocking=True)
+    with stream:
+        for fn in calls[:2]:
+            fn()
+        stream.synchronize()
+        stream.begin_capture()
+        for fn in calls:
+            fn()
+        graph = stream.end_capture()
+        graph.launch(stream)
+        stream.synchronize()
+        out = []
+        for _ in range(reps):
+            a, b = cp.cuda.Event(), cp.cuda.Event()
+            a.record(stream)
+            graph.launch(stream)
+            b.record(stream)
+            b.synchronize()
+            out.append(cp.cuda.get_elapsed_time(a, b) / len(calls))
+    return statistics.median(out)
 
 
-def _torch_rates(cp, q, k, v, rate):
+def _torch_ms(qs, ks, vs, backend, reps=5):
+    """GPU ms per call of torch's SDPA (one backend), captured like _graph_ms; NaN when torch is
+    missing or the backend refuses the shapes."""
     try:
         import torch
         import torch.nn.functional as F
         from torch.nn.attention import SDPBackend, sdpa_kernel
     except Exception:   # torch is a reference only
-        return [float("nan")] * 2
-    tq, tk, tv = (torch.as_tensor(x, device="cuda") for x in (q, k, v))
-    out = []
-    for backend in (SDPBackend.FLASH_ATTENTION, SDPBackend.CUDNN_ATTENTION):
-        try:
-            with sdpa_kernel(backend):
-                out.append(rate(_time(cp, lambda: F.scaled_dot_product_attention(
-                    tq, tk, tv, enable_gqa=True))))
-        except Exception:
-            out.append(float("nan"))
-    return out
+        return float("nan")
+    be = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION}[backend]
+    tq = [torch.as_tensor(q, device="cuda") for q in qs]
+    tk = [torch.as_tensor(k, device="cuda") for k in ks]
+    tv = [torch.as_tensor(v, device="cuda") for v in vs]
+    n = len(tk)
+    try:
+        with sdpa_kernel(be):
+            call = lambda i: F.scaled_dot_product_attention(tq[i % len(tq)], tk[i], tv[i],
+                                                            enable_gqa=True)
+            s = torch.cuda.Stream()
+            s.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(s):
+                for i in range(min(n, 2)):
+                    call(i)
+            torch.cuda.current_stream().wait_stream(s)
+            torch.cuda.synchronize()
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                for i in range(n):
+                    call(i)
+            g.replay()
+            torch.cuda.synchronize()
+            out = []
+            for _ in range(reps):
+                a = torch.cuda.Event(enable_timing=True)
+                b = torch.cuda.Event(enable_timing=True)
+                a.record()
+                g.replay()
+                b.record()
+                b.synchronize()
+                out.append(a.elapsed_time(b) / n)
+        return statistics.median(out)
+    except Exception as exc:
+        print(f"  torch {backend}: {type(exc).__name__}: {str(exc).splitlines()[0][:100]}")
+        return float("nan")
+
+
+def _paged(cp, k, v, page, rng):
+    """The cache k, v (B, Hkv, S, d) as a pool of scattered pages and its block_table."""
+    B, Hkv, S, d = k.shape
+    per = S // page
+    perm = cp.asarray(rng.permutation(B * per).astype("int32")).reshape(B, per)
+    pools = []
+    for x in (k, v):
+        pool = cp.empty((B * per, Hkv, page, d), x.dtype)
+        pool[perm.reshape(-1)] = x.reshape(B, Hkv, per, page, d).transpose(0, 2, 1, 3, 4) \
+            .reshape(B * per, Hkv, page, d)
+        pools.append(pool)
+    return pools[0], pools[1], perm
+
+
+def _random_f16(cp, shape):
+    """Standard normal float16 values, made a (sequence, head) slab at a time (no float32 copy
+    of the whole cache)."""
+    x = cp.empty(shape, cp.float16)
+    flat = x.reshape(-1, shape[-2], shape[-1])
+    for i in range(flat.shape[0]):
+        flat[i] = cp.random.standard_normal(shape[-2:], dtype=cp.float32)
+    return x
+
+
+def _host_us(cp, fn, n):
+    for _ in range(100):
+        fn()
+    cp.cuda.Device().synchronize()
+    t0 = time.perf_counter()
+    for _ in range(n):
+        fn()
+    cp.cuda.Device().synchronize()
+    return (time.perf_counter() - t0) / n * 1e6
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--S", default="4096,32768,131072")
-    ap.add_argument("--B", default="1,8,64")
-    ap.add_argument("--hkv", type=int, default=8)
+    ap.add_argument("--grid", default="1x1,1x8,8x8,64x8", help="BxHkv pairs")
+    ap.add_argument("--S", default="1024,8192,32768,131072")
     ap.add_argument("--G", type=int, default=4)
     ap.add_argument("--d", type=int, default=128)
     ap.add_argument("--page", type=int, default=256)
-    ap.add_argument("--bps", default="4,8,16")
-    ap.add_argument("--tiles", default="16x64x1x2,32x64x2x2", help="mma tiles MxNxWxS")
-    ap.add_argument("--host-calls", type=int, default=2000)
+    ap.add_argument("--bps", default="", help="split-KV targets (blocks per SM); default auto")
+    ap.add_argument("--tiles", default="", help="mma tiles MxNxWxS; default auto")
+    ap.add_argument("--footprint", type=int, default=256, help="MB of K/V copies cycled at least")
+    ap.add_argument("--host-calls", type=int, default=10000)
+    ap.add_argument("--no-torch", action="store_true")
     a = ap.parse_args(argv)
     import cupy as cp
     import numpy as np
 
     from cuflash import TileConfig, kvcache
     from cuflash.experiments.readbw import DeviceRead
-    bps = [int(x) for x in a.bps.split(",")]
-    tiles = [TileConfig(*(int(x) for x in t.split("x")), "mma") for t in a.tiles.split(",")]
-    combos = [(t, n) for t in tiles for n in bps]
-    Hkv, G, d = a.hkv, a.G, a.d
-    print(f"{cp.cuda.runtime.getDeviceProperties(0)['name'].decode()}, float16, d={d}, "
-          f"Hkv={Hkv}, Hq={G * Hkv}; TB/s of K+V")
-    print(f"{'B':>3} {'S':>7} {'layout':>10} "
-          + "".join(f"{f'{t.block_m}x{t.block_n}/b{n}':>10}" for t, n in combos)
-          + f"{'ceiling':>9}{'flash':>8}{'cuDNN':>8}")
+    tiles = [TileConfig(*(int(x) for x in t.split("x")), "mma") for t in a.tiles.split(",") if t]
+    bps = [int(x) for x in a.bps.split(",") if x]
+    combos = [(t, n) for t in (tiles or [None]) for n in (bps or [kvcache.DECODE_BLOCKS_PER_SM])]
+    label = lambda t, n: ("auto" if t is None else f"{t.block_m}x{t.block_n}") + f"/b{n}"
+    G, d = a.G, a.d
+    props = cp.cuda.runtime.getDeviceProperties(0)
+    print(f"{props['name'].decode()}, float16, d={d}, Hq={G}·Hkv, page={a.page}; TB/s of K+V "
+          f"(GPU time per call from CUDA graphs)")
+    head = (f"{'B':>3} {'Hkv':>3} {'S':>7} {'copies':>6} {'layout':>10} "
+            + "".join(f"{label(t, n):>11}" for t, n in combos)
+            + f"{'ceiling':>9}{'flash':>8}{'cuDNN':>8}{'/ceil':>7}{'/cuDNN':>7}")
+    print(head)
     rng = np.random.default_rng(0)
-    for B in (int(x) for x in a.B.split(",")):
+    rows = []
+    for pair in a.grid.split(","):
+        B, Hkv = (int(x) for x in pair.split("x"))
         for S in (int(x) for x in a.S.split(",")):
             kv_bytes = 2 * B * Hkv * S * d * 2
+            copies = max(1, min(256, math.ceil(a.footprint * 2 ** 20 / kv_bytes)))
             rate = lambda ms: kv_bytes / (ms * 1e-3) / 1e12
-            q = cp.asarray(rng.standard_normal((B, G * Hkv, 1, d)).astype(np.float16))
-            k, v = (cp.empty((B, Hkv, S, d), cp.float16) for _ in range(2))
-            for x in (k, v):
-                for b in range(B):
-                    x[b] = cp.random.standard_normal((Hkv, S, d), dtype=cp.float32)
+            qs = [cp.asarray(rng.standard_normal((B, G * Hkv, 1, d)).astype(np.float16))
+                  for _ in range(min(copies, 4))]
+            bufs = [_random_f16(cp, (2, B, Hkv, S, d)) for _ in range(copies)]
             seqlens = cp.full((B,), S, dtype=cp.int32)
-            reader = DeviceRead(k.view(cp.uint32).reshape(-1))
-            ceiling = k.nbytes / (_time(cp, reader.launch) * 1e-3) / 1e12
-            refs = _torch_rates(cp, q, k, v, rate)
-            P = a.page
-            pages = B * (S // P)
-            perm = cp.asarray(rng.permutation(pages).astype(np.int32)).reshape(B, S // P)
-            for layout in ("contiguous", f"paged{P}"):
+            readers = [DeviceRead(buf.view(cp.uint32).reshape(-1)) for buf in bufs]
+            ceiling = rate(_graph_ms(cp, [r.launch for r in readers]))
+            refs = [float("nan")] * 2
+            if not a.no_torch:
+                ks, vs = [b[0] for b in bufs], [b[1] for b in bufs]
+                refs = [rate(_torch_ms(qs, ks, vs, be)) for be in ("flash", "cudnn")]
+            for layout in ("contiguous", f"paged{a.page}"):
                 if layout == "contiguous":
-                    kc, vc, table = k, v, None
-                else:   # the same tokens in scattered pages
-                    kc, vc = (cp.empty((pages, Hkv, P, d), cp.float16) for _ in range(2))
-                    for c, x in ((kc, k), (vc, v)):
-                        c[perm.reshape(-1)] = x.reshape(B, Hkv, S // P, P, d).transpose(
-                            0, 2, 1, 3, 4).reshape(pages, Hkv, P, d)
-                    table = perm
+                    caches = [(b[0], b[1], None) for b in bufs]
+                else:
+                    if S % a.page:
+                        continue
+                    caches = [_paged(cp, b[0], b[1], a.page, rng) for b in bufs]
                 cols = []
                 for t, n in combos:
                     kvcache.DECODE_TILE, kvcache.DECODE_BLOCKS_PER_SM = t, n
-                    cols.append(rate(_time(cp, lambda: kvcache.attention_with_kvcache(
-                        q, kc, vc, cache_seqlens=seqlens, block_table=table))))
-                print(f"{B:>3} {S:>7} {layout:>10} " + "".join(f"{c:>10.2f}" for c in cols)
-                      + f"{ceiling:>9.2f}{refs[0]:>8.2f}{refs[1]:>8.2f}", flush=True)
-                del kc, vc
-            del k, v, reader
+                    calls = [lambda i=i, c=c: kvcache.attention_with_kvcache(
+                        qs[i % len(qs)], c[0], c[1], cache_seqlens=seqlens, block_table=c[2],
+                        validate=False) for i, c in enumerate(caches)]
+                    cols.append(rate(_graph_ms(cp, calls)))
+                best = max(cols)
+                line = (f"{B:>3} {Hkv:>3} {S:>7} {copies:>6} {layout:>10} "
+                        + "".join(f"{c:>11.2f}" for c in cols)
+                        + f"{ceiling:>9.2f}{refs[0]:>8.2f}{refs[1]:>8.2f}"
+                        + f"{best / ceiling:>7.2f}{best / refs[1]:>7.2f}")
+                print(line, flush=True)
+                rows.append(line)
+                del caches
+            del bufs, readers
             cp.get_default_memory_pool().free_all_blocks()
     kvcache.DECODE_TILE, kvcache.DECODE_BLOCKS_PER_SM = None, 8
-    # host time of a small step (B = 1, S = 1024): wall time per call over many calls
-    q = cp.asarray(rng.standard_normal((1, G * Hkv, 1, d)).astype(np.float16))
-    k = cp.asarray(rng.standard_normal((1, Hkv, 1024, d)).astype(np.float16))
-    v = cp.asarray(rng.standard_normal((1, Hkv, 1024, d)).astype(np.float16))
-    seqlens = cp.full((1,), 1024, dtype=cp.int32)
-    for _ in range(50):
-        kvcache.attention_with_kvcache(q, k, v, cache_seqlens=seqlens)
-    cp.cuda.Device().synchronize()
-    t0 = time.perf_counter()
-    for _ in range(a.host_calls):
-        kvcache.attention_with_kvcache(q, k, v, cache_seqlens=seqlens)
-    cp.cuda.Device().synchronize()
-    print(f"host+device time per small decode call (B=1, S=1024, {a.host_calls} calls): "
-          f"{(time.perf_counter() - t0) / a.host_calls * 1e6:.1f} us")
+    # host time of a decode call (B = 1, Hkv = 8, S = 1024): wall time per call, many calls
+    q = cp.asarray(rng.standard_normal((1, G * 8, 1, d)).astype(np.float16))
+    k, v = (cp.asarray(rng.standard_normal((1, 8, 1024, d)).astype(np.float16)) for _ in "kv")
+    kn, vn = (cp.asarray(rng.standard_normal((1, 8, 1, d)).astype(np.float16)) for _ in "kv")
+    seqlens = cp.full((1,), 1000, dtype=cp.int32)
+    step = dict(cache_seqlens=seqlens, k_new=kn, v_new=vn)
+    host = {
+        "attend, validate=False": lambda: kvcache.attention_with_kvcache(
+            q, k, v, cache_seqlens=seqlens, validate=False),
+        "append + attend, validate=False": lambda: kvcache.attention_with_kvcache(
+            q, k, v, validate=False, **step),
+        "append + attend, validate=True": lambda: kvcache.attention_with_kvcache(
+            q, k, v, **step),
+    }
+    print(f"\nhost time per decode call (B=1, Hkv=8, Hq={G * 8}, S=1024; wall time over "
+          f"{a.host_calls} calls, GPU work ~µs):")
+    for name, fn in host.items():
+        n = a.host_calls if "False" in name else max(1, a.host_calls // 10)
+        print(f"  {name:34} {_host_us(cp, fn, n):7.1f} us  ({n} calls)")
+    try:
+        import torch
+        import torch.nn.functional as F
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+        tq, tk, tv = (torch.as_tensor(x, device="cuda") for x in (q, k, v))
+        with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+            us = _host_us(cp, lambda: F.scaled_dot_product_attention(tq, tk, tv, enable_gqa=True),
+                          a.host_calls)
+        print(f"  {'torch SDPA cuDNN (reference)':34} {us:7.1f} us")
+    except Exception as exc:
+        print(f"  torch reference: {type(exc).__name__}")
+    # where the host time goes
+    import cProfile
+    import pstats
+    fn = host["append + attend, validate=False"]
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(2000):
+        fn()
+    prof.disable()
+    pstats.Stats(prof).sort_stats("tottime").print_stats(14)
+    print("\n" + head)
+    for line in rows:
+        print(line)
 
 
 if __name__ == "__main__":

@@ -261,14 +261,17 @@ def _packed_run(q, k, v, vp, D):
 
 @dataclasses.dataclass(frozen=True)
 class CacheRows:
-    """Where a decode step's keys are (kernels_cu/params.cuh): sequence b has seqused_k[b] keys
-    (int32 (batch,) on the device), from row 0 of k and v (batch, kv heads, capacity, d), or,
-    with block_table (int32 (batch, W) on the device), in pages of page_size rows (a power of two
-    and a multiple of the tile's block_n) of a pool k, v (pages, kv heads, page_size, d)."""
+    """Where a decode step's keys are (kernels_cu/params.cuh): sequence b has seqused_k[b] +
+    seqused_add keys (int32 (batch,) on the device; seqused_add: the tokens appended this call),
+    clamped to the capacity, from row 0 of k and v (batch, kv heads, capacity, d), or, with
+    block_table (int32 (batch, W) on the device), in pages of page_size rows (a power of two and a
+    multiple of the tile's block_n) of a pool k, v (num_pages, kv heads, page_size, d)."""
 
     seqused_k: object
     block_table: object = None
     page_size: int = 0
+    seqused_add: int = 0
+    num_pages: int = 0
 
     @property
     def kind(self) -> str:
@@ -276,14 +279,105 @@ class CacheRows:
 
     def fields(self) -> dict:
         if self.block_table is None:
-            return dict(_NO_CACHE, seqused_k=self.seqused_k)
+            return dict(_NO_CACHE, seqused_k=self.seqused_k, seqused_add=self.seqused_add)
         return dict(seqused_k=self.seqused_k, block_table=self.block_table,
                     table_stride=int(self.block_table.strides[0] // self.block_table.itemsize),
-                    page_shift=int(self.page_size).bit_length() - 1)
+                    page_shift=int(self.page_size).bit_length() - 1,
+                    seqused_add=self.seqused_add, num_pages=self.num_pages)
 
 
 #: The forward's KV-cache fields without a cache
-_NO_CACHE = dict(seqused_k=None, block_table=None, table_stride=0, page_shift=0)
+_NO_CACHE = dict(seqused_k=None, block_table=None, table_stride=0, page_shift=0, seqused_add=0,
+                 num_pages=0)
+
+
+def _c_strides(shape, is_packed: bool) -> list:
+    """views.strides of a new C-contiguous array of `shape`, without making one."""
+    inner = [math.prod(shape[i + 1:]) for i in range(len(shape))]
+    return [0, inner[1], inner[0]] if is_packed else inner[:3]
+
+
+class ForwardLaunch:
+    """One forward pass, prepared once: the kernel (and split-KV's merge), the grid, and the
+    parameter struct with every field but the arrays' addresses. Calling it with arrays laid out
+    as those it was made from allocates out and lse, fills in the addresses and launches: what
+    _forward does per call, and what a decode loop repeats for arrays of one layout (kvcache
+    keeps these per call signature, so that a step costs little host time).
+
+    out_shape, lse_shape: the shapes out and lse are allocated with (default: the kernels' own,
+    r.q.shape and r.rows()); C-contiguous either way, so any shape of the same size and order
+    (a GQA fold's (B, Hq, 1, d) for the kernels' (B, Hkv, G, d)) serves."""
+
+    def __init__(self, r: _Run, p, tile, D, num_splits=1, cache: CacheRows | None = None,
+                 split_blocks_per_sm: int = 2, out_shape=None, lse_shape=None):
+        dt = dtype_name(r.q.dtype)
+        self.dtype, self.acc = r.q.dtype, accum_dtype(r.q.dtype)
+        kernel_lse_shape, lse_stride = r.rows()
+        self.out_shape = tuple(r.q.shape) if out_shape is None else tuple(out_shape)
+        self.lse_shape = kernel_lse_shape if lse_shape is None else tuple(lse_shape)
+        self.rows = r.batch * r.heads
+        self.idle = self.rows == 0 or r.T == 0
+        if self.idle:
+            return
+        variant = r.variant(p)
+        if cache is not None:
+            variant = dataclasses.replace(variant, cache=cache.kind)
+        dev = _cp().cuda.Device().id
+        self.q_tiles = math.ceil(r.T / tile.block_m)
+        if num_splits is None:
+            num_splits = num_splits_for(self.q_tiles, self.rows, math.ceil(r.S / tile.block_n),
+                                        dev, split_blocks_per_sm)
+        self.num_splits = num_splits
+        (self.spec,) = _specs(dt, D, tile, dataclasses.replace(variant, split=num_splits > 1),
+                              False)
+        self.kern, self.smem = _ready(self.spec, dev)
+        self.threads = self.spec.threads()
+        split_rows = math.prod(kernel_lse_shape)
+        self.accum_shapes = (((num_splits,) + kernel_lse_shape + (D,),
+                              (num_splits,) + kernel_lse_shape) if num_splits > 1 else None)
+        self.combine = build.get_combine(dt, dev, r.packed) if num_splits > 1 else None
+        self.combine_x = math.ceil(r.T / build.PREPROCESS_ROWS)
+        # no arrays of this call stay in the struct or here (a kept launch must not keep a
+        # caller's cache alive): their addresses come with each call
+        self.fields = dict(q=None, k=None, v=None, out=None, lse=None, q_stride=r.strides(r.q),
+                           k_stride=r.strides(r.k), v_stride=r.strides(r.v),
+                           out_stride=_c_strides(r.q.shape, r.packed),
+                           out_accum=None, lse_accum=None, split_rows=split_rows,
+                           **(_NO_CACHE if cache is None else
+                              dict(cache.fields(), seqused_k=None, block_table=None)),
+                           **_common(p, batch=r.batch, heads=r.heads, group=r.group, T=r.T,
+                                     S=r.S, d=D, acc=self.acc, cu_q=r.cu_q, cu_k=r.cu_k,
+                                     lse_stride=lse_stride, num_splits=num_splits))
+        self.layout = params.layout("fwd", dt)
+        self.mod = getattr(p, "mask_mod", None)
+        self.T, self.S = r.T, r.S
+        self.template = self.layout.pack(self.fields).tobytes()
+
+    def __call__(self, q, k, v, seqused_k=None, block_table=None):
+        """(out, lse) of arrays laid out as the ones this launch was made from (the kernels'
+        views: r.q, r.k, r.v; a cache's seqused_k and block_table)."""
+        out = _empty(self.out_shape, self.dtype)
+        lse = _empty(self.lse_shape, self.acc)
+        if self.idle:
+            return out, lse
+        ptrs = dict(q=q, k=k, v=v, out=out, lse=lse)
+        if self.accum_shapes:
+            ptrs["out_accum"] = _empty(self.accum_shapes[0], self.acc)
+            ptrs["lse_accum"] = _empty(self.accum_shapes[1], self.acc)
+        if seqused_k is not None:
+            ptrs["seqused_k"], ptrs["block_table"] = seqused_k, block_table
+        if self.mod is None:
+            packed = self.layout.patch(self.template, ptrs)
+            args, keep = packed, None
+        else:
+            fields = dict(self.fields, **ptrs)
+            packed, keep = self.layout.pack(fields), []
+            args = _args(self.spec, packed, self.layout, fields, self.mod, self.T, self.S, keep)
+        _launch(self.kern, self.smem, self.threads, self.q_tiles * self.num_splits, self.rows,
+                args)
+        if self.combine is not None:
+            _launch(self.combine, 0, 256, self.combine_x, self.rows, packed)
+        return out, lse
 
 
 def _forward(r: _Run, p, tile, D, num_splits=1, cache: CacheRows | None = None,
@@ -292,41 +386,46 @@ def _forward(r: _Run, p, tile, D, num_splits=1, cache: CacheRows | None = None,
     num_splits_for, aiming at split_blocks_per_sm blocks per SM); with more than one, each split
     writes float partials that one more kernel merges (split_combine.cuh). cache: the keys come
     from a KV cache (r.S: its capacity per sequence)."""
-    dt = dtype_name(r.q.dtype)
-    acc = accum_dtype(r.q.dtype)
-    variant = r.variant(p)
-    if cache is not None:
-        variant = dataclasses.replace(variant, cache=cache.kind)
-    out = r.q_like()
-    lse_shape, lse_stride = r.rows()
-    lse = _empty(lse_shape, acc)
-    if r.batch * r.heads == 0 or r.T == 0:
-        return out, lse
-    dev = _cp().cuda.Device().id
-    q_tiles, rows = math.ceil(r.T / tile.block_m), r.batch * r.heads
-    if num_splits is None:
-        num_splits = num_splits_for(q_tiles, rows, math.ceil(r.S / tile.block_n), dev,
-                                    split_blocks_per_sm)
-    (spec,) = _specs(dt, D, tile, dataclasses.replace(variant, split=num_splits > 1), False)
-    kern, smem = _ready(spec, dev)
-    split_rows = math.prod(lse_shape)
-    out_accum = _empty((num_splits,) + lse_shape + (D,), acc) if num_splits > 1 else None
-    lse_accum = _empty((num_splits,) + lse_shape, acc) if num_splits > 1 else None
-    fields = dict(q=r.q, k=r.k, v=r.v, out=out, lse=lse, q_stride=r.strides(r.q),
-                  k_stride=r.strides(r.k), v_stride=r.strides(r.v), out_stride=r.strides(out),
-                  out_accum=out_accum, lse_accum=lse_accum, split_rows=split_rows,
-                  **(_NO_CACHE if cache is None else cache.fields()),
-                  **_common(p, batch=r.batch, heads=r.heads, group=r.group, T=r.T, S=r.S, d=D,
-                            acc=acc, cu_q=r.cu_q, cu_k=r.cu_k, lse_stride=lse_stride,
-                            num_splits=num_splits))
-    layout, keep = params.layout("fwd", dt), []
-    packed = layout.pack(fields)
-    args = _args(spec, packed, layout, fields, getattr(p, "mask_mod", None), r.T, r.S, keep)
-    _launch(kern, smem, spec.threads(), q_tiles * num_splits, rows, args)
-    if num_splits > 1:
-        _launch(build.get_combine(dt, dev, r.packed), 0, 256,
-                math.ceil(r.T / build.PREPROCESS_ROWS), rows, packed)
-    return out, lse
+    launch = ForwardLaunch(r, p, tile, D, num_splits, cache, split_blocks_per_sm)
+    if cache is None:
+        return launch(r.q, r.k, r.v)
+    return launch(r.q, r.k, r.v, cache.seqused_k, cache.block_table)
+
+
+class AppendLaunch:
+    """A decode step's append (kernels_cu/kv_append.cuh), prepared once like ForwardLaunch:
+    k_new, v_new (B, Hkv, Tnew, d) written into a contiguous cache (B, Hkv, capacity, d) or a
+    page pool (num_pages, Hkv, page_size, d) through block_table, at rows seqlens[b] + t. Every
+    array must pass views.kernel_ok (16-byte rows) and d must be whole 16-byte words."""
+
+    def __init__(self, k_new, v_new, k_cache, v_cache, block_table, page_size: int,
+                 capacity: int):
+        dt = dtype_name(k_new.dtype)
+        B, Hkv, Tnew, d = (int(n) for n in k_new.shape)
+        elems = 16 // k_new.dtype.itemsize
+        if d % elems:
+            raise ValueError(f"head_dim={d}: the append kernel copies whole 16-byte words")
+        paged = block_table is not None
+        self.kern = build.get_append(dt, _cp().cuda.Device().id, paged)
+        self.grid_x = math.ceil(Tnew * (d // elems) / 256)
+        self.rows = B * Hkv
+        self.layout = params.layout("append", dt)
+        st = views.strides
+        fields = dict(k_new=None, v_new=None, k_cache=None, v_cache=None,
+                      k_new_stride=st(k_new), v_new_stride=st(v_new),
+                      k_cache_stride=st(k_cache), v_cache_stride=st(v_cache), seqlens=None,
+                      block_table=None,
+                      table_stride=int(block_table.strides[0] // 4) if paged else 0,
+                      page_shift=int(page_size).bit_length() - 1 if paged else 0,
+                      num_pages=int(k_cache.shape[0]) if paged else 0,
+                      batch=B, kv_heads=Hkv, tokens=Tnew, d=d, capacity=int(capacity))
+        self.template = self.layout.pack(fields).tobytes()
+
+    def __call__(self, k_new, v_new, k_cache, v_cache, seqlens, block_table=None):
+        args = self.layout.patch(self.template, dict(k_new=k_new, v_new=v_new, k_cache=k_cache,
+                                                     v_cache=v_cache, seqlens=seqlens,
+                                                     block_table=block_table))
+        _launch(self.kern, 0, 256, self.grid_x, self.rows, args)
 
 
 def _backward(r: _Run, dout, out, lse, p, tile, D, deterministic):
@@ -397,14 +496,15 @@ def forward(q, k, v, p, *, tile, num_splits=1):
     return out.reshape(p.lead + (p.T, p.dv)), lse.reshape(p.lead + (p.T,))
 
 
-def forward_kvcache(q, k, v, p, cache: CacheRows, *, tile, group: int, num_splits=None,
-                    split_blocks_per_sm: int = 2):
-    """out (B, H, T, d) in q's dtype and lse (B, H, T) of decode queries q (B, H, T, d) over a
-    KV cache in one launch (and split-KV's merge): k, v (B, H / group, capacity, d), or a page
-    pool (pages, H / group, page_size, d) read in place through cache.block_table; sequence b
-    has cache.seqused_k[b] keys and its T queries are the last T of them (masks bottom-right
-    aligned per sequence). ``p``: the options as checks.Problem holds them (mask, scale, softcap,
-    alibi_slopes of the (b, h) pairs in order b·H + h, or None)."""
+def kvcache_launch(q, k, v, p, cache: CacheRows, *, tile, group: int, num_splits=None,
+                   split_blocks_per_sm: int = 2, out_shape=None, lse_shape=None) -> ForwardLaunch:
+    """The ForwardLaunch of decode queries q (B, H, T, d) over a KV cache: k, v (B, H / group,
+    capacity, d), or a page pool (pages, H / group, page_size, d) read in place through
+    cache.block_table; sequence b has cache_keys (seqused_k[b] + seqused_add, clamped) keys and
+    its T queries are the last T of them (masks bottom-right aligned per sequence). ``p``: the
+    options as checks.Problem holds them (mask, scale, softcap, alibi_slopes of the (b, h) pairs
+    in order b·H + h, or None). Called with (q, k, v, seqused_k, block_table) it returns out
+    (B, H, T, d) in q's dtype and lse (B, H, T) (or out_shape, lse_shape)."""
     B, H, T, D = q.shape
     if cache.block_table is not None and (cache.page_size & (cache.page_size - 1) or
                                           cache.page_size % tile.block_n):
@@ -412,8 +512,17 @@ def forward_kvcache(q, k, v, p, cache: CacheRows, *, tile, group: int, num_split
                          f"in place only with pages of a power of two of tokens that hold whole "
                          f"key tiles (TileConfig block_n={tile.block_n})")
     S = k.shape[2] if cache.block_table is None else cache.block_table.shape[1] * cache.page_size
-    return _forward(_Run(q, k, v, B, H, group, T, S), p, tile, D, num_splits, cache,
-                    split_blocks_per_sm)
+    return ForwardLaunch(_Run(q, k, v, B, H, group, T, S), p, tile, D, num_splits, cache,
+                         split_blocks_per_sm, out_shape, lse_shape)
+
+
+def forward_kvcache(q, k, v, p, cache: CacheRows, *, tile, group: int, num_splits=None,
+                    split_blocks_per_sm: int = 2):
+    """out (B, H, T, d) in q's dtype and lse (B, H, T) of decode queries over a KV cache in one
+    launch (and split-KV's merge): kvcache_launch's, called once."""
+    launch = kvcache_launch(q, k, v, p, cache, tile=tile, group=group, num_splits=num_splits,
+                            split_blocks_per_sm=split_blocks_per_sm)
+    return launch(q, k, v, cache.seqused_k, cache.block_table)
 
 
 def backward(dout, q, k, v, out, lse, p, *, tile, deterministic):

@@ -106,6 +106,24 @@ class Layout:
         return np.frombuffer(self._packer.pack(*flat), dtype=dtype)
 
 
+    @functools.cached_property
+    def _offsets(self) -> dict:
+        return {f.name: f.offset for f in self.fields if f.kind == "Q" and f.count == 1}
+
+    def patch(self, template: bytes, pointers: dict) -> np.ndarray:
+        """A struct packed once (``pack(...).tobytes()``) with the pointer fields in `pointers`
+        (name -> CuPy array or None) replaced: what a launch prepared ahead of time
+        (ops.ForwardLaunch) does per call instead of packing every field again."""
+        buf = bytearray(template)
+        offsets = self._offsets
+        for name, x in pointers.items():
+            _POINTER.pack_into(buf, offsets[name], _address(x))
+        return np.frombuffer(buf, dtype=self._plan[2])
+
+
+_POINTER = struct.Struct("<Q")
+
+
 def _address(x) -> int:
     if x is None:
         return 0
@@ -113,15 +131,20 @@ def _address(x) -> int:
     return int(data.ptr) if data is not None and hasattr(data, "ptr") else int(x)
 
 
+_STRUCTS = {"fwd": ("FwdParams", "CUFLASH_FWD_FIELDS"), "bwd": ("BwdParams", "CUFLASH_BWD_FIELDS"),
+            "append": ("AppendParams", "CUFLASH_APPEND_FIELDS")}
+
+
 def layout(role: str, dtype) -> Layout:
-    """The layout of the parameter struct of a pass ('fwd' or 'bwd') for inputs of `dtype`."""
+    """The layout of the parameter struct of a pass ('fwd', 'bwd' or 'append', the KV cache's
+    append) for inputs of `dtype`."""
     acc = "double" if accum_dtype(resolve_dtype(dtype)).itemsize == 8 else "float"
-    return _layout("FwdParams" if role == "fwd" else "BwdParams", acc)
+    return _layout(_STRUCTS[role][0], acc)
 
 
 @functools.lru_cache(maxsize=None)
 def _layout(struct_name: str, acc: str) -> Layout:
-    fields = {"FwdParams": "CUFLASH_FWD_FIELDS", "BwdParams": "CUFLASH_BWD_FIELDS"}[struct_name]
+    fields = {name: macro for name, macro in _STRUCTS.values()}[struct_name]
     src = build.expand("params.cuh") + _PROBE.replace("{struct}", struct_name).replace(
         "{acc}", acc).replace("{fields}", fields)
     ptx = build.ptx_globals(src, f"params_{struct_name}_{acc}")
