@@ -13,7 +13,10 @@ import numpy as np
 from .device import DEFAULT_ARCH, is_hopper
 from ._xp import dtype_name
 
-KERNELS = ("simt", "mma", "wgmma")
+KERNELS = ("simt", "mma", "wgmma", "dmma")
+
+#: The widest head dim the float64 defaults take the dmma kernels for (measured up to 128)
+DMMA_DEFAULT_MAX_D = 128
 
 
 def _is_pow2(x: int) -> bool:
@@ -44,8 +47,10 @@ class TileConfig:
 
     kernel: str = "simt"
     """Kernel family: 'simt' (CUDA cores, every dtype and head_dim), 'mma' (tensor cores through
-    mma.sync, float16/bfloat16, sm_80 and later) or 'wgmma' (Hopper's warpgroup tensor cores,
-    float16/bfloat16, forward only, sm_90 only: block_m = 16·num_warps, 64 rows per 4 warps)."""
+    mma.sync, float16/bfloat16, sm_80 and later), 'wgmma' (Hopper's warpgroup tensor cores,
+    float16/bfloat16, forward only, sm_90 only: block_m = 16·num_warps, 64 rows per 4 warps) or
+    'dmma' (float64 tensor cores through mma.sync m8n8k4, float64 only, sm_80 and later;
+    deterministic backward only)."""
 
     def __post_init__(self):
         for name in ("block_m", "block_n"):
@@ -79,6 +84,51 @@ def mma_capable(head_dim: int, dtype) -> bool:
     return dtype_name(dtype) in ("float16", "bfloat16")
 
 
+def dmma_capable(head_dim: int, dtype) -> bool:
+    """Whether the float64 tensor-core kernels ('dmma') cover this head_dim and dtype: float64,
+    every supported head_dim (padded to a multiple of 32 with zeros)."""
+    return dtype_name(dtype) == "float64"
+
+
+def has_fp64_tensor_cores(arch: str) -> bool:
+    """sm_80 (A100) and sm_90 (H100/H200): the GPUs whose float64 tensor cores run at twice the
+    float64 CUDA-core rate (sm_86/sm_89 run mma.sync .f64 too, at a small fraction of that)."""
+    return arch.rstrip("a") in ("sm_80", "sm_90")
+
+
+def _dmma_tiles(head_dim: int, backward: bool) -> list[TileConfig]:
+    """Tiles of the float64 tensor-core kernels, preferred first (flash_fwd_dmma.cu,
+    flash_bwd_dmma.cu). Rows of d + 2 doubles: at d = 128 a 64-row tile is 66.5 KB, so the
+    forward holds a 64 × 32 pair of tiles with two K/V stages (one block per SM) and the
+    backward 32-row query tiles against 64 keys; d = 64 fits 128 × 64 with two K/V stages. Before Hopper
+    (163 KB per block) the later, smaller entries fit. Forward and dQ: each warp owns 8·MT query
+    rows (MT = block_m / (8·num_warps), 1 or 2; MT = 2 takes m16n8k16 on sm_90); dK/dV: each
+    warp owns 8·MK keys (MK = block_n / (8·num_warps)); the dQ kernel takes block_m / 8 warps
+    when block_m < 8·num_warps. NVRTC 13.0, sm_90a: 128 × 32 (8 warps, 1 stage) and 64 × 32
+    (4 warps, 1 stage) spill 228-280 B at d = 128 (O alone is 128 registers at MT = 2), so
+    neither is a candidate there. H200, T = 4096, B·H = 64, not causal (NOTES.md v11,
+    tools/bench_f64.py --tiles; TFLOP/s): forward d = 64: 128 × 64 / 8 warps / 2 stages 29.4,
+    64 × 64 / 8 warps 29.1, 32 × 32 28.5, 64 × 64 / 4 warps / 1 stage 26.3, 2 stages 17.0;
+    d = 128: 64 × 32 with 8 warps (MT = 1, m8n8k4) 21.8 and 4 warps (MT = 2, 255 registers, 20 B
+    of spill under NVRTC 13.5) 21.6, 64 × 16 19.5. Backward d = 64: 17.9-18.3 for every tile;
+    d = 128: 32 × 64 / 8 warps / 1 stage 16.4, 32 × 32 14.9, 16 × 32 10.0."""
+    if not backward:
+        if head_dim <= 64:
+            return [TileConfig(128, 64, 8, 2, "dmma"), TileConfig(64, 64, 4, 1, "dmma"),
+                    TileConfig(32, 32, 4, 1, "dmma")]
+        if head_dim <= 128:
+            return [TileConfig(64, 32, 8, 2, "dmma"), TileConfig(64, 32, 4, 2, "dmma"),
+                    TileConfig(64, 16, 4, 2, "dmma"), TileConfig(32, 32, 4, 1, "dmma")]
+        return [TileConfig(32, 16, 4, 2, "dmma"), TileConfig(32, 16, 4, 1, "dmma")]
+    if head_dim <= 64:
+        return [TileConfig(64, 64, 8, 2, "dmma"), TileConfig(32, 32, 4, 2, "dmma"),
+                TileConfig(32, 32, 4, 1, "dmma")]
+    if head_dim <= 128:
+        return [TileConfig(32, 64, 8, 1, "dmma"), TileConfig(32, 32, 4, 2, "dmma"),
+                TileConfig(16, 32, 4, 2, "dmma"), TileConfig(16, 16, 2, 1, "dmma")]
+    return [TileConfig(16, 16, 2, 1, "dmma")]
+
+
 def _wgmma_forward_tiles(head_dim: int) -> list[TileConfig]:
     """Forward tiles of the wgmma kernel, preferred first. tile_ablation.yaml on the H200 (v4,
     NOTES.md; float16, T = 8192, not causal, TFLOP/s): d = 64: 128×64 with 4 K/V buffers 373,
@@ -106,13 +156,22 @@ def _wgmma_backward_tiles(head_dim: int) -> list[TileConfig]:
 
 def tile_candidates(head_dim: int, dtype, *, backward: bool = False, causal: bool = False,
                     deterministic: bool = True, hopper: bool = True,
-                    wgmma: bool = False) -> list[TileConfig]:
+                    wgmma: bool = False, dmma: bool = False) -> list[TileConfig]:
     """Tiles for (head_dim, dtype, pass), preferred first; ``default_tile`` takes the first that
     fits the device. The reason for each first choice sits beside it; the measurements are
     experiments/tile_ablation.yaml on the H200 (NOTES.md, v2): float16, T = 8192, FA shapes.
     No default may spill registers (``python -m cuflash compile --fail-on-spills``).
+    ``dmma``: the GPU has float64 tensor cores (has_fp64_tensor_cores).
     """
     name = dtype_name(dtype)
+    if dmma and dmma_capable(head_dim, dtype) and head_dim <= DMMA_DEFAULT_MAX_D and \
+            (deterministic or not backward):
+        # float64 on tensor cores (mma.sync m8n8k4): measured faster than the simt kernels at
+        # d = 64 and 128 on the H200 (NOTES.md, v11); no atomic-dQ mode, so
+        # deterministic=False stays on simt. Wider heads stay on simt (not measured).
+        return _dmma_tiles(head_dim, backward) + tile_candidates(
+            head_dim, dtype, backward=backward, causal=causal, deterministic=deterministic,
+            hopper=hopper)
     if mma_capable(head_dim, dtype) and not (backward and head_dim > 128):
         if wgmma and not backward:
             # Forward on Hopper (sm_90): warpgroup tensor cores, 64 query rows per warpgroup,
@@ -182,8 +241,9 @@ def default_tile(head_dim: int, dtype, *, backward: bool = False, causal: bool =
                  arch: str | None = None) -> TileConfig:
     """The tile used when ``tile=None``: the first of ``tile_candidates`` that the kernels accept
     within ``smem_limit`` bytes of shared memory per block on a GPU of architecture ``arch``
-    ('sm_90', ...; Hopper-only kernels are considered only when it says sm_90). With no limit:
-    the first candidate without Hopper-only kernels (the CPU twin reads only block_m, block_n)."""
+    ('sm_90', ...; Hopper-only kernels are considered only when it says sm_90, the float64
+    tensor-core kernels only when it says sm_80 or sm_90). With no limit: the first candidate
+    without either (the CPU twin reads only block_m, block_n)."""
     return _default_tile(int(head_dim), dtype_name(dtype), bool(backward), bool(causal),
                          bool(deterministic), smem_limit, arch)
 
@@ -191,10 +251,12 @@ def default_tile(head_dim: int, dtype, *, backward: bool = False, causal: bool =
 @functools.lru_cache(maxsize=None)
 def _default_tile(head_dim, dtype, backward, causal, deterministic, smem_limit, arch):
     # cached: every attention call without a tile asks, and the checks below are not free
+    known = smem_limit is not None and arch is not None   # a real (or assumed) device
     cands = tile_candidates(head_dim, dtype, backward=backward, causal=causal,
                             deterministic=deterministic,
                             hopper=is_hopper(arch or DEFAULT_ARCH),
-                            wgmma=smem_limit is not None and arch is not None and is_hopper(arch))
+                            wgmma=known and is_hopper(arch),
+                            dmma=known and has_fp64_tensor_cores(arch))
     if smem_limit is None:
         return cands[0]
     from .gpu.plan import check_tile  # the kernels' constraints live with the kernels

@@ -131,16 +131,17 @@ __device__ __forceinline__ void mma_rows(float (&acc)[MT][DP / 8][4], const unsi
     }
 }
 
-// The 16-byte chunks each thread copies of a ROWS × DP tile of 16-bit elements (NT threads). When
-// NT is a multiple of the chunks per row (STEPPED), a thread's column stays put and its row moves
-// NT / CPR rows per chunk: one source pointer, stepped (thread_src gives it for a tile at g), so
-// that a loop of tile loads holds no per-chunk offsets in registers.
-template <int ROWS, int DP, int NT>
+// The 16-byte chunks each thread copies of a ROWS × DP tile (NT threads) of elements EPC to a
+// chunk (8: 16-bit elements; 2: doubles, the dmma kernels). When NT is a multiple of the chunks
+// per row (STEPPED), a thread's column stays put and its row moves NT / CPR rows per chunk: one
+// source pointer, stepped (thread_src gives it for a tile at g), so that a loop of tile loads
+// holds no per-chunk offsets in registers.
+template <int ROWS, int DP, int NT, int EPC = 8>
 struct Chunks {
-    static constexpr int CPR = DP / 8, N = ROWS * CPR;
+    static constexpr int CPR = DP / EPC, N = ROWS * CPR;
     static constexpr bool STEPPED = NT % CPR == 0 && N % NT == 0;
     static __device__ __forceinline__ int r0() { return threadIdx.x / CPR; }
-    static __device__ __forceinline__ int col() { return (threadIdx.x % CPR) * 8; }
+    static __device__ __forceinline__ int col() { return (threadIdx.x % CPR) * EPC; }
     template <typename T>
     static __device__ __forceinline__ const T* thread_src(const T* g, int ld) {
         return STEPPED ? g + size_t(r0()) * ld + col() : g;
@@ -174,7 +175,7 @@ struct Chunks {
     template <typename T, class Copy>
     static __device__ __forceinline__ void chunk(int ch, const T* src, const T* any, int rows_valid,
                                                  int d, int ld, Copy&& copy) {
-        const int r = ch / CPR, c = (ch % CPR) * 8;
+        const int r = ch / CPR, c = (ch % CPR) * EPC;
         const bool valid = r < rows_valid && c < d;
         copy(r, c, valid ? src + size_t(r) * ld + c : any, valid);
     }
@@ -185,19 +186,21 @@ struct Chunks {
 // thread_src(tile, ld)) to shared-memory element Layout::at<ROWS>(row, column); rows >= rows and
 // columns >= d are zero-filled (`any`: an address of the array for the chunks that read nothing).
 // Layout::kUnrolled: Chunks::each's loop unrolled where a thread's chunks do not follow one pointer.
-template <int DP, int NT, class Layout>
+// EPC: elements per 16-byte chunk (8 for 16-bit elements, 2 for doubles).
+template <int DP, int NT, class Layout, int EPC = 8>
 struct CpAsyncTiles {
     // Whether a thread's chunks of a tile follow one stepped pointer (Chunks)
     template <int ROWS>
-    static constexpr bool kStepped = Chunks<ROWS, DP, NT>::STEPPED;
+    static constexpr bool kStepped = Chunks<ROWS, DP, NT, EPC>::STEPPED;
     template <int ROWS, typename T>
     static __device__ __forceinline__ const T* thread_src(const T* g, int ld) {
-        return Chunks<ROWS, DP, NT>::thread_src(g, ld);
+        return Chunks<ROWS, DP, NT, EPC>::thread_src(g, ld);
     }
     template <int ROWS, typename T>
     static __device__ __forceinline__ void load_from(T* s, const T* src, const T* any, int rows,
                                                      int d, int ld) {
-        Chunks<ROWS, DP, NT>::template each<Layout::kUnrolled>(
+        static_assert(sizeof(T) * EPC == 16, "EPC elements of T make one 16-byte chunk");
+        Chunks<ROWS, DP, NT, EPC>::template each<Layout::kUnrolled>(
             src, any, rows, d, ld, [&](int r, int c, const T* g, bool ok) {
                 cp_async16(s + Layout::template at<ROWS>(r, c), g, ok);
             });

@@ -26,6 +26,11 @@ WGMMA_BWD = [TileConfig(64, 64, 4, 2, "wgmma"), TileConfig(64, 128, 8, 2, "wgmma
              TileConfig(64, 64, 4, 1, "wgmma"), TileConfig(128, 128, 8, 1, "wgmma")]
 MMA_BWD = [TileConfig(64, 64, 4, 2, "mma"), TileConfig(32, 64, 4, 1, "mma"),
            TileConfig(32, 32, 2, 2, "mma")]
+# float64 tensor cores: 16 and 8 rows per warp (m16n8k16 on sm_90, m8n8k4), 1 and 2 stages
+DMMA_FWD = [TileConfig(64, 32, 4, 2, "dmma"), TileConfig(128, 64, 8, 2, "dmma"),
+            TileConfig(64, 32, 8, 2, "dmma"), TileConfig(32, 32, 4, 1, "dmma")]
+DMMA_BWD = [TileConfig(32, 32, 4, 2, "dmma"), TileConfig(64, 64, 8, 2, "dmma"),
+            TileConfig(32, 64, 4, 1, "dmma"), TileConfig(16, 16, 2, 1, "dmma")]
 
 
 @pytest.fixture
@@ -125,6 +130,7 @@ def _tile_cases():
         cases += [(dt, t, "bwd_det") for t in WGMMA_BWD]
     for dt in ("float16", "float32", "float64"):
         cases += [(dt, t, "both") for t in SIMT]
+    cases += [("float64", t, "fwd") for t in DMMA_FWD] + [("float64", t, "bwd_det") for t in DMMA_BWD]
     return [pytest.param(dt, t, p, id=f"{dt}-{t.short()}-{p}") for dt, t, p in cases]
 
 
@@ -173,6 +179,25 @@ def test_mma_refuses_float32(cp):
     q, k, v = make_inputs(cp, (1, 64, 64), (1, 64, 64), np.float32, seed=1)
     with pytest.raises(ValueError, match="float16 or bfloat16"):
         cuflash.attention(q, k, v, tile=TileConfig(64, 64, 4, 2, "mma"))
+    with pytest.raises(ValueError, match="needs float64"):
+        cuflash.attention(q, k, v, tile=TileConfig(64, 32, 4, 2, "dmma"))
+
+
+def test_float64_default_is_dmma_where_it_runs(cp):
+    """float64 on sm_80 / sm_90 takes the float64 tensor-core kernels by default (d <= 128,
+    deterministic backward); atomic dQ stays on simt, and asking dmma for it is refused."""
+    from cuflash.gpu.ops import device_arch, smem_limit
+    from cuflash.tile import default_tile, has_fp64_tensor_cores
+    want = "dmma" if has_fp64_tensor_cores(device_arch()) else "simt"
+    kw = dict(smem_limit=smem_limit(), arch=device_arch())
+    assert default_tile(128, np.float64, **kw).kernel == want
+    assert default_tile(64, np.float64, backward=True, **kw).kernel == want
+    assert default_tile(64, np.float64, backward=True, deterministic=False, **kw).kernel == "simt"
+    q, k, v = make_inputs(cp, (1, 40, 64), (1, 40, 64), np.float64, seed=1)
+    out, lse = cuflash.attention(q, k, v, return_lse=True)
+    with pytest.raises(ValueError, match="dQ in its own pass"):
+        cuflash.attention_backward(q, cuflash.Residuals(q, k, v, out, lse),
+                                   tile=TileConfig(32, 32, 4, 2, "dmma"), deterministic=False)
 
 
 def test_wgmma_forward_on_hopper_only(cp):

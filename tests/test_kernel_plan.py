@@ -105,3 +105,88 @@ def test_kernel_getters_are_cached():
     from cuflash.gpu import build
     for name in ("get_kernel", "get_tile_lists", "get_preprocess", "get_combine", "_module"):
         assert hasattr(getattr(build, name), "cache_info"), f"build.{name} is not cached"
+
+
+# -- the float64 tensor-core kernels (dmma) ---------------------------------------------------
+
+DM = TileConfig(64, 32, 4, 2, "dmma")
+
+
+def test_dmma_spec_layout():
+    """Names, template arguments and shared memory come from the C++ (rows of d + 2 doubles:
+    (64 + 2·2·32)·130·8 bytes at d = 128)."""
+    (spec,) = plan.specs_for("float64", 128, DM, variant=True, backward=False)
+    assert spec.name == "cuflash_dmma_fwd_f64_d128_m64_n32_w4_s2_causal"
+    assert build.kernel_type(spec).startswith("cuflash::FwdDmma<double, 128, 64, 32, 128, 2, ")
+    assert spec.arch is None                      # the device's own architecture
+    assert spec.smem_bytes() == (64 + 2 * 2 * 32) * 130 * 8
+    dkdv, dq = plan.specs_for("float64", 128, TileConfig(32, 64, 8, 1, "dmma"), True, True)
+    assert build.kernel_type(dkdv).startswith("cuflash::DkdvDmma<double, 128, 32, 64, 256, 1, ")
+    assert dq.tile.num_warps == 4                 # 8 query rows per warp: block_m / 8 warps
+    assert dkdv.smem_bytes() == (2 * 64 + 2 * 32) * 130 * 8 + 2 * 32 * 8
+
+
+@pytest.mark.parametrize("tile,dtype,backward,arch,match", [
+    (DM, "float32", False, "sm_90", "needs float64"),
+    (DM, "float16", True, "sm_90", "needs float64"),
+    (TileConfig(64, 32, 2, 2, "dmma"), "float64", False, "sm_90", "8 or 16 rows per warp"),
+    (TileConfig(64, 64, 2, 2, "dmma"), "float64", True, "sm_90", "8 or 16 keys per warp"),
+    (TileConfig(64, 32, 4, 3, "dmma"), "float64", False, "sm_90", "1 or 2 stages"),
+    (DM, "float64", False, "sm_75", "needs sm_80"),
+    (TileConfig(128, 128, 8, 2, "dmma"), "float64", False, "sm_90", r"needs \d+ bytes"),
+])
+def test_dmma_refusals(tile, dtype, backward, arch, match):
+    with pytest.raises(ValueError, match=match):
+        plan.check_tile(tile, 128, dtype, backward=backward,
+                        smem_limit=plan.SMEM_LIMIT.get(arch, HOPPER), arch=arch)
+
+
+def test_dmma_backward_is_deterministic_only():
+    with pytest.raises(ValueError, match="dQ in its own pass"):
+        plan.specs_for("float64", 64, TileConfig(32, 32, 4, 2, "dmma"), True, True,
+                       deterministic=False)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_float64_default_tiles_per_architecture(causal):
+    """float64 takes the dmma kernels where float64 tensor cores run at full rate (sm_80,
+    sm_90) and d <= 128, every tile fitting the GPU; simt elsewhere, for atomic dQ, for wider
+    heads and without a device (the CPU twin)."""
+    for arch in ("sm_90", "sm_80"):
+        limit = plan.SMEM_LIMIT[arch]
+        for d in (16, 40, 64, 96, 128):
+            for backward in (False, True):
+                tile = default_tile(d, "float64", backward=backward, causal=causal,
+                                    smem_limit=limit, arch=arch)
+                assert tile.kernel == "dmma", (arch, d, backward, tile)
+                plan.check_tile(tile, d, "float64", backward=backward, smem_limit=limit,
+                                arch=arch)
+            atomic = default_tile(d, "float64", backward=True, deterministic=False,
+                                  causal=causal, smem_limit=limit, arch=arch)
+            assert atomic.kernel == "simt"
+        assert default_tile(256, "float64", causal=causal, smem_limit=limit, arch=arch).kernel \
+            == "simt"
+    for arch in ("sm_86", "sm_89"):
+        assert default_tile(64, "float64", causal=causal, smem_limit=plan.SMEM_LIMIT[arch],
+                            arch=arch).kernel == "simt"
+    assert default_tile(64, "float64", causal=causal).kernel == "simt"
+    assert default_tile(64, "float32", smem_limit=HOPPER, arch="sm_90").kernel == "simt"
+
+
+def test_dmma_compiles_without_spills():
+    """The d = 128 defaults on sm_90 (m16n8k16 products) and the d = 64 forward on sm_80
+    (m8n8k4): no spills (`python -m cuflash compile` checks every default)."""
+    pytest.importorskip("cupy_backends.cuda.libs.nvrtc")
+    if build.cuda_include_dir() is None:
+        pytest.skip("CUDA headers not found")
+    cases = []
+    for backward in (False, True):
+        tile = default_tile(128, "float64", backward=backward, smem_limit=HOPPER, arch="sm_90")
+        cases += [(s, "sm_90") for s in plan.specs_for("float64", 128, tile, False, backward)]
+    tile = default_tile(64, "float64", smem_limit=plan.SMEM_LIMIT["sm_80"], arch="sm_80")
+    cases += [(s, "sm_80") for s in plan.specs_for("float64", 64, tile, True, False)]
+    for spec, arch in cases:
+        assert spec.family == "dmma"
+        rep = build.compile_offline(build.source(spec), spec.name, arch, spec.smem_bytes())
+        assert rep.registers is not None and rep.registers <= 255
+        assert rep.spills == 0, f"{spec.name} spills {rep.spills} bytes on {arch}"

@@ -58,19 +58,23 @@ _KERNELS = {
     ("bwd_dq", "simt"): ("DqSimt", "flash_bwd.cu"),
     ("bwd_dq", "mma"): ("DqMma", "flash_bwd_mma.cu"),
     ("bwd_dq", "wgmma"): ("DqWgmma", "flash_bwd_wgmma.cu"),
+    ("fwd", "dmma"): ("FwdDmma", "flash_fwd_dmma.cu"),
+    ("bwd_dkdv", "dmma"): ("DkdvDmma", "flash_bwd_dmma.cu"),
+    ("bwd_dq", "dmma"): ("DqDmma", "flash_bwd_dmma.cu"),
 }
 
 
 def kernel_type(spec: KernelSpec) -> str:
     """The C++ kernel struct of one specialization, e.g.
     ``cuflash::FwdMma<__half, 128, 128, 32, 128, 2, cuflash::Variant<false, false, false>>``:
-    its template parameters are the kernel's (simt: no stages; dK/dV: the dQ mode)."""
+    its template parameters are the kernel's (simt: no stages; dK/dV of simt and mma: the dQ
+    mode)."""
     t, fam = spec.tile, spec.family
     struct, _ = _KERNELS[(spec.role, fam)]
     args = [spec.ctype, spec.head_dim, t.block_m, t.block_n, spec.threads()]
     if fam != "simt":
         args.append(t.num_stages)
-    if spec.role == "bwd_dkdv" and fam != "wgmma":
+    if spec.role == "bwd_dkdv" and fam in ("simt", "mma"):
         args.append(str(spec.atomic_dq).lower())
     args.append(spec.variant.cpp())
     return f"cuflash::{struct}<{', '.join(map(str, args))}>"
@@ -291,6 +295,12 @@ def get_tile_lists(spec: KernelSpec, device_id: int):
     return mod.get_function(tile_lists_name(spec))
 
 
+#: Split-KV's merge (split_combine.cuh): threads per block (one block per query row), and splits
+#: whose weights it holds in shared memory at a time
+COMBINE_THREADS = 128
+COMBINE_SPLITS = 256
+
+
 def combine_name(dtype: str, packed: bool = False) -> str:
     return f"cuflash_split_combine_{_SHORT[dtype]}{'_varlen' if packed else ''}"
 
@@ -298,9 +308,9 @@ def combine_name(dtype: str, packed: bool = False) -> str:
 def combine_source(dtype: str, packed: bool = False) -> str:
     """Split-KV's merge of the forward's partial results (split_combine.cuh)."""
     T, name = _CTYPE[dtype], combine_name(dtype, packed)
-    entry = (f'extern "C" __global__ void __launch_bounds__(256) {name}('
+    entry = (f'extern "C" __global__ void __launch_bounds__({COMBINE_THREADS}) {name}('
              f"const __grid_constant__ cuflash::FwdParams<{T}, {_acc(dtype)}> p) {{\n"
-             f"    cuflash::SplitCombine<{T}, {'true' if packed else 'false'}, {PREPROCESS_ROWS}>::run(p);\n}}\n")
+             f"    cuflash::SplitCombine<{T}, {'true' if packed else 'false'}, {COMBINE_SPLITS}>::run(p);\n}}\n")
     return f"// {name}\n{expand('split_combine.cuh')}\n{entry}"
 
 

@@ -14,7 +14,7 @@ import math
 
 from .. import device
 from .._xp import accum_dtype, dtype_name, resolve_dtype
-from ..tile import TileConfig, mma_capable
+from ..tile import TileConfig, dmma_capable, mma_capable
 
 ROLES = ("fwd", "bwd_dkdv", "bwd_dq")
 _SHORT = {"float16": "f16", "bfloat16": "bf16", "float32": "f32", "float64": "f64"}
@@ -35,7 +35,10 @@ def head_dim_pad(d: int, family: str) -> int:
 
 #: Architecture each kernel family is compiled for; None = the device's own (CuPy chooses).
 #: wgmma exists only on sm_90a, whose code runs on compute capability 9.0 devices alone.
-FAMILY_ARCH = {"simt": None, "mma": None, "wgmma": "sm_90a"}
+FAMILY_ARCH = {"simt": None, "mma": None, "wgmma": "sm_90a", "dmma": None}
+
+#: The oldest architecture each family runs on (mma.sync m16n8k16 and m8n8k4 .f64: sm_80)
+FAMILY_MIN_SM = {"simt": 0, "mma": 80, "wgmma": 90, "dmma": 80}
 
 
 #: Variant.cache -> the C++ CacheKind (kernels_cu/mask.cuh)
@@ -201,6 +204,8 @@ def validate(spec: KernelSpec, smem_limit: int | None = None, arch: str | None =
         problems = [p for p in problems if p]
         if problems:
             raise ValueError(f"{where}: {'; '.join(problems)}")
+    elif spec.family == "dmma":
+        _validate_dmma(spec, where, arch)
     else:
         if spec.dtype not in ("float16", "bfloat16"):
             raise ValueError(f"{where}: the mma kernels need float16 or bfloat16 inputs")
@@ -236,6 +241,39 @@ def _validate_wgmma(spec: KernelSpec, where: str) -> None:
         raise ValueError(f"{where}: head_dim above 256 does not fit one wgmma (n <= 256)")
 
 
+def _sm(arch: str) -> int:
+    """The number of 'sm_XY' (90 for 'sm_90a')."""
+    return int(arch.rstrip("a").split("_")[1])
+
+
+def _validate_dmma(spec: KernelSpec, where: str, arch: str | None) -> None:
+    """flash_fwd_dmma.cu, flash_bwd_dmma.cu: warps own 8-row m-tiles (mma.sync m8n8k4 .f64)."""
+    t = spec.tile
+    if spec.dtype != "float64":
+        raise ValueError(f"{where}: the dmma kernels take float64 inputs only")
+    if arch is not None and _sm(arch) < FAMILY_MIN_SM["dmma"]:
+        raise ValueError(f"{where}: mma.sync .f64 needs sm_80 or later, this GPU is {arch}")
+    if spec.atomic_dq:
+        raise ValueError(f"{where}: the dmma backward computes dQ in its own pass; use "
+                         f"deterministic=True (or a simt tile for atomic dQ)")
+    if spec.role in ("fwd", "bwd_dq"):
+        # each warp owns 8·MT query rows, MT in {1, 2}
+        mt, rem = divmod(t.block_m, 8 * t.num_warps)
+        if rem or mt not in (1, 2):
+            raise ValueError(f"{where}: block_m must be 8 or 16 rows per warp "
+                             f"(8·num_warps or 16·num_warps)")
+    else:
+        # each warp owns 8·MK keys of the resident K/V tile, MK in {1, 2}
+        mk, rem = divmod(t.block_n, 8 * t.num_warps)
+        if rem or mk not in (1, 2):
+            raise ValueError(f"{where}: block_n must be 8 or 16 keys per warp "
+                             f"(8·num_warps or 16·num_warps)")
+        if t.block_m > 128:
+            raise ValueError(f"{where}: block_m must be at most 128")
+    if t.num_stages > 2:
+        raise ValueError(f"{where}: the dmma kernels use 1 or 2 stages")
+
+
 def _validate_mma(spec: KernelSpec, where: str) -> None:
     t = spec.tile
     if spec.role == "fwd" or spec.role == "bwd_dq":
@@ -265,9 +303,14 @@ def specs_for(dtype, head_dim: int, tile: TileConfig, variant, backward: bool,
     if tile.kernel in ("mma", "wgmma") and not mma_capable(head_dim, dtype):
         raise ValueError(f"TileConfig.kernel={tile.kernel!r} needs float16 or bfloat16 inputs, "
                          f"got {name}")
+    if tile.kernel == "dmma" and not dmma_capable(head_dim, dtype):
+        raise ValueError(f"TileConfig.kernel='dmma' needs float64 inputs, got {name}")
     if tile.kernel == "wgmma" and backward and not deterministic:
         raise ValueError(f"TileConfig {tile.short()}: the wgmma backward computes dQ in its own "
                          f"pass; use deterministic=True or a kernel='mma' tile for atomic dQ")
+    if tile.kernel == "dmma" and backward and not deterministic:
+        raise ValueError(f"TileConfig {tile.short()}: the dmma backward computes dQ in its own "
+                         f"pass; use deterministic=True or a simt tile for atomic dQ")
     dp = head_dim_pad(head_dim, tile.kernel)
     if not backward:
         return [KernelSpec("fwd", name, dp, tile, variant)]
@@ -278,6 +321,8 @@ def specs_for(dtype, head_dim: int, tile: TileConfig, variant, backward: bool,
             # the dQ kernel gives each warp 16 query rows (wgmma: exactly 16, 64 per warpgroup):
             # its warp count follows block_m
             dq_tile = tile.replace(num_warps=tile.block_m // 16)
+        elif tile.kernel == "dmma" and tile.block_m < 8 * tile.num_warps:
+            dq_tile = tile.replace(num_warps=tile.block_m // 8)   # 8 query rows per warp
         return [KernelSpec("bwd_dkdv", name, dp, tile, variant, False),
                 KernelSpec("bwd_dq", name, dp, dq_tile, variant)]
     return [KernelSpec("bwd_dkdv", name, dp, tile, variant, True)]
@@ -286,7 +331,7 @@ def specs_for(dtype, head_dim: int, tile: TileConfig, variant, backward: bool,
 def check_tile(tile: TileConfig, head_dim: int, dtype, *, backward=False, smem_limit=None,
                arch=None):
     """Raise ValueError if `tile` cannot run this pass (thread mapping, shared memory, arch)."""
-    # the wgmma backward has no atomic-dQ mode: only its deterministic pair is checked
-    for det in ((True, False) if backward and tile.kernel != "wgmma" else (True,)):
+    # the wgmma and dmma backwards have no atomic-dQ mode: only their deterministic pair is checked
+    for det in ((True, False) if backward and tile.kernel not in ("wgmma", "dmma") else (True,)):
         for spec in specs_for(dtype, head_dim, tile, False, backward, det):
             validate(spec, smem_limit, arch)

@@ -1,0 +1,200 @@
+// cuflash: FlashAttention backward on float64 tensor cores, mma.sync m8n8k4 .f64 (sm_80+).
+// The algorithm is flash_bwd.cu's (and cuflash/twin.py's) in float64; the structure is
+// flash_bwd_mma.cu's deterministic pair, every product a tensor-core product, the score tiles
+// kept in registers (dmma.cuh: the C fragments of Sᵀ and dSᵀ are the A fragments of the next
+// products). The mask, score modifiers, P/dS recomputation, staging ring and the GQA group sum
+// are the shared parts.
+//
+//   DkdvDmma  one K/V tile resident (warp w owns keys 8·MK·w ..), Q/dO tiles streamed through a
+//             cp.async ring (for_each_query_tile): Sᵀ = K Qᵀ and dPᵀ = V dOᵀ in registers,
+//             Pᵀ = 2^(u·mul - lse·log2 e), dSᵀ = Pᵀ ∘ (dPᵀ - D) · g (bwd_probs),
+//             dV += Pᵀ dO and dK += dSᵀ Q from the registers.
+//   DqDmma    one Q/dO tile resident (warp owns 8·MT queries), K/V tiles streamed:
+//             S, dP, dS in registers, dQ += dS K_j in a fixed order.
+// No atomic-dQ mode (deterministic=False takes the simt kernels: cuflash/gpu/plan.py).
+// D = rowsum(dO ∘ O) comes from BwdPreprocess (bwd_preprocess.cuh).
+//
+// Versions (predictions and results in NOTES.md, v11):
+//   v1  as above.
+#pragma once
+#include "mainloop.cuh"
+#include "dmma.cuh"
+
+namespace cuflash {
+
+template <typename T, int DP, int BLOCK_M, int BLOCK_N, int NT, int STAGES, class V>
+struct DkdvDmma {
+    static_assert(sizeof(T) == 8, "the dmma kernels take float64");
+    using Params = BwdParams<T, double>;
+    static constexpr int NW = NT / 32;
+    static constexpr int MK = BLOCK_N / (8 * NW);   // 8-key m-tiles per warp
+    static constexpr int NQ = BLOCK_M / 8;          // 8-query n-tiles of Sᵀ
+    static constexpr int NO = DP / 8;               // 8-column n-tiles of dK, dV
+    static constexpr int LDS = DP + 2;
+    static_assert(MK >= 1 && BLOCK_N == 8 * MK * NW, "BLOCK_N must be 8·MK·warps");
+    static_assert(BLOCK_M % 8 == 0 && DP % 16 == 0, "BLOCK_M a multiple of 8, DP of 16");
+    static_assert(STAGES == 1 || STAGES == 2, "1 or 2 stages");
+
+    using Tiles = DmmaTiles<DP, LDS, NT>;
+    struct Smem {
+        T k[BLOCK_N * LDS];                // resident K tile
+        T v[BLOCK_N * LDS];                // resident V tile
+        T q[STAGES][BLOCK_M * LDS];        // ring of Q tiles
+        T dout[STAGES][BLOCK_M * LDS];     // ring of dO tiles
+        double lse2[STAGES][BLOCK_M];      // lse·log2 e of the streamed queries
+        double D[STAGES][BLOCK_M];
+    };
+    static constexpr int kSmemBytes = sizeof(Smem);
+
+    static __device__ __forceinline__ void run(const Params& p) {
+        const KeyBlock<BLOCK_N, V, Params> kb(p);
+        if (!kb.active) return;
+        Smem& sm = smem_as<Smem>(kSmemBytes);
+        const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+        const int g = lane >> 2, t4 = lane & 3;
+        const int j0 = kb.j0, d = p.d;
+        const int wkey = warp * 8 * MK;   // this warp's first key in the tile
+        load_tile_at<BLOCK_N, Tiles>(sm.k, kb.seq.k_row(p.k, p.k_stride, j0), kb.rows, d,
+                                     int(p.k_stride[2]));
+        load_tile_at<BLOCK_N, Tiles>(sm.v, kb.seq.k_row(p.v, p.v_stride, j0), kb.rows, d,
+                                     int(p.v_stride[2]));
+
+        double dK[MK][NO][2], dV[MK][NO][2];   // keys wkey + 8m + g (dmma_cx's layout)
+        zero_dfragments(dK);
+        zero_dfragments(dV);
+
+        using Head = GroupHead<BLOCK_M, BLOCK_N, V, Params, double>;
+        using Staged = StagedQuery<T, double>;
+        for_each_query_tile<BLOCK_M, NT, Tiles, Head, CpAsyncPipeline<STAGES>>(
+            p, kb, [&](int s) { return Staged{sm.q[s], sm.dout[s], sm.lse2[s], sm.D[s]}; },
+            [&](const Head& head, int t, int i0, const Staged& staged) {
+                // -- Sᵀ = K_j Q_iᵀ and dPᵀ = V_j dO_iᵀ for this warp's keys
+                double st[MK][NQ][2], dpt[MK][NQ][2];
+                zero_dfragments(st);
+                zero_dfragments(dpt);
+                dmma_abt<MK, NQ, DP, LDS>(st, sm.k + wkey * LDS, staged.q, lane);
+                dmma_abt<MK, NQ, DP, LDS>(dpt, sm.v + wkey * LDS, staged.dout, lane);
+
+                // -- Pᵀ in place of Sᵀ, dSᵀ in place of dPᵀ (rows r = key m-tiles, elements e =
+                //    queries 8·(e / 2) + 2t + e % 2)
+                auto ql = [&](int e) { return 8 * (e >> 1) + 2 * t4 + (e & 1); };
+                bwd_probs<double, MK, 2 * NQ>(
+                    [&](int r, int e) -> double& { return st[r][e >> 1][e & 1]; },
+                    [&](int r, int e) -> double& { return dpt[r][e >> 1][e & 1]; },
+                    [&](int r, int e, int& i, int& j) { i = i0 + ql(e); j = j0 + wkey + 8 * r + g; },
+                    [&](int, int e) { return staged.lse2[ql(e)]; },
+                    [&](int, int e) { return staged.D[ql(e)]; }, head.mask, head.score,
+                    head.needs_mask(t, i0), Exp2Exact());
+
+                // -- dV_j += P_ijᵀ dO_i, dK_j += dS_ijᵀ Q_i (k = queries)
+                dmma_cx<MK, NQ, DP, LDS>(dV, st, staged.dout, lane);
+                dmma_cx<MK, NQ, DP, LDS>(dK, dpt, staged.q, lane);
+            });
+
+        // -- dK_j = scale · Σ_h Σ_i dS_ijᵀ Q_i, dV_j = Σ_h Σ_i P_ijᵀ dO_i over the group's heads
+        double fk[MK], fv[MK];
+#pragma unroll
+        for (int m = 0; m < MK; ++m) { fk[m] = p.scale; fv[m] = 1.0; }
+        store_dkdv<T>(
+            p, kb,
+            [&] {
+                store_drows<MK, NO>(kb.seq.k_row(p.dk, p.dk_stride, j0), d, p.dk_stride[2],
+                                    kb.rows, dK, fk, wkey, lane);
+                store_drows<MK, NO>(kb.seq.k_row(p.dv, p.dv_stride, j0), d, p.dv_stride[2],
+                                    kb.rows, dV, fv, wkey, lane);
+            },
+            DRows<MK, NO>{dK, wkey, lane}, DRows<MK, NO>{dV, wkey, lane});
+    }
+};
+
+// Deterministic dQ: one Q/dO tile resident (warp owns 8·MT query rows), K/V tiles streamed.
+template <typename T, int DP, int BLOCK_M, int BLOCK_N, int NT, int STAGES, class V>
+struct DqDmma {
+    static_assert(sizeof(T) == 8, "the dmma kernels take float64");
+    using Params = BwdParams<T, double>;
+    static constexpr int NW = NT / 32;
+    static constexpr int MT = BLOCK_M / (8 * NW);
+    static constexpr int NS = BLOCK_N / 8;
+    static constexpr int NO = DP / 8;
+    static constexpr int LDS = DP + 2;
+    static_assert(MT >= 1 && BLOCK_M == 8 * MT * NW, "BLOCK_M must be 8·MT·warps");
+    static_assert(BLOCK_N % 8 == 0 && DP % 16 == 0, "BLOCK_N a multiple of 8, DP of 16");
+    static_assert(STAGES == 1 || STAGES == 2, "1 or 2 stages");
+
+    using Tiles = DmmaTiles<DP, LDS, NT>;
+    struct Smem {
+        T q[BLOCK_M * LDS];              // resident Q tile
+        T dout[BLOCK_M * LDS];           // resident dO tile
+        T k[STAGES][BLOCK_N * LDS];      // ring of K tiles
+        T v[STAGES][BLOCK_N * LDS];      // ring of V tiles
+    };
+    static constexpr int kSmemBytes = sizeof(Smem);
+
+    static __device__ __forceinline__ void run(const Params& p) {
+        const QueryBlock<BLOCK_M, V, Params, double> blk(p);
+        if (!blk.active) return;
+        Smem& sm = smem_as<Smem>(kSmemBytes);
+        const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+        const int g = lane >> 2, t4 = lane & 3;
+        const int i0 = blk.i0, d = p.d;
+        const int wrow = warp * 8 * MT;
+
+        const TileIter kv = blk.template key_tiles<BLOCK_N>();
+        CpAsyncPipeline<STAGES> pipe{kv.n};
+        auto kvs = kv_stream<BLOCK_N, Tiles>(blk, p, kv);
+        auto load_kv = [&](int t, int stage) {
+            kvs.load(sm.k[stage], sm.v[stage], t);
+        };
+        load_tile_at<BLOCK_M, Tiles>(sm.q, blk.seq.q_row(p.q, p.q_stride, i0), blk.rows, d,
+                                     int(p.q_stride[2]));
+        load_tile_at<BLOCK_M, Tiles>(sm.dout, blk.seq.q_row(p.dout, p.dout_stride, i0), blk.rows,
+                                     d, int(p.dout_stride[2]));
+        pipe.prologue(load_kv);
+
+        double lse2[MT], Dr[MT], dQ[MT][NO][2];
+#pragma unroll
+        for (int m = 0; m < MT; ++m) {
+            const int r = wrow + 8 * m + g;
+            lse2[m] = lse_log2(r < blk.rows ? p.lse[blk.seq.row(i0 + r)] : 0.0, r < blk.rows);
+            Dr[m] = r < blk.rows ? p.D[blk.seq.row(i0 + r)] : 0.0;
+        }
+        zero_dfragments(dQ);
+
+        for (int t = 0; t < pipe.n; ++t) {
+            const int j0 = kv.start(t, BLOCK_N);
+            const int stage = pipe.acquire(t, load_kv);
+
+            // -- S = Q_i K_jᵀ, dP = dO_i V_jᵀ
+            double s[MT][NS][2], dp[MT][NS][2];
+            zero_dfragments(s);
+            zero_dfragments(dp);
+            dmma_abt<MT, NS, DP, LDS>(s, sm.q + wrow * LDS, sm.k[stage], lane);
+            dmma_abt<MT, NS, DP, LDS>(dp, sm.dout + wrow * LDS, sm.v[stage], lane);
+
+            // -- dS = P ∘ (dP - D) · g in place of dP (rows r = m-tiles)
+            bwd_probs<double, MT, 2 * NS>(
+                [&](int r, int e) -> double& { return s[r][e >> 1][e & 1]; },
+                [&](int r, int e) -> double& { return dp[r][e >> 1][e & 1]; },
+                [&](int r, int e, int& i, int& j) {
+                    i = i0 + wrow + 8 * r + g;
+                    j = j0 + 8 * (e >> 1) + 2 * t4 + (e & 1);
+                },
+                [&](int r, int) { return lse2[r]; }, [&](int r, int) { return Dr[r]; },
+                blk.mask, blk.score, blk.template needs_mask<BLOCK_N>(kv, t, j0), Exp2Exact());
+
+            // -- dQ_i += dS_ij K_j
+            dmma_cx<MT, NS, DP, LDS>(dQ, dp, sm.k[stage], lane);
+            pipe.release();
+        }
+        pipe.drain();
+
+        // -- dQ_i = scale · Σ_j dS_ij K_j
+        double f[MT];
+#pragma unroll
+        for (int m = 0; m < MT; ++m) f[m] = p.scale;
+        store_drows<MT, NO>(blk.seq.q_row(p.dq, p.dq_stride, i0), d, p.dq_stride[2], blk.rows, dQ,
+                            f, wrow, lane);
+    }
+};
+
+}  // namespace cuflash

@@ -1,0 +1,117 @@
+// cuflash: FlashAttention forward on float64 tensor cores, mma.sync m8n8k4 .f64 (sm_80+).
+// The algorithm is flash_fwd.cu's (and cuflash/twin.py's), computed in float64 throughout; the
+// structure is flash_fwd_mma.cu's: each warp owns 8·MT query rows, so row max and row sum need
+// only the 4 lanes of a quad, and P goes from the S accumulators straight into the A operand of
+// P·V (dmma.cuh says how the f64 fragments line up). The mask, score modifiers, online softmax,
+// staging ring and block set-up are the shared parts (mask.cuh, score.cuh, softmax.cuh,
+// pipeline.cuh, block.cuh); the epilogue stores O from the registers (dmma.cuh, store_drows).
+//
+// Versions (measured on the H200; predictions and results in NOTES.md, v11):
+//   v1  cp.async K/V ring (STAGES 1 or 2), Q and K fragments read from shared memory with
+//       16-byte loads per K/V tile, V likewise, exact exp2 (double), 1/l deferred, every mask,
+//       score modifier, packed batches, GQA, split-KV and the KV cache as the other families.
+//
+// Grid: (ceil(T / BLOCK_M), sequences·heads) (block.cuh, QueryBlock). Block: NT = 32·warps
+// threads, BLOCK_M = 8·MT·warps.
+#pragma once
+#include "mainloop.cuh"
+#include "dmma.cuh"
+
+namespace cuflash {
+
+template <typename T, int DP, int BLOCK_M, int BLOCK_N, int NT, int STAGES, class V>
+struct FwdDmma {
+    static_assert(sizeof(T) == 8, "the dmma kernels take float64");
+    using Params = FwdParams<T, double>;
+    static constexpr int NW = NT / 32;
+    static constexpr int MT = BLOCK_M / (8 * NW);   // 8-row m-tiles per warp
+    static constexpr int NS = BLOCK_N / 8;          // 8-column n-tiles of S
+    static constexpr int NO = DP / 8;               // 8-column n-tiles of O
+    static constexpr int LDS = DP + 2;              // row stride (doubles) of every tile (dmma.cuh)
+    static_assert(MT >= 1 && BLOCK_M == 8 * MT * NW, "BLOCK_M must be 8·MT·warps");
+    static_assert(BLOCK_N % 8 == 0 && DP % 16 == 0, "BLOCK_N a multiple of 8, DP of 16");
+    static_assert(STAGES == 1 || STAGES == 2, "1 or 2 stages");
+
+    using Tiles = DmmaTiles<DP, LDS, NT>;   // how a tile is staged (pipeline.cuh)
+    struct Smem {
+        T q[BLOCK_M * LDS];              // the resident query tile
+        T k[STAGES][BLOCK_N * LDS];      // ring of K tiles
+        T v[STAGES][BLOCK_N * LDS];      // ring of V tiles
+    };
+    static constexpr int kSmemBytes = sizeof(Smem);
+
+    static __device__ __forceinline__ void run(const Params& p) {
+        const QueryBlock<BLOCK_M, V, Params, double> blk(p);
+        if (!blk.active) return;
+        Smem& sm = smem_as<Smem>(kSmemBytes);
+        const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+        const int g = lane >> 2, t4 = lane & 3;   // fragment row and column pair
+        const int i0 = blk.i0, d = p.d;
+        const int wrow = warp * 8 * MT;           // this warp's first row in the tile
+
+        // -- the key tiles this query tile visits
+        const TileIter kv = blk.template key_tiles<BLOCK_N>();
+        CpAsyncPipeline<STAGES> pipe{kv.n};
+        auto kvs = kv_stream<BLOCK_N, Tiles>(blk, p, kv);
+        auto load_kv = [&](int t, int stage) {
+            kvs.load(sm.k[stage], sm.v[stage], t);
+        };
+        load_tile_at<BLOCK_M, Tiles>(sm.q, blk.seq.q_row(p.q, p.q_stride, i0), blk.rows, d,
+                                     int(p.q_stride[2]));
+        pipe.prologue(load_kv);
+
+        double o[MT][NO][2];   // unnormalized O rows g of each m-tile (dmma_cx's layout)
+        zero_dfragments(o);
+        OnlineSoftmax<double, MT, 4> softmax;   // row r = m-tile r
+
+        for (int t = 0; t < pipe.n; ++t) {
+            const int j0 = kv.start(t, BLOCK_N);
+            const int stage = pipe.acquire(t, load_kv);
+
+            // -- S = Q_i K_jᵀ (raw scores)
+            double s[MT][NS][2];
+            zero_dfragments(s);
+            dmma_abt<MT, NS, DP, LDS>(s, sm.q + wrow * LDS, sm.k[stage], lane);
+
+            // -- u = score_mod(S), -inf where hidden; online softmax; O rescaled by alpha
+            auto frag = [&](int r, int e) -> double& { return s[r][e >> 1][e & 1]; };
+            auto at = [&](int r, int e, int& i, int& j) {
+                i = i0 + wrow + 8 * r + g;
+                j = j0 + 8 * (e >> 1) + 2 * t4 + (e & 1);
+            };
+            modify_and_mask<double, MT, 2 * NS>(frag, at, blk.mask, blk.score,
+                                                blk.template needs_mask<BLOCK_N>(kv, t, j0));
+            double alpha[MT];
+            softmax.template update<2 * NS>(frag, blk.score.mul, alpha, Exp2Exact());
+#pragma unroll
+            for (int m = 0; m < MT; ++m)
+#pragma unroll
+                for (int n = 0; n < NO; ++n) {
+                    o[m][n][0] *= alpha[m];
+                    o[m][n][1] *= alpha[m];
+                }
+
+            // -- O += P V_j, P straight from the S fragments
+            dmma_cx<MT, NS, DP, LDS>(o, s, sm.v[stage], lane);
+            pipe.release();
+        }
+        pipe.drain();
+
+        // -- O = O / l and lse; split-KV: this split's O_s to its rows of out_accum
+        double inv[MT];
+#pragma unroll
+        for (int m = 0; m < MT; ++m) {
+            double lse;
+            inv[m] = softmax.finalize(m, blk.score.mul, lse);
+            const int r = wrow + 8 * m + g;
+            if (t4 == 0 && r < blk.rows) blk.lse_dst(p)[blk.seq.row(i0 + r)] = lse;
+        }
+        if constexpr (V::SPLIT)
+            store_drows<MT, NO>(blk.out_accum_row(p, 0), d, d, blk.rows, o, inv, wrow, lane);
+        else
+            store_drows<MT, NO>(blk.seq.q_row(p.out, p.out_stride, i0), d, p.out_stride[2],
+                                blk.rows, o, inv, wrow, lane);
+    }
+};
+
+}  // namespace cuflash
