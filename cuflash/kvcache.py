@@ -49,6 +49,8 @@ _IN_KERNEL = True
 #: Split-KV's target of blocks per SM for decode steps (ops.num_splits_for): the decode tiles'
 #: blocks hold 1-2 warps, so a step needs several per SM to keep enough K/V reads in flight
 DECODE_BLOCKS_PER_SM = 8
+#: ... and its most splits per query tile
+DECODE_MAX_SPLITS = 128
 
 
 def _is_int(x) -> bool:
@@ -270,9 +272,30 @@ def _check_writable(k_cache, v_cache, xp) -> None:
     for name, a in (("k_cache", k_cache), ("v_cache", v_cache)):
         if xp is np and not a.flags.writeable:
             raise ValueError(f"{name} is read-only; k_new and v_new are written into it in place")
-    if xp.may_share_memory(k_cache, v_cache):
+    if _overlap(k_cache, v_cache):
         raise ValueError("k_cache and v_cache overlap in memory; k_new and v_new are written "
                          "into them in place, so they must be separate arrays")
+
+
+def _extent(a) -> tuple:
+    """[first byte, last byte + 1) of the memory an array's elements span."""
+    lo = hi = a.__array_interface__["data"][0] if isinstance(a, np.ndarray) else a.data.ptr
+    for n, st in zip(a.shape, a.strides):
+        if n > 1:
+            if st > 0:
+                hi += (n - 1) * st
+            else:
+                lo += (n - 1) * st
+    return lo, hi + a.itemsize
+
+
+def _overlap(a, b) -> bool:
+    """Whether two non-empty arrays' byte extents overlap (NumPy's and CuPy's may_share_memory
+    bound test, for either module, in a few integer operations)."""
+    if a.size == 0 or b.size == 0:
+        return False
+    (alo, ahi), (blo, bhi) = _extent(a), _extent(b)
+    return alo < bhi and blo < ahi
 
 
 # -- append and gather ---------------------------------------------------------------------------
@@ -392,6 +415,7 @@ class _KernelPlan:
         launch = ops.kvcache_launch(qv, k_cache, v_cache, opts, rows, tile=tile,
                                     group=1 if fold else G, num_splits=c.options["num_splits"],
                                     split_blocks_per_sm=DECODE_BLOCKS_PER_SM,
+                                    max_splits=DECODE_MAX_SPLITS,
                                     out_shape=(c.B, c.Hq, c.Tq, c.d),
                                     lse_shape=(c.B, c.Hq, c.Tq))
         append, copy_new = None, False
@@ -432,24 +456,34 @@ def _signature(q, k_cache, v_cache, cache_seqlens, block_table, k_new, v_new, ca
                softcap, scale, return_lse, num_splits):
     """What a prepared call (_KernelPlan) depends on, hashable; None when the call has arrays
     that are not CuPy's. Options enter with their types, so that a value the checks refuse
-    never meets the plan of an equal value they accept (1 and True)."""
-    cp = _cupy()
-    arrays = [q, k_cache, v_cache, cache_seqlens]
-    arrays += [a for a in (block_table, k_new, v_new) if a is not None]
-    if cp is None or any(type(a) is not cp.ndarray for a in arrays):
-        return None
-    if isinstance(window, list):
+    never meets the plan of an equal value they accept (1 and True). (Every call of a decode
+    loop computes this: it is written for speed.)"""
+    nd = _cupy_ndarray()
+    arrays = (q, k_cache, v_cache, cache_seqlens, block_table, k_new, v_new)
+    sig, align = [], 0
+    for i, a in enumerate(arrays):
+        if a is None:
+            sig.append(None)
+            continue
+        if type(a) is not nd:
+            return None
+        data = a.data
+        if i != 3 and i != 4:
+            align |= data.ptr & 15
+        sig.append((a.shape, a.strides, a.dtype, data.device_id))
+    if type(window) is list:
         window = tuple(window)
-    window_types = tuple(map(type, window)) if isinstance(window, tuple) else ()
-    align = 0
-    for a in (q, k_cache, v_cache, k_new, v_new):
-        if a is not None:
-            align |= a.data.ptr & 15
-    return (tuple(_array_sig(a) for a in arrays), block_table is None, k_new is None, align,
-            type(causal), causal, type(window), window, window_types, type(softcap), softcap,
-            type(scale),
-            scale, type(return_lse), return_lse, type(num_splits), num_splits,
-            _IN_KERNEL, DECODE_TILE, DECODE_BLOCKS_PER_SM)
+    window_types = tuple(map(type, window)) if type(window) is tuple else ()
+    return (tuple(sig), align, type(causal), causal, type(window), window, window_types,
+            type(softcap), softcap, type(scale), scale, type(return_lse), return_lse,
+            type(num_splits), num_splits, _IN_KERNEL, DECODE_TILE, DECODE_BLOCKS_PER_SM,
+            DECODE_MAX_SPLITS)
+
+
+@functools.lru_cache(maxsize=None)
+def _cupy_ndarray():
+    cp = _cupy_module()
+    return None if cp is None else cp.ndarray
 
 
 @functools.lru_cache(maxsize=None)
@@ -459,10 +493,6 @@ def _cupy_module():
     except ImportError:
         return None
     return cupy
-
-
-def _cupy():
-    return _cupy_module()
 
 
 def _prepared(key, q, k_cache, v_cache, cache_seqlens, block_table, k_new, v_new, options):

@@ -9,6 +9,7 @@
 // the warp's rows, lane = 4g + t.
 #pragma once
 #include "mma.cuh"
+#include "softmax.cuh"
 
 namespace cuflash {
 
@@ -72,6 +73,84 @@ __device__ __forceinline__ void store_out(const P& p, const QB& blk, const float
                                          lane);
     }
 }
+
+// Warps that split each tile's keys (flash_fwd_mma.cu, KW > 1) hold O, m and l of all 16·MT rows
+// over their own keys; merge them into warp 0's, as split-KV's merge does across blocks:
+// M = max_w m_w, scale_w = 2^((m_w - M)·mul) (0 for a warp that saw no key), O = Σ_w scale_w·O_w,
+// l = Σ_w scale_w·l_w. buf: free shared memory (the K/V ring after the loop) of kMergeFloats.
+// Every warp of the block calls it; it returns true in warp 0, which then holds the result (its
+// l whole on lane t = 0 of each quad, so OnlineSoftmax::finalize's quad sum gives it).
+template <int KW, int MT>
+struct KeyWarpMerge {
+    static constexpr int ROWS = 16 * MT;
+    template <int DP>
+    static constexpr int kMergeFloats = KW > 1 ? 2 * KW * ROWS + (KW - 1) * ROWS * DP : 0;
+
+    template <int NO, class Softmax>
+    static __device__ __forceinline__ bool run(float (&o)[MT][NO][4], Softmax& sm, float mul,
+                                               float* buf, int warp, int lane) {
+        float* m_buf = buf;                  // [KW][ROWS]
+        float* l_buf = buf + KW * ROWS;      // [KW][ROWS]
+        float* o_buf = buf + 2 * KW * ROWS;  // [KW - 1][ROWS][8·NO]
+        const int g = lane >> 2, t4 = lane & 3;
+        auto row_of = [&](int r) { return (r >> 1) * 16 + g + (r & 1) * 8; };
+#pragma unroll
+        for (int r = 0; r < 2 * MT; ++r) {
+            const float l = lanes_sum<4>(sm.l[r]);
+            if (t4 == 0) {
+                m_buf[warp * ROWS + row_of(r)] = sm.m[r];
+                l_buf[warp * ROWS + row_of(r)] = l;
+            }
+        }
+        __syncthreads();
+        auto scale_of = [&](float m, float M) {
+            return m == -Num<float>::inf() ? 0.f : Num<float>::exp2(m * mul - M * mul);
+        };
+        float scale[2 * MT], M[2 * MT], L[2 * MT];
+#pragma unroll
+        for (int r = 0; r < 2 * MT; ++r) {
+            M[r] = -Num<float>::inf();
+#pragma unroll
+            for (int w = 0; w < KW; ++w) M[r] = Num<float>::max(M[r], m_buf[w * ROWS + row_of(r)]);
+            scale[r] = scale_of(sm.m[r], M[r]);
+            L[r] = 0.f;
+#pragma unroll
+            for (int w = 0; w < KW; ++w)
+                L[r] += scale_of(m_buf[w * ROWS + row_of(r)], M[r]) * l_buf[w * ROWS + row_of(r)];
+        }
+        if (warp > 0) {
+            float* mine = o_buf + (warp - 1) * ROWS * (8 * NO);
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                for (int n = 0; n < NO; ++n)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e)
+                        mine[row_of(2 * mt + (e >> 1)) * (8 * NO) + n * 8 + 2 * t4 + (e & 1)] =
+                            o[mt][n][e] * scale[2 * mt + (e >> 1)];
+        }
+        __syncthreads();
+        if (warp > 0) return false;
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int n = 0; n < NO; ++n)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    const int at = row_of(2 * mt + (e >> 1)) * (8 * NO) + n * 8 + 2 * t4 + (e & 1);
+                    float x = o[mt][n][e] * scale[2 * mt + (e >> 1)];
+#pragma unroll
+                    for (int w = 1; w < KW; ++w) x += o_buf[(w - 1) * ROWS * (8 * NO) + at];
+                    o[mt][n][e] = x;
+                }
+#pragma unroll
+        for (int r = 0; r < 2 * MT; ++r) {
+            sm.m[r] = M[r];
+            sm.l[r] = t4 == 0 ? L[r] : 0.f;
+        }
+        return true;
+    }
+};
 
 // rows [wrow, wrow + 16) of the tile, acc · factor, rows < rows_valid and columns < d (row
 // stride ld).

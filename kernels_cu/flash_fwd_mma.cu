@@ -12,9 +12,16 @@
 //   v2  P packed to 16-bit A fragments right after the softmax (the float S registers die
 //       before P·V), which lets 128-row tiles (MT = 2) fit at d = 128 without spills.
 //   v6  written on the shared mainloop parts; any mask band, softcap, ALiBi.
+//   v10 warps that split the keys (decode): with BLOCK_M = 16·MT < 16·warps, every warp takes all
+//       BLOCK_M rows and its own BLOCK_N / warps keys of each tile, with its own running max,
+//       sum and O; the warps' results merge once at the end (merge_key_warps). A decode step's
+//       few query rows then keep warps·(one tile's work / warps) in flight instead of one warp
+//       working through each whole tile.
 //
 // Grid: (ceil(T / BLOCK_M), sequences·heads) (block.cuh, QueryBlock). Block: NT = 32·warps
-// threads, BLOCK_M = 16·MT·warps.
+// threads. Rows split (BLOCK_M = 16·MT·warps): warp w owns rows 16·MT·w .. and every key of a
+// tile. Keys split (BLOCK_M = 16·MT, warps > 1): warp w owns every row and keys
+// w·BLOCK_N / warps .. of each tile.
 #pragma once
 #include "mainloop.cuh"
 
@@ -24,19 +31,26 @@ template <typename T, int DP, int BLOCK_M, int BLOCK_N, int NT, int STAGES, clas
 struct FwdMma {
     using Params = FwdParams<T, float>;
     static constexpr int NW = NT / 32;
-    static constexpr int MT = BLOCK_M / (16 * NW);  // 16-row m-tiles per warp
-    static constexpr int NS = BLOCK_N / 8;          // 8-column n-tiles of S
-    static constexpr int NO = DP / 8;               // 8-column n-tiles of O
+    static constexpr int KW = BLOCK_M < 16 * NW ? NW : 1;   // warps that split a tile's keys
+    static constexpr int MT = BLOCK_M / (16 * (NW / KW));   // 16-row m-tiles per warp
+    static constexpr int WN = BLOCK_N / KW;                 // keys of a tile per warp
+    static constexpr int NS = WN / 8;                       // 8-column n-tiles of S
+    static constexpr int NO = DP / 8;                       // 8-column n-tiles of O
     static constexpr int LDS = DP + 8;              // row stride (elements) of every tile: +16 bytes
-    static_assert(MT >= 1 && BLOCK_M == 16 * MT * NW, "BLOCK_M must be 16·MT·warps");
-    static_assert(BLOCK_N % 16 == 0 && DP % 16 == 0, "tiles must be multiples of 16");
-    static_assert(STAGES == 1 || STAGES == 2, "1 or 2 stages");
+    static_assert((MT == 1 || MT == 2) && BLOCK_M == 16 * MT * (NW / KW),
+                  "BLOCK_M must be 16·MT·warps, or 16·MT when the warps split the keys");
+    static_assert(WN % 16 == 0 && DP % 16 == 0, "tiles must be multiples of 16 (per warp)");
+    static_assert(STAGES >= 1 && STAGES <= 4, "1 to 4 stages");
 
     using Tiles = MmaTiles<DP, LDS, NT>;   // how a tile is staged (pipeline.cuh)
+    using Merge = KeyWarpMerge<KW, MT>;
+    static constexpr int kRingBytes = 2 * STAGES * BLOCK_N * LDS * int(sizeof(T));
+    static constexpr int kMergeBytes = 4 * Merge::template kMergeFloats<DP>;
     struct Smem {
         T q[BLOCK_M * LDS];              // the resident query tile; later each warp's O rows
         T k[STAGES][BLOCK_N * LDS];      // ring of K tiles
-        T v[STAGES][BLOCK_N * LDS];      // ring of V tiles
+        T v[STAGES][BLOCK_N * LDS];      // ring of V tiles (K and V: the key warps' merge after)
+        char merge_room[kMergeBytes > kRingBytes ? kMergeBytes - kRingBytes : 16];
     };
     static constexpr int kSmemBytes = sizeof(Smem);
 
@@ -47,7 +61,8 @@ struct FwdMma {
         const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
         const int g = lane >> 2, t4 = lane & 3;   // fragment row group and column pair
         const int i0 = blk.i0, d = p.d;
-        const int wrow = warp * 16 * MT;          // this warp's first row in the tile
+        const int wrow = KW > 1 ? 0 : warp * 16 * MT;   // this warp's first row in the tile
+        const int wkey = KW > 1 ? warp * WN : 0;         // and its first key
 
         // -- the key tiles this query tile visits
         const TileIter kv = blk.template key_tiles<BLOCK_N>();
@@ -83,9 +98,9 @@ struct FwdMma {
 #pragma unroll
                 for (int mt = 0; mt < MT; ++mt) ldmatrix_x4(a[mt], frag_a_addr<LDS>(sm.q, wrow + mt * 16, kk * 16, lane));
 #pragma unroll
-                for (int nn = 0; nn < BLOCK_N / 16; ++nn) {
+                for (int nn = 0; nn < WN / 16; ++nn) {
                     unsigned bk[4];
-                    ldmatrix_x4(bk, frag_b_addr<LDS>(Ks, nn * 16, kk * 16, lane));
+                    ldmatrix_x4(bk, frag_b_addr<LDS>(Ks, wkey + nn * 16, kk * 16, lane));
 #pragma unroll
                     for (int mt = 0; mt < MT; ++mt) {
                         mma16816<T>(s[mt][2 * nn], a[mt], bk[0], bk[1]);
@@ -98,7 +113,7 @@ struct FwdMma {
             auto frag = [&](int r, int e) -> float& { return s[r >> 1][e >> 1][2 * (r & 1) + (e & 1)]; };
             auto at = [&](int r, int e, int& i, int& j) {
                 i = i0 + wrow + (r >> 1) * 16 + g + (r & 1) * 8;
-                j = j0 + (e >> 1) * 8 + 2 * t4 + (e & 1);
+                j = j0 + wkey + (e >> 1) * 8 + 2 * t4 + (e & 1);
             };
             modify_and_mask<float, 2 * MT, 2 * NS>(frag, at, blk.mask, blk.score,
                                                   blk.template needs_mask<BLOCK_N>(kv, t, j0));
@@ -113,12 +128,16 @@ struct FwdMma {
 
             // -- P rounded to T and packed as A fragments now, so the float S registers die here;
             //    O += P V_j
-            unsigned pa[MT][BLOCK_N / 16][4];
+            unsigned pa[MT][WN / 16][4];
             c_to_a_tile<T>(pa, s);
-            mma_rows<T, MT, BLOCK_N / 16, DP, LDS>(o, pa, Vs, lane);
+            mma_rows<T, MT, WN / 16, DP, LDS>(o, pa, Vs + wkey * LDS, lane);
             pipe.release();
         }
         pipe.drain();
+        if constexpr (KW > 1) {   // the key warps' results into warp 0's; the others are done
+            if (!Merge::run(o, softmax, blk.score.mul, reinterpret_cast<float*>(sm.k), warp, lane))
+                return;
+        }
 
         // -- O = O / l and lse; this warp's own Q rows stage O for 16-byte stores
         float inv[MT][2];

@@ -775,3 +775,17 @@ def test_cuda_graph_capture_replays_like_eager_calls(layout, page_size):
         stream.synchronize()
         assert cp.array_equal(out, again_out) and cp.array_equal(lse, again_lse)
         assert not cp.array_equal(out, eager_out)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("layout,page_size", [("contiguous", PAGE), ("paged", 256)],
+                         ids=["contiguous", "paged256"])
+def test_long_caches_in_kernel(layout, page_size):
+    """Caches of 100,000 and 33,333 tokens beside one of 1 (d = 128, GQA 4): split-KV over
+    hundreds of key tiles per sequence and the merge of many splits, against the oracle."""
+    cp = _gpu_or_skip()
+    sc = Scenario(cp, DTYPES["float16"], layout, Hq=8, Hkv=2, Tq=1, Tnew=1, d=128,
+                  page_size=page_size, seqlens=(100000, 33333, 1),
+                  seed=case_seed("long", layout))
+    out, lse = sc.call(return_lse=True, validate=False)
+    sc.check(out, lse, f"long {layout}", causal=True)

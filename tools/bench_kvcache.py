@@ -141,6 +141,9 @@ def main(argv=None):
     ap.add_argument("--page", type=int, default=256)
     ap.add_argument("--bps", default="", help="split-KV targets (blocks per SM); default auto")
     ap.add_argument("--tiles", default="", help="mma tiles MxNxWxS; default auto")
+    ap.add_argument("--max-splits", default="", help="split-KV caps; default the library's")
+    ap.add_argument("--no-host", action="store_true", help="skip the host-time part")
+    ap.add_argument("--layouts", default="contiguous,paged", help="contiguous and/or paged")
     ap.add_argument("--footprint", type=int, default=256, help="MB of K/V copies cycled at least")
     ap.add_argument("--host-calls", type=int, default=10000)
     ap.add_argument("--no-torch", action="store_true")
@@ -152,14 +155,17 @@ def main(argv=None):
     from cuflash.experiments.readbw import DeviceRead
     tiles = [TileConfig(*(int(x) for x in t.split("x")), "mma") for t in a.tiles.split(",") if t]
     bps = [int(x) for x in a.bps.split(",") if x]
-    combos = [(t, n) for t in (tiles or [None]) for n in (bps or [kvcache.DECODE_BLOCKS_PER_SM])]
-    label = lambda t, n: ("auto" if t is None else f"{t.block_m}x{t.block_n}") + f"/b{n}"
+    caps = [int(x) for x in a.max_splits.split(",") if x] or [kvcache.DECODE_MAX_SPLITS]
+    combos = [(t, n, m) for t in (tiles or [None])
+              for n in (bps or [kvcache.DECODE_BLOCKS_PER_SM]) for m in caps]
+    label = lambda t, n, m: (("auto" if t is None else f"{t.block_m}x{t.block_n}x{t.num_warps}")
+                             + f"/b{n}/c{m}")
     G, d = a.G, a.d
     props = cp.cuda.runtime.getDeviceProperties(0)
     print(f"{props['name'].decode()}, float16, d={d}, Hq={G}·Hkv, page={a.page}; TB/s of K+V "
           f"(GPU time per call from CUDA graphs)")
     head = (f"{'B':>3} {'Hkv':>3} {'S':>7} {'copies':>6} {'layout':>10} "
-            + "".join(f"{label(t, n):>11}" for t, n in combos)
+            + "".join(f"{label(*c):>17}" for c in combos)
             + f"{'ceiling':>9}{'flash':>8}{'cuDNN':>8}{'/ceil':>7}{'/cuDNN':>7}")
     print(head)
     rng = np.random.default_rng(0)
@@ -180,7 +186,8 @@ def main(argv=None):
             if not a.no_torch:
                 ks, vs = [b[0] for b in bufs], [b[1] for b in bufs]
                 refs = [rate(_torch_ms(qs, ks, vs, be)) for be in ("flash", "cudnn")]
-            for layout in ("contiguous", f"paged{a.page}"):
+            for layout in [x if x == "contiguous" else f"paged{a.page}"
+                           for x in a.layouts.split(",")]:
                 if layout == "contiguous":
                     caches = [(b[0], b[1], None) for b in bufs]
                 else:
@@ -188,15 +195,16 @@ def main(argv=None):
                         continue
                     caches = [_paged(cp, b[0], b[1], a.page, rng) for b in bufs]
                 cols = []
-                for t, n in combos:
+                for t, n, m in combos:
                     kvcache.DECODE_TILE, kvcache.DECODE_BLOCKS_PER_SM = t, n
+                    kvcache.DECODE_MAX_SPLITS = m
                     calls = [lambda i=i, c=c: kvcache.attention_with_kvcache(
                         qs[i % len(qs)], c[0], c[1], cache_seqlens=seqlens, block_table=c[2],
                         validate=False) for i, c in enumerate(caches)]
                     cols.append(rate(_graph_ms(cp, calls)))
                 best = max(cols)
                 line = (f"{B:>3} {Hkv:>3} {S:>7} {copies:>6} {layout:>10} "
-                        + "".join(f"{c:>11.2f}" for c in cols)
+                        + "".join(f"{c:>17.2f}" for c in cols)
                         + f"{ceiling:>9.2f}{refs[0]:>8.2f}{refs[1]:>8.2f}"
                         + f"{best / ceiling:>7.2f}{best / refs[1]:>7.2f}")
                 print(line, flush=True)
@@ -204,7 +212,12 @@ def main(argv=None):
                 del caches
             del bufs, readers
             cp.get_default_memory_pool().free_all_blocks()
-    kvcache.DECODE_TILE, kvcache.DECODE_BLOCKS_PER_SM = None, 8
+    kvcache.DECODE_TILE, kvcache.DECODE_BLOCKS_PER_SM, kvcache.DECODE_MAX_SPLITS = None, 8, 128
+    if a.no_host:
+        print("\n" + head)
+        for line in rows:
+            print(line)
+        return
     # host time of a decode call (B = 1, Hkv = 8, S = 1024): wall time per call, many calls
     q = cp.asarray(rng.standard_normal((1, G * 8, 1, d)).astype(np.float16))
     k, v = (cp.asarray(rng.standard_normal((1, 8, 1024, d)).astype(np.float16)) for _ in "kv")

@@ -8,6 +8,7 @@ struct (kernels_cu/params.cuh), filled here by field name (``params.Layout.pack`
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import dataclasses
 import functools
 import math
@@ -98,13 +99,29 @@ def _grid(grid_x: int, batch: int):
 
 
 def _launch(kern, smem, threads, grid_x, batch, args):
-    """One launch over the batch. An empty grid (no batch entry, or no tile) launches nothing:
-    CuPy turns a zero grid dimension into 1 (``max(1, grid[i])`` in its Function.__call__), so
-    the kernel would run on empty arrays (tests/empty_grid_probe.py: a zero-size batch ended in
-    CUDA_ERROR_ILLEGAL_ADDRESS and a dead context)."""
+    """One launch over the batch, on CuPy's current stream. An empty grid (no batch entry, or no
+    tile) launches nothing: CuPy turns a zero grid dimension into 1 (``max(1, grid[i])`` in its
+    Function.__call__), so the kernel would run on empty arrays (tests/empty_grid_probe.py: a
+    zero-size batch ended in CUDA_ERROR_ILLEGAL_ADDRESS and a dead context).
+
+    ``args``: the packed parameter struct, a NumPy array (Layout.pack) or a ctypes buffer
+    (Layout.patch). Each kernel takes that one struct, so the launch goes straight to the driver
+    (cuLaunchKernel copies the bytes before it returns): CuPy's Function.__call__, which
+    converts every argument, costs several microseconds more per launch."""
     if grid_x <= 0 or batch <= 0:
         return
-    kern(_grid(grid_x, batch), (threads,), (args,), shared_mem=smem)
+    gx, gy, gz = _grid(grid_x, batch)
+    addr = ctypes.addressof(args) if isinstance(args, ctypes.Array) else args.ctypes.data
+    params = (ctypes.c_void_p * 1)(addr)
+    fn = getattr(kern, "kernel", kern)   # a RawKernel's Function (on the current device)
+    _driver().launchKernel(fn.ptr, gx, gy, gz, threads, 1, 1, smem,
+                           _cp().cuda.get_current_stream().ptr, ctypes.addressof(params), 0)
+
+
+@functools.lru_cache(maxsize=None)
+def _driver():
+    from cupy_backends.cuda.api import driver
+    return driver
 
 
 def _mask_mod_fields(mod) -> dict:
@@ -172,14 +189,14 @@ def _common(p, *, batch, heads, group, T, S, d, acc, cu_q=None, cu_k=None, lse_s
 
 
 def num_splits_for(n_query_tiles: int, rows: int, key_tiles: int, device_id: int,
-                   blocks_per_sm: int = 2) -> int:
+                   blocks_per_sm: int = 2, max_splits: int = 128) -> int:
     """Split-KV's splits when the caller leaves them open: one while the query tiles of every
     (sequence, head) fill the GPU (blocks_per_sm blocks per SM), else enough to fill it, at least
-    two key tiles per split, at most 128."""
+    two key tiles per split, at most max_splits."""
     blocks, target = n_query_tiles * rows, blocks_per_sm * _sm_count(device_id)
     if blocks >= target or key_tiles < 4:
         return 1
-    return max(1, min(128, math.ceil(target / max(blocks, 1)), key_tiles // 2))
+    return max(1, min(max_splits, math.ceil(target / max(blocks, 1)), key_tiles // 2))
 
 
 def variant_of(p, packed: bool = False) -> plan.Variant:
@@ -309,7 +326,8 @@ class ForwardLaunch:
     (a GQA fold's (B, Hq, 1, d) for the kernels' (B, Hkv, G, d)) serves."""
 
     def __init__(self, r: _Run, p, tile, D, num_splits=1, cache: CacheRows | None = None,
-                 split_blocks_per_sm: int = 2, out_shape=None, lse_shape=None):
+                 split_blocks_per_sm: int = 2, out_shape=None, lse_shape=None,
+                 max_splits: int = 128):
         dt = dtype_name(r.q.dtype)
         self.dtype, self.acc = r.q.dtype, accum_dtype(r.q.dtype)
         kernel_lse_shape, lse_stride = r.rows()
@@ -326,17 +344,26 @@ class ForwardLaunch:
         self.q_tiles = math.ceil(r.T / tile.block_m)
         if num_splits is None:
             num_splits = num_splits_for(self.q_tiles, self.rows, math.ceil(r.S / tile.block_n),
-                                        dev, split_blocks_per_sm)
+                                        dev, split_blocks_per_sm, max_splits)
         self.num_splits = num_splits
         (self.spec,) = _specs(dt, D, tile, dataclasses.replace(variant, split=num_splits > 1),
                               False)
         self.kern, self.smem = _ready(self.spec, dev)
         self.threads = self.spec.threads()
         split_rows = math.prod(kernel_lse_shape)
-        self.accum_shapes = (((num_splits,) + kernel_lse_shape + (D,),
-                              (num_splits,) + kernel_lse_shape) if num_splits > 1 else None)
+        # one allocation per call: out, lse and (split-KV) the partials, each 256-byte aligned
+        parts = [math.prod(self.out_shape) * self.dtype.itemsize,
+                 math.prod(self.lse_shape) * self.acc.itemsize]
+        if num_splits > 1:
+            parts += [num_splits * split_rows * D * self.acc.itemsize,
+                      num_splits * split_rows * self.acc.itemsize]
+        self.offsets, at = [], 0
+        for n in parts:
+            self.offsets.append(at)
+            at += -(-n // 256) * 256
+        self.nbytes = at
         self.combine = build.get_combine(dt, dev, r.packed) if num_splits > 1 else None
-        self.combine_x = math.ceil(r.T / build.PREPROCESS_ROWS)
+        self.combine_x = r.T   # one block per query row
         # no arrays of this call stay in the struct or here (a kept launch must not keep a
         # caller's cache alive): their addresses come with each call
         self.fields = dict(q=None, k=None, v=None, out=None, lse=None, q_stride=r.strides(r.q),
@@ -356,14 +383,23 @@ class ForwardLaunch:
     def __call__(self, q, k, v, seqused_k=None, block_table=None):
         """(out, lse) of arrays laid out as the ones this launch was made from (the kernels'
         views: r.q, r.k, r.v; a cache's seqused_k and block_table)."""
-        out = _empty(self.out_shape, self.dtype)
-        lse = _empty(self.lse_shape, self.acc)
         if self.idle:
-            return out, lse
+            return _empty(self.out_shape, self.dtype), _empty(self.lse_shape, self.acc)
+        cp = _cp()
+        mem = cp.cuda.alloc(self.nbytes)
+        base = mem.ptr
+        out = cp.ndarray(self.out_shape, self.dtype, memptr=mem)
+        lse = cp.ndarray(self.lse_shape, self.acc, memptr=mem + self.offsets[1])
         ptrs = dict(q=q, k=k, v=v, out=out, lse=lse)
-        if self.accum_shapes:
-            ptrs["out_accum"] = _empty(self.accum_shapes[0], self.acc)
-            ptrs["lse_accum"] = _empty(self.accum_shapes[1], self.acc)
+        if self.num_splits > 1:
+            ptrs["out_accum"] = base + self.offsets[2]
+            ptrs["lse_accum"] = base + self.offsets[3]
+        if _POISON[-1]:   # everything the kernels should write, NaN first
+            out.fill(float("nan"))
+            lse.fill(float("nan"))
+            if self.num_splits > 1:
+                rest = (self.nbytes - self.offsets[2]) // self.acc.itemsize
+                cp.ndarray((rest,), self.acc, memptr=mem + self.offsets[2]).fill(float("nan"))
         if seqused_k is not None:
             ptrs["seqused_k"], ptrs["block_table"] = seqused_k, block_table
         if self.mod is None:
@@ -376,7 +412,7 @@ class ForwardLaunch:
         _launch(self.kern, self.smem, self.threads, self.q_tiles * self.num_splits, self.rows,
                 args)
         if self.combine is not None:
-            _launch(self.combine, 0, 256, self.combine_x, self.rows, packed)
+            _launch(self.combine, 0, build.COMBINE_THREADS, self.combine_x, self.rows, packed)
         return out, lse
 
 
@@ -497,7 +533,8 @@ def forward(q, k, v, p, *, tile, num_splits=1):
 
 
 def kvcache_launch(q, k, v, p, cache: CacheRows, *, tile, group: int, num_splits=None,
-                   split_blocks_per_sm: int = 2, out_shape=None, lse_shape=None) -> ForwardLaunch:
+                   split_blocks_per_sm: int = 2, max_splits: int = 128, out_shape=None,
+                   lse_shape=None) -> ForwardLaunch:
     """The ForwardLaunch of decode queries q (B, H, T, d) over a KV cache: k, v (B, H / group,
     capacity, d), or a page pool (pages, H / group, page_size, d) read in place through
     cache.block_table; sequence b has cache_keys (seqused_k[b] + seqused_add, clamped) keys and
@@ -513,7 +550,7 @@ def kvcache_launch(q, k, v, p, cache: CacheRows, *, tile, group: int, num_splits
                          f"key tiles (TileConfig block_n={tile.block_n})")
     S = k.shape[2] if cache.block_table is None else cache.block_table.shape[1] * cache.page_size
     return ForwardLaunch(_Run(q, k, v, B, H, group, T, S), p, tile, D, num_splits, cache,
-                         split_blocks_per_sm, out_shape, lse_shape)
+                         split_blocks_per_sm, out_shape, lse_shape, max_splits)
 
 
 def forward_kvcache(q, k, v, p, cache: CacheRows, *, tile, group: int, num_splits=None,

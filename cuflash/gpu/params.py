@@ -10,6 +10,7 @@ the two sides cannot drift apart silently.
 """
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import functools
 import re
@@ -110,23 +111,30 @@ class Layout:
     def _offsets(self) -> dict:
         return {f.name: f.offset for f in self.fields if f.kind == "Q" and f.count == 1}
 
-    def patch(self, template: bytes, pointers: dict) -> np.ndarray:
+    def patch(self, template: bytes, pointers: dict):
         """A struct packed once (``pack(...).tobytes()``) with the pointer fields in `pointers`
-        (name -> CuPy array or None) replaced: what a launch prepared ahead of time
-        (ops.ForwardLaunch) does per call instead of packing every field again."""
-        buf = bytearray(template)
+        (name -> CuPy array, MemoryPointer, int address or None) replaced: what a launch prepared
+        ahead of time (ops.ForwardLaunch) does per call instead of packing every field again.
+        Returns a ctypes buffer (ops._launch hands its address to the driver)."""
+        buf = ctypes.create_string_buffer(template, len(template))
         offsets = self._offsets
         for name, x in pointers.items():
             _POINTER.pack_into(buf, offsets[name], _address(x))
-        return np.frombuffer(buf, dtype=self._plan[2])
+        return buf
 
 
 _POINTER = struct.Struct("<Q")
 
 
 def _address(x) -> int:
+    """The device address of a CuPy array, a MemoryPointer (``.ptr``) or an int; 0 for None."""
     if x is None:
         return 0
+    if type(x) is int:
+        return x
+    ptr = getattr(x, "ptr", None)       # a MemoryPointer
+    if ptr is not None:
+        return int(ptr)
     data = getattr(x, "data", None)
     return int(data.ptr) if data is not None and hasattr(data, "ptr") else int(x)
 

@@ -276,7 +276,14 @@ def _validate_dmma(spec: KernelSpec, where: str, arch: str | None) -> None:
 
 def _validate_mma(spec: KernelSpec, where: str) -> None:
     t = spec.tile
-    if spec.role == "fwd" or spec.role == "bwd_dq":
+    if spec.role == "fwd" and t.block_m < 16 * t.num_warps and t.block_m in (16, 32):
+        # Warps split each tile's keys (flash_fwd_mma.cu v10): every warp takes the 16 or 32
+        # rows and block_n / num_warps keys, a multiple of 16.
+        if t.block_n % (16 * t.num_warps):
+            raise ValueError(f"{where}: with block_m={t.block_m} and {t.num_warps} warps the "
+                             f"warps split the keys: block_n must be a multiple of "
+                             f"16·num_warps = {16 * t.num_warps}")
+    elif spec.role == "fwd" or spec.role == "bwd_dq":
         # Each warp owns 16·MT query rows, MT in {1, 2}.
         mt, rem = divmod(t.block_m, 16 * t.num_warps)
         if rem or mt not in (1, 2):
@@ -290,8 +297,8 @@ def _validate_mma(spec: KernelSpec, where: str) -> None:
             raise ValueError(f"{where}: block_n must be 16·num_warps (one warp per 16 keys)")
         if t.block_m % 16 or t.block_m > 128:
             raise ValueError(f"{where}: block_m must be a multiple of 16, at most 128")
-    if t.num_stages > 2:
-        raise ValueError(f"{where}: the mma kernels use 1 or 2 stages")
+    if t.num_stages > 2 and spec.role != "fwd":
+        raise ValueError(f"{where}: the mma backward kernels use 1 or 2 stages")
 
 
 def specs_for(dtype, head_dim: int, tile: TileConfig, variant, backward: bool,
