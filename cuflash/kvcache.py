@@ -16,10 +16,13 @@ per sequence, as :func:`cuflash.attention` does for one sequence).
 On CuPy, with a head dim the kernels run as it is (a multiple of 8 from 16 to 256), the whole
 batch attends in one launch of the forward kernels' KV-cache variant (and split-KV's merge):
 each sequence's key count read from the device, a paged cache read in place through
-block_table when its pages are a multiple of the decode tile's 64 keys, and with Tq = 1, no
-ALiBi and no left window bound, the G query heads of a GQA group folded into the rows of one
-query tile, so that their shared K/V is read once. Otherwise (NumPy: the CPU twin; other head
-dims or page sizes) the attention runs per group of sequences of equal length through
+block_table (16-bit inputs: pages of any allowed size, the decode tile taking min(64, page)
+keys; float32/float64: pages holding whole tiles of the default tile's keys), and with Tq = 1,
+no ALiBi and no left window bound, the G query heads of a GQA group folded into the rows of one
+query tile, so that their shared K/V is read once. k_new and v_new go into the cache by one
+more kernel first (kv_append.cuh). Calls of one signature reuse one prepared launch
+(_KernelPlan). Otherwise (NumPy: the CPU twin; other head dims, or pages smaller than a
+float32/float64 tile's keys) the attention runs per group of sequences of equal length through
 :func:`cuflash.attention`, gathering paged sequences first: the reference the kernel path is
 checked against (``_IN_KERNEL = False`` forces it).
 """
@@ -342,11 +345,13 @@ DECODE_TILE = None
 
 def _decode_tile(c: _Call, dtype, rows: int):
     """The tile of a decode step with `rows` query rows per (sequence, head): 16-bit inputs take
-    the mma kernel with 16 or 32 rows and 64 keys per tile (tools/bench_decode.py, NOTES v10);
-    float32/float64 the default tile. None when no tile fits the paged cache's pages or the
-    device (the caller falls back to the reference path)."""
+    the mma kernel with 16 or 32 rows and 64 keys per tile (tools/bench_kvcache.py, NOTES v10),
+    or a page's keys when pages hold fewer (16 or 32: every tile lies in one page, so pages of
+    any size the layout allows are read in place); float32/float64 the default tile. None when
+    no tile fits the paged cache's pages or the device (the caller falls back to the reference
+    path)."""
     from .gpu import ops
-    tile = _tile_for(dtype_name(dtype), c.d, rows, DECODE_TILE,
+    tile = _tile_for(dtype_name(dtype), c.d, rows, DECODE_TILE, c.page_size,
                      ops.device_arch(), ops.smem_limit())
     if tile is not None and c.page_size and c.page_size % tile.block_n:
         return None
@@ -354,7 +359,8 @@ def _decode_tile(c: _Call, dtype, rows: int):
 
 
 @functools.lru_cache(maxsize=None)
-def _tile_for(dtype: str, d: int, rows: int, forced, arch: str, smem_limit: int):
+def _tile_for(dtype: str, d: int, rows: int, forced, page_size: int, arch: str,
+              smem_limit: int):
     # cached: checking a tile reads the kernel's shared-memory size (its source, hashed)
     from .gpu import plan
     from .tile import TileConfig, default_tile
@@ -362,8 +368,9 @@ def _tile_for(dtype: str, d: int, rows: int, forced, arch: str, smem_limit: int)
         if forced is not None:
             tile = forced
         elif dtype in ("float16", "bfloat16"):
-            tile = (TileConfig(16, 64, 1, 2, "mma") if rows <= 16 else
-                    TileConfig(32, 64, 2, 2, "mma"))
+            keys = min(64, page_size) if page_size else 64
+            tile = (TileConfig(16, keys, 1, 2, "mma") if rows <= 16 else
+                    TileConfig(32, keys, 2, 2, "mma"))
         else:
             tile = default_tile(d, dtype, smem_limit=smem_limit, arch=arch)
         plan.check_tile(tile, d, dtype, smem_limit=smem_limit, arch=arch)

@@ -13,6 +13,8 @@ the merge). Last, attention_with_kvcache's one-launch kernels in every dtype: a 
 and pages read in place, the GQA fold and one head per row, sequences of 0, 1 and odd lengths,
 the append kernel, and validate=False with lengths and pages out of range (clamped).
 """
+import sys
+
 import numpy as np
 
 import cuflash
@@ -27,6 +29,12 @@ CASES = [  # (dtype, d, forward tile, backward tile)
     ("float32", 128, TileConfig(64, 64, 8, 1), TileConfig(32, 64, 4, 1)),
     ("float64", 256, TileConfig(32, 32, 4, 1), TileConfig(16, 16, 4, 1)),
 ]
+FP64_TC_CASES = [  # sm_80 / sm_90: the float64 tensor-core kernels (no atomic-dQ mode)
+    ("float64", 64, TileConfig(64, 32, 4, 2, "dmma"), TileConfig(32, 32, 4, 2, "dmma")),
+]
+KEY_SPLIT_CASES = [  # the mma forward's key-split layout (flash_fwd_mma.cu v10)
+    ("float16", 128, TileConfig(16, 64, 4, 2, "mma"), TileConfig(64, 64, 4, 2, "mma")),
+]
 HOPPER_CASES = [  # sm_90 only: the wgmma kernels (no atomic-dQ mode)
     ("float16", 128, TileConfig(128, 128, 8, 3, "wgmma"), TileConfig(64, 64, 4, 2, "wgmma")),
     ("bfloat16", 72, TileConfig(128, 64, 8, 4, "wgmma"), TileConfig(64, 128, 8, 1, "wgmma")),
@@ -34,12 +42,20 @@ HOPPER_CASES = [  # sm_90 only: the wgmma kernels (no atomic-dQ mode)
 
 
 def main():
+    """``python tests/sanitize.py [kv]``: every case, or with ``kv`` the decode path alone (the
+    KV-cache kernels, the append, split-KV's merge, the key-split and float64 tensor-core cases)."""
     cp = cupy_module()
     from cuflash.gpu import ops
     ops._GROUP_RANKS = 2   # GQA below: G = 4 in two ranks (gpu/ops.py, _group_ranks)
     rng = np.random.default_rng(0)
+    from cuflash.tile import has_fp64_tensor_cores
     from cuflash.gpu.ops import device_arch
-    cases = CASES + (HOPPER_CASES if device_arch() == "sm_90" else [])
+    arch = device_arch()
+    extra = KEY_SPLIT_CASES + (FP64_TC_CASES if has_fp64_tensor_cores(arch) else [])
+    if sys.argv[1:] == ["kv"]:
+        cases = extra
+    else:
+        cases = CASES + extra + (HOPPER_CASES if arch == "sm_90" else [])
     T, S = 77, 45
     docs = cp.asarray(np.cumsum(rng.random((2, S)) < 0.1, axis=1).astype(np.int32))
     options = {"dense": {}, "causal": dict(causal=True),
@@ -53,7 +69,7 @@ def main():
             out, lse = cuflash.attention(q, k, v, tile=ft, return_lse=True, **kw)
             if name == "causal":
                 cuflash.attention(q, k, v, tile=ft, num_splits=3, **kw)
-            for det in ((True,) if bt.kernel == "wgmma" else (True, False)):
+            for det in ((True,) if bt.kernel in ("wgmma", "dmma") else (True, False)):
                 cuflash.attention_backward(do, cuflash.Residuals(q, k, v, out, lse, **kw), tile=bt,
                                            deterministic=det)
             cp.cuda.Device().synchronize()

@@ -17,7 +17,8 @@ Columns "MxN/bN" (with --tiles, --bps): decode tiles (kvcache.DECODE_TILE; mma k
 split-KV targets (kvcache.DECODE_BLOCKS_PER_SM); by default the library's own choice ("auto").
 
     python tools/bench_kvcache.py [--grid 1x1,1x8,8x8,64x8] [--S 1024,8192,32768,131072]
-                                  [--tiles 16x64x1x2] [--bps 8] [--host-calls 10000]
+                                  [--pages 256,16] [--tiles 16x64x1x2] [--bps 8]
+                                  [--max-splits 128] [--host-calls 10000]
 """
 from __future__ import annotations
 
@@ -138,7 +139,7 @@ def main(argv=None):
     ap.add_argument("--S", default="1024,8192,32768,131072")
     ap.add_argument("--G", type=int, default=4)
     ap.add_argument("--d", type=int, default=128)
-    ap.add_argument("--page", type=int, default=256)
+    ap.add_argument("--pages", default="256", help="page sizes of the paged layout")
     ap.add_argument("--bps", default="", help="split-KV targets (blocks per SM); default auto")
     ap.add_argument("--tiles", default="", help="mma tiles MxNxWxS; default auto")
     ap.add_argument("--max-splits", default="", help="split-KV caps; default the library's")
@@ -162,7 +163,7 @@ def main(argv=None):
                              + f"/b{n}/c{m}")
     G, d = a.G, a.d
     props = cp.cuda.runtime.getDeviceProperties(0)
-    print(f"{props['name'].decode()}, float16, d={d}, Hq={G}·Hkv, page={a.page}; TB/s of K+V "
+    print(f"{props['name'].decode()}, float16, d={d}, Hq={G}·Hkv; TB/s of K+V "
           f"(GPU time per call from CUDA graphs)")
     head = (f"{'B':>3} {'Hkv':>3} {'S':>7} {'copies':>6} {'layout':>10} "
             + "".join(f"{label(*c):>17}" for c in combos)
@@ -186,14 +187,16 @@ def main(argv=None):
             if not a.no_torch:
                 ks, vs = [b[0] for b in bufs], [b[1] for b in bufs]
                 refs = [rate(_torch_ms(qs, ks, vs, be)) for be in ("flash", "cudnn")]
-            for layout in [x if x == "contiguous" else f"paged{a.page}"
-                           for x in a.layouts.split(",")]:
-                if layout == "contiguous":
+            layouts = [(x, 0) if x == "contiguous" else (f"paged{p}", int(p))
+                       for x in a.layouts.split(",")
+                       for p in (a.pages.split(",") if x == "paged" else [0])]
+            for layout, page in layouts:
+                if page == 0:
                     caches = [(b[0], b[1], None) for b in bufs]
                 else:
-                    if S % a.page:
+                    if S % page:
                         continue
-                    caches = [_paged(cp, b[0], b[1], a.page, rng) for b in bufs]
+                    caches = [_paged(cp, b[0], b[1], page, rng) for b in bufs]
                 cols = []
                 for t, n, m in combos:
                     kvcache.DECODE_TILE, kvcache.DECODE_BLOCKS_PER_SM = t, n
