@@ -114,7 +114,7 @@ def attention(q, k, v, *, causal=False, scale=None, tile=None, return_lse=False,
     num_splits : int >= 1 or None
         Split-KV (flash-decoding): the key tiles of each query tile are shared out over this
         many thread blocks (in order, ceil(tiles / num_splits) each), each leaving its own
-        output and log-sum-exp in float, merged exactly by one more kernel:
+        output and log-sum-exp in float, merged exactly by the tile's last block to finish:
         lse = log Σ e^{lse_s}, out = Σ e^{lse_s - lse} out_s. For few queries over many keys
         (decoding), where one block per query tile leaves most of the GPU idle. None chooses
         from the problem and the GPU's SM count; 1 (the default) is the plain kernel. The twin

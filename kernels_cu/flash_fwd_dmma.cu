@@ -106,11 +106,13 @@ struct FwdDmma {
             const int r = wrow + 8 * m + g;
             if (t4 == 0 && r < blk.rows) blk.lse_dst(p)[blk.seq.row(i0 + r)] = lse;
         }
-        if constexpr (V::SPLIT)
+        if constexpr (V::SPLIT) {
             store_drows<MT, NO>(blk.out_accum_row(p, 0), d, d, blk.rows, o, inv, wrow, lane);
-        else
+            finish_split<NT, BLOCK_M>(p, blk);
+        } else {
             store_drows<MT, NO>(blk.seq.q_row(p.out, p.out_stride, i0), d, p.out_stride[2],
                                 blk.rows, o, inv, wrow, lane);
+        }
     }
 };
 

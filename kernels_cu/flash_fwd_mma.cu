@@ -134,12 +134,21 @@ struct FwdMma {
             pipe.release();
         }
         pipe.drain();
-        if constexpr (KW > 1) {   // the key warps' results into warp 0's; the others are done
-            if (!Merge::run(o, softmax, blk.score.mul, reinterpret_cast<float*>(sm.k), warp, lane))
-                return;
-        }
+        // the key warps' results into warp 0's, which alone writes them
+        const bool owner = KW == 1 ||
+            Merge::run(o, softmax, blk.score.mul, reinterpret_cast<float*>(sm.k), warp, lane);
+        if (owner) epilogue(p, blk, o, softmax, sm, wrow, lane);
+        if constexpr (V::SPLIT) finish_split<NT, BLOCK_M>(p, blk);
+    }
 
-        // -- O = O / l and lse; this warp's own Q rows stage O for 16-byte stores
+    // O = O / l and lse; this warp's own Q rows stage O for 16-byte stores
+    template <class QB, class Softmax>
+    static __device__ __forceinline__ void epilogue(const Params& p, const QB& blk,
+                                                    const float (&o)[MT][NO][4],
+                                                    const Softmax& softmax, Smem& sm, int wrow,
+                                                    int lane) {
+        const int g = lane >> 2, t4 = lane & 3, i0 = blk.i0;
+
         float inv[MT][2];
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)

@@ -152,6 +152,7 @@ struct FwdWgmma {
         }
         store_out<T, 1, NO, DP>(p, blk, o, inv, sm.q,
                                 [](int r, int c) { return sw128<BLOCK_M>(r, c); }, wrow, lane);
+        if constexpr (V::SPLIT) finish_split<NT, BLOCK_M>(p, blk);
     }
 };
 

@@ -7,6 +7,7 @@
 #include "epilogue.cuh"
 #include "pipeline.cuh"
 #include "softmax.cuh"
+#include "split_combine.cuh"
 
 namespace cuflash {
 

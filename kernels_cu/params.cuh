@@ -70,8 +70,9 @@ constexpr int kUnbounded = 1 << 30;
 // log, -inf for a query that sees no key, out. Split-KV (num_splits > 1): the key tiles of each
 // query tile are shared out over num_splits blocks (block.cuh, QueryBlock), each writing its
 // O_s (normalized by its own l) and lse_s as floats to out_accum (split, lse row, d) and
-// lse_accum (split, lse row), split_rows lse rows per split; split_combine.cuh merges them into
-// out and lse. A KV cache (Variant CACHE, decoding): sequence b has seqused_k[b] + seqused_add
+// lse_accum (split, lse row), split_rows lse rows per split; the last split of a query tile to
+// finish merges them into out and lse (split_combine.cuh), counted in split_counter (one int per
+// (sequence·heads + head, query tile), zero at launch and left zero). A KV cache (Variant CACHE, decoding): sequence b has seqused_k[b] + seqused_add
 // keys (the cache's tokens and those appended by this call), clamped to 0..S_len (the capacity),
 // the first of them at row 0 of k and v (sequences, heads / group, rows, d); paged
 // (kPagedCache): k and v are a pool of num_pages pages (pages, heads / group, 2^page_shift, d)
@@ -92,6 +93,7 @@ constexpr int kUnbounded = 1 << 30;
     X(Acc*, out_accum)                      \
     X(Acc*, lse_accum)                      \
     X(long long, split_rows)                \
+    X(int*, split_counter)                  \
     X(const int*, seqused_k)                \
     X(const int*, block_table)              \
     X(int, table_stride)                    \

@@ -1,13 +1,13 @@
-// cuflash: split-KV's merge (params.cuh, the forward with num_splits > 1). Each split s of a query
-// row left lse_s and O_s (normalized by its own sum); the row's attention is
+// cuflash: split-KV's merge (params.cuh, the forward with num_splits > 1), done by the forward
+// kernel itself. Each split s of a query row leaves lse_s and O_s (normalized by its own sum);
+// the row's attention is
 //     lse = log Σ_s e^{lse_s},   out = Σ_s w_s · O_s,   w_s = e^{lse_s - lse}
 // (a split that saw no key has lse_s = -inf and weight 0; a row that saw none gets lse = -inf and
-// O = 0, as the forward's). One block of kThreads threads per query row: warp 0 reduces the
-// splits' lse (lanes striding over the splits), the weights go to shared memory MAX_SPLITS at a
-// time, and every thread sums its columns over the splits (coalesced reads of each split's
-// row; columns c and c + kThreads, d <= 256). So a decode step's few rows with many splits are merged by as many threads as
-// they have columns, and a prefill's many rows by as many blocks. Grid (T, sequences·heads)
-// (seq.cuh; the launch passes T = the longest sequence's queries).
+// O = 0, as the forward's). The last of a query tile's num_splits blocks to store its partials
+// merges the tile (the count in split_counter, one per query tile, which that block sets back to
+// 0 for the next launch): one launch per forward, no second kernel. In the merging block each
+// warp takes rows; its lanes reduce a row's lse over the splits, then sum 16-byte column chunks
+// over them.
 #pragma once
 #include "common.cuh"
 #include "seq.cuh"
@@ -15,69 +15,69 @@
 
 namespace cuflash {
 
-template <typename T, bool PACKED, int MAX_SPLITS>
-struct SplitCombine {
-    using Acc = typename Accum<T>::type;
-    static constexpr int kThreads = 128;   // cuflash/gpu/build.py's COMBINE_THREADS
-
-    static __device__ __forceinline__ void run(const FwdParams<T, Acc>& p) {
-        __shared__ Acc weight[MAX_SPLITS];
-        __shared__ Acc row_lse;
-        const int bz = batch_index();
-        if (bz >= p.batch * p.heads) return;
-        const Seq seq = Seq::of<PACKED>(p, bz / p.heads, bz % p.heads);
-        const int i = blockIdx.x;
-        if (i >= seq.T_len) return;   // the whole block leaves together
-        const long long row = seq.row(i);
-        const Acc* lse_s = p.lse_accum + row;   // split s at lse_s[s · split_rows]
-        const int splits = p.num_splits;
-        if (threadIdx.x < 32) {
-            const int lane = threadIdx.x;
-            Acc m = -Num<Acc>::inf();
-            for (int s = lane; s < splits; s += 32) m = Num<Acc>::max(m, lse_s[s * p.split_rows]);
-            m = lanes_max<32>(m);
-            Acc sum = Acc(0);
-            if (m != -Num<Acc>::inf())
-                for (int s = lane; s < splits; s += 32)
-                    sum += Num<Acc>::exp2((lse_s[s * p.split_rows] - m) * Acc(kLog2e));
-            sum = lanes_sum<32>(sum);
-            if (lane == 0) {
-                row_lse = sum == Acc(0) ? -Num<Acc>::inf() : m + Num<Acc>::log2(sum) * Acc(kLn2);
-                p.lse[row] = row_lse;
-            }
-        }
-        __syncthreads();
-        const Acc lse = row_lse;
-        T* out = seq.q_row(p.out, p.out_stride, i);
+// Called by every thread of a forward block (V::SPLIT) after its partials are stored: i0, rows,
+// the tile's first query and its rows; tile: its index among the (sequence, head)'s query tiles,
+// tiles_x of them.
+template <int NT, class P>
+__device__ __forceinline__ void finish_split(const P& p, const Seq& seq, int i0, int rows,
+                                             int tile, int tiles_x) {
+    using Acc = typename P::Acc;
+    using T = typename P::Elem;
+    constexpr int E = 16 / sizeof(Acc), NW = NT / 32;   // Acc per 16-byte chunk
+    int* counter = p.split_counter + (long long)batch_index() * tiles_x + tile;
+    __threadfence();   // this block's partials are visible GPU-wide before it is counted
+    __syncthreads();
+    bool last = false;
+    if (threadIdx.x == 0) {
+        last = atomicAdd(counter, 1) == p.num_splits - 1;
+        if (last) *counter = 0;
+    }
+    if (!__syncthreads_or(last)) return;
+    __threadfence();   // ... and the other splits' are visible here (read past L1: __ldcg)
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, splits = p.num_splits;
+    const long long step = p.split_rows;   // split s of an lse row: s · split_rows rows on
+    for (int r = warp; r < rows; r += NW) {
+        const long long row = seq.row(i0 + r);
+        const Acc* lse_s = p.lse_accum + row;
+        Acc m = -Num<Acc>::inf();
+        for (int s = lane; s < splits; s += 32) m = Num<Acc>::max(m, __ldcg(lse_s + s * step));
+        m = lanes_max<32>(m);
+        Acc sum = Acc(0);
+        if (m != -Num<Acc>::inf())
+            for (int s = lane; s < splits; s += 32)
+                sum += Num<Acc>::exp2((__ldcg(lse_s + s * step) - m) * Acc(kLog2e));
+        sum = lanes_sum<32>(sum);
+        const Acc lse = sum == Acc(0) ? -Num<Acc>::inf() : m + Num<Acc>::log2(sum) * Acc(kLn2);
+        if (lane == 0) p.lse[row] = lse;
+        T* out = seq.q_row(p.out, p.out_stride, i0 + r);
         const Acc* part = p.out_accum + row * p.d;   // split s at part[s · split_rows · d]
-        const long long step = (long long)p.split_rows * p.d;
-        constexpr int kCols = 256 / kThreads;       // columns per thread (d <= 256)
-        Acc acc[kCols];
+        for (int c = lane * E; c < p.d; c += 32 * E) {
+            Acc acc[E];
 #pragma unroll
-        for (int j = 0; j < kCols; ++j) acc[j] = Acc(0);
-        // the splits MAX_SPLITS at a time: their weights in shared memory, then every column
-        for (int s0 = 0; s0 < splits && lse != -Num<Acc>::inf(); s0 += MAX_SPLITS) {
-            const int n = min(MAX_SPLITS, splits - s0);
-            for (int s = threadIdx.x; s < n; s += kThreads)
-                weight[s] = Num<Acc>::exp2((lse_s[(s0 + s) * p.split_rows] - lse) * Acc(kLog2e));
-            __syncthreads();
-#pragma unroll
-            for (int j = 0; j < kCols; ++j) {
-                const int c = threadIdx.x + j * kThreads;
-                if (c < p.d) {
-                    const Acc* col = part + s0 * step + c;
-#pragma unroll 8
-                    for (int s = 0; s < n; ++s) acc[j] += weight[s] * col[s * step];
+            for (int e = 0; e < E; ++e) acc[e] = Acc(0);
+            if (sum != Acc(0))
+                for (int s = 0; s < splits; ++s) {
+                    const Acc w = Num<Acc>::exp2((__ldcg(lse_s + s * step) - lse) * Acc(kLog2e));
+                    const Acc* src = part + s * step * p.d + c;
+                    if constexpr (E == 4) {
+                        const float4 x = __ldcg(reinterpret_cast<const float4*>(src));
+                        acc[0] += w * x.x; acc[1] += w * x.y; acc[2] += w * x.z; acc[3] += w * x.w;
+                    } else {
+                        const double2 x = __ldcg(reinterpret_cast<const double2*>(src));
+                        acc[0] += w * x.x; acc[1] += w * x.y;
+                    }
                 }
-            }
-            __syncthreads();
-        }
 #pragma unroll
-        for (int j = 0; j < kCols; ++j) {
-            const int c = threadIdx.x + j * kThreads;
-            if (c < p.d) out[c] = Store<T>::from(acc[j]);
+            for (int e = 0; e < E; ++e)
+                if (c + e < p.d) out[c + e] = Store<T>::from(acc[e]);
         }
     }
-};
+}
+
+// The same for a QueryBlock (block.cuh)
+template <int NT, int BLOCK_M, class P, class QB>
+__device__ __forceinline__ void finish_split(const P& p, const QB& blk) {
+    finish_split<NT>(p, blk.seq, blk.i0, blk.rows, blk.i0 / BLOCK_M, QB::tiles_x(p));
+}
 
 }  // namespace cuflash

@@ -115,8 +115,8 @@ def source(spec: KernelSpec) -> str:
     return f"// {spec.name}\n{_body(spec)}\n{entry}"
 
 
-#: Query rows per block of the backward's preprocess and split-KV's merge (bwd_preprocess.cuh,
-#: split_combine.cuh: 256 threads, 8 lanes per row).
+#: Query rows per block of the backward's preprocess (bwd_preprocess.cuh: 256 threads, 8 lanes
+#: per row).
 PREPROCESS_ROWS = 32
 
 
@@ -293,31 +293,6 @@ def get_tile_lists(spec: KernelSpec, device_id: int):
         mod = _module_from_cubin(str(cubin_for_arch(source(spec), spec.name, spec.arch)),
                                  device_id)
     return mod.get_function(tile_lists_name(spec))
-
-
-#: Split-KV's merge (split_combine.cuh): threads per block (one block per query row), and splits
-#: whose weights it holds in shared memory at a time
-COMBINE_THREADS = 128
-COMBINE_SPLITS = 256
-
-
-def combine_name(dtype: str, packed: bool = False) -> str:
-    return f"cuflash_split_combine_{_SHORT[dtype]}{'_varlen' if packed else ''}"
-
-
-def combine_source(dtype: str, packed: bool = False) -> str:
-    """Split-KV's merge of the forward's partial results (split_combine.cuh)."""
-    T, name = _CTYPE[dtype], combine_name(dtype, packed)
-    entry = (f'extern "C" __global__ void __launch_bounds__({COMBINE_THREADS}) {name}('
-             f"const __grid_constant__ cuflash::FwdParams<{T}, {_acc(dtype)}> p) {{\n"
-             f"    cuflash::SplitCombine<{T}, {'true' if packed else 'false'}, {COMBINE_SPLITS}>::run(p);\n}}\n")
-    return f"// {name}\n{expand('split_combine.cuh')}\n{entry}"
-
-
-@functools.lru_cache(maxsize=None)
-def get_combine(dtype: str, device_id: int, packed: bool = False):
-    return _module(combine_source(dtype, packed), device_id).get_function(
-        combine_name(dtype, packed))
 
 
 def append_name(dtype: str, paged: bool) -> str:

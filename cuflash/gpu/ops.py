@@ -98,7 +98,7 @@ def _grid(grid_x: int, batch: int):
     return (grid_x, y, math.ceil(batch / y))
 
 
-def _launch(kern, smem, threads, grid_x, batch, args):
+def _launch(kern, smem, threads, grid_x, batch, args, stream=None):
     """One launch over the batch, on CuPy's current stream. An empty grid (no batch entry, or no
     tile) launches nothing: CuPy turns a zero grid dimension into 1 (``max(1, grid[i])`` in its
     Function.__call__), so the kernel would run on empty arrays (tests/empty_grid_probe.py: a
@@ -107,15 +107,18 @@ def _launch(kern, smem, threads, grid_x, batch, args):
     ``args``: the packed parameter struct, a NumPy array (Layout.pack) or a ctypes buffer
     (Layout.patch). Each kernel takes that one struct, so the launch goes straight to the driver
     (cuLaunchKernel copies the bytes before it returns): CuPy's Function.__call__, which
-    converts every argument, costs several microseconds more per launch."""
+    converts every argument, costs several microseconds more per launch. stream: the address
+    of CuPy's current stream when the caller has it already."""
     if grid_x <= 0 or batch <= 0:
         return
     gx, gy, gz = _grid(grid_x, batch)
     addr = ctypes.addressof(args) if isinstance(args, ctypes.Array) else args.ctypes.data
     params = (ctypes.c_void_p * 1)(addr)
     fn = getattr(kern, "kernel", kern)   # a RawKernel's Function (on the current device)
-    _driver().launchKernel(fn.ptr, gx, gy, gz, threads, 1, 1, smem,
-                           _cp().cuda.get_current_stream().ptr, ctypes.addressof(params), 0)
+    if stream is None:
+        stream = _cp().cuda.get_current_stream().ptr
+    _driver().launchKernel(fn.ptr, gx, gy, gz, threads, 1, 1, smem, stream,
+                           ctypes.addressof(params), 0)
 
 
 @functools.lru_cache(maxsize=None)
@@ -315,8 +318,8 @@ def _c_strides(shape, is_packed: bool) -> list:
 
 
 class ForwardLaunch:
-    """One forward pass, prepared once: the kernel (and split-KV's merge), the grid, and the
-    parameter struct with every field but the arrays' addresses. Calling it with arrays laid out
+    """One forward pass, prepared once: the kernel, the grid, and the parameter struct with every
+    field but the arrays' addresses (split-KV's counters, made here, stay in it). Calling it with arrays laid out
     as those it was made from allocates out and lse, fills in the addresses and launches: what
     _forward does per call, and what a decode loop repeats for arrays of one layout (kvcache
     keeps these per call signature, so that a step costs little host time).
@@ -362,14 +365,17 @@ class ForwardLaunch:
             self.offsets.append(at)
             at += -(-n // 256) * 256
         self.nbytes = at
-        self.combine = build.get_combine(dt, dev, r.packed) if num_splits > 1 else None
-        self.combine_x = r.T   # one block per query row
+        # split-KV's count of finished splits per query tile (split_combine.cuh), one array per
+        # stream: zero when made and left zero by every launch, so calls on one stream (which
+        # run one after the other) share it, and a kept launch (kvcache) reuses it
+        self.counters = {}
         # no arrays of this call stay in the struct or here (a kept launch must not keep a
         # caller's cache alive): their addresses come with each call
         self.fields = dict(q=None, k=None, v=None, out=None, lse=None, q_stride=r.strides(r.q),
                            k_stride=r.strides(r.k), v_stride=r.strides(r.v),
                            out_stride=_c_strides(r.q.shape, r.packed),
                            out_accum=None, lse_accum=None, split_rows=split_rows,
+                           split_counter=None,
                            **(_NO_CACHE if cache is None else
                               dict(cache.fields(), seqused_k=None, block_table=None)),
                            **_common(p, batch=r.batch, heads=r.heads, group=r.group, T=r.T,
@@ -391,9 +397,14 @@ class ForwardLaunch:
         out = cp.ndarray(self.out_shape, self.dtype, memptr=mem)
         lse = cp.ndarray(self.lse_shape, self.acc, memptr=mem + self.offsets[1])
         ptrs = dict(q=q, k=k, v=v, out=out, lse=lse)
+        stream = cp.cuda.get_current_stream().ptr
         if self.num_splits > 1:
             ptrs["out_accum"] = base + self.offsets[2]
             ptrs["lse_accum"] = base + self.offsets[3]
+            counter = self.counters.get(stream)
+            if counter is None:
+                counter = self.counters[stream] = cp.zeros(self.rows * self.q_tiles, np.int32)
+            ptrs["split_counter"] = counter
         if _POISON[-1]:   # everything the kernels should write, NaN first
             out.fill(float("nan"))
             lse.fill(float("nan"))
@@ -410,9 +421,7 @@ class ForwardLaunch:
             packed, keep = self.layout.pack(fields), []
             args = _args(self.spec, packed, self.layout, fields, self.mod, self.T, self.S, keep)
         _launch(self.kern, self.smem, self.threads, self.q_tiles * self.num_splits, self.rows,
-                args)
-        if self.combine is not None:
-            _launch(self.combine, 0, build.COMBINE_THREADS, self.combine_x, self.rows, packed)
+                args, stream)
         return out, lse
 
 
@@ -420,8 +429,8 @@ def _forward(r: _Run, p, tile, D, num_splits=1, cache: CacheRows | None = None,
              split_blocks_per_sm: int = 2):
     """out (shaped like r.q) and lse (r.rows()) of one run. num_splits: split-KV's splits (None:
     num_splits_for, aiming at split_blocks_per_sm blocks per SM); with more than one, each split
-    writes float partials that one more kernel merges (split_combine.cuh). cache: the keys come
-    from a KV cache (r.S: its capacity per sequence)."""
+    writes float partials that the last of a tile's splits merges (split_combine.cuh). cache:
+    the keys come from a KV cache (r.S: its capacity per sequence)."""
     launch = ForwardLaunch(r, p, tile, D, num_splits, cache, split_blocks_per_sm)
     if cache is None:
         return launch(r.q, r.k, r.v)
