@@ -13,15 +13,15 @@ each) are written behind them, and the Tq queries are the last Tq positions of t
 ``cache_seqlens[b] + Tnew`` tokens (causal masks and windows aligned to the bottom-right corner
 per sequence, as :func:`cuflash.attention` does for one sequence).
 
-On CuPy, with a head dim the kernels run as it is (a multiple of 8 from 16 to 256), the whole
-batch attends in one launch of the forward kernels' KV-cache variant (and split-KV's merge):
-each sequence's key count read from the device, a paged cache read in place through
-block_table (16-bit inputs: pages of any allowed size, the decode tile taking min(64, page)
-keys; float32/float64: pages holding whole tiles of the default tile's keys), and with Tq = 1,
-no ALiBi and no left window bound, the G query heads of a GQA group folded into the rows of one
-query tile, so that their shared K/V is read once. k_new and v_new go into the cache by one
-more kernel first (kv_append.cuh). Calls of one signature reuse one prepared launch
-(_KernelPlan). Otherwise (NumPy: the CPU twin; other head dims, or pages smaller than a
+On CuPy, with a head dim the kernels run as it is (a multiple of 8 from 16 to 256), a decode
+step is one launch of the forward kernels' KV-cache variant (split-KV merged in it too): each
+sequence's key count read from the device; k_new and v_new read by the kernels in place of the
+cache rows they will fill, and written into the cache by the same launch; a paged cache read in
+place through block_table (16-bit inputs: pages of any allowed size, the decode tile taking
+min(64, page) keys; float32/float64: pages holding whole tiles of the default tile's keys); and
+with Tq = 1, no ALiBi and no left window bound, the G query heads of a GQA group folded into the
+rows of one query tile, so that their shared K/V is read once. Calls of one signature reuse one
+prepared launch (_KernelPlan). Otherwise (NumPy: the CPU twin; other head dims, or pages smaller than a
 float32/float64 tile's keys) the attention runs per group of sequences of equal length through
 :func:`cuflash.attention`, gathering paged sequences first: the reference the kernel path is
 checked against (``_IN_KERNEL = False`` forces it).
@@ -381,15 +381,15 @@ def _tile_for(dtype: str, d: int, rows: int, forced, page_size: int, arch: str,
 
 class _KernelPlan:
     """One call signature of attention_with_kvcache on CuPy, prepared for the one-launch path:
-    the append (ops.AppendLaunch) and the attention (ops.ForwardLaunch of the KV-cache kernels),
-    each with its parameter struct packed but for the arrays' addresses. ``make`` returns None
-    when the kernels cannot take the call (the reference path does). Calls with the same
+    the ops.ForwardLaunch of the KV-cache kernels, its parameter struct packed but for the
+    arrays' addresses. The launch also appends k_new and v_new (the kernels read the new keys
+    from them and write them into the cache: pipeline.cuh, write_appended). ``make`` returns
+    None when the kernels cannot take the call (the reference path does). Calls with the same
     signature (_signature: shapes, strides, dtypes, device, alignment and options) reuse it: a
-    decode step then costs the two launches and little else on the host."""
+    decode step then costs one launch and little else on the host."""
 
-    def __init__(self, c: _Call, launch, append, copy_seqlens: bool, copy_table: bool,
-                 copy_new: bool):
-        self.call, self.launch, self.append = c, launch, append
+    def __init__(self, c: _Call, launch, copy_seqlens: bool, copy_table: bool, copy_new: bool):
+        self.call, self.launch = c, launch
         self.copy_seqlens, self.copy_table, self.copy_new = copy_seqlens, copy_table, copy_new
 
     @classmethod
@@ -412,8 +412,14 @@ class _KernelPlan:
         copy_table = block_table is not None and block_table.shape[1] > 1 and \
             block_table.strides[1] != 4
         table = xp.ascontiguousarray(block_table) if copy_table else block_table
+        copy_new, new_strides = False, None
+        if c.Tnew:
+            copy_new = not all(views.kernel_ok(x) for x in (k_new, v_new))
+            if copy_new:   # rows the kernels cannot read in place: contiguous copies per call
+                k_new, v_new = (xp.ascontiguousarray(x) for x in (k_new, v_new))
+            new_strides = (views.strides(k_new), views.strides(v_new))
         rows = ops.CacheRows(None, table, c.page_size, seqused_add=c.Tnew,
-                             num_pages=c.num_pages)
+                             num_pages=c.num_pages, new_strides=new_strides)
         opts = SimpleNamespace(scale=c.options["scale"], softcap=c.options["softcap"],
                                mask=Mask.make() if fold else c.mask, mask_mod=None,
                                alibi_slopes=None if c.slopes is None else c.slopes.reshape(-1))
@@ -425,27 +431,18 @@ class _KernelPlan:
                                     max_splits=DECODE_MAX_SPLITS,
                                     out_shape=(c.B, c.Hq, c.Tq, c.d),
                                     lse_shape=(c.B, c.Hq, c.Tq))
-        append, copy_new = None, False
-        if c.Tnew:
-            copy_new = not all(views.kernel_ok(x) for x in (k_new, v_new))
-            if copy_new:
-                k_new, v_new = (xp.ascontiguousarray(x) for x in (k_new, v_new))
-            append = ops.AppendLaunch(k_new, v_new, k_cache, v_cache, table, c.page_size,
-                                      c.capacity)
-        return cls(c, launch, append, copy_seqlens, copy_table, copy_new)
+        return cls(c, launch, copy_seqlens, copy_table, copy_new)
 
     def __call__(self, q, k_cache, v_cache, cache_seqlens, block_table, k_new, v_new):
-        """(out (B, Hq, Tq, d), lse (B, Hq, Tq)) after appending k_new, v_new (if any)."""
+        """(out (B, Hq, Tq, d), lse (B, Hq, Tq)), k_new and v_new (if any) appended."""
         xp = self.call.xp
         if self.copy_seqlens:
             cache_seqlens = xp.ascontiguousarray(cache_seqlens)
         if self.copy_table:
             block_table = xp.ascontiguousarray(block_table)
-        if self.append is not None:
-            if self.copy_new:
-                k_new, v_new = xp.ascontiguousarray(k_new), xp.ascontiguousarray(v_new)
-            self.append(k_new, v_new, k_cache, v_cache, cache_seqlens, block_table)
-        return self.launch(q, k_cache, v_cache, cache_seqlens, block_table)
+        if self.copy_new:
+            k_new, v_new = xp.ascontiguousarray(k_new), xp.ascontiguousarray(v_new)
+        return self.launch(q, k_cache, v_cache, cache_seqlens, block_table, k_new, v_new)
 
 
 #: Prepared calls by signature (at most _MAX_PLANS; the oldest go first), and the mark of a

@@ -43,6 +43,7 @@ struct QueryBlock {
     // Key tiles come in key order, each BLOCK_N after the last (all but a mask_mod's tile lists)
     static constexpr bool kInOrder = !V::Mod::kActive;
     static constexpr bool kPaged = V::CACHE == kPagedCache;
+    static constexpr bool kCache = V::CACHE != kNoCache;
 
     // grid x: query tiles (reversed) of split 0, then of split 1, ... (V::SPLIT; one split else)
     static constexpr bool kSplit = V::SPLIT;

@@ -172,6 +172,16 @@ struct Chunks {
             for (int ch = threadIdx.x; ch < N; ch += NT) chunk(ch, src, any, rows_valid, d, ld, copy);
         }
     }
+    // Each chunk with its row's own start, row_ptr(r) (rows that do not follow one stride)
+    template <typename T, class RowPtr, class Copy>
+    static __device__ __forceinline__ void each_row(RowPtr&& row_ptr, const T* any, int rows_valid,
+                                                    int d, Copy&& copy) {
+        for (int ch = threadIdx.x; ch < N; ch += NT) {
+            const int r = ch / CPR, c = (ch % CPR) * EPC;
+            const bool valid = r < rows_valid && c < d;
+            copy(r, c, valid ? row_ptr(r) + c : any, valid);
+        }
+    }
     template <typename T, class Copy>
     static __device__ __forceinline__ void chunk(int ch, const T* src, const T* any, int rows_valid,
                                                  int d, int ld, Copy&& copy) {
@@ -208,6 +218,15 @@ struct CpAsyncTiles {
     template <int ROWS, typename T>
     static __device__ __forceinline__ void load(T* s, const T* g, int rows, int d, int ld) {
         load_from<ROWS>(s, thread_src<ROWS>(g, ld), g, rows, d, ld);
+    }
+    // Rows from row_ptr(r) (pipeline.cuh, a tile holding a KV cache's appended keys)
+    template <int ROWS, typename T, class RowPtr>
+    static __device__ __forceinline__ void load_rows(T* s, RowPtr&& row_ptr, const T* any, int rows,
+                                                     int d) {
+        Chunks<ROWS, DP, NT, EPC>::each_row(row_ptr, any, rows, d,
+                                            [&](int r, int c, const T* g, bool ok) {
+                                                cp_async16(s + Layout::template at<ROWS>(r, c), g, ok);
+                                            });
     }
 };
 

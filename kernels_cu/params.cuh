@@ -79,7 +79,10 @@ constexpr int kUnbounded = 1 << 30;
 // and key j of sequence b is row j mod 2^page_shift of page block_table[b·table_stride +
 // (j >> page_shift)], clamped to 0..num_pages - 1: x_stride[0] steps a page. The clamps keep
 // every read inside the arrays when the caller skipped the host's checks of these indices
-// (attention_with_kvcache's validate=False). Null / 0 without a cache.
+// (attention_with_kvcache's validate=False). k_new, v_new (sequences, heads / group,
+// seqused_add, d), with their strides: when not null, the seqused_add keys after seqused_k[b]
+// are their rows, which this launch also writes into the cache (pipeline.cuh, write_appended);
+// null: those keys are in the cache already. Null / 0 without a cache.
 #define CUFLASH_FWD_FIELDS(X)               \
     X(const T*, q)                          \
     X(const T*, k)                          \
@@ -100,6 +103,10 @@ constexpr int kUnbounded = 1 << 30;
     X(int, page_shift)                      \
     X(int, seqused_add)                     \
     X(int, num_pages)                       \
+    X(const T*, k_new)                      \
+    X(const T*, v_new)                      \
+    X(Strides, k_new_stride)                \
+    X(Strides, v_new_stride)                \
     CUFLASH_COMMON_FIELDS(X)
 
 // The backward: the forward's q, k, v, out, lse and dout in; D = rowsum(dO ∘ O) (lse's layout)
@@ -136,30 +143,6 @@ constexpr int kUnbounded = 1 << 30;
     X(Strides, dv_stride)                   \
     CUFLASH_COMMON_FIELDS(X)
 
-// A decode step's append (kv_append.cuh): k_new and v_new (sequences, kv_heads, tokens, d), each
-// with its strides, written into k_cache and v_cache at rows seqlens[b] .. seqlens[b] + tokens - 1
-// of sequence b (rows below capacity only): contiguous caches (sequences, kv_heads, capacity, d),
-// or paged ones as the forward's (block_table, table_stride, page_shift, num_pages).
-#define CUFLASH_APPEND_FIELDS(X)            \
-    X(const T*, k_new)                      \
-    X(const T*, v_new)                      \
-    X(T*, k_cache)                          \
-    X(T*, v_cache)                          \
-    X(Strides, k_new_stride)                \
-    X(Strides, v_new_stride)                \
-    X(Strides, k_cache_stride)              \
-    X(Strides, v_cache_stride)              \
-    X(const int*, seqlens)                  \
-    X(const int*, block_table)              \
-    X(int, table_stride)                    \
-    X(int, page_shift)                      \
-    X(int, num_pages)                       \
-    X(int, batch)                           \
-    X(int, kv_heads)                        \
-    X(int, tokens)                          \
-    X(int, d)                               \
-    X(int, capacity)
-
 #define CUFLASH_DECLARE_FIELD(type, name) type name;
 
 template <typename T, typename Acc_>
@@ -174,13 +157,6 @@ struct BwdParams {
     using Elem = T;
     using Acc = Acc_;
     CUFLASH_BWD_FIELDS(CUFLASH_DECLARE_FIELD)
-};
-
-template <typename T, typename Acc_>
-struct AppendParams {
-    using Elem = T;
-    using Acc = Acc_;
-    CUFLASH_APPEND_FIELDS(CUFLASH_DECLARE_FIELD)
 };
 
 // The flattened batch index of this block: blockIdx.y, continued by blockIdx.z past the 65535

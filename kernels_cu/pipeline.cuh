@@ -54,6 +54,15 @@ struct KVStream {
     template <class S>
     __device__ __forceinline__ void load(S* sk, S* sv, int t) {
         const int j0 = tiles.start(t, ROWS), rows = min(ROWS, len - j0);
+        if constexpr (R::kAppends) {
+            if (k.mixed(j0, rows)) {   // holds keys this launch appends: row by row
+                Tiles::template load_rows<ROWS>(sk, [&](int r) { return k.row(j0 + r); }, k.fresh,
+                                                rows, d);
+                Tiles::template load_rows<ROWS>(sv, [&](int r) { return v.row(j0 + r); }, v.fresh,
+                                                rows, d);
+                return;
+            }
+        }
         if constexpr (STEP) {
             Tiles::template load_from<ROWS>(sk, k_next, k.base, rows, d, k.ld);
             Tiles::template load_from<ROWS>(sv, v_next, v.base, rows, d, v.ld);
@@ -66,19 +75,86 @@ struct KVStream {
     }
 };
 
+// The rows of one (sequence, kv head) of a KV cache in a launch that appends keys (params.cuh:
+// k_new, v_new): rows below `old` in the cache (R: Rows or PagedRows), rows old.. in the launch's
+// new keys (fresh, row stride fresh_ld; null when this launch appends nothing). A tile that holds
+// new keys is loaded row by row (KVStream::load); the others as R's.
+template <class R>
+struct WithAppended {
+    using Elem = typename R::Elem;
+    static constexpr bool kContiguous = false, kAppends = true;
+    R cache;
+    const Elem* fresh;
+    long long fresh_ld;
+    int old, ld;
+    __device__ __forceinline__ Elem* at(int r) const { return cache.at(r); }
+    __device__ __forceinline__ const Elem* row(int r) const {
+        return r < old ? cache.at(r) : fresh + (r - old) * fresh_ld;
+    }
+    __device__ __forceinline__ bool mixed(int j0, int rows) const {
+        return fresh != nullptr && j0 + rows > old;
+    }
+};
+
+// A KV-cache launch that appends (p.k_new not null): the keys and values it appends, rows
+// old .. S_len - 1 of the sequence (S_len: cache_keys, clamped to the capacity), are written into
+// the cache by one block per (sequence, kv head): split 0 of the last query tile of the group's
+// first query head. The other blocks of the launch read them from k_new and v_new (WithAppended),
+// never from these cache rows, so the copy races with nothing; later launches find them there.
+template <class Block, class P, class R>
+__device__ __forceinline__ void write_appended(const Block& blk, const P& p, const R& k_rows,
+                                               const R& v_rows, int old) {
+    using T = typename P::Elem;
+    constexpr int E = 16 / sizeof(T);
+    if (blk.split != 0 || blk.i0 + blk.rows < blk.seq.T_len || blk.seq.h % p.group) return;
+    const int n = blk.seq.S_len - old, chunks = p.d / E;
+    const Seq& s = blk.seq;
+    const T* kn = p.k_new + s.b * p.k_new_stride[0] + s.hk * p.k_new_stride[1];
+    const T* vn = p.v_new + s.b * p.v_new_stride[0] + s.hk * p.v_new_stride[1];
+    for (int i = threadIdx.x; i < n * chunks; i += blockDim.x) {
+        const int t = i / chunks, c = (i % chunks) * E;
+        // the cache is the caller's (writable) array, read through the kernels' const pointers
+        *reinterpret_cast<uint4*>(const_cast<T*>(k_rows.at(old + t)) + c) =
+            *reinterpret_cast<const uint4*>(kn + t * p.k_new_stride[2] + c);
+        *reinterpret_cast<uint4*>(const_cast<T*>(v_rows.at(old + t)) + c) =
+            *reinterpret_cast<const uint4*>(vn + t * p.v_new_stride[2] + c);
+    }
+}
+
+template <class Block, class P, class R>
+__device__ __forceinline__ WithAppended<R> with_appended(const Block& blk, const P& p, const R& rows,
+                                                         const typename P::Elem* fresh,
+                                                         const Strides& st, int old) {
+    return WithAppended<R>{rows,
+                           fresh ? fresh + blk.seq.b * st[0] + blk.seq.hk * st[1] : nullptr,
+                           st[2], old, rows.ld};
+}
+
 // The K/V stream of a query block (block.cuh) over its key tiles `it`: the rows of its kv head,
-// or of a paged cache (Block::kPaged)
+// or of a KV cache (Block::kCache; paged: Block::kPaged), whose launch may append keys
+// (write_appended, WithAppended)
 template <int ROWS, class Tiles, bool IN_ORDER, class R>
 __device__ __forceinline__ KVStream<ROWS, Tiles, IN_ORDER, R> make_kv_stream(
     const R& k, const R& v, const TileIter& it, int len, int d) {
     return KVStream<ROWS, Tiles, IN_ORDER, R>(k, v, it, len, d);
 }
+template <int ROWS, class Tiles, class Block, class P, class R>
+__device__ __forceinline__ auto cache_stream(const Block& blk, const P& p, const TileIter& it,
+                                             const R& k_rows, const R& v_rows) {
+    const int old = max(0, min(p.seqused_k[blk.seq.b], blk.seq.S_len));
+    if (p.k_new != nullptr) write_appended(blk, p, k_rows, v_rows, old);
+    return make_kv_stream<ROWS, Tiles, Block::kInOrder>(
+        with_appended(blk, p, k_rows, p.k_new, p.k_new_stride, old),
+        with_appended(blk, p, v_rows, p.v_new, p.v_new_stride, old), it, blk.seq.S_len, p.d);
+}
 template <int ROWS, class Tiles, class Block, class P>
 __device__ __forceinline__ auto kv_stream(const Block& blk, const P& p, const TileIter& it) {
     if constexpr (Block::kPaged)
-        return make_kv_stream<ROWS, Tiles, Block::kInOrder>(
-            blk.seq.paged_rows(p.k, p.k_stride, p), blk.seq.paged_rows(p.v, p.v_stride, p), it,
-            blk.seq.S_len, p.d);
+        return cache_stream<ROWS, Tiles>(blk, p, it, blk.seq.paged_rows(p.k, p.k_stride, p),
+                                         blk.seq.paged_rows(p.v, p.v_stride, p));
+    else if constexpr (Block::kCache)
+        return cache_stream<ROWS, Tiles>(blk, p, it, blk.seq.k_rows(p.k, p.k_stride),
+                                         blk.seq.k_rows(p.v, p.v_stride));
     else
         return make_kv_stream<ROWS, Tiles, Block::kInOrder>(
             blk.seq.k_rows(p.k, p.k_stride), blk.seq.k_rows(p.v, p.v_stride), it, blk.seq.S_len,

@@ -20,6 +20,7 @@ template <class X>
 struct Rows {
     using Elem = X;
     static constexpr bool kContiguous = true;   // row r + 1 follows row r at ld, for every r
+    static constexpr bool kAppends = false;     // (pipeline.cuh, WithAppended)
     X* base;
     int ld;
     __device__ __forceinline__ X* at(int r) const { return base + size_t(r) * ld; }
@@ -33,6 +34,7 @@ template <class X>
 struct PagedRows {
     using Elem = X;
     static constexpr bool kContiguous = false;
+    static constexpr bool kAppends = false;
     X* base;                 // the kv head's rows in page 0
     const int* table;        // the sequence's pages
     long long page_stride;
@@ -100,7 +102,7 @@ struct Seq {
         return Rows<X>{k_row(x, s, 0), int(s[2])};
     }
     // The same of a paged cache x (pages, kv heads, page rows, d): the sequence's page list from
-    // block_table (the forward's and the append's, kv_append.cuh)
+    // the forward's block_table
     template <class X, class P>
     __device__ __forceinline__ PagedRows<X> paged_rows(X* x, const Strides& s, const P& p) const {
         return PagedRows<X>{x + hk * s[1], p.block_table + (long long)b * p.table_stride, s[0],

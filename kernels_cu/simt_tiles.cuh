@@ -10,8 +10,9 @@ namespace cuflash {
 // Load rows [0, rows_valid) of a ROWS × d tile of T (global, row stride ld) into shared memory as
 // Acc (row stride LD). Rows past rows_valid become 0: finite, so 0·x never makes a NaN, and a
 // key row of zeros is masked anyway. Columns d..LD-1 are left alone (zeroed once at kernel start).
-template <typename T, typename Acc, int ROWS, int LD, int NT>
-__device__ __forceinline__ void load_tile(Acc* s, const T* g, int rows_valid, int d, int ld) {
+// row_ptr(r): where row r starts (load_tile: g + r·ld; a KV cache's appended keys: elsewhere).
+template <typename T, typename Acc, int ROWS, int LD, int NT, class RowPtr>
+__device__ __forceinline__ void load_tile_rows(Acc* s, RowPtr&& row_ptr, int rows_valid, int d) {
     constexpr int E = 16 / sizeof(T);  // elements per 16-byte load; d % 8 == 0, so d % E == 0
     const int chunks = d / E;
     for (int c = threadIdx.x; c < ROWS * chunks; c += NT) {
@@ -19,7 +20,7 @@ __device__ __forceinline__ void load_tile(Acc* s, const T* g, int rows_valid, in
         const int col = (c - r * chunks) * E;
         Acc vals[E];
         if (r < rows_valid) {
-            load16<T, Acc>(g + size_t(r) * ld + col, vals);
+            load16<T, Acc>(row_ptr(r) + col, vals);
         } else {
 #pragma unroll
             for (int e = 0; e < E; ++e) vals[e] = Acc(0);
@@ -27,6 +28,12 @@ __device__ __forceinline__ void load_tile(Acc* s, const T* g, int rows_valid, in
 #pragma unroll
         for (int e = 0; e < E; ++e) s[r * LD + col + e] = vals[e];
     }
+}
+
+template <typename T, typename Acc, int ROWS, int LD, int NT>
+__device__ __forceinline__ void load_tile(Acc* s, const T* g, int rows_valid, int d, int ld) {
+    load_tile_rows<T, Acc, ROWS, LD, NT>(s, [&](int r) { return g + size_t(r) * ld; }, rows_valid,
+                                         d);
 }
 
 // The CUDA-core kernels' tile loader (pipeline.cuh, stage_kv / stage_q): load_tile, converting to
@@ -42,6 +49,12 @@ struct SimtTiles {
     static __device__ __forceinline__ void load_from(Acc* s, const T* g, const T*, int rows, int d,
                                                      int ld) {
         load_tile<T, Acc, ROWS, LD, NT>(s, g, rows, d, ld);
+    }
+    // Rows from row_ptr(r) (pipeline.cuh, a tile holding a KV cache's appended keys)
+    template <int ROWS, typename T, class RowPtr>
+    static __device__ __forceinline__ void load_rows(Acc* s, RowPtr&& row_ptr, const T*, int rows,
+                                                     int d) {
+        load_tile_rows<T, Acc, ROWS, LD, NT>(s, row_ptr, rows, d);
     }
 };
 

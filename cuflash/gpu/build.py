@@ -295,24 +295,6 @@ def get_tile_lists(spec: KernelSpec, device_id: int):
     return mod.get_function(tile_lists_name(spec))
 
 
-def append_name(dtype: str, paged: bool) -> str:
-    return f"cuflash_kv_append_{_SHORT[dtype]}{'_paged' if paged else ''}"
-
-
-def append_source(dtype: str, paged: bool) -> str:
-    """A decode step's append of k_new, v_new into a contiguous or paged KV cache (kv_append.cuh)."""
-    T, name = _CTYPE[dtype], append_name(dtype, paged)
-    entry = (f'extern "C" __global__ void __launch_bounds__(256) {name}('
-             f"const __grid_constant__ cuflash::AppendParams<{T}, {_acc(dtype)}> p) {{\n"
-             f"    cuflash::KvAppend<{T}, {'true' if paged else 'false'}>::run(p);\n}}\n")
-    return f"// {name}\n{expand('kv_append.cuh')}\n{entry}"
-
-
-@functools.lru_cache(maxsize=None)
-def get_append(dtype: str, device_id: int, paged: bool):
-    return _module(append_source(dtype, paged), device_id).get_function(append_name(dtype, paged))
-
-
 @functools.lru_cache(maxsize=None)
 def get_preprocess(dtype: str, device_id: int, packed: bool = False):
     return _module(preprocess_source(dtype, packed), device_id).get_function(

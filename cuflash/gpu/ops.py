@@ -285,30 +285,37 @@ class CacheRows:
     seqused_add keys (int32 (batch,) on the device; seqused_add: the tokens appended this call),
     clamped to the capacity, from row 0 of k and v (batch, kv heads, capacity, d), or, with
     block_table (int32 (batch, W) on the device), in pages of page_size rows (a power of two and a
-    multiple of the tile's block_n) of a pool k, v (num_pages, kv heads, page_size, d)."""
+    multiple of the tile's block_n) of a pool k, v (num_pages, kv heads, page_size, d).
+    new_strides: the strides (views.strides) of k_new and v_new (batch, kv heads, seqused_add, d)
+    when the launch reads the appended keys from them and writes them into the cache (the
+    arrays come with each call), None when they are in the cache already."""
 
     seqused_k: object
     block_table: object = None
     page_size: int = 0
     seqused_add: int = 0
     num_pages: int = 0
+    new_strides: tuple | None = None
 
     @property
     def kind(self) -> str:
         return "cache" if self.block_table is None else "paged"
 
     def fields(self) -> dict:
+        new = {} if self.new_strides is None else dict(k_new_stride=list(self.new_strides[0]),
+                                                       v_new_stride=list(self.new_strides[1]))
         if self.block_table is None:
-            return dict(_NO_CACHE, seqused_k=self.seqused_k, seqused_add=self.seqused_add)
-        return dict(seqused_k=self.seqused_k, block_table=self.block_table,
+            return dict(_NO_CACHE, seqused_k=self.seqused_k, seqused_add=self.seqused_add, **new)
+        return dict(_NO_CACHE, seqused_k=self.seqused_k, block_table=self.block_table,
                     table_stride=int(self.block_table.strides[0] // self.block_table.itemsize),
                     page_shift=int(self.page_size).bit_length() - 1,
-                    seqused_add=self.seqused_add, num_pages=self.num_pages)
+                    seqused_add=self.seqused_add, num_pages=self.num_pages, **new)
 
 
 #: The forward's KV-cache fields without a cache
 _NO_CACHE = dict(seqused_k=None, block_table=None, table_stride=0, page_shift=0, seqused_add=0,
-                 num_pages=0)
+                 num_pages=0, k_new=None, v_new=None, k_new_stride=[0, 0, 0],
+                 v_new_stride=[0, 0, 0])
 
 
 def _c_strides(shape, is_packed: bool) -> list:
@@ -386,9 +393,10 @@ class ForwardLaunch:
         self.T, self.S = r.T, r.S
         self.template = self.layout.pack(self.fields).tobytes()
 
-    def __call__(self, q, k, v, seqused_k=None, block_table=None):
+    def __call__(self, q, k, v, seqused_k=None, block_table=None, k_new=None, v_new=None):
         """(out, lse) of arrays laid out as the ones this launch was made from (the kernels'
-        views: r.q, r.k, r.v; a cache's seqused_k and block_table)."""
+        views: r.q, r.k, r.v; a cache's seqused_k and block_table, and the keys and values it
+        appends)."""
         if self.idle:
             return _empty(self.out_shape, self.dtype), _empty(self.lse_shape, self.acc)
         cp = _cp()
@@ -412,7 +420,7 @@ class ForwardLaunch:
                 rest = (self.nbytes - self.offsets[2]) // self.acc.itemsize
                 cp.ndarray((rest,), self.acc, memptr=mem + self.offsets[2]).fill(float("nan"))
         if seqused_k is not None:
-            ptrs["seqused_k"], ptrs["block_table"] = seqused_k, block_table
+            ptrs.update(seqused_k=seqused_k, block_table=block_table, k_new=k_new, v_new=v_new)
         if self.mod is None:
             packed = self.layout.patch(self.template, ptrs)
             args, keep = packed, None
@@ -435,42 +443,6 @@ def _forward(r: _Run, p, tile, D, num_splits=1, cache: CacheRows | None = None,
     if cache is None:
         return launch(r.q, r.k, r.v)
     return launch(r.q, r.k, r.v, cache.seqused_k, cache.block_table)
-
-
-class AppendLaunch:
-    """A decode step's append (kernels_cu/kv_append.cuh), prepared once like ForwardLaunch:
-    k_new, v_new (B, Hkv, Tnew, d) written into a contiguous cache (B, Hkv, capacity, d) or a
-    page pool (num_pages, Hkv, page_size, d) through block_table, at rows seqlens[b] + t. Every
-    array must pass views.kernel_ok (16-byte rows) and d must be whole 16-byte words."""
-
-    def __init__(self, k_new, v_new, k_cache, v_cache, block_table, page_size: int,
-                 capacity: int):
-        dt = dtype_name(k_new.dtype)
-        B, Hkv, Tnew, d = (int(n) for n in k_new.shape)
-        elems = 16 // k_new.dtype.itemsize
-        if d % elems:
-            raise ValueError(f"head_dim={d}: the append kernel copies whole 16-byte words")
-        paged = block_table is not None
-        self.kern = build.get_append(dt, _cp().cuda.Device().id, paged)
-        self.grid_x = math.ceil(Tnew * (d // elems) / 256)
-        self.rows = B * Hkv
-        self.layout = params.layout("append", dt)
-        st = views.strides
-        fields = dict(k_new=None, v_new=None, k_cache=None, v_cache=None,
-                      k_new_stride=st(k_new), v_new_stride=st(v_new),
-                      k_cache_stride=st(k_cache), v_cache_stride=st(v_cache), seqlens=None,
-                      block_table=None,
-                      table_stride=int(block_table.strides[0] // 4) if paged else 0,
-                      page_shift=int(page_size).bit_length() - 1 if paged else 0,
-                      num_pages=int(k_cache.shape[0]) if paged else 0,
-                      batch=B, kv_heads=Hkv, tokens=Tnew, d=d, capacity=int(capacity))
-        self.template = self.layout.pack(fields).tobytes()
-
-    def __call__(self, k_new, v_new, k_cache, v_cache, seqlens, block_table=None):
-        args = self.layout.patch(self.template, dict(k_new=k_new, v_new=v_new, k_cache=k_cache,
-                                                     v_cache=v_cache, seqlens=seqlens,
-                                                     block_table=block_table))
-        _launch(self.kern, 0, 256, self.grid_x, self.rows, args)
 
 
 def _backward(r: _Run, dout, out, lse, p, tile, D, deterministic):

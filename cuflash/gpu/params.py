@@ -139,13 +139,11 @@ def _address(x) -> int:
     return int(data.ptr) if data is not None and hasattr(data, "ptr") else int(x)
 
 
-_STRUCTS = {"fwd": ("FwdParams", "CUFLASH_FWD_FIELDS"), "bwd": ("BwdParams", "CUFLASH_BWD_FIELDS"),
-            "append": ("AppendParams", "CUFLASH_APPEND_FIELDS")}
+_STRUCTS = {"fwd": ("FwdParams", "CUFLASH_FWD_FIELDS"), "bwd": ("BwdParams", "CUFLASH_BWD_FIELDS")}
 
 
 def layout(role: str, dtype) -> Layout:
-    """The layout of the parameter struct of a pass ('fwd', 'bwd' or 'append', the KV cache's
-    append) for inputs of `dtype`."""
+    """The layout of the parameter struct of a pass ('fwd' or 'bwd') for inputs of `dtype`."""
     acc = "double" if accum_dtype(resolve_dtype(dtype)).itemsize == 8 else "float"
     return _layout(_STRUCTS[role][0], acc)
 

@@ -91,8 +91,6 @@ def run(arch: str, fail_on_spills: bool, jobs: int, include_experiments: bool = 
         try:
             build.compile_offline(build.preprocess_source(dt, packed),
                                   build.preprocess_name(dt, packed), arch)
-            build.compile_offline(build.append_source(dt, packed),   # here: paged or not
-                                  build.append_name(dt, packed), arch)
         except RuntimeError as exc:
             failures.append(str(exc))
     for f in failures:
