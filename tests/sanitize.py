@@ -62,6 +62,9 @@ def main():
                "window_softcap_alibi": dict(window=(9, 3), softcap=2.0,
                                             alibi_slopes=cp.asarray([0.3, 0.1], dtype=cp.float32)),
                "mask_mod": dict(causal=True, mask_mod=MaskMod("doc[h, j] != (i % 3)", doc=docs))}
+    if sys.argv[1:] == ["kv"]:   # the decode path first
+        for dt in DTYPES:
+            kv_cache(cp, rng, dt)
     for dt, d, ft, bt in cases:
         for name, kw in options.items():
             q, k, v, do = (cp.asarray(rng.standard_normal(s).astype(DTYPES[dt]))
@@ -75,13 +78,14 @@ def main():
             cp.cuda.Device().synchronize()
             print(f"ok {dt} d={d} {name} fwd={ft.short()} bwd={bt.short()}")
         layouts(cp, rng, dt, d, ft, bt)
-    for dt in DTYPES:
-        kv_cache(cp, rng, dt)
+    if sys.argv[1:] != ["kv"]:
+        for dt in DTYPES:
+            kv_cache(cp, rng, dt)
 
 
 def layouts(cp, rng, dt, d, ft, bt):
     """GQA, a strided view and a packed batch through one family's kernels, causal."""
-    dets = (True,) if bt.kernel == "wgmma" else (True, False)
+    dets = (True,) if bt.kernel in ("wgmma", "dmma") else (True, False)
     rand = lambda *s: cp.asarray(rng.standard_normal(s).astype(DTYPES[dt]))
     q, k, v = rand(2, 4, 37, d), rand(2, 1, 29, d), rand(2, 1, 29, d)   # GQA, G = 4
     x = rand(3, 2, 33, 2, 3 * d)[..., :d]     # (B, T, H, d) with padded rows
