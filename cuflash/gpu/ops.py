@@ -114,17 +114,11 @@ def _launch(kern, smem, threads, grid_x, batch, args, stream=None):
     gx, gy, gz = _grid(grid_x, batch)
     addr = ctypes.addressof(args) if isinstance(args, ctypes.Array) else args.ctypes.data
     params = (ctypes.c_void_p * 1)(addr)
-    if _KEEP_ARGS is not None:   # diagnosis: the argument buffers kept beyond the launch
-        _KEEP_ARGS.append((args, params))
     fn = getattr(kern, "kernel", kern)   # a RawKernel's Function (on the current device)
     if stream is None:
         stream = _cp().cuda.get_current_stream().ptr
     _driver().launchKernel(fn.ptr, gx, gy, gz, threads, 1, 1, smem, stream,
                            ctypes.addressof(params), 0)
-
-
-#: None, or a list that keeps every launch's argument buffers alive (a diagnosis aid)
-_KEEP_ARGS = None
 
 
 @functools.lru_cache(maxsize=None)
