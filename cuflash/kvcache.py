@@ -452,10 +452,6 @@ _MAX_PLANS = 512
 _NO_PLAN = object()
 
 
-def _array_sig(x):
-    return (x.shape, x.strides, x.dtype, x.data.device_id)
-
-
 def _signature(q, k_cache, v_cache, cache_seqlens, block_table, k_new, v_new, causal, window,
                softcap, scale, return_lse, num_splits):
     """What a prepared call (_KernelPlan) depends on, hashable; None when the call has arrays

@@ -17,24 +17,12 @@ from __future__ import annotations
 import argparse
 import csv
 import os
-import statistics
 import sys
 
 import numpy as np
 
-
-def _time(cp, fn, reps):
-    fn()
-    cp.cuda.Device().synchronize()
-    out = []
-    for _ in range(reps):
-        a, b = cp.cuda.Event(), cp.cuda.Event()
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        out.append(cp.cuda.get_elapsed_time(a, b))
-    return statistics.median(out)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_layouts import _time  # noqa: E402  (GPU time of one call: events, median)
 
 
 def _m8_only():
