@@ -27,7 +27,7 @@ import numpy as np
 
 from . import device
 from ._xp import accum_dtype, resolve_dtype
-from .tile import TileConfig
+from .tile import TileConfig, even_section, section_rows
 from .mask import Mask
 
 
@@ -181,15 +181,17 @@ def flash_forward_dram(batch, T, S, d, dtype, causal, tile: TileConfig, *, l2_by
                        resident_blocks=RESIDENT_BLOCKS) -> Traffic:
     """DRAM bytes of the tiled forward when the K/V re-reads hit in L2.
 
-    Blocks start in launch order, query tiles (blockIdx.x) of one head before the next head
-    (blockIdx.y), so ``resident_blocks`` blocks cover about ceil(resident / query tiles) heads.
+    Blocks start in the kernels' order (_heads_in_flight), so ``resident_blocks`` blocks cover
+    whole sections of heads, about ceil(resident / query tiles) heads when a section is one head.
     When those heads' K and V (2·S·d·e bytes each) fit in ``l2_bytes``, each head's K and V come
     from DRAM once and the re-reads of :func:`flash_forward` are L2 hits; otherwise every
     re-read is taken to reach DRAM (the plain model). Writes are the plain model's.
     """
     plain = flash_forward(batch, T, S, d, dtype, causal, tile)
     e = resolve_dtype(dtype).itemsize
-    if not _fits(batch, math.ceil(T / tile.block_m), 2 * S * d * e, l2_bytes, resident_blocks):
+    section = _section(batch, T, S, d, e, l2_bytes)
+    if not _fits(batch, math.ceil(T / tile.block_m), 2 * S * d * e, l2_bytes, resident_blocks,
+                 section):
         return plain
     kv_rows = _kv_rows_once(T, S, causal, tile.block_m, tile.block_n)
     return Traffic(batch * (T * d * e + 2 * kv_rows * d * e), plain.bytes_written, plain.flops)
@@ -219,14 +221,24 @@ def _q_rows_once(T, S, causal, block_m, block_n):
                           for j0 in range(0, S, block_n)))
 
 
-def _heads_in_flight(batch, tiles_per_head, resident_blocks):
-    """Heads whose blocks are resident at once: blocks start in launch order, the tiles of one
-    head (blockIdx.x) before the next head (blockIdx.y)."""
-    return min(batch, math.ceil(resident_blocks / max(1, tiles_per_head)))
+def _heads_in_flight(batch, tiles_per_head, resident_blocks, section):
+    """Heads whose blocks are resident at once. Blocks start in the kernels' order (block.cuh,
+    GridTile): sections of ``section`` heads one after the other, tile-major within one (every
+    head's first tile, then every head's second, ...), so the resident blocks cover whole
+    sections: as many as they reach into."""
+    sections = math.ceil(resident_blocks / max(1, section * tiles_per_head))
+    return min(batch, section * sections)
 
 
-def _fits(batch, tiles_per_head, per_head_bytes, l2_bytes, resident_blocks):
-    return _heads_in_flight(batch, tiles_per_head, resident_blocks) * per_head_bytes <= l2_bytes
+def _section(batch, T, S, d, e, l2_bytes):
+    """Heads per section of the kernels' order (ops._common: tile.section_rows of the two
+    d-wide operands of max(T, S) rows each head streams, evened out over the batch)."""
+    return even_section(batch, section_rows(2 * max(T, S) * d * e, l2_bytes))
+
+
+def _fits(batch, tiles_per_head, per_head_bytes, l2_bytes, resident_blocks, section):
+    return (_heads_in_flight(batch, tiles_per_head, resident_blocks, section) * per_head_bytes
+            <= l2_bytes)
 
 
 def flash_backward_dram(batch, T, S, d, dtype, causal, tile: TileConfig, deterministic=True, *,
@@ -239,14 +251,14 @@ def flash_backward_dram(batch, T, S, d, dtype, causal, tile: TileConfig, determi
 
     - preprocess (D = rowsum(dO ∘ O)): O and dO once, as in the plain model.
     - dK/dV kernel: one K/V tile resident per block (read once), Q, dO, lse and D streamed once
-      per key tile. ``resident_blocks`` blocks cover about ceil(resident / key tiles) heads (blocks
-      start in launch order, key tiles of one head first); when those heads' streamed operand,
+      per key tile. ``resident_blocks`` blocks cover whole sections of heads (_heads_in_flight),
+      about ceil(resident / key tiles) heads when a section is one head; when their streamed operand,
       T·(2·d·e + 2·a) bytes each (plus the T·d·a float32 dQ accumulator in atomic mode, which the
       atomics read-modify-write in L2), fits in ``l2_bytes``, each head's Q, dO, lse, D (and the
       accumulator) come from DRAM once: the rows that at least one key tile visits. Otherwise the
       kernel's reads are the plain model's (every re-read reaches DRAM).
     - dQ kernel (deterministic mode): Q, dO, lse, D resident (once), K and V streamed per query
-      tile; the same rule with the heads covered by ceil(resident / query tiles) and 2·S·d·e bytes
+      tile; the same rule with query tiles for key tiles and 2·S·d·e bytes
       per head; when they fit, each head's K and V rows that some query tile visits come once.
     - atomic mode (no dQ kernel): cp.zeros writes the T·d·a accumulator; when it fits, the dK/dV
       kernel reads it from DRAM once and writes it back once (its atomics are L2 read-modify-
@@ -268,8 +280,9 @@ def flash_backward_dram(batch, T, S, d, dtype, causal, tile: TileConfig, determi
     q_rows_once = _q_rows_once(T, S, causal, bm, bn)
     stream_head = T * (2 * d * e + 2 * a) + (0 if deterministic else T * d * a)
     kv_tiles = math.ceil(S / bn)
-    q_rows = (q_rows_once if _fits(batch, kv_tiles, stream_head, l2_bytes, resident_blocks)
-              else q_rows_plain)
+    section = _section(batch, T, S, d, e, l2_bytes)
+    q_rows = (q_rows_once if _fits(batch, kv_tiles, stream_head, l2_bytes, resident_blocks,
+                                   section) else q_rows_plain)
     read += 2 * S * d * e + q_rows * (2 * d * e + 2 * a)
     written += 2 * S * d * e
     if deterministic:
@@ -277,7 +290,7 @@ def flash_backward_dram(batch, T, S, d, dtype, causal, tile: TileConfig, determi
         kv_rows_plain = _kv_rows(T, S, causal, bm, bn)
         kv_rows_once = _kv_rows_once(T, S, causal, bm, bn)
         kv_rows = (kv_rows_once if _fits(batch, math.ceil(T / bm), 2 * S * d * e, l2_bytes,
-                                         resident_blocks) else kv_rows_plain)
+                                         resident_blocks, section) else kv_rows_plain)
         read += T * (2 * d * e + 2 * a) + 2 * kv_rows * d * e
         written += T * d * e
     else:

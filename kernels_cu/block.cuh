@@ -3,6 +3,7 @@
 // score modifier of that sequence (mask.cuh, score.cuh), the tiles it streams and the rows
 // they come from.
 //
+//   GridTile    the order blocks start in: which tile and grid row a block takes
 //   QueryBlock  forward and dQ kernels: a tile of BLOCK_M queries; grid (query tiles, reversed
 //               so that the heaviest causal tiles start first; sequences·heads)
 //   KeyBlock    dK/dV kernels: a tile of BLOCK_N keys and a chunk of a kv head's query heads
@@ -20,20 +21,48 @@ __device__ __forceinline__ int cache_keys(const P& p, int b) {
     return max(0, min(p.seqused_k[b] + p.seqused_add, p.S_len));
 }
 
-// The (sequence, query head) of grid row batch_index() = b·heads + h (the grid's last row may run
-// past the batch: such blocks locate the last pair and are not active); with a KV cache the
-// sequence's keys are cache_keys
+// The tile (along grid x) and grid row a block works on. The host launches a grid of (tiles,
+// rows) (params.cuh, batch_index) and blocks start in launch order, so the order decides the
+// tail of a causal pass, whose tiles differ in cost: tile-major, every row's tile 0 (the
+// heaviest) before any row's tile 1 (FlashAttention-3's longest-first order), within sections
+// of rows taken one after the other: at most `most` rows each (p.sched_rows, the rows whose
+// streamed operands fit in L2 together: cuflash/tile.py, section_rows), cut about even
+// (tile.even_section: a short last section would leave its long tiles for the end). `groups`
+// such grids of `rows` rows follow one another (the dK/dV kernels' ranks: group g's row r is
+// grid row g·rows + r). Blocks past the grid (its last z may run past the rows) take the last
+// tile and are not in_grid.
+struct GridTile {
+    int x, row;
+    bool in_grid;
 
+    __device__ __forceinline__ GridTile(int rows, int groups, int most) {
+        const int sections = (rows + most - 1) / most, section = (rows + sections - 1) / sections;
+        const long long nx = gridDim.x, per_group = rows * nx;
+        long long L = (long long)batch_index() * nx + blockIdx.x;
+        in_grid = L < per_group * groups;
+        if (!in_grid) L = per_group * groups - 1;
+        const int g = (int)(L / per_group);
+        const long long r = L - g * per_group;         // place in this group's tile-major order
+        const int first = (int)(r / (section * nx)) * section;   // the section's first row
+        const int n = min(section, rows - first);                // its rows
+        const long long at = r - first * nx;
+        x = (int)(at / n);
+        row = g * rows + first + (int)(at % n);
+    }
+};
+
+// The (sequence, query head) of grid row `row` = b·heads + h; with a KV cache the sequence's
+// keys are cache_keys
 template <class V, class P>
-__device__ __forceinline__ Seq locate_head(const P& p) {
-    const int bz = min(batch_index(), p.batch * p.heads - 1);
-    Seq s = Seq::of<V::PACKED>(p, bz / p.heads, bz % p.heads);
+__device__ __forceinline__ Seq locate_head(const P& p, int row) {
+    Seq s = Seq::of<V::PACKED>(p, row / p.heads, row % p.heads);
     if constexpr (V::CACHE != kNoCache) s.S_len = cache_keys(p, s.b);
     return s;
 }
 
 template <int BLOCK_M, class V, class P, typename Acc>
 struct QueryBlock {
+    GridTile at;               // grid x (split-KV: split · tiles_x + tile) and row b·heads + h
     Seq seq;
     int split;                 // split-KV: this block's share of the key tiles (0 without)
     int i0, rows;              // first query of the tile, queries in it (<= BLOCK_M)
@@ -48,10 +77,10 @@ struct QueryBlock {
     // grid x: query tiles (reversed) of split 0, then of split 1, ... (V::SPLIT; one split else)
     static constexpr bool kSplit = V::SPLIT;
     __device__ __forceinline__ explicit QueryBlock(const P& p)
-        : seq(locate_head<V>(p)), split(V::SPLIT ? blockIdx.x / tiles_x(p) : 0),
-          i0((tiles_x(p) - 1 - (V::SPLIT ? blockIdx.x % tiles_x(p) : blockIdx.x)) * BLOCK_M),
-          rows(min(BLOCK_M, seq.T_len - i0)),
-          active(batch_index() < p.batch * p.heads && i0 < seq.T_len),
+        : at(p.batch * p.heads, 1, p.sched_rows), seq(locate_head<V>(p, at.row)),
+          split(V::SPLIT ? at.x / tiles_x(p) : 0),
+          i0((tiles_x(p) - 1 - (V::SPLIT ? at.x % tiles_x(p) : at.x)) * BLOCK_M),
+          rows(min(BLOCK_M, seq.T_len - i0)), active(at.in_grid && i0 < seq.T_len),
           mask(p, seq), score(p, seq) {}
 
     // The key tiles this query tile visits, and whether tile t of them needs the per-element rule
@@ -94,29 +123,29 @@ struct QueryBlock {
 // C = 1: one block per query head, as many blocks as MHA.
 template <int BLOCK_N, class V, class P>
 struct KeyBlock {
+    GridTile at;               // key tile, and grid row rank·(batch·kv heads) + b·kv heads + hk
     Seq seq;                   // the chunk's first query head seq.h, its kv head seq.hk
     int j0, rows;              // first key of the tile, keys in it
     int rank, ranks;           // this chunk's place in the group, chunks per group
     bool active;
 
+    // Ranks one after the other (GridTile's groups): the blocks of one key tile whose turns
+    // follow each other launch batch·kv heads·key tiles blocks apart, so the earlier has mostly
+    // finished by the time the later one needs its sum.
     __device__ __forceinline__ explicit KeyBlock(const P& p)
-        : seq(locate(p)), j0(blockIdx.x * BLOCK_N), rows(min(BLOCK_N, seq.S_len - j0)),
-          rank(batch_index() / (p.batch * (p.heads / p.group))), ranks(p.group / p.group_chunk),
-          active(batch_index() < p.batch * (p.heads / p.group) * ranks && j0 < seq.S_len) {}
+        : at(pairs(p), p.group / p.group_chunk, p.sched_rows), seq(locate(p, at.row)),
+          j0(at.x * BLOCK_N), rows(min(BLOCK_N, seq.S_len - j0)), rank(at.row / pairs(p)),
+          ranks(p.group / p.group_chunk), active(at.in_grid && j0 < seq.S_len) {}
 
-    // Grid rows rank-major: row = rank·(batch·kv heads) + b·kv heads + hk, so the blocks of one
-    // key tile whose turns follow each other launch batch·kv heads·key tiles blocks apart: the
-    // earlier has mostly finished by the time the later one needs its sum.
-    static __device__ __forceinline__ Seq locate(const P& p) {
-        const int kv_heads = p.heads / p.group, pairs = p.batch * kv_heads;
-        const int bz = min(batch_index(), pairs * (p.group / p.group_chunk) - 1);
-        const int r = bz / pairs, bk = bz % pairs;
+    static __device__ __forceinline__ int pairs(const P& p) { return p.batch * (p.heads / p.group); }
+    static __device__ __forceinline__ Seq locate(const P& p, int row) {
+        const int kv_heads = p.heads / p.group, r = row / pairs(p), bk = row % pairs(p);
         return Seq::of<V::PACKED>(p, bk / kv_heads, (bk % kv_heads) * p.group + r * p.group_chunk);
     }
     // The counter that orders the ranks' blocks of this key tile (one per sequence, kv head and
     // key tile: gridDim.x of them per (sequence, kv head))
     __device__ __forceinline__ int* group_counter(const P& p) const {
-        return p.dkdv_sem + ((long long)seq.b * (p.heads / p.group) + seq.hk) * gridDim.x + blockIdx.x;
+        return p.dkdv_sem + ((long long)seq.b * (p.heads / p.group) + seq.hk) * gridDim.x + at.x;
     }
 };
 

@@ -31,6 +31,7 @@ constexpr int kUnbounded = 1 << 30;
 //          for an open side
 //   scale: multiplies q·k; scale_log2 = scale·log2(e); softcap: c of c·tanh(s / c) (0: none)
 //   num_splits: split-KV's blocks per query tile (the forward's; 1 everywhere else)
+//   sched_rows: the grid rows of one section of the order blocks start in (block.cuh, GridTile)
 //   alibi_slopes: (batch·heads,) slope of each (sequence, query head), natural-log units
 //   mm_tensor, mm_shape, mm_int: the arrays (C-contiguous int32), their shapes and the ints a
 //          mask_mod captured
@@ -63,7 +64,8 @@ constexpr int kUnbounded = 1 << 30;
     X(Acc, scale)                           \
     X(Acc, scale_log2)                      \
     X(Acc, softcap)                         \
-    X(int, num_splits)
+    X(int, num_splits)                      \
+    X(int, sched_rows)
 
 // The forward: q (sequences, heads, T_len, d), k and v (sequences, heads / group, S_len, d) in,
 // each with its own strides (x_stride); out (strides out_stride) and lse (lse_stride), natural

@@ -17,14 +17,14 @@ namespace cuflash {
 
 // Called by every thread of a forward block (V::SPLIT) after its partials are stored: i0, rows,
 // the tile's first query and its rows; tile: its index among the (sequence, head)'s query tiles,
-// tiles_x of them.
+// tiles_x of them; grid_row: the (sequence, head)'s grid row b·heads + h.
 template <int NT, class P>
 __device__ __forceinline__ void finish_split(const P& p, const Seq& seq, int i0, int rows,
-                                             int tile, int tiles_x) {
+                                             int tile, int tiles_x, int grid_row) {
     using Acc = typename P::Acc;
     using T = typename P::Elem;
     constexpr int E = 16 / sizeof(Acc), NW = NT / 32;   // Acc per 16-byte chunk
-    int* counter = p.split_counter + (long long)batch_index() * tiles_x + tile;
+    int* counter = p.split_counter + (long long)grid_row * tiles_x + tile;
     __threadfence();   // this block's partials are visible GPU-wide before it is counted
     __syncthreads();
     bool last = false;
@@ -56,6 +56,7 @@ __device__ __forceinline__ void finish_split(const P& p, const Seq& seq, int i0,
 #pragma unroll
             for (int e = 0; e < E; ++e) acc[e] = Acc(0);
             if (sum != Acc(0))
+#pragma unroll 8   // eight splits' loads in flight at once: the merge is latency-bound
                 for (int s = 0; s < splits; ++s) {
                     const Acc w = Num<Acc>::exp2((__ldcg(lse_s + s * step) - lse) * Acc(kLog2e));
                     const Acc* src = part + s * step * p.d + c;
@@ -77,7 +78,7 @@ __device__ __forceinline__ void finish_split(const P& p, const Seq& seq, int i0,
 // The same for a QueryBlock (block.cuh)
 template <int NT, int BLOCK_M, class P, class QB>
 __device__ __forceinline__ void finish_split(const P& p, const QB& blk) {
-    finish_split<NT>(p, blk.seq, blk.i0, blk.rows, blk.i0 / BLOCK_M, QB::tiles_x(p));
+    finish_split<NT>(p, blk.seq, blk.i0, blk.rows, blk.i0 / BLOCK_M, QB::tiles_x(p), blk.at.row);
 }
 
 }  // namespace cuflash

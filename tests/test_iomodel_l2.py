@@ -60,9 +60,14 @@ def test_backward_falls_back_kernel_by_kernel():
     """l2_bytes between the dQ kernel's per-head K/V (2·S·d·e) and the dK/dV kernel's per-head
     Q, dO, lse, D (T·(2·d·e + 2·a)): only the dQ kernel's re-reads are caught."""
     B, T, d, tile = 8, 4096, 64, TileConfig(64, 64, 4, 1, "mma")
-    heads = min(B, -(-iomodel.RESIDENT_BLOCKS // (T // 64)))
-    l2 = heads * 2 * T * d * E                     # the dQ kernel's heads just fit
-    assert l2 < heads * T * (2 * d * E + 2 * A)    # the dK/dV kernel's do not
+
+    def heads(l2):   # heads in flight (64 tiles per head) in the kernels' order for this L2
+        section = iomodel._section(B, T, T, d, E, l2)
+        return iomodel._heads_in_flight(B, T // 64, iomodel.RESIDENT_BLOCKS, section)
+
+    # the dQ kernel's heads fit, the dK/dV kernel's do not
+    l2 = next(l2 for l2 in range(2**20, 2**26, 2**14)
+              if heads(l2) * 2 * T * d * E <= l2 < heads(l2) * T * (2 * d * E + 2 * A))
     got = iomodel.flash_backward_dram(B, T, T, d, "float16", False, tile, l2_bytes=l2)
     plain = iomodel.flash_backward(B, T, T, d, "float16", False, tile)
     kv_rereads = B * 2 * d * E * ((T // 64) * T - T)   # K, V once per query tile, minus once
@@ -96,8 +101,14 @@ def test_atomic_accumulator_joins_the_working_set():
     so an L2 that holds Q, dO, lse and D of the heads in flight but not the accumulator too
     falls back to the plain count."""
     B, T, d, tile = 8, 4096, 64, TileConfig(64, 64, 4, 1, "mma")
-    heads = min(B, -(-iomodel.RESIDENT_BLOCKS // (T // 64)))
-    l2 = heads * T * (2 * d * E + 2 * A)
+
+    def heads(l2):   # heads in flight (64 tiles per head) in the kernels' order for this L2
+        section = iomodel._section(B, T, T, d, E, l2)
+        return iomodel._heads_in_flight(B, T // 64, iomodel.RESIDENT_BLOCKS, section)
+
+    # Q, dO, lse and D of the heads in flight fit, with the accumulator they do not
+    l2 = next(l2 for l2 in range(2**20, 2**26, 2**14)
+              if heads(l2) * T * (2 * d * E + 2 * A) <= l2 < heads(l2) * T * (2 * d * E + 2 * A + d * A))
     det = iomodel.flash_backward_dram(B, T, T, d, "float16", False, tile, True, l2_bytes=l2)
     atom = iomodel.flash_backward_dram(B, T, T, d, "float16", False, tile, False, l2_bytes=l2)
     assert det.bytes_read == _once_det(B, T, T, d)

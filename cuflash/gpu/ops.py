@@ -17,6 +17,7 @@ import numpy as np
 
 from .. import checks, device
 from .._xp import accum_dtype, dtype_name
+from ..tile import section_rows
 from . import build, params, plan, views
 
 _LOG2E = 1.4426950408889634
@@ -57,6 +58,10 @@ def smem_limit(device_id: int | None = None) -> int:
 def _sm_count(device_id: int) -> int:
     return device.current(device_id).sm_count
 
+
+#: The most grid rows per section of the order blocks start in (None: tile.section_rows; tests
+#: set it)
+_SCHED_ROWS = None
 
 #: Ranks per GQA group of the dK/dV kernels (None: _group_ranks' rule; tests and benchmarks set it)
 _GROUP_RANKS = None
@@ -175,9 +180,13 @@ def _args(spec, packed, layout, fields, mod, T, S, keep: list):
 
 
 def _common(p, *, batch, heads, group, T, S, d, acc, cu_q=None, cu_k=None, lse_stride,
-            num_splits=1) -> dict:
-    """The fields every pass shares (CUFLASH_COMMON_FIELDS): the shapes and packing, and the
-    options of a checks.Problem or VarlenProblem (mask, scale, score modifiers, mask_mod)."""
+            num_splits=1, itemsize, device_id) -> dict:
+    """The fields every pass shares (CUFLASH_COMMON_FIELDS): the shapes and packing, the options
+    of a checks.Problem or VarlenProblem (mask, scale, score modifiers, mask_mod), and the order
+    blocks start in (tile.section_rows, for rows that stream max(T, S) rows of two d-wide
+    operands of ``itemsize`` bytes)."""
+    sched = _SCHED_ROWS or section_rows(2 * max(T, S) * d * itemsize,
+                                        device.current(device_id).l2_bytes)
     m = p.mask
     mod = getattr(p, "mask_mod", None)
     slopes = p.alibi_slopes   # (batch·heads,) in the kernels' order b·heads + h
@@ -188,7 +197,7 @@ def _common(p, *, batch, heads, group, T, S, d, acc, cu_q=None, cu_k=None, lse_s
                 window_left=_UNBOUNDED if m.left is None else m.left,
                 window_right=_UNBOUNDED if m.right is None else m.right,
                 scale=acc.type(p.scale), scale_log2=acc.type(p.scale * _LOG2E),
-                softcap=acc.type(p.softcap or 0.0), num_splits=num_splits)
+                softcap=acc.type(p.softcap or 0.0), num_splits=num_splits, sched_rows=sched)
 
 
 def num_splits_for(n_query_tiles: int, rows: int, key_tiles: int, device_id: int,
@@ -387,7 +396,8 @@ class ForwardLaunch:
                               dict(cache.fields(), seqused_k=None, block_table=None)),
                            **_common(p, batch=r.batch, heads=r.heads, group=r.group, T=r.T,
                                      S=r.S, d=D, acc=self.acc, cu_q=r.cu_q, cu_k=r.cu_k,
-                                     lse_stride=lse_stride, num_splits=num_splits))
+                                     lse_stride=lse_stride, num_splits=num_splits,
+                                     itemsize=self.dtype.itemsize, device_id=dev))
         self.layout = params.layout("fwd", dt)
         self.mod = getattr(p, "mask_mod", None)
         self.T, self.S = r.T, r.S
@@ -478,7 +488,8 @@ def _backward(r: _Run, dout, out, lse, p, tile, D, deterministic):
                   dout_stride=r.strides(dout), dq_stride=r.strides(dq), dk_stride=r.strides(dk),
                   dv_stride=r.strides(dv),
                   **_common(p, batch=r.batch, heads=r.heads, group=r.group, T=r.T, S=r.S, d=D,
-                            acc=acc, cu_q=r.cu_q, cu_k=r.cu_k, lse_stride=lse_stride))
+                            acc=acc, cu_q=r.cu_q, cu_k=r.cu_k, lse_stride=lse_stride,
+                            itemsize=r.q.dtype.itemsize, device_id=dev))
     layout, keep, mod = params.layout("bwd", dt), [], getattr(p, "mask_mod", None)
     rows = r.batch * r.heads
     if rows == 0:
