@@ -340,8 +340,12 @@ def measure_point(point: Point, cfg: Measure) -> dict:
     """Measure one point; exceptions propagate (the runner classifies OOM, unavailable, error).
 
     Order: one call under the memory probe (its outputs give the error), then warm-up and timing.
-    A KV-cache point makes one call before the probe (``_measure``).
+    A KV-cache point makes one call before the probe (``_measure``). A ring point is measured by
+    its own worker processes (``ring.measure``).
     """
+    if point.method_name == "ring":
+        from .ring import measure as measure_ring
+        return measure_ring(point, cfg)
     if point.device == "gpu":
         from .._xp import gpu_available
         if not gpu_available():
@@ -420,4 +424,6 @@ def classify(exc: BaseException) -> tuple[str, str]:
     text = _shorten(f"{type(exc).__name__}: {exc}")
     if is_oom(exc):
         return "oom", text
+    if getattr(exc, "located", False):      # the message says where (ring.WorkerError)
+        return "error", _shorten(str(exc), 400)
     return "error", _shorten(text, 240) + _where(exc)

@@ -14,7 +14,7 @@ import json
 
 from ..mask import Mask
 from ..tile import TileConfig
-from . import decode, layouts, variants
+from . import decode, layouts, ring, variants
 from .schema import Experiment, device_smem_limit, library_tile
 
 #: Columns every results CSV has (files of every version); a file without one is not a results CSV.
@@ -23,7 +23,7 @@ BASE_KEY_COLUMNS = ("method", "backend", "tile", "deterministic", "seq_len", "kv
 #: Columns that identify a point; a results row with the same values is the same point. Rows of
 #: files written before a column existed lack it and match its default (``KEY_DEFAULTS``).
 KEY_COLUMNS = (BASE_KEY_COLUMNS + variants.VARIANT_COLUMNS + layouts.LAYOUT_KEY_COLUMNS
-               + decode.AXIS_COLUMNS + ("sweep",))
+               + decode.AXIS_COLUMNS + ("sweep",) + ring.KEY_COLUMNS)
 #: Key text of a column when its cell is blank or missing (otherwise '').
 KEY_DEFAULTS = {"alibi": "false", "group": "1"}
 
@@ -75,6 +75,12 @@ class Point:
     cache: str | None = None             # KV-cache step: 'contiguous' or 'paged' (decode)
     page_size: int | None = None         # tokens per page of a paged cache
     cache_lengths: str | None = None     # a mix of fractions of kv_len, e.g. '1,0.5,0.01x4'
+    world_size: int | None = None        # ring: ranks (GPUs) the sequence is split over (ring)
+    slicing: str | None = None           # ring: 'zigzag' or 'contiguous'
+    launch: str | None = None            # ring: 'processes' (one per GPU) or 'simulated'
+    ring_split: bool | None = None       # ring: also time compute-only and comm-only
+    ring_serial: bool | None = None      # ring: also time the ring without overlap
+    ring_timeout_s: float | None = None  # ring: seconds its workers may take
 
     @property
     def bh(self) -> int:
@@ -145,6 +151,7 @@ class Point:
             "group": self.group, "kv_heads": self.kv_heads, "varlen": self.varlen,
             "cache": self.cache, "page_size": self.page_size,
             "cache_lengths": self.cache_lengths,
+            "world_size": self.world_size, "slicing": self.slicing, "launch": self.launch,
         }
 
     def key(self) -> tuple[str, ...]:
@@ -161,7 +168,7 @@ class Point:
                 + (f" S={self.kv_len}" if self.kv_len != self.seq_len else "")
                 + f" d={self.head_dim} b={self.batch} h={self.heads} {self.dtype}"
                 + (" causal" if self.causal else "") + variants.describe(self)
-                + layouts.describe(self) + decode.describe(self))
+                + layouts.describe(self) + decode.describe(self) + ring.describe(self))
         if self.method_name in ("flash", "twin") and self.tiles_used():
             text += " [" + ("twin " if self.method_name == "flash" and self.runs_twin else "")
             text += f"{self.tile_label()}" + (
@@ -201,7 +208,9 @@ def point_of_row(row: dict) -> Point:
                  group=int(t("group")), varlen=t("varlen") or None,
                  cache=t("cache") or None,
                  page_size=int(t("page_size")) if t("page_size") else None,
-                 cache_lengths=t("cache_lengths") or None)
+                 cache_lengths=t("cache_lengths") or None,
+                 world_size=int(t("world_size")) if t("world_size") else None,
+                 slicing=t("slicing") or None, launch=t("launch") or None)
 
 
 def resolve_device(exp: Experiment) -> str:
@@ -217,6 +226,8 @@ def _variants(method, d: int, dtype: str, pass_: str, causal: bool, smem_limit: 
     Tile fields a grid leaves out are the library's defaults for a device with ``smem_limit``."""
     if method.name in ("naive", decode.CEILING):
         yield "", None, None, None
+    elif method.name == ring.METHOD:      # the local calls pick their tiles; dQ deterministic
+        yield "", None, None, (True if pass_ in ("backward", "both") else None)
     elif method.name == "torch_sdpa":
         for b in method.backends:
             yield b, None, None, None
@@ -297,6 +308,10 @@ def _add_points(points, seen, exp, ax, device, smem_limit, pass_, dtype, d, caus
         if cache is None and not layouts.applies(m.layout, causal, mask, varlen, group):
             continue
         where = "cpu" if m.name == "twin" else "gpu" if m.name == "torch_sdpa" else device
+        extra = {}
+        if m.ring is not None:           # processes: one GPU each, wherever the run is
+            where = "gpu" if m.ring.launch == "processes" else device
+            extra = m.ring.point_fields()
         found = (_variants(m, d, dtype, pass_, tiled_causal,
                            None if m.name == "twin" else smem_limit)
                  if cache is None else [("", None, None, None)])
@@ -306,7 +321,7 @@ def _add_points(points, seen, exp, ax, device, smem_limit, pass_, dtype, d, caus
                       ft, bt, det, window=window, softcap=softcap, alibi=alibi, mask=mask,
                       layout=None if m.layout == "packed" else m.layout, sweep=ax.name,
                       group=group, varlen=varlen, cache=cache, page_size=page_size,
-                      cache_lengths=mix)
+                      cache_lengths=mix, **extra)
             if p.key() not in seen:
                 seen.add(p.key())
                 points.append(p)

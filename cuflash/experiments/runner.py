@@ -14,7 +14,9 @@ run measures it again. An ncu failure is a note on the rows it concerns (status 
 One point's failure is data, not the end of the run: out of memory is a row with status 'oom'
 (larger sizes of the same method then become 'oom-skipped' without trying), a method that cannot
 run here is 'unavailable', anything else is 'error' with the message. A schema error stops the run
-before anything is measured.
+before anything is measured. Ring points run in worker processes (``ring.measure``): a worker's
+failure or time-out is the point's row; a ring row skipped for want of GPUs is measured again
+when the run is resumed.
 
 Out of memory on the CPU is not an exception: the OS kills the process. So a CPU point whose
 ``hostmem.needed_bytes`` exceed ``hostmem.available_bytes`` is recorded as 'oom' without running,
@@ -31,6 +33,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import json
+import math
 import time
 from pathlib import Path
 from typing import Callable
@@ -42,7 +45,7 @@ from ..tile import default_tile
 from . import env as envmod
 from . import files, hostmem, results
 from .measure import classify, free_device_memory, measure_point, time_point
-from . import decode, layouts, variants
+from . import decode, layouts, ring, variants
 from .points import KEY_COLUMNS, Point, enumerate_points, key_text, resolve_device
 from .results import human_bytes
 from .schema import Experiment
@@ -84,7 +87,10 @@ def predicted(p: Point) -> iomodel.Traffic:
     leaves, plus what the layout moves besides (``layouts.extra_traffic``: the materialized
     K/V's copies); FLOPs count only the visible scores of real tokens (``layouts.flops``).
     A KV-cache step: ``decode.step_traffic`` (``kvcache.decode_step_bytes``: what a step moves
-    at least; read_ceiling: its array)."""
+    at least; read_ceiling: its array). A ring point: the whole problem as one flash call
+    (``ring.as_single``)."""
+    if ring.is_ring(p):
+        p = ring.as_single(p)
     if p.cache:
         return decode.step_traffic(p)
     total = layouts.extra_traffic(p)
@@ -244,7 +250,8 @@ def _run_locked(exp, device, out_dir: Path, log, measure, hbm_many, hbm_batch,
     gpu_name = envmod.device_name(environment)
 
     # Resume: keep every finished row except errors (measured again), and the OOM frontier.
-    keep = [r for r in old if r.get("status") in results.STATUSES and r["status"] != "error"]
+    keep = [r for r in old if r.get("status") in results.STATUSES and r["status"] != "error"
+            and not ring.measure_again(r)]
     killed = _killed_point(out_dir, log)
     if killed is not None:
         row = _killed_row(*killed)
@@ -286,7 +293,8 @@ def _run_locked(exp, device, out_dir: Path, log, measure, hbm_many, hbm_batch,
     def finish(p: Point, row: dict) -> None:
         row["timestamp"] = datetime.datetime.now().isoformat(timespec="seconds")
         writer.write(row)
-        if p.device == "cpu" and row["status"] == "ok" and row.get("time_ms_median"):
+        if p.device == "cpu" and row["status"] == "ok" and row.get("time_ms_median") \
+                and not ring.is_ring(p):        # a ring's rounds would need its workers again
             timed.append((p, row))
         summary.statuses[row["status"]] = summary.statuses.get(row["status"], 0) + 1
         summary.measured += 1
@@ -457,13 +465,24 @@ def _add_predictions(row: dict, p: Point) -> None:
     row.update(pred_bytes_read=t.bytes_read, pred_bytes_written=t.bytes_written,
                pred_bytes=t.bytes_total, flops=int(round(t.flops)), **held)
     notes = decode.model_notes(p) if p.cache else layouts.model_notes(p)
-    for text in variants.model_notes(p) + notes:
+    if row.get("peak_mem_bytes") is not None and row.get("peak_total_bytes") is None \
+            and not p.cache:
+        row["peak_total_bytes"] = row["peak_mem_bytes"] + _input_bytes(p)
+    for text in variants.model_notes(p) + notes + ring.model_notes(p):
         if text not in (row.get("note") or ""):
             _add_note(row, text)
     ms = row.get("time_ms_median")
     if ms:
         row["tflops"] = t.flops / (ms * 1e-3) / 1e12
         row["gbps"] = t.bytes_total / (ms * 1e-3) / 1e9
+        row["tflops_per_gpu"] = row["tflops"] / (p.world_size or 1)
+
+
+def _input_bytes(p: Point) -> int:
+    """Bytes of the arrays ``measure.make_inputs`` hands a (non-KV-cache) point's call."""
+    from .hostmem import _itemsize
+    e = _itemsize(p.dtype)
+    return sum(math.prod(s) * e for s in layouts.input_shapes(p).values())
 
 
 def _short_result(row: dict) -> str:
@@ -477,6 +496,10 @@ def _short_result(row: dict) -> str:
             parts.append(f"{row['gbps']:.3g} GB/s")
         elif row.get("tflops"):
             parts.append(f"{row['tflops']:.3g} TFLOP/s")
+            if row.get("world_size"):
+                parts.append(f"{row['tflops_per_gpu']:.3g} per GPU")
+        if row.get("comm_hidden") is not None:
+            parts.append(f"comm {row['ring_comm_ms']:.3g} ms, {row['comm_hidden']:.0%} hidden")
     if row.get("cache_bytes") is not None:
         parts.append(f"cache {human_bytes(row['cache_bytes'])} "
                      f"(waste {row['cache_waste']:.1%})")

@@ -34,9 +34,11 @@ the key path (``methods[1].grid.block_m``) and the valid choices, raised before 
       - {name: flash, label: flash_padded, layout: padded}   # documents as a padded batch
       - {name: flash, label: flash_mat, layout: materialized}   # K/V repeated per query head
       - read_ceiling               # KV-cache sweeps: a read-only pass over the step's K+V bytes
+      - {name: ring, world_size: 2, slicing: zigzag, launch: processes}   # context parallel
     measure: {repeats: 10, warmup: 3}
     plots:
       - {x: seq_len, y: peak_mem_bytes, logx: true, logy: true, col: pass}
+      - {x: seq_len, y: tflops_per_gpu, ratio_panel: {denominator: flash, target: 0.9}}
 
 ``axes`` as a list: each entry is one sweep, named by its key ``sweep`` (a column of the
 results), with its own shapes and variants; the experiment's points are the union of the
@@ -44,7 +46,8 @@ sweeps' points. A point two sweeps share is measured in each (its rows differ in
 The variant axes and the padded layout are defined in ``cuflash.experiments.variants``; GQA's
 group, varlen batches and the materialized layout in ``cuflash.experiments.layouts``; KV-cache
 sweeps (``cache``, ``page_size``, ``cache_lengths``, the method ``read_ceiling``) in
-``cuflash.experiments.decode``.
+``cuflash.experiments.decode``; the method ``ring`` (ring attention over ``world_size`` worker
+processes, or simulated ranks) and its options in ``cuflash.experiments.ring``.
 """
 from __future__ import annotations
 
@@ -65,10 +68,11 @@ from ..checks import KERNEL_HEAD_DIMS
 from ..tile import KERNELS, TileConfig, default_tile
 from . import decode as decode_mod
 from . import layouts as layouts_mod
+from . import ring as ring_mod
 from . import variants as variants_mod
 
 DEVICES = ("auto", "gpu", "cpu")
-METHODS = ("naive", "flash", "twin", "torch_sdpa", decode_mod.CEILING)
+METHODS = ("naive", "flash", "twin", "torch_sdpa", decode_mod.CEILING, ring_mod.METHOD)
 PASSES = ("forward", "backward", "both")
 TORCH_BACKENDS = ("flash", "cudnn", "efficient", "math")
 TILE_FIELDS = ("block_m", "block_n", "num_warps", "num_stages", "kernel")
@@ -86,19 +90,25 @@ CACHE_AXIS_COLUMNS = decode_mod.AXIS_COLUMNS
 AXIS_COLUMNS = (("seq_len", "kv_len", "head_dim", "batch", "heads", "dtype", "causal", "pass")
                 + VARIANT_COLUMNS + LAYOUT_COLUMNS + CACHE_AXIS_COLUMNS + ("sweep",))
 METHOD_COLUMNS = ("method", "method_name", "backend", "tile", "kernel", "block_m", "block_n",
-                  "num_warps", "num_stages", "deterministic", "layout")
+                  "num_warps", "num_stages", "deterministic", "layout") + ring_mod.KEY_COLUMNS
 ALWAYS_COLUMNS = (("status", "note", "device", "device_name", "run", "timestamp",
                    "pred_bytes_read", "pred_bytes_written", "pred_bytes", "flops")
                   + layouts_mod.HELD_COLUMNS)
+#: tflops_per_gpu: tflops / world_size (ring rows), tflops (the rest: one device).
 TIME_COLUMNS = ("repeats", "time_ms_median", "time_ms_min", "time_ms_p20", "time_ms_p80",
-                "time_spread", "time_rounds", "time_rounds_spread", "threads", "tflops", "gbps")
-MEMORY_COLUMNS = ("peak_mem_bytes",)
+                "time_spread", "time_rounds", "time_rounds_spread", "threads", "tflops", "gbps",
+                "tflops_per_gpu")
+#: peak_total_bytes: the peak in use, inputs included (peak_mem_bytes + the inputs' bytes; a
+#: ring row: the largest rank's).
+MEMORY_COLUMNS = ("peak_mem_bytes", "peak_total_bytes")
 ERROR_COLUMNS = ("error_rel",)
 HBM_COLUMNS = ("hbm_bytes_read", "hbm_bytes_written", "hbm_bytes", "hbm_pred_ratio",
                "hbm_kernels")
 HBM_TIME_COLUMNS = ("hbm_gbps",)
 #: KV-cache points only: measured from the arrays allocated, and counted (``decode``).
 CACHE_COLUMNS = decode_mod.MEASURED_COLUMNS + decode_mod.PREDICTED_COLUMNS
+#: Ring points only: compute-only, comm-only, serial times and what they say (``ring``).
+RING_COLUMNS = ring_mod.MEASURED_COLUMNS
 
 
 class SchemaError(ValueError):
@@ -204,6 +214,8 @@ class Method:
     padded causal batch instead (``variants``, ``layouts``); such a method has points only where
     the mask is documents or varlen is set, and causal is true. 'materialized': K/V repeated
     per query head (``layouts``); points only where group > 1."""
+    ring: Any = None
+    """``ring_mod.Options`` of a ring entry (world_size, slicing, launch, ...); None otherwise."""
 
     def labels(self) -> tuple[str, ...]:
         """Row labels this entry produces (one per torch backend, else one)."""
@@ -286,6 +298,13 @@ class Plot:
     tile, shapes and other variants), e.g. the same attention without a window."""
     ratio_denominator: str | tuple | None = None
     """Plot (each row's y) / (the baseline's y), the baseline as for ratio_numerator."""
+    panel_numerator: str | None = None
+    """``ratio_panel: {numerator: LABEL}``: under each panel of y, a second one with (the
+    baseline method's y) / (each row's y), matched on the axis columns."""
+    panel_denominator: str | None = None
+    """``ratio_panel: {denominator: LABEL}``: the second panel shows (row's y) / (baseline's y)."""
+    panel_target: float | None = None
+    """``ratio_panel: {..., target: 0.9}``: a dashed line at that ratio in the second panel."""
     slope: bool = True
     """Annotate the least-squares slope of each line on log-log axes."""
     identity: bool = False
@@ -322,10 +341,15 @@ class Experiment:
         """Whether some sweep is a KV-cache sweep (``decode``)."""
         return any(ax.cache for ax in self.sweeps)
 
+    def ring(self) -> bool:
+        """Whether some method is ring attention (``ring``)."""
+        return any(m.name == ring_mod.METHOD for m in self.methods)
+
     def columns(self) -> tuple[str, ...]:
         """Every column the results of this experiment can hold values in."""
         return (AXIS_COLUMNS + METHOD_COLUMNS + self.measure.columns()
-                + (CACHE_COLUMNS if self.kv_cache() else ()))
+                + (CACHE_COLUMNS if self.kv_cache() else ())
+                + (RING_COLUMNS if self.ring() and self.measure.time else ()))
 
 
 # -- reading one value ----------------------------------------------------------------------------
@@ -450,13 +474,15 @@ _METHOD_KEYS = {"naive": ("name", "label", "pass", "layout"),
                 "flash": ("name", "label", "pass", "grid", "deterministic", "layout"),
                 "twin": ("name", "label", "pass", "grid", "deterministic", "layout"),
                 "torch_sdpa": ("name", "label", "pass", "backends", "layout"),
-                decode_mod.CEILING: ("name", "label", "pass")}
+                decode_mod.CEILING: ("name", "label", "pass"),
+                ring_mod.METHOD: ("name", "label", "pass", "world_size", "slicing", "launch",
+                                  "split", "serial", "timeout_s")}
 _MASK_KEYS = {"documents": ("kind", "lengths")}
 _VARLEN_KEYS = ("lengths",)
 _CACHE_LENGTHS_KEYS = ("fractions",)
 _MEASURE_KEYS = tuple(f.name for f in dataclasses.fields(Measure))
 _PLOT_KEYS = ("x", "y", "kind", "hue", "style", "col", "value", "logx", "logy", "filter", "title",
-              "name", "ratio", "slope", "identity")
+              "name", "ratio", "ratio_panel", "slope", "identity")
 
 
 def _sweeps(r: _Reader, raw) -> tuple[Axes, ...]:
@@ -796,6 +822,9 @@ def _method(r: _Reader, raw, i: int, sweeps: tuple[Axes, ...]) -> Method:
     if name == "torch_sdpa" and len(cache_sweeps) == len(sweeps):
         r.fail(f"{path}.name", "torch_sdpa has no KV-cache step in these experiments; every "
                                "sweep here has 'cache': put torch in a sweep without it")
+    if name == ring_mod.METHOD and len(cache_sweeps) == len(sweeps):
+        r.fail(f"{path}.name", "ring attention has no KV-cache step; every sweep here has "
+                               "'cache': put the ring in a sweep without it")
     if "grid" in raw and cache_sweeps:
         r.fail(f"{path}.grid", "attention_with_kvcache picks its own tiles, so a grid would "
                                "change nothing at KV-cache points; measure tiles in a file "
@@ -845,10 +874,43 @@ def _method(r: _Reader, raw, i: int, sweeps: tuple[Axes, ...]) -> Method:
         kw["tiles"] = tuple(dict.fromkeys(tiles))
     if "deterministic" in raw:
         kw["deterministic"] = r.bools(raw["deterministic"], f"{path}.deterministic")
+    if name == ring_mod.METHOD:
+        kw["ring"] = _ring_options(r, raw, path)
     if name == "torch_sdpa":
         kw["backends"] = (r.choices(raw["backends"], f"{path}.backends", TORCH_BACKENDS)
                           if "backends" in raw else TORCH_BACKENDS)
     return Method(**kw)
+
+
+def _ring_options(r: _Reader, raw: dict, path: str):
+    """The options of a ring entry (``ring_mod.Options``): world_size (int >= 1), slicing
+    (zigzag | contiguous), launch (processes | simulated), split and serial (bools),
+    timeout_s (seconds > 0)."""
+    kw: dict[str, Any] = {}
+    if "world_size" in raw:
+        kw["world_size"] = r.int_(raw["world_size"], f"{path}.world_size", minimum=1)
+    if "slicing" in raw:
+        kw["slicing"] = r.choice(raw["slicing"], f"{path}.slicing", ring_mod.SLICINGS)
+    if "launch" in raw:
+        kw["launch"] = r.choice(raw["launch"], f"{path}.launch", ring_mod.LAUNCHES)
+    for key in ("split", "serial"):
+        if key in raw:
+            kw[key] = r.bool_(raw[key], f"{path}.{key}")
+    if "timeout_s" in raw:
+        kw["timeout_s"] = r.number(raw["timeout_s"], f"{path}.timeout_s")
+    return ring_mod.Options(**kw)
+
+
+def _check_ring_axes(r: _Reader, method: Method, i: int, sweeps: tuple[Axes, ...],
+                     raw_axes) -> None:
+    """Every sweep a ring entry runs in poses one sequence its ranks can split
+    (``ring_mod.axes_problems``): the first problem is the error, at the sweep's key."""
+    for j, ax in enumerate(sweeps):
+        problems = ring_mod.axes_problems(ax, method.ring)
+        if problems:
+            key, why = problems[0]
+            where = f"axes[{j}]" if isinstance(raw_axes, list) else "axes"
+            r.fail(f"{where}.{key}", f"methods[{i}] ({method.label}): {why}")
 
 
 def _check_tiles(r: _Reader, method: Method, i: int, axes: Axes, smem_limit: int) -> None:
@@ -961,6 +1023,25 @@ def _plot(r: _Reader, raw, i: int, columns: tuple[str, ...], labels: tuple[str, 
                     if v not in labels:
                         r.fail(f"{path}.filter.method", f"{v!r} is not a method label of this "
                                                         f"experiment; valid: {list(labels)}")
+    if "ratio_panel" in raw:
+        if heat:
+            r.fail(f"{path}.ratio_panel", "a heatmap has no ratio panel")
+        if "ratio" in raw:
+            r.fail(f"{path}.ratio_panel", "give either 'ratio' (the plot is the ratio) or "
+                                          "'ratio_panel' (y, and the ratio in a panel below)")
+        where = f"{path}.ratio_panel"
+        panel = r.mapping(raw["ratio_panel"], where, ("numerator", "denominator", "target"))
+        sides = [k for k in ("numerator", "denominator") if k in panel]
+        if len(sides) != 1:
+            r.fail(where, "give exactly one of 'numerator' (baseline / row) or 'denominator' "
+                          "(row / baseline): a method label")
+        label = panel[sides[0]]
+        if label not in labels:
+            r.fail(f"{where}.{sides[0]}", f"{_show(label)} is not a method label of this "
+                                          f"experiment; valid: {list(labels)}")
+        kw[f"panel_{sides[0]}"] = label
+        if "target" in panel:
+            kw["panel_target"] = r.number(panel["target"], f"{where}.target")
     if "ratio" in raw:
         rat = r.mapping(raw["ratio"], f"{path}.ratio", ("numerator", "denominator"))
         if len(rat) != 1:
@@ -1020,6 +1101,8 @@ def build(raw, source: str = "<experiment>", *, default_name: str = "experiment"
         if smem_limit is not None:
             for axes in sweeps:
                 _check_tiles(r, m, i, axes, smem_limit)
+        if m.ring is not None:
+            _check_ring_axes(r, m, i, sweeps, raw_top.get("axes"))
     measure = _measure(r, raw_top.get("measure"))
     exp = Experiment(name=name, source=source, description=description, device=device,
                      sweeps=sweeps, methods=methods, measure=measure)
