@@ -27,7 +27,7 @@ import numpy as np
 
 from . import device
 from ._xp import accum_dtype, resolve_dtype
-from .tile import TileConfig, even_section, section_rows
+from .tile import TileConfig, section_of, section_rows
 from .mask import Mask
 
 
@@ -189,9 +189,9 @@ def flash_forward_dram(batch, T, S, d, dtype, causal, tile: TileConfig, *, l2_by
     """
     plain = flash_forward(batch, T, S, d, dtype, causal, tile)
     e = resolve_dtype(dtype).itemsize
-    section = _section(batch, T, S, d, e, l2_bytes)
+    l2_rows = _l2_rows(T, S, d, e, l2_bytes)
     if not _fits(batch, math.ceil(T / tile.block_m), 2 * S * d * e, l2_bytes, resident_blocks,
-                 section):
+                 l2_rows):
         return plain
     kv_rows = _kv_rows_once(T, S, causal, tile.block_m, tile.block_n)
     return Traffic(batch * (T * d * e + 2 * kv_rows * d * e), plain.bytes_written, plain.flops)
@@ -221,23 +221,25 @@ def _q_rows_once(T, S, causal, block_m, block_n):
                           for j0 in range(0, S, block_n)))
 
 
-def _heads_in_flight(batch, tiles_per_head, resident_blocks, section):
+def _heads_in_flight(batch, tiles_per_head, resident_blocks, l2_rows):
     """Heads whose blocks are resident at once. Blocks start in the kernels' order (block.cuh,
-    GridTile): sections of ``section`` heads one after the other, tile-major within one (every
-    head's first tile, then every head's second, ...), so the resident blocks cover whole
-    sections: as many as they reach into."""
+    GridTile; tile.section_of): sections of heads one after the other, tile-major within one
+    (every head's first tile, then every head's second, ...), so the resident blocks cover whole
+    sections: as many as they reach into (one head per section when a head has a wave of
+    tiles: ceil(resident / tiles) heads)."""
+    section = section_of(batch, tiles_per_head, l2_rows, resident_blocks)
     sections = math.ceil(resident_blocks / max(1, section * tiles_per_head))
     return min(batch, section * sections)
 
 
-def _section(batch, T, S, d, e, l2_bytes):
-    """Heads per section of the kernels' order (ops._common: tile.section_rows of the two
-    d-wide operands of max(T, S) rows each head streams, evened out over the batch)."""
-    return even_section(batch, section_rows(2 * max(T, S) * d * e, l2_bytes))
+def _l2_rows(T, S, d, e, l2_bytes):
+    """The kernels' sched_rows (ops._common): tile.section_rows of the two d-wide operands of
+    max(T, S) rows each head streams."""
+    return section_rows(2 * max(T, S) * d * e, l2_bytes)
 
 
-def _fits(batch, tiles_per_head, per_head_bytes, l2_bytes, resident_blocks, section):
-    return (_heads_in_flight(batch, tiles_per_head, resident_blocks, section) * per_head_bytes
+def _fits(batch, tiles_per_head, per_head_bytes, l2_bytes, resident_blocks, l2_rows):
+    return (_heads_in_flight(batch, tiles_per_head, resident_blocks, l2_rows) * per_head_bytes
             <= l2_bytes)
 
 
@@ -280,9 +282,9 @@ def flash_backward_dram(batch, T, S, d, dtype, causal, tile: TileConfig, determi
     q_rows_once = _q_rows_once(T, S, causal, bm, bn)
     stream_head = T * (2 * d * e + 2 * a) + (0 if deterministic else T * d * a)
     kv_tiles = math.ceil(S / bn)
-    section = _section(batch, T, S, d, e, l2_bytes)
+    l2_rows = _l2_rows(T, S, d, e, l2_bytes)
     q_rows = (q_rows_once if _fits(batch, kv_tiles, stream_head, l2_bytes, resident_blocks,
-                                   section) else q_rows_plain)
+                                   l2_rows) else q_rows_plain)
     read += 2 * S * d * e + q_rows * (2 * d * e + 2 * a)
     written += 2 * S * d * e
     if deterministic:
@@ -290,7 +292,7 @@ def flash_backward_dram(batch, T, S, d, dtype, causal, tile: TileConfig, determi
         kv_rows_plain = _kv_rows(T, S, causal, bm, bn)
         kv_rows_once = _kv_rows_once(T, S, causal, bm, bn)
         kv_rows = (kv_rows_once if _fits(batch, math.ceil(T / bm), 2 * S * d * e, l2_bytes,
-                                         resident_blocks, section) else kv_rows_plain)
+                                         resident_blocks, l2_rows) else kv_rows_plain)
         read += T * (2 * d * e + 2 * a) + 2 * kv_rows * d * e
         written += T * d * e
     else:

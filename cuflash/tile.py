@@ -24,21 +24,22 @@ def _is_pow2(x: int) -> bool:
 
 
 def section_rows(row_bytes: int, l2_bytes: int) -> int:
-    """The most grid rows per section of the order the kernels' blocks start in
-    (kernels_cu/block.cuh, GridTile: tile-major within a section, so that every row's heaviest
-    causal tile starts before any row's lighter ones and no long tile is left for the end): as
-    many rows as half the L2 holds of the operands each row's blocks stream (``row_bytes``: K
-    and V of a head for the forward and dQ, Q and dO for dK/dV), so that those still come from
-    L2 after the first block of the row has read them. The kernels even the sections out
-    (even_section)."""
+    """The most grid rows that a section of the kernels' block order may hold for the L2 (the
+    kernels' ``sched_rows``): as many rows as half the L2 holds of the operands each row's blocks
+    stream (``row_bytes``: K and V of a head for the forward and dQ, Q and dO for dK/dV), so
+    that those still come from L2 after the first block of the row has read them."""
     return max(1, (l2_bytes // 2) // max(1, row_bytes))
 
 
-def even_section(rows: int, most: int) -> int:
-    """The rows of each section when ``rows`` grid rows are cut into sections of at most
-    ``most`` rows of about equal length (GridTile does the same: a short last section would
-    leave its long tiles for the end)."""
-    sections = -(-max(rows, 1) // max(most, 1))
+def section_of(rows: int, tiles: int, l2_rows: int, wave: int) -> int:
+    """The rows of each section of the order the kernels' blocks start in (kernels_cu/block.cuh,
+    GridTile, the same rule): tile-major within a section, so that every row's heaviest causal
+    tile starts before any row's lighter ones. A section holds about one wave of blocks
+    (``wave``: the kernel's resident blocks; ``tiles`` per row), at most ``l2_rows``
+    (section_rows), at least one row, and the sections are cut about even (a short last section
+    would leave its long tiles for the end)."""
+    most = max(1, min(l2_rows, wave // max(1, tiles)))
+    sections = -(-max(rows, 1) // most)
     return -(-max(rows, 1) // sections)
 
 

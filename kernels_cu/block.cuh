@@ -25,19 +25,21 @@ __device__ __forceinline__ int cache_keys(const P& p, int b) {
 // rows) (params.cuh, batch_index) and blocks start in launch order, so the order decides the
 // tail of a causal pass, whose tiles differ in cost: tile-major, every row's tile 0 (the
 // heaviest) before any row's tile 1 (FlashAttention-3's longest-first order), within sections
-// of rows taken one after the other: at most `most` rows each (p.sched_rows, the rows whose
-// streamed operands fit in L2 together: cuflash/tile.py, section_rows), cut about even
-// (tile.even_section: a short last section would leave its long tiles for the end). `groups`
-// such grids of `rows` rows follow one another (the dK/dV kernels' ranks: group g's row r is
-// grid row g·rows + r). Blocks past the grid (its last z may run past the rows) take the last
-// tile and are not in_grid.
+// of rows taken one after the other. A section holds about one wave of blocks (`wave`: the
+// kernel's resident blocks; a row of a wave's tiles or more is a section alone, each row's
+// tiles in turn), at most the rows whose streamed operands fit in L2 together (`l2_rows`:
+// p.sched_rows), cut about even (a short last section would leave its long tiles for the end).
+// cuflash/tile.py, section_of, is the same rule. `groups` such grids of `rows` rows follow one
+// another (the dK/dV kernels' ranks: group g's row r is grid row g·rows + r). Blocks past the
+// grid (its last z may run past the rows) take the last tile and are not in_grid.
 struct GridTile {
     int x, row;
     bool in_grid;
 
-    __device__ __forceinline__ GridTile(int rows, int groups, int most) {
-        const int sections = (rows + most - 1) / most, section = (rows + sections - 1) / sections;
+    __device__ __forceinline__ GridTile(int rows, int groups, int l2_rows, int wave) {
         const long long nx = gridDim.x, per_group = rows * nx;
+        const int most = max(1, min(l2_rows, (int)(wave / nx)));
+        const int sections = (rows + most - 1) / most, section = (rows + sections - 1) / sections;
         long long L = (long long)batch_index() * nx + blockIdx.x;
         in_grid = L < per_group * groups;
         if (!in_grid) L = per_group * groups - 1;
@@ -77,7 +79,7 @@ struct QueryBlock {
     // grid x: query tiles (reversed) of split 0, then of split 1, ... (V::SPLIT; one split else)
     static constexpr bool kSplit = V::SPLIT;
     __device__ __forceinline__ explicit QueryBlock(const P& p)
-        : at(p.batch * p.heads, 1, p.sched_rows), seq(locate_head<V>(p, at.row)),
+        : at(p.batch * p.heads, 1, p.sched_rows, p.wave_q), seq(locate_head<V>(p, at.row)),
           split(V::SPLIT ? at.x / tiles_x(p) : 0),
           i0((tiles_x(p) - 1 - (V::SPLIT ? at.x % tiles_x(p) : at.x)) * BLOCK_M),
           rows(min(BLOCK_M, seq.T_len - i0)), active(at.in_grid && i0 < seq.T_len),
@@ -133,7 +135,7 @@ struct KeyBlock {
     // follow each other launch batch·kv heads·key tiles blocks apart, so the earlier has mostly
     // finished by the time the later one needs its sum.
     __device__ __forceinline__ explicit KeyBlock(const P& p)
-        : at(pairs(p), p.group / p.group_chunk, p.sched_rows), seq(locate(p, at.row)),
+        : at(pairs(p), p.group / p.group_chunk, p.sched_rows, p.wave_k), seq(locate(p, at.row)),
           j0(at.x * BLOCK_N), rows(min(BLOCK_N, seq.S_len - j0)), rank(at.row / pairs(p)),
           ranks(p.group / p.group_chunk), active(at.in_grid && j0 < seq.S_len) {}
 

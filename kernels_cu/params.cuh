@@ -31,7 +31,10 @@ constexpr int kUnbounded = 1 << 30;
 //          for an open side
 //   scale: multiplies q·k; scale_log2 = scale·log2(e); softcap: c of c·tanh(s / c) (0: none)
 //   num_splits: split-KV's blocks per query tile (the forward's; 1 everywhere else)
-//   sched_rows: the grid rows of one section of the order blocks start in (block.cuh, GridTile)
+//   sched_rows: the most grid rows of one section of the order blocks start in whose streamed
+//          operands fit the L2 (block.cuh, GridTile); wave_q, wave_k: the blocks resident at
+//          once (SMs × blocks per SM) of this pass's query-tile kernel (forward, dQ) and key-tile
+//          kernel (dK/dV)
 //   alibi_slopes: (batch·heads,) slope of each (sequence, query head), natural-log units
 //   mm_tensor, mm_shape, mm_int: the arrays (C-contiguous int32), their shapes and the ints a
 //          mask_mod captured
@@ -65,7 +68,9 @@ constexpr int kUnbounded = 1 << 30;
     X(Acc, scale_log2)                      \
     X(Acc, softcap)                         \
     X(int, num_splits)                      \
-    X(int, sched_rows)
+    X(int, sched_rows)                      \
+    X(int, wave_q)                          \
+    X(int, wave_k)
 
 // The forward: q (sequences, heads, T_len, d), k and v (sequences, heads / group, S_len, d) in,
 // each with its own strides (x_stride); out (strides out_stride) and lse (lse_stride), natural

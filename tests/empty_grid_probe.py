@@ -29,7 +29,7 @@ except Exception as e:
 import numpy as np, cupy as cp, cuflash
 from cuflash.gpu import ops
 def old_launch(spec, grid_x, B, args_of):   # ops._launch at 0dd094b
-    kern, smem = ops._ready(spec, cp.cuda.Device().id)
+    kern, smem, _ = ops._ready(spec, cp.cuda.Device().id)
     if B <= ops._MAX_GRID_Y:
         kern((grid_x, B), (spec.threads(),), args_of(ops._whole) + (np.int32(smem),), shared_mem=smem)
         return

@@ -1,5 +1,5 @@
 """The order thread blocks start in (kernels_cu/block.cuh, GridTile; cuflash/tile.py,
-section_rows and even_section): tile-major within sections of grid rows. The order must be a
+section_rows and section_of): tile-major within sections of grid rows. The order must be a
 permutation of the grid: every (tile, row) exactly once, or outputs stay NaN (helpers'
 poison) or gradients miss a tile. The GPU tests force small sections (ops._SCHED_ROWS) so that
 the uneven sections, the GQA ranks and split-KV all meet the mapping; the CPU tests check the
@@ -10,17 +10,16 @@ import numpy as np
 import pytest
 
 import cuflash
-from cuflash.tile import even_section, section_rows
+from cuflash.tile import section_of, section_rows
 
 from helpers import poison_gpu_outputs  # noqa: F401 (autouse fixture)
 from helpers import ALL_DTYPES, case_seed, randn
 from issue12_helpers import check_dense, check_varlen
 
 
-def grid_order(rows, groups, most, nx):
+def grid_order(rows, groups, l2_rows, wave, nx):
     """(x, row) of each linear launch index, as GridTile computes them."""
-    sections = -(-rows // most)
-    section = -(-rows // sections)
+    section = section_of(rows, nx, l2_rows, wave)
     out = []
     for L in range(rows * nx * groups):
         g, r = divmod(L, rows * nx)
@@ -31,10 +30,11 @@ def grid_order(rows, groups, most, nx):
     return out
 
 
-@pytest.mark.parametrize("rows,groups,most,nx", [(1, 1, 1, 1), (7, 1, 3, 5), (14, 2, 4, 3),
-                                                 (64, 1, 11, 32), (5, 3, 100, 4), (9, 1, 1, 7)])
-def test_grid_order_is_a_permutation_heaviest_first(rows, groups, most, nx):
-    order = grid_order(rows, groups, most, nx)
+@pytest.mark.parametrize("rows,groups,l2_rows,wave,nx", [
+    (1, 1, 1, 132, 1), (7, 1, 3, 132, 5), (14, 2, 4, 132, 3), (64, 1, 11, 132, 32),
+    (5, 3, 100, 264, 4), (9, 1, 1, 132, 7), (16, 1, 23, 132, 128), (33, 1, 50, 132, 20)])
+def test_grid_order_is_a_permutation_heaviest_first(rows, groups, l2_rows, wave, nx):
+    order = grid_order(rows, groups, l2_rows, wave, nx)
     assert sorted(order) == sorted(itertools.product(range(nx), range(rows * groups)))
     # within a group (rank), a section's rows get tile x before any of them gets x + 1, and
     # every row of an earlier section comes before a later section's
@@ -53,13 +53,18 @@ def test_section_rule():
     assert section_rows(2 * 2048 * 128 * 2, l2) == 23       # 1 MB per row, 25 MB budget
     assert section_rows(10**9, l2) == 1                     # a row larger than the L2
     assert section_rows(0, l2) == l2 // 2
-    assert even_section(64, 23) == 22                       # three sections: 22, 22, 20
-    assert even_section(16, 23) == 16
-    assert even_section(7, 3) == 3 and even_section(9, 1) == 1
-    for rows, most in itertools.product(range(1, 40), range(1, 12)):
-        sec = even_section(rows, most)
+    # about one wave of blocks per section (132 resident blocks)
+    assert section_of(64, 16, 23, 132) == 8                 # 8 rows of 16 tiles
+    assert section_of(16, 128, 23, 132) == 1                # a row is a wave: each row in turn
+    assert section_of(16, 128, 23, 264) == 2
+    assert section_of(64, 2, 23, 132) == 22                 # the L2 bounds: 22, 22, 20
+    assert section_of(7, 1, 3, 132) == 3 and section_of(9, 1, 1, 132) == 1
+    assert section_of(20, 30, 50, 132) == 4                 # at most 4 rows: 4 x 5 sections
+    for rows, l2_rows, tiles in itertools.product(range(1, 40), range(1, 12), (1, 5, 64)):
+        sec = section_of(rows, tiles, l2_rows, 132)
+        most = max(1, min(l2_rows, 132 // tiles))
         sections = -(-rows // sec)
-        assert sec <= most and sections == -(-rows // most)
+        assert 1 <= sec <= most and sections == -(-rows // most)
         assert rows - (sections - 1) * sec > 0              # no empty last section
 
 

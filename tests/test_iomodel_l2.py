@@ -62,8 +62,8 @@ def test_backward_falls_back_kernel_by_kernel():
     B, T, d, tile = 8, 4096, 64, TileConfig(64, 64, 4, 1, "mma")
 
     def heads(l2):   # heads in flight (64 tiles per head) in the kernels' order for this L2
-        section = iomodel._section(B, T, T, d, E, l2)
-        return iomodel._heads_in_flight(B, T // 64, iomodel.RESIDENT_BLOCKS, section)
+        l2_rows = iomodel._l2_rows(T, T, d, E, l2)
+        return iomodel._heads_in_flight(B, T // 64, iomodel.RESIDENT_BLOCKS, l2_rows)
 
     # the dQ kernel's heads fit, the dK/dV kernel's do not
     l2 = next(l2 for l2 in range(2**20, 2**26, 2**14)
@@ -103,8 +103,8 @@ def test_atomic_accumulator_joins_the_working_set():
     B, T, d, tile = 8, 4096, 64, TileConfig(64, 64, 4, 1, "mma")
 
     def heads(l2):   # heads in flight (64 tiles per head) in the kernels' order for this L2
-        section = iomodel._section(B, T, T, d, E, l2)
-        return iomodel._heads_in_flight(B, T // 64, iomodel.RESIDENT_BLOCKS, section)
+        l2_rows = iomodel._l2_rows(T, T, d, E, l2)
+        return iomodel._heads_in_flight(B, T // 64, iomodel.RESIDENT_BLOCKS, l2_rows)
 
     # Q, dO, lse and D of the heads in flight fit, with the accumulator they do not
     l2 = next(l2 for l2 in range(2**20, 2**26, 2**14)

@@ -7,6 +7,8 @@ visible scores (4·B·H·T·S·d, half of it causal; 2.5 times that backward); m
 the mean of `calls` calls between CUDA events. NOTES.md v13.
 
     python3 tools/bench_order.py [--T 2048,4096,8192,16384] [--d 64,128] [--G 1,4,8]
+    python3 tools/bench_order.py --ranks 1,2,4 --G 1,8,16   # the GQA backward's ranks per group
+                                                             # (ops._GROUP_RANKS), new order only
 """
 import argparse
 import statistics
@@ -35,7 +37,11 @@ def main():
     ap.add_argument("--G", default="1,4,8")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--calls", type=int, default=4)
+    ap.add_argument("--ranks", default="", help="backward only: these ranks per GQA group "
+                    "(and the rule's choice) in the new order, instead of old against new")
     a = ap.parse_args()
+    if a.ranks:
+        return ranks_sweep(a)
     rng = np.random.default_rng(0)
     Hq = 16
     orders = {"old": 1, "new": None}
@@ -79,6 +85,50 @@ def main():
                         print(line, flush=True)
                         rows.append(line)
                     del res, k, v
+            del q, do
+            cp.get_default_memory_pool().free_all_blocks()
+
+
+def ranks_sweep(a):
+    """Backward TFLOP/s in the new order for each forced rank count (ops._GROUP_RANKS, divisors
+    of G) and the rule's (auto), rounds alternating; MHA (G = 1) beside."""
+    rng = np.random.default_rng(0)
+    Hq = 16
+    print(f"{cp.cuda.runtime.getDeviceProperties(0)['name'].decode()}, float16, Hq={Hq}, "
+          f"batch·T=16384; backward TFLOP/s by ranks per GQA group (new order); /MHA in ()")
+    for d in map(int, a.d.split(",")):
+        for T in map(int, a.T.split(",")):
+            B = 16384 // T
+            q, do = (cp.asarray(rng.standard_normal((B, Hq, T, d)).astype(np.float16))
+                     for _ in range(2))
+            for causal in (False, True):
+                flops = 2.5 * 4.0 * B * Hq * T * T * d * (0.5 if causal else 1.0)
+                mha, cells = None, []
+                for G in map(int, a.G.split(",")):
+                    k, v = (cp.asarray(rng.standard_normal((B, Hq // G, T, d)).astype(np.float16))
+                            for _ in range(2))
+                    _, res = cuflash.attention(q, k, v, causal=causal, return_residuals=True)
+                    fn = lambda: cuflash.attention_backward(do, res)
+                    opts = [None] + [r for r in map(int, a.ranks.split(","))
+                                     if G % r == 0 and (G > 1 or r == 1)]
+                    opts = opts if G > 1 else [None]
+                    times = {o: [] for o in opts}
+                    for o in opts:
+                        ops._GROUP_RANKS = o
+                        fn()
+                    for _ in range(a.rounds):
+                        for o in opts:
+                            ops._GROUP_RANKS = o
+                            times[o].append(_ms(fn, a.calls))
+                    ops._GROUP_RANKS = None
+                    tf = {o: flops / statistics.median(t) / 1e9 for o, t in times.items()}
+                    if G == 1:
+                        mha = tf[None]
+                    cells.append(f"G{G}: " + " ".join(
+                        f"{'auto' if o is None else 'r' + str(o)} {x:.0f} ({x / mha:.3f})"
+                        for o, x in tf.items()))
+                    del res, k, v
+                print(f"d={d} T={T} causal={causal}: " + " | ".join(cells), flush=True)
             del q, do
             cp.get_default_memory_pool().free_all_blocks()
 

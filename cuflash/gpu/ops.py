@@ -86,10 +86,16 @@ def device_arch(device_id: int | None = None) -> str:
 
 @functools.lru_cache(maxsize=None)
 def _ready(spec, device_id: int):
-    """(kernel, dynamic shared memory) of a spec checked against a device, once per pair: the
-    host-side cost of a launch matters next to kernels of a few hundred microseconds."""
+    """(kernel, dynamic shared memory, resident blocks) of a spec checked against a device, once
+    per pair: the host-side cost of a launch matters next to kernels of a few hundred
+    microseconds. Resident blocks: the driver's occupancy of the kernel (its registers, threads
+    and shared memory) times the SMs, the wave of the block order (block.cuh, GridTile)."""
     plan.validate(spec, smem_limit(device_id), device_arch(device_id))
-    return build.get_kernel(spec, device_id), spec.smem_bytes()
+    kern, smem = build.get_kernel(spec, device_id), spec.smem_bytes()
+    fn = getattr(kern, "kernel", kern)
+    with _cp().cuda.Device(device_id):
+        per_sm = _driver().occupancyMaxActiveBlocksPerMultiprocessor(fn.ptr, spec.threads(), smem)
+    return kern, smem, max(1, per_sm) * _sm_count(device_id)
 
 
 @functools.lru_cache(maxsize=None)
@@ -180,11 +186,12 @@ def _args(spec, packed, layout, fields, mod, T, S, keep: list):
 
 
 def _common(p, *, batch, heads, group, T, S, d, acc, cu_q=None, cu_k=None, lse_stride,
-            num_splits=1, itemsize, device_id) -> dict:
+            num_splits=1, itemsize, device_id, wave_q=1, wave_k=1) -> dict:
     """The fields every pass shares (CUFLASH_COMMON_FIELDS): the shapes and packing, the options
     of a checks.Problem or VarlenProblem (mask, scale, score modifiers, mask_mod), and the order
     blocks start in (tile.section_rows, for rows that stream max(T, S) rows of two d-wide
-    operands of ``itemsize`` bytes)."""
+    operands of ``itemsize`` bytes; wave_q, wave_k: the resident blocks of the pass's query-tile
+    and key-tile kernels, _ready)."""
     sched = _SCHED_ROWS or section_rows(2 * max(T, S) * d * itemsize,
                                         device.current(device_id).l2_bytes)
     m = p.mask
@@ -197,7 +204,8 @@ def _common(p, *, batch, heads, group, T, S, d, acc, cu_q=None, cu_k=None, lse_s
                 window_left=_UNBOUNDED if m.left is None else m.left,
                 window_right=_UNBOUNDED if m.right is None else m.right,
                 scale=acc.type(p.scale), scale_log2=acc.type(p.scale * _LOG2E),
-                softcap=acc.type(p.softcap or 0.0), num_splits=num_splits, sched_rows=sched)
+                softcap=acc.type(p.softcap or 0.0), num_splits=num_splits, sched_rows=sched,
+                wave_q=wave_q, wave_k=wave_k)
 
 
 def num_splits_for(n_query_tiles: int, rows: int, key_tiles: int, device_id: int,
@@ -367,7 +375,7 @@ class ForwardLaunch:
         self.num_splits = num_splits
         (self.spec,) = _specs(dt, D, tile, dataclasses.replace(variant, split=num_splits > 1),
                               False)
-        self.kern, self.smem = _ready(self.spec, dev)
+        self.kern, self.smem, resident = _ready(self.spec, dev)
         self.threads = self.spec.threads()
         split_rows = math.prod(kernel_lse_shape)
         # one allocation per call: out, lse and (split-KV) the partials, each 256-byte aligned
@@ -397,7 +405,8 @@ class ForwardLaunch:
                            **_common(p, batch=r.batch, heads=r.heads, group=r.group, T=r.T,
                                      S=r.S, d=D, acc=self.acc, cu_q=r.cu_q, cu_k=r.cu_k,
                                      lse_stride=lse_stride, num_splits=num_splits,
-                                     itemsize=self.dtype.itemsize, device_id=dev))
+                                     itemsize=self.dtype.itemsize, device_id=dev,
+                                     wave_q=resident))
         self.layout = params.layout("fwd", dt)
         self.mod = getattr(p, "mask_mod", None)
         self.T, self.S = r.T, r.S
@@ -480,6 +489,11 @@ def _backward(r: _Run, dout, out, lse, p, tile, D, deterministic):
     dk_accum = _empty(dk.shape, acc) if group_sum else None
     dv_accum = _empty(dv.shape, acc) if group_sum else None
     dkdv_sem = cp.zeros(kv_rows * key_tiles, dtype=np.int32) if group_sum else None
+    rows = r.batch * r.heads
+    if rows == 0:
+        return dq, dk, dv
+    kern_kv, smem_kv, wave_k = _ready(dkdv, dev)
+    kern_q, smem_q, wave_q = (None, 0, 1) if atomic else _ready(specs[1], dev)
     fields = dict(q=r.q, k=r.k, v=r.v, out=out, dout=dout, lse=lse, D=Dsum, dq=dq, dk=dk, dv=dv,
                   dq_accum=dq_accum, dk_accum=dk_accum, dv_accum=dv_accum, dkdv_sem=dkdv_sem,
                   group_chunk=r.group // ranks,
@@ -489,26 +503,22 @@ def _backward(r: _Run, dout, out, lse, p, tile, D, deterministic):
                   dv_stride=r.strides(dv),
                   **_common(p, batch=r.batch, heads=r.heads, group=r.group, T=r.T, S=r.S, d=D,
                             acc=acc, cu_q=r.cu_q, cu_k=r.cu_k, lse_stride=lse_stride,
-                            itemsize=r.q.dtype.itemsize, device_id=dev))
+                            itemsize=r.q.dtype.itemsize, device_id=dev, wave_q=wave_q,
+                            wave_k=wave_k))
     layout, keep, mod = params.layout("bwd", dt), [], getattr(p, "mask_mod", None)
-    rows = r.batch * r.heads
-    if rows == 0:
-        return dq, dk, dv
     packed = layout.pack(fields)   # one struct serves the three launches (without a mask_mod)
     # -- D = rowsum(dO ∘ O): build.PREPROCESS_ROWS query rows per block
     _launch(build.get_preprocess(dt, dev, r.packed), 0, 256,
             math.ceil(r.T / build.PREPROCESS_ROWS), rows, packed)
     # -- dK, dV (and dQ by atomics): one block per key tile, (sequence, kv head) and rank
-    kern, smem = _ready(dkdv, dev)
-    _launch(kern, smem, dkdv.threads(), key_tiles, kv_rows * ranks,
+    _launch(kern_kv, smem_kv, dkdv.threads(), key_tiles, kv_rows * ranks,
             _args(dkdv, packed, layout, fields, mod, r.T, r.S, keep))
     if atomic:
         rows_dq = dq_accum.astype(r.q.dtype)   # lse's rows: (batch, heads, T) or (heads, total_q)
         dq[...] = rows_dq.transpose(1, 0, 2) if r.packed else rows_dq
         return dq, dk, dv
     # -- dQ in a fixed order
-    kern, smem = _ready(specs[1], dev)
-    _launch(kern, smem, specs[1].threads(), math.ceil(r.T / specs[1].tile.block_m), rows,
+    _launch(kern_q, smem_q, specs[1].threads(), math.ceil(r.T / specs[1].tile.block_m), rows,
             _args(specs[1], packed, layout, fields, mod, r.T, r.S, keep))
     return dq, dk, dv
 
