@@ -6,6 +6,7 @@ its ``experiment.yaml`` are enough to redraw everything. Matplotlib is used thro
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 import textwrap
@@ -52,16 +53,24 @@ LABELS = {
     "cache_pages": "pages in use", "cache_waste": "KV cache waste (1 - tokens / slots)",
     "pred_cache_bytes": "KV cache bytes (kvcache.cache_waste)",
     "pred_cache_waste": "KV cache waste (kvcache.cache_waste)",
+    "world_size": "ranks (GPUs)", "slicing": "ring slicing", "launch": "ring launch",
+    "tflops_per_gpu": "throughput per GPU (TFLOP/s)",
+    "peak_total_bytes": "peak memory in use per GPU (inputs included)",
+    "ring_compute_ms": "ring, compute only (ms)", "ring_comm_ms": "ring, communication only (ms)",
+    "ring_serial_ms": "ring without overlap (ms)",
+    "comm_exposed_ms": "ring time above its kernels alone (ms)",
+    "comm_hidden": "communication hidden (1 - exposed / comm-only)",
+    "rank_spread": "spread of the ranks' median times",
 }
 BYTE_COLUMNS = {"peak_mem_bytes", "pred_bytes", "pred_bytes_read", "pred_bytes_written",
                 "hbm_bytes", "hbm_bytes_read", "hbm_bytes_written", "kv_bytes", "qkv_bytes",
-                "cache_bytes", "pred_cache_bytes"}
+                "cache_bytes", "pred_cache_bytes", "peak_total_bytes"}
 POW2_COLUMNS = {"seq_len", "kv_len", "head_dim", "block_m", "block_n", "num_warps", "batch",
-                "heads", "group", "kv_heads", "page_size"}
+                "heads", "group", "kv_heads", "page_size", "world_size"}
 #: Columns that may split a line or a heatmap cell when the plot does not fix them (in order).
 SPLIT_COLUMNS = AXIS_COLUMNS + ("method", "tile", "kernel", "block_m", "block_n", "num_warps",
                                 "num_stages", "deterministic", "backend", "layout",
-                                "device_name")
+                                "world_size", "slicing", "launch", "device_name")
 _MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 _LINESTYLES = ("-", "--", ":", "-.")
 
@@ -90,7 +99,8 @@ def fmt_value(column: str, v) -> str:
 
 
 #: Columns a legend names with their value ('window=255,0', 'group=4', 'varlen=none').
-NAMED_COLUMNS = VARIANT_COLUMNS + ("group", "kv_heads", "varlen", "page_size", "cache_lengths")
+NAMED_COLUMNS = VARIANT_COLUMNS + ("group", "kv_heads", "varlen", "page_size", "cache_lengths",
+                                   "world_size")
 
 
 def _facet_text(keys, values) -> str:
@@ -262,11 +272,25 @@ def _fit_slope(xs, ys):
     return float(slope), float(intercept)
 
 
+def _panel_plot(plot: Plot) -> Plot | None:
+    """The ratio plot of a line plot's ratio panel (``ratio_panel``), or None without one."""
+    if not (plot.panel_numerator or plot.panel_denominator):
+        return None
+    return dataclasses.replace(plot, ratio_numerator=plot.panel_numerator,
+                               ratio_denominator=plot.panel_denominator)
+
+
 def draw_line(rows: list[dict], plot: Plot, path: Path, env: dict | None = None) -> Path:
+    """Lines of y against x per series and facet, OOM marks, and with ``ratio_panel`` a panel
+    under each facet with the ratio to a baseline method (``with_ratio``)."""
     is_ratio = bool(plot.ratio_numerator or plot.ratio_denominator)
     # a ratio's baseline is looked up among all rows, so the filter need not keep it
     ok = [r for r in select(with_ratio(rows, plot), plot)
           if r.get("status") == "ok" and r.get(plot.y) is not None and r.get(plot.x) is not None]
+    rplot = _panel_plot(plot)
+    panel_rows = [] if rplot is None else [
+        r for r in select(with_ratio(rows, rplot), plot)
+        if r.get("status") == "ok" and r.get(plot.y) is not None and r.get(plot.x) is not None]
     rows = select(rows, plot)
     ooms = [] if is_ratio else [r for r in rows if r.get("status") == "oom"]
     series_cols = [c for c in (plot.hue, plot.style) if c]
@@ -286,11 +310,22 @@ def draw_line(rows: list[dict], plot: Plot, path: Path, env: dict | None = None)
     color = {h: cycle[i % len(cycle)] for i, h in enumerate(hues)}
     ncols = min(len(facets), 3)
     nrows = math.ceil(len(facets) / ncols)
-    fig = Figure(figsize=(6.0 * ncols, 4.6 * nrows + 0.6), layout="constrained")
-    FigureCanvasAgg(fig)
-    axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
-    gpu_mem = _gpu_memory(env, rows) if plot.y == "peak_mem_bytes" and not is_ratio else None
-    for ax, facet in zip(axes, facets):
+    if rplot is None:
+        fig = Figure(figsize=(6.0 * ncols, 4.6 * nrows + 0.6), layout="constrained")
+        FigureCanvasAgg(fig)
+        axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
+        panels = [None] * len(axes)
+    else:                       # each facet over its ratio panel, the two sharing x
+        fig = Figure(figsize=(6.0 * ncols, 6.4 * nrows + 0.6), layout="constrained")
+        FigureCanvasAgg(fig)
+        grid = fig.subplots(2 * nrows, ncols, squeeze=False,
+                            gridspec_kw={"height_ratios": [3, 1.4] * nrows})
+        axes, panels = grid[0::2].ravel(), grid[1::2].ravel()
+        for ax, panel in zip(axes, panels):
+            panel.sharex(ax)
+    gpu_mem = (_gpu_memory(env, rows) if plot.y in ("peak_mem_bytes", "peak_total_bytes")
+               and not is_ratio else None)
+    for ax, panel, facet in zip(axes, panels, facets):
         in_facet = [r for r in ok if tuple(r.get(c) for c in plot.col) == facet]
         oom_facet = [r for r in ooms if tuple(r.get(c) for c in plot.col) == facet]
         keys = _sorted_unique((tuple(r.get(c) for c in key_cols) for r in in_facet + oom_facet),
@@ -350,11 +385,56 @@ def draw_line(rows: list[dict], plot: Plot, path: Path, env: dict | None = None)
         elif ax.get_legend_handles_labels()[0]:
             many = len(ax.get_legend_handles_labels()[0]) > 8
             ax.legend(fontsize=7 if many else 8, ncol=2 if many else 1)
-    for ax in axes[len(facets):]:
+        if panel is not None:
+            mine = [r for r in panel_rows if tuple(r.get(c) for c in plot.col) == facet]
+            _ratio_panel(panel, ax, mine, plot, rplot, key_cols, series_cols, extra, order,
+                         styles, color, cycle)
+    for ax, panel in zip(axes[len(facets):], panels[len(facets):]):
         ax.set_visible(False)
+        if panel is not None:
+            panel.set_visible(False)
     _suptitle(fig, title_of(plot, rows))
     fig.savefig(path, dpi=110)
     return path
+
+
+def _ratio_panel(panel, ax, rows, plot: Plot, rplot: Plot, key_cols, series_cols, extra, order,
+                 styles, color, cycle) -> None:
+    """The ratio of each series to the baseline at each x, in the panel under ``ax`` (same
+    colours and line styles as above), with lines at 1 and at the target."""
+    keys = _sorted_unique((tuple(r.get(c) for c in key_cols) for r in rows), key_cols, order)
+    for key in keys:
+        kv = dict(zip(key_cols, key))
+        pts = sorted((r for r in rows if tuple(r.get(c) for c in key_cols) == key),
+                     key=lambda r: r[plot.x])
+        sty = styles.index(kv.get(plot.style)) if plot.style else 0
+        name = " ".join(series_text(c, kv[c]) for c in series_cols) or plot.y
+        shown = [(c, kv[c]) for c in extra if kv[c] is not None]
+        if shown:
+            name += " (" + _facet_text(*zip(*shown)) + ")"
+        panel.plot([r[plot.x] for r in pts], [r[plot.y] for r in pts],
+                   color=color.get(kv.get(plot.hue) if plot.hue else None, cycle[0]),
+                   linestyle=_LINESTYLES[sty % len(_LINESTYLES)],
+                   marker=_MARKERS[sty % len(_MARKERS)], markersize=5, label=name)
+        for r in pts:
+            panel.annotate(f"{r[plot.y]:.2f}", (r[plot.x], r[plot.y]), xytext=(0, 5),
+                           textcoords="offset points", ha="center", fontsize=7)
+    panel.axhline(1.0, color="0.6", linewidth=0.8)
+    if plot.panel_target is not None:
+        panel.axhline(plot.panel_target, color="tab:red", linestyle="--", linewidth=1,
+                      label=f"target {plot.panel_target:g}")
+    base = plot.panel_numerator or plot.panel_denominator
+    panel.set_ylabel(f"{base} / method" if plot.panel_numerator else f"method / {base}",
+                     fontsize=9)
+    panel.set_xlabel(label(plot.x))
+    ax.set_xlabel("")
+    ax.tick_params(labelbottom=False)
+    panel.grid(True, which="major", alpha=0.3)
+    if not rows:
+        panel.text(0.5, 0.5, f"no ratio: no {base} row at the same point", ha="center",
+                   va="center", transform=panel.transAxes, color="0.5", fontsize=8)
+    if panel.get_legend_handles_labels()[0]:
+        panel.legend(fontsize=7)
 
 
 def _suptitle(fig, text: str) -> None:

@@ -4,8 +4,8 @@ A point fixes the shapes (seq_len T, kv_len S, head_dim d, batch, heads), the dt
 attention variant (window, softcap, alibi, mask: ``variants``), the layout axes (GQA group,
 varlen mix: ``layouts``), the KV cache of a decode step (cache, page_size, cache_lengths:
 ``decode``; there T is Tq and S the context), the pass, the method variant (tile,
-deterministic, torch backend, layout) and its sweep. Its ``key`` is what a results row is
-matched on when a run resumes.
+deterministic, torch backend, layout; a ring's ranks, slicing and launch: ``ring``) and its
+sweep. Its ``key`` is what a results row is matched on when a run resumes.
 """
 from __future__ import annotations
 
@@ -75,7 +75,7 @@ class Point:
     cache: str | None = None             # KV-cache step: 'contiguous' or 'paged' (decode)
     page_size: int | None = None         # tokens per page of a paged cache
     cache_lengths: str | None = None     # a mix of fractions of kv_len, e.g. '1,0.5,0.01x4'
-    world_size: int | None = None        # ring: ranks (GPUs) the sequence is split over (ring)
+    world_size: int | None = None        # ring: ranks (GPUs) the sequence is split over
     slicing: str | None = None           # ring: 'zigzag' or 'contiguous'
     launch: str | None = None            # ring: 'processes' (one per GPU) or 'simulated'
     ring_split: bool | None = None       # ring: also time compute-only and comm-only

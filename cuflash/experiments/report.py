@@ -10,6 +10,7 @@
     python -m cuflash.experiments.report gqa results/gqa/results.csv
     python -m cuflash.experiments.report varlen results/varlen/results.csv
     python -m cuflash.experiments.report kv_cache results/kv_cache/results.csv
+    python -m cuflash.experiments.report ring results/ring/results.csv
 
 ``speed``: TFLOP/s of cuflash's flash, torch SDPA's flash (FlashAttention-2) and cuDNN backends
 per (pass, d, dtype, causal, T), with the ratios, all from rows of one run.
@@ -38,6 +39,10 @@ the bytes allocated (measured) against ``kv_cache_bytes`` of the tokens, the was
 twin) and naive. The decode step per point: time and K+V bytes read per second
 (``decode_step_bytes`` / time) of flash and naive, the read ceiling measured in the same run,
 and flash / ceiling.
+``ring``: experiments/ring.yaml (``ring``): per (sweep, causal, window, T) the single-GPU row
+and each ring method's: time, TFLOP/s per GPU, ring / single, compute-only and comm-only time,
+the ring's time above its kernels and the share of communication hidden, peak memory per GPU;
+then per method the largest T that ran and the first T that ran out of memory.
 (``io`` and ``ratios`` model a packed varlen row as one row of its tokens: they are for the
 experiments that measure DRAM bytes, which these two do not.)
 """
@@ -488,6 +493,12 @@ def kv_cache_table(path) -> str:
     return "\n".join(lines) + "\n\n" + "\n".join(second)
 
 
+def ring_table(path) -> str:
+    """The tables of a ring run (``ring.table``)."""
+    from .ring import table
+    return table(path)
+
+
 def variants_tables(path) -> str:
     """The three tables of a variants run (sweeps 'windows', 'scores', 'documents')."""
     return "\n\n".join([windows_table(path), scores_table(path), documents_table(path)])
@@ -498,7 +509,7 @@ def main(argv=None) -> int:
     tables = {"speed": speed_table, "io": io_table, "naive": naive_table,
               "slopes": slopes_table, "ratios": ratios_table, "tiles": tiles_table,
               "variants": variants_tables, "gqa": gqa_table, "varlen": varlen_table,
-              "kv_cache": kv_cache_table}
+              "kv_cache": kv_cache_table, "ring": ring_table}
     extra = len(argv) == 3 and argv[0] in ("slopes", "ratios")
     if not (len(argv) == 2 or extra) or argv[0] not in tables:
         print(__doc__, file=sys.stderr)

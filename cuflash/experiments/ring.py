@@ -822,7 +822,8 @@ def table(path) -> str:
             "ring / single", "compute-only ms", "comm-only ms", "exposed ms", "comm hidden",
             "peak per GPU"]
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
-    for key in sorted(cells, key=lambda k: (k[0], not k[1], k[2], k[3] or "", k[4])):
+    sweeps = {s: i for i, s in enumerate(dict.fromkeys(r.get("sweep") or "" for r in rows))}
+    for key in sorted(cells, key=lambda k: (sweeps[k[0]], not k[1], k[2], k[3] or "", k[4])):
         c = cells[key]
         base = next((c[m] for m in single if m in c), None)
         for m in single + rings:
@@ -844,12 +845,16 @@ def table(path) -> str:
                 _num(r.get("comm_exposed_ms"), "{:.3g}"),
                 "–" if hidden is None else f"{hidden:.0%}",
                 "–" if peak is None else human_bytes(peak)]) + " |")
-    reach = ["", "| method | largest T that ran | first T out of memory |", "| --- | --- | --- |"]
-    for m in single + rings:
-        mine = [r for r in rows if r["method"] == m]
-        ran = [int(r["seq_len"]) for r in mine if r.get("status") == "ok"]
-        oom = [int(r["seq_len"]) for r in mine if r.get("status") == "oom"]
-        reach.append(f"| {m} | {max(ran) if ran else '–'} | {min(oom) if oom else 'none'} |")
+    reach = ["", "| sweep | method | largest T that ran | first T out of memory |",
+             "| --- | --- | --- | --- |"]
+    for sweep in sweeps:
+        for m in single + rings:
+            mine = [r for r in rows if r["method"] == m and (r.get("sweep") or "") == sweep]
+            ran = [int(r["seq_len"]) for r in mine if r.get("status") == "ok"]
+            oom = [int(r["seq_len"]) for r in mine if r.get("status") == "oom"]
+            if mine:
+                reach.append(f"| {sweep} | {m} | {max(ran) if ran else '–'} | "
+                             f"{min(oom) if oom else 'none'} |")
     return "\n".join(lines + reach)
 
 

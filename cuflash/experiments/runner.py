@@ -343,8 +343,9 @@ def _run_locked(exp, device, out_dir: Path, log, measure, hbm_many, hbm_batch,
                 oom_at[p.oom_group()] = min(oom_at.get(p.oom_group(), size), size)
             else:
                 marker = out_dir / MEASURING_JSON
-                files.atomic_write_text(marker, json.dumps({"run": run_id,
-                                                            "point": p.to_json()}))
+                if not ring.is_ring(p):   # a ring runs in its workers: they die, not the runner
+                    files.atomic_write_text(marker, json.dumps({"run": run_id,
+                                                                "point": p.to_json()}))
                 try:
                     row.update(measure(p, cfg))
                     row["status"] = "ok"
@@ -468,7 +469,9 @@ def _add_predictions(row: dict, p: Point) -> None:
     if row.get("peak_mem_bytes") is not None and row.get("peak_total_bytes") is None \
             and not p.cache:
         row["peak_total_bytes"] = row["peak_mem_bytes"] + _input_bytes(p)
-    for text in variants.model_notes(p) + notes + ring.model_notes(p):
+    if row.get("status") == "ok":        # a failed ring row's note is the failure alone
+        notes = notes + ring.model_notes(p)
+    for text in variants.model_notes(p) + notes:
         if text not in (row.get("note") or ""):
             _add_note(row, text)
     ms = row.get("time_ms_median")
