@@ -85,7 +85,7 @@ def test_shipped_ring_experiments_validate_with_their_point_counts(capsys):
     assert [pl.name for pl in cpu.plots] == [pl.name for pl in exp.plots]
 
 
-# -- schema: a typo stops the run before any worker starts -----------------------------------------
+# -- schema: a typo stops the run before any worker starts ----------------------------------------
 
 TYPOS = [
     ("methods[1].slicing=zigzg", "methods[1].slicing", "'zigzag'"),
@@ -116,7 +116,7 @@ def test_a_typo_stops_the_run_before_any_worker(tmp_path, monkeypatch, capsys, o
     assert started == [] and not out.exists()
 
 
-# -- the CPU path end to end -------------------------------------------------------------------------
+# -- the CPU path end to end ----------------------------------------------------------------------
 
 def test_cpu_ring_end_to_end(tmp_path, capsys):
     out = tmp_path / "ring"
@@ -161,7 +161,7 @@ def test_cpu_ring_end_to_end(tmp_path, capsys):
     assert report.main(["ring", str(out / "results.csv")]) == 0
 
 
-# -- failures are rows ------------------------------------------------------------------------------
+# -- failures are rows ----------------------------------------------------------------------------
 
 PLANT = """
 import sys
@@ -288,7 +288,7 @@ def test_too_few_gpus_is_unavailable_and_measured_again_on_resume(tmp_path, monk
     assert summary.measured == 3 and summary.skipped == 3        # the flash rows stay
 
 
-# -- the pieces -------------------------------------------------------------------------------------
+# -- the pieces -----------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("N", [2, 3])
 def test_communicators_behind_the_split_timings(N):
@@ -358,7 +358,7 @@ def test_ring_points_carry_their_options():
     assert point_of_row({k: results.cell_text(v) for k, v in row.items()}).world_size == 4
 
 
-# -- two GPUs ---------------------------------------------------------------------------------------
+# -- two GPUs -------------------------------------------------------------------------------------
 
 @pytest.mark.gpu
 @pytest.mark.skipif(ring.gpu_count() < 2, reason="needs 2 GPUs")

@@ -117,7 +117,7 @@ class Options:
                 "ring_timeout_s": self.timeout_s}
 
 
-# -- schema helpers (called by schema.build) --------------------------------------------------------
+# -- schema helpers (called by schema.build) ------------------------------------------------------
 
 def divisor(world_size: int, slicing: str) -> int:
     """What every T must be a multiple of: the number of equal chunks (2·N zigzag, N contiguous)."""
@@ -152,7 +152,7 @@ def axes_problems(ax, opts: Options) -> list[tuple[str, str]]:
     return out
 
 
-# -- points and predictions -------------------------------------------------------------------------
+# -- points and predictions -----------------------------------------------------------------------
 
 def is_ring(point) -> bool:
     return getattr(point, "method_name", None) == METHOD
@@ -193,7 +193,7 @@ def measure_again(row: dict) -> bool:
     return row.get("method_name") == METHOD and row.get("status") == "unavailable"
 
 
-# -- the launcher (the runner's process) ------------------------------------------------------------
+# -- the launcher (the runner's process) ----------------------------------------------------------
 
 class WorkerError(RuntimeError):
     """A ring point's workers failed or timed out; the message says which rank and why (and
@@ -447,7 +447,7 @@ class SerialComm:
             self._comm.abort()
 
 
-# -- the worker ---------------------------------------------------------------------------------------
+# -- the worker -----------------------------------------------------------------------------------
 
 class PeerFailed(RuntimeError):
     """Another rank failed at a step where the ranks compare notes (a consequence, not a cause)."""
@@ -645,7 +645,7 @@ def _rank(comm, point, cfg, xp, host, refs, *, memory: bool) -> dict | None:
         signatures = {tuple((s, str(d)) for s, d in sh): sh for sh in record.shifts}
         error = None
         try:
-            buffers = {key: [xp.zeros(s, dtype=d) for s, d in sh]
+            buffers = {key: [xp.empty(s, dtype=d) for s, d in sh]     # contents: any
                        for key, sh in signatures.items()}
         except Exception as exc:
             error = exc
@@ -864,4 +864,7 @@ __all__ = ["METHOD", "LAUNCHES", "SLICINGS", "KEY_COLUMNS", "MEASURED_COLUMNS", 
 
 if __name__ == "__main__":
     from cuflash.experiments.ring import worker_main as _main
-    sys.exit(_main(sys.argv[1]))
+    _code = _main(sys.argv[1])
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(_code)      # the status file is written: no interpreter teardown to hang in
