@@ -78,19 +78,20 @@ def test_gqa_group_sum_in_order(dtype, G, ranks, det, monkeypatch):
 
 
 def test_group_ranks_rule(monkeypatch):
-    """The fewest ranks per group (a divisor of G) giving four blocks per SM, G at most; an
-    override wins."""
+    """The fewest ranks per group (a divisor of G) giving one and a half waves of blocks (the
+    dK/dV kernel's resident blocks), G at most; an override wins."""
     from cuflash.gpu import ops
-    monkeypatch.setattr(ops, "_sm_count", lambda dev: 100)
-    assert ops._group_ranks(1, 10, 0) == 1
-    assert ops._group_ranks(8, 400, 0) == 1        # enough blocks with one rank
-    assert ops._group_ranks(8, 399, 0) == 2
-    assert ops._group_ranks(8, 100, 0) == 4
-    assert ops._group_ranks(8, 10, 0) == 8         # never more than G
-    assert ops._group_ranks(6, 100, 0) == 6        # divisors of 6: 1, 2, 3, 6
-    assert ops._group_ranks(6, 140, 0) == 3
+    wave = 200                                     # 1.5 waves: 300 blocks
+    assert ops._group_ranks(1, 10, wave) == 1
+    assert ops._group_ranks(8, 300, wave) == 1     # enough blocks with one rank
+    assert ops._group_ranks(8, 299, wave) == 2
+    assert ops._group_ranks(8, 75, wave) == 4
+    assert ops._group_ranks(8, 74, wave) == 8
+    assert ops._group_ranks(8, 10, wave) == 8      # never more than G
+    assert ops._group_ranks(6, 60, wave) == 6      # divisors of 6: 1, 2, 3, 6
+    assert ops._group_ranks(6, 100, wave) == 3
     monkeypatch.setattr(ops, "_GROUP_RANKS", 2)
-    assert ops._group_ranks(8, 10, 0) == 2 and ops._group_ranks(1, 10, 0) == 1
+    assert ops._group_ranks(8, 10, wave) == 2 and ops._group_ranks(1, 10, wave) == 1
 
 
 def _variants(xp):

@@ -67,16 +67,19 @@ _SCHED_ROWS = None
 _GROUP_RANKS = None
 
 
-def _group_ranks(group: int, blocks_per_rank: int, device_id: int) -> int:
+def _group_ranks(group: int, blocks_per_rank: int, wave: int) -> int:
     """How many blocks share a kv head's key tile in the dK/dV kernels (block.cuh, KeyBlock): one
     walks all G query heads (no accumulators, G times fewer blocks than MHA); r of them walk G / r
     each and sum in a fixed order through float accumulators (epilogue.cuh, store_dkdv). The
-    fewest ranks (a divisor of G) that give at least four blocks per SM."""
+    fewest ranks (a divisor of G) that give one and a half waves of blocks (``wave``: the dK/dV
+    kernel's resident blocks, _ready): with the blocks started heaviest first (GridTile) that is
+    enough to even out a causal pass's tiles, and each further rank costs the accumulators'
+    traffic (H200, NOTES v13: G = 8 at 1.9 waves in one rank beat two ranks by 3-9%; G = 16 at
+    one wave in one rank lost 30% causal)."""
     if _GROUP_RANKS is not None:
         return min(group, _GROUP_RANKS)
-    target = 4 * _sm_count(device_id)
     return next(r for r in range(1, group + 1)
-                if group % r == 0 and (blocks_per_rank * r >= target or r == group))
+                if group % r == 0 and (2 * blocks_per_rank * r >= 3 * wave or r == group))
 
 
 def device_arch(device_id: int | None = None) -> str:
@@ -484,16 +487,16 @@ def _backward(r: _Run, dout, out, lse, p, tile, D, deterministic):
     # through float accumulators shaped like dk and dv and one counter per (sequence, kv head,
     # key tile) when there is more than one
     kv_rows = r.batch * (r.heads // r.group)
-    ranks = _group_ranks(r.group, key_tiles * kv_rows, dev)
-    group_sum = ranks > 1
-    dk_accum = _empty(dk.shape, acc) if group_sum else None
-    dv_accum = _empty(dv.shape, acc) if group_sum else None
-    dkdv_sem = cp.zeros(kv_rows * key_tiles, dtype=np.int32) if group_sum else None
     rows = r.batch * r.heads
     if rows == 0:
         return dq, dk, dv
     kern_kv, smem_kv, wave_k = _ready(dkdv, dev)
     kern_q, smem_q, wave_q = (None, 0, 1) if atomic else _ready(specs[1], dev)
+    ranks = _group_ranks(r.group, key_tiles * kv_rows, wave_k)
+    group_sum = ranks > 1
+    dk_accum = _empty(dk.shape, acc) if group_sum else None
+    dv_accum = _empty(dv.shape, acc) if group_sum else None
+    dkdv_sem = cp.zeros(kv_rows * key_tiles, dtype=np.int32) if group_sum else None
     fields = dict(q=r.q, k=r.k, v=r.v, out=out, dout=dout, lse=lse, D=Dsum, dq=dq, dk=dk, dv=dv,
                   dq_accum=dq_accum, dk_accum=dk_accum, dv_accum=dv_accum, dkdv_sem=dkdv_sem,
                   group_chunk=r.group // ranks,

@@ -1,0 +1,172 @@
+"""Issue 12's speed criteria, each measured side by side in one process (the configurations of a
+cell timed in alternating rounds, so that clock drift falls on all of them alike):
+
+  gqa:     TFLOP/s at G = 4 and 8 against MHA (G = 1) at the same Hq = 16 and T, forward and
+           backward, d = 128, causal and not, batch·T = 16384 (target >= 0.97).
+  varlen:  a packed batch of 65536 tokens, lengths uniform in 1..8192 (seeded), against dense
+           batches of the same total tokens at T = 4096 (the mean length) and T = 8192 (the
+           longest), TFLOP/s of real work (visible scores of each sequence), forward and
+           backward, Hq = 16, d = 128 (target >= 0.9).
+  strided: a (B, T, H, d) array's transposed view (B, H, T, d) against the same values
+           contiguous, forward and backward, and the pool growth of a forward on the view (the
+           outputs only, no copy; target >= 0.97 and no growth beyond out and lse).
+
+TFLOP/s: 4·d per visible score forward, 2.5 times that backward; the median over rounds of the
+mean of `calls` calls between CUDA events. NOTES.md v13.
+
+    python3 tools/bench_issue12.py [--parts gqa,varlen,strided] [--rounds 5] [--calls 3]
+"""
+import argparse
+import statistics
+
+import cupy as cp
+import numpy as np
+
+import cuflash
+
+
+def _ms(fn, calls):
+    a, b = cp.cuda.Event(), cp.cuda.Event()
+    a.record()
+    for _ in range(calls):
+        fn()
+    b.record()
+    b.synchronize()
+    return cp.cuda.get_elapsed_time(a, b) / calls
+
+
+def interleaved(fns: dict, rounds: int, calls: int) -> dict:
+    """Median ms per call of each function, the functions taking turns in every round."""
+    for fn in fns.values():
+        fn()
+    times = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            times[name].append(_ms(fn, calls))
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
+def _rand(rng, shape):
+    return cp.asarray(rng.standard_normal(shape).astype(np.float16))
+
+
+def _pairs(L, causal):
+    return L * (L + 1) // 2 if causal else L * L
+
+
+def gqa(a, rng):
+    Hq, d = 16, 128
+    print(f"\ngqa: Hq={Hq}, d={d}, float16, batch·T=16384; TFLOP/s (ratio to G=1)")
+    for T in (2048, 4096, 8192, 16384):
+        B = 16384 // T
+        q, do = _rand(rng, (B, Hq, T, d)), _rand(rng, (B, Hq, T, d))
+        for causal in (False, True):
+            fns, res = {}, {}
+            for G in (1, 4, 8):
+                k, v = _rand(rng, (B, Hq // G, T, d)), _rand(rng, (B, Hq // G, T, d))
+                _, res[G] = cuflash.attention(q, k, v, causal=causal, return_residuals=True)
+                fns[("forward", G)] = lambda k=k, v=v: cuflash.attention(q, k, v, causal=causal)
+                fns[("backward", G)] = lambda G=G: cuflash.attention_backward(do, res[G])
+            ms = interleaved(fns, a.rounds, a.calls)
+            flops = 4.0 * d * B * Hq * _pairs(T, causal)
+            for pass_ in ("forward", "backward"):
+                f = flops * (2.5 if pass_ == "backward" else 1.0)
+                tf = {G: f / ms[(pass_, G)] / 1e9 for G in (1, 4, 8)}
+                print(f"  {pass_:>8} T={T:>5} causal={causal!s:>5}: " + "  ".join(
+                    f"G{G} {tf[G]:6.1f} ({tf[G] / tf[1]:.3f})" for G in (1, 4, 8)), flush=True)
+            del res, fns
+        del q, do
+        cp.get_default_memory_pool().free_all_blocks()
+
+
+def varlen(a, rng):
+    Hq, d, total = 16, 128, 65536
+    lens, left = [], total
+    while left > 0:
+        L = min(left, int(rng.integers(1, 8193)))
+        lens.append(L)
+        left -= L
+    cu = cp.asarray(np.concatenate([[0], np.cumsum(lens)]).astype(np.int32))
+    print(f"\nvarlen: {len(lens)} sequences, {total} tokens, lengths uniform in 1..8192 "
+          f"(min {min(lens)}, max {max(lens)}), Hq={Hq}, d={d}, float16; TFLOP/s of real work "
+          f"(ratio to dense)")
+    q, k, v, do = (_rand(rng, (total, Hq, d)) for _ in range(4))
+    for causal in (False, True):
+        fns = {}
+        _, res = cuflash.attention_varlen(q, k, v, cu, cu, causal=causal, return_residuals=True)
+        fns[("forward", "varlen")] = lambda: cuflash.attention_varlen(q, k, v, cu, cu,
+                                                                      causal=causal)
+        fns[("backward", "varlen")] = lambda: cuflash.attention_varlen_backward(do, res)
+        flops = {"varlen": 4.0 * d * Hq * sum(_pairs(L, causal) for L in lens)}
+        dres = {}
+        for T in (4096, 8192):
+            B = total // T
+            qd, kd, vd, dod = (x.reshape(B, T, Hq, d).transpose(0, 2, 1, 3).copy()
+                               for x in (q, k, v, do))
+            _, dres[T] = cuflash.attention(qd, kd, vd, causal=causal, return_residuals=True)
+            fns[("forward", T)] = (lambda qd=qd, kd=kd, vd=vd:
+                                   cuflash.attention(qd, kd, vd, causal=causal))
+            fns[("backward", T)] = lambda dod=dod, T=T: cuflash.attention_backward(dod, dres[T])
+            flops[T] = 4.0 * d * Hq * B * _pairs(T, causal)
+        ms = interleaved(fns, a.rounds, a.calls)
+        for pass_ in ("forward", "backward"):
+            m = 2.5 if pass_ == "backward" else 1.0
+            tf = {key: m * flops[key] / ms[(pass_, key)] / 1e9 for key in flops}
+            print(f"  {pass_:>8} causal={causal!s:>5}: varlen {tf['varlen']:6.1f}   " + "  ".join(
+                f"dense T={T} {tf[T]:6.1f} ({tf['varlen'] / tf[T]:.3f})" for T in (4096, 8192)),
+                flush=True)
+        del res, dres, fns
+    cp.get_default_memory_pool().free_all_blocks()
+
+
+def strided(a, rng):
+    B, T, H, d = 4, 4096, 16, 128
+    print(f"\nstrided: (B, T, H, d) = ({B}, {T}, {H}, {d}) transposed to (B, H, T, d), float16; "
+          f"TFLOP/s (ratio to contiguous)")
+    base = [_rand(rng, (B, T, H, d)) for _ in range(4)]
+    views = [x.transpose(0, 2, 1, 3) for x in base]
+    conts = [cp.ascontiguousarray(x) for x in views]
+    pool = cp.get_default_memory_pool()
+    for causal in (False, True):
+        fns, res = {}, {}
+        for name, (q, k, v, do) in (("view", views), ("contiguous", conts)):
+            _, res[name] = cuflash.attention(q, k, v, causal=causal, return_residuals=True)
+            fns[("forward", name)] = (lambda q=q, k=k, v=v:
+                                      cuflash.attention(q, k, v, causal=causal))
+            fns[("backward", name)] = lambda do=do, name=name: cuflash.attention_backward(
+                do, res[name])
+        ms = interleaved(fns, a.rounds, a.calls)
+        flops = 4.0 * d * B * H * _pairs(T, causal)
+        for pass_ in ("forward", "backward"):
+            m = 2.5 if pass_ == "backward" else 1.0
+            tf = {n: m * flops / ms[(pass_, n)] / 1e9 for n in ("view", "contiguous")}
+            print(f"  {pass_:>8} causal={causal!s:>5}: view {tf['view']:6.1f} contiguous "
+                  f"{tf['contiguous']:6.1f} ({tf['view'] / tf['contiguous']:.3f})", flush=True)
+        del res, fns
+    # the pool keeps what a call freed: its total after a call from empty is the call's peak
+    cp.cuda.Device().synchronize()
+    pool.free_all_blocks()
+    before = pool.total_bytes()
+    out, lse = cuflash.attention(*views[:3], causal=True, return_lse=True)
+    cp.cuda.Device().synchronize()
+    grown = pool.total_bytes() - before
+    expect = out.nbytes + lse.nbytes
+    print(f"  pool growth of a forward on the view: {grown} bytes; out + lse: {expect} bytes "
+          f"({'no copy' if grown <= expect + 4096 else 'MORE: a copy'})")
+    del out, lse
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--parts", default="gqa,varlen,strided")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--calls", type=int, default=3)
+    a = ap.parse_args()
+    print(cp.cuda.runtime.getDeviceProperties(0)["name"].decode(), "cupy", cp.__version__)
+    rng = np.random.default_rng(12)
+    for part in a.parts.split(","):
+        {"gqa": gqa, "varlen": varlen, "strided": strided}[part](a, rng)
+
+
+if __name__ == "__main__":
+    main()
