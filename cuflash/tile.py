@@ -248,10 +248,10 @@ def tile_candidates(head_dim: int, dtype, *, backward: bool = False, causal: boo
                          TileConfig(16, 16, 2, 1)]
     first = ([TileConfig(16, 16, 4, 1)] if very_wide else
              [TileConfig(32, 32, 4, 1)] if wide else [TileConfig(32, 64, 4, 1)])
-    if wide and not very_wide and name == "float64" and not deterministic and not hopper:
-        # before Hopper ptxas spills 20 B in the causal 32 × 32 float64 dK/dV kernel with
-        # atomic dQ at d = 128 (255 registers, since the kernels walk GQA groups): 16 queries
-        # per step there (241 registers)
+    if wide and not very_wide and name == "float64" and not deterministic:
+        # ptxas spills in the causal 32 × 32 float64 dK/dV kernel with atomic dQ at d = 128
+        # (255 registers, since the kernels walk GQA groups): 20 B for sm_80, and for sm_90 too
+        # from NVRTC 13.5 (88 B; 13.0 did not): 16 queries per step there (243-250 registers)
         first = [TileConfig(16, 32, 4, 1)]
     return first + [TileConfig(32, 32, 4, 1), TileConfig(16, 16, 2, 1), TileConfig(16, 16, 1, 1)]
 
