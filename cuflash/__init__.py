@@ -14,7 +14,7 @@ from .api import Residuals, VarlenResiduals, attention, attention_backward, atte
 from .varlen import attention_varlen, attention_varlen_backward
 from .kvcache import PagedKVCache, attention_with_kvcache
 from .mask_mod import MaskMod
-from .checks import SUPPORTED_HEAD_DIMS
+from .checks import SUPPORTED_HEAD_DIMS, SeqLens
 from .naive import (naive_attention, naive_attention_backward, naive_attention_varlen,
                     naive_attention_varlen_backward)
 from .tile import TileConfig, default_tile
@@ -23,7 +23,7 @@ from . import distributed  # noqa: F401  (cuflash.distributed: ring attention; i
 __version__ = "0.1.0"
 
 __all__ = ["attention", "attention_backward", "attention_vjp", "Residuals", "MaskMod",
-           "attention_varlen", "attention_varlen_backward", "VarlenResiduals",
+           "attention_varlen", "attention_varlen_backward", "VarlenResiduals", "SeqLens",
            "attention_with_kvcache", "PagedKVCache",
            "naive_attention", "naive_attention_backward",
            "naive_attention_varlen", "naive_attention_varlen_backward",

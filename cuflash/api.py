@@ -200,11 +200,18 @@ class VarlenResiduals(Residuals):
     cu_seqlens_k: object = None
     max_seqlen_q: int | None = None
     max_seqlen_k: int | None = None
+    #: the forward's checked cuflash.SeqLens of cu_seqlens_q, cu_seqlens_k (set by
+    #: attention_varlen), so that the backward does not read them back again
+    seqlens: object = dataclasses.field(default=None, repr=False)
 
     def options(self) -> dict:
         """The forward's settings as keyword arguments of attention_varlen (and of
-        naive_attention_varlen), cu_seqlens and max_seqlen included."""
-        return dict(cu_seqlens_q=self.cu_seqlens_q, cu_seqlens_k=self.cu_seqlens_k,
+        naive_attention_varlen), cu_seqlens and max_seqlen included: the forward's SeqLens in
+        place of the arrays when it holds these very arrays."""
+        lens, cu_q, cu_k = self.seqlens, self.cu_seqlens_q, self.cu_seqlens_k
+        if lens is not None and lens.cu_seqlens_q is cu_q and lens.cu_seqlens_k is cu_k:
+            cu_q, cu_k = lens, None
+        return dict(cu_seqlens_q=cu_q, cu_seqlens_k=cu_k,
                     max_seqlen_q=self.max_seqlen_q, max_seqlen_k=self.max_seqlen_k,
                     causal=self.causal, scale=self.scale, window=self.window,
                     softcap=self.softcap, alibi_slopes=self.alibi_slopes)

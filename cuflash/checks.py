@@ -223,7 +223,8 @@ class VarlenProblem:
     """One checked call of attention_varlen: sequence b has the query tokens
     cu_q[b]..cu_q[b+1]-1 of q (total_q, Hq, d) and the key tokens cu_k[b]..cu_k[b+1]-1 of
     k (total_k, Hkv, d) and v (total_k, Hkv, d_v); cu_q, cu_k are host copies (int64), and
-    cu_given the caller's int32 arrays as given (on q's device: what the kernels read)."""
+    cu_given the caller's int32 arrays as given (on q's device: what the kernels read), lens
+    their SeqLens."""
 
     xp: object
     dtype: np.dtype
@@ -238,6 +239,7 @@ class VarlenProblem:
     softcap: float | None
     alibi_slopes: object           # (batch, Hq) in the accumulation dtype on xp, or None
     cu_given: tuple = dataclasses.field(default=(), compare=False, repr=False)
+    lens: object = dataclasses.field(default=None, compare=False, repr=False)   # SeqLens
 
     @property
     def batch(self) -> int:
@@ -284,13 +286,13 @@ def _where(dev) -> str:
     return "on the host (NumPy)" if dev is None else f"on GPU {dev} (CuPy)"
 
 
-def _check_cu_seqlens(name, a, total: int, total_text: str, dev) -> np.ndarray:
-    """A host int64 copy of cu_seqlens ``a`` after checking it: int32, 1-D with at least one
-    entry, on q's device (``dev``), starting at 0, non-decreasing, ending at ``total``."""
+def _read_cu_seqlens(name, a, dev, ref="q") -> np.ndarray:
+    """A host int64 copy of cu_seqlens ``a`` (a device sync on CuPy) after checking it: int32,
+    1-D with at least one entry, on device ``dev`` (``ref``'s), starting at 0, non-decreasing."""
     array_module(**{name: a})
     if _device_of(a) != dev:
-        raise TypeError(f"{name} is {_where(_device_of(a))} but q is {_where(dev)}: move it to "
-                        f"q's device")
+        raise TypeError(f"{name} is {_where(_device_of(a))} but {ref} is {_where(dev)}: move "
+                        f"it to {ref}'s device")
     if a.dtype != np.int32:
         raise TypeError(f"{name} must have dtype int32 (as flash_attn_varlen_func's), got "
                         f"{dtype_name(a.dtype)}")
@@ -305,10 +307,93 @@ def _check_cu_seqlens(name, a, total: int, total_text: str, dev) -> np.ndarray:
         b = int(drop[0])
         raise ValueError(f"{name} must be non-decreasing: {name}[{b + 1}]={c[b + 1]} < "
                          f"{name}[{b}]={c[b]}")
+    return c
+
+
+def _check_total(name, c, total: int, total_text: str) -> None:
     if c[-1] != total:
         raise ValueError(f"{name}[-1]={c[-1]} must equal {total_text}={total} (the total number "
                          f"of tokens)")
-    return c
+
+
+class SeqLens:
+    """The packing of a variable-length batch, checked once for many calls.
+
+    ``cuflash.SeqLens(cu_seqlens_q, cu_seqlens_k=None)`` checks cu_seqlens as
+    :func:`cuflash.attention_varlen` does (int32, 1-D, batch + 1 entries, starting at 0, never
+    decreasing, both on one device and of one batch; cu_seqlens_k None: the same as
+    cu_seqlens_q) and keeps host copies of them. That check reads the arrays back to the host,
+    a device sync on CuPy, which a call given the arrays themselves makes every time: it stalls
+    the GPU between calls. Passed as ``cu_seqlens_q`` (with ``cu_seqlens_k`` left out) to
+    :func:`cuflash.attention_varlen`, :func:`cuflash.naive_attention_varlen` and their
+    backwards, it spares them the readback, so calls queue on the GPU as dense ones do (one
+    SeqLens per packed batch serves every layer's forward and backward). A call still checks
+    that the totals match q and k and that max_seqlen holds every length, from the host copies.
+
+    The device arrays are kept by reference, not copied: they must not change while the
+    SeqLens is used (the kernels read them; the checks read the host copies).
+
+    Attributes: cu_seqlens_q, cu_seqlens_k (the arrays as given), cu_q, cu_k (host int64
+    copies), batch, max_seqlen_q, max_seqlen_k.
+    """
+
+    def __init__(self, cu_seqlens_q, cu_seqlens_k=None):
+        if isinstance(cu_seqlens_q, SeqLens):
+            raise TypeError("cu_seqlens_q is a SeqLens already: pass it to attention_varlen "
+                            "as cu_seqlens_q directly")
+        array_module(cu_seqlens_q=cu_seqlens_q)
+        dev = _device_of(cu_seqlens_q)
+        self.cu_seqlens_q = cu_seqlens_q
+        self.cu_q = _read_cu_seqlens("cu_seqlens_q", cu_seqlens_q, dev, "cu_seqlens_q")
+        if cu_seqlens_k is None or cu_seqlens_k is cu_seqlens_q:
+            self.cu_seqlens_k, self.cu_k = cu_seqlens_q, self.cu_q
+        else:
+            self.cu_seqlens_k = cu_seqlens_k
+            self.cu_k = _read_cu_seqlens("cu_seqlens_k", cu_seqlens_k, dev, "cu_seqlens_q")
+        if len(self.cu_q) != len(self.cu_k):
+            raise ValueError(f"cu_seqlens_q has {len(self.cu_q)} entries ({len(self.cu_q) - 1} "
+                             f"sequences) and cu_seqlens_k {len(self.cu_k)} "
+                             f"({len(self.cu_k) - 1} sequences): both must have batch + 1")
+        self.device = dev
+
+    @property
+    def batch(self) -> int:
+        return len(self.cu_q) - 1
+
+    @property
+    def max_seqlen_q(self) -> int:
+        return int(np.diff(self.cu_q).max(initial=0))
+
+    @property
+    def max_seqlen_k(self) -> int:
+        return int(np.diff(self.cu_k).max(initial=0))
+
+    def __repr__(self) -> str:
+        return (f"SeqLens(batch={self.batch}, total_q={int(self.cu_q[-1])}, "
+                f"total_k={int(self.cu_k[-1])}, {_where(self.device)})")
+
+
+def _seqlens(cu_seqlens_q, cu_seqlens_k, dev) -> SeqLens:
+    """The SeqLens of attention_varlen's cu_seqlens arguments: given, or checked now (a device
+    sync on CuPy), on q's device ``dev``."""
+    if isinstance(cu_seqlens_q, SeqLens):
+        lens = cu_seqlens_q
+        if cu_seqlens_k is not None:
+            raise TypeError("cu_seqlens_k must be left out (None) when cu_seqlens_q is a "
+                            "cuflash.SeqLens: it holds both")
+        if lens.device != dev:
+            raise TypeError(f"the SeqLens' cu_seqlens are {_where(lens.device)} but q is "
+                            f"{_where(dev)}: move them to q's device")
+        return lens
+    if cu_seqlens_k is None:
+        raise TypeError("cu_seqlens_k is missing: pass the keys' cu_seqlens (int32, batch + 1 "
+                        "entries), or a cuflash.SeqLens as cu_seqlens_q")
+    for name, a in (("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k)):
+        array_module(**{name: a})
+        if _device_of(a) != dev:
+            raise TypeError(f"{name} is {_where(_device_of(a))} but q is {_where(dev)}: move it "
+                            f"to q's device")
+    return SeqLens(cu_seqlens_q, cu_seqlens_k)
 
 
 def _check_max_seqlen(name, value, lengths, cu_name) -> None:
@@ -328,7 +413,8 @@ def check_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, max_seqlen_q=None, max_
                  causal=False, scale=None, window=None, softcap=None,
                  alibi_slopes=None) -> VarlenProblem:
     """Check the arguments of attention_varlen (every error names the argument) and return the
-    VarlenProblem they pose. Reads cu_seqlens on the host (a device sync on CuPy)."""
+    VarlenProblem they pose. Reads cu_seqlens on the host (a device sync on CuPy) unless
+    cu_seqlens_q is a SeqLens (checked when it was made; cu_seqlens_k then None)."""
     xp = array_module(q=q, k=k, v=v)
     dev = _device_of(q)
     for name, a in (("k", k), ("v", v)):
@@ -350,12 +436,10 @@ def check_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, max_seqlen_q=None, max_
         raise ValueError(f"q has {Hq} heads (q.shape[1]) and k, v have {Hkv} (k.shape[1]): the "
                          f"query heads must be a multiple of the kv heads, at least 1 (GQA: "
                          f"query head h reads kv head h // (Hq / Hkv))")
-    cu_q = _check_cu_seqlens("cu_seqlens_q", cu_seqlens_q, int(q.shape[0]), "q.shape[0]", dev)
-    cu_k = _check_cu_seqlens("cu_seqlens_k", cu_seqlens_k, int(k.shape[0]), "k.shape[0]", dev)
-    if len(cu_q) != len(cu_k):
-        raise ValueError(f"cu_seqlens_q has {len(cu_q)} entries ({len(cu_q) - 1} sequences) and "
-                         f"cu_seqlens_k {len(cu_k)} ({len(cu_k) - 1} sequences): both must have "
-                         f"batch + 1")
+    lens = _seqlens(cu_seqlens_q, cu_seqlens_k, dev)
+    cu_q, cu_k = lens.cu_q, lens.cu_k
+    _check_total("cu_seqlens_q", cu_q, int(q.shape[0]), "q.shape[0]")
+    _check_total("cu_seqlens_k", cu_k, int(k.shape[0]), "k.shape[0]")
     _check_max_seqlen("max_seqlen_q", max_seqlen_q, np.diff(cu_q), "cu_seqlens_q")
     _check_max_seqlen("max_seqlen_k", max_seqlen_k, np.diff(cu_k), "cu_seqlens_k")
     mask = Mask.make(causal=causal, window=window)
@@ -363,7 +447,8 @@ def check_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, max_seqlen_q=None, max_
     if slopes is not None:
         slopes = slopes.reshape(len(cu_q) - 1, Hq)
     return VarlenProblem(xp, q.dtype, Hq, Hkv, d, d_v, cu_q, cu_k, check_scale(scale, d), mask,
-                         check_softcap(softcap), slopes, (cu_seqlens_q, cu_seqlens_k))
+                         check_softcap(softcap), slopes, (lens.cu_seqlens_q, lens.cu_seqlens_k),
+                         lens)
 
 
 def check_num_splits(num_splits, *, allow_none=True):

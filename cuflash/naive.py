@@ -176,7 +176,7 @@ def _heads_first(x, rows, xp):
     return xp.swapaxes(x[rows], 0, 1)
 
 
-def naive_attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, max_seqlen_q=None,
+def naive_attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k=None, *, max_seqlen_q=None,
                            max_seqlen_k=None, causal=False, scale=None, window=None,
                            softcap=None, alibi_slopes=None, return_lse=False):
     """:func:`cuflash.attention_varlen` materialized, one sequence at a time: out
@@ -199,7 +199,7 @@ def naive_attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, max_seqlen_q=
     return (out, lse) if return_lse else out
 
 
-def naive_attention_varlen_backward(dout, q, k, v, cu_seqlens_q, cu_seqlens_k, *,
+def naive_attention_varlen_backward(dout, q, k, v, cu_seqlens_q, cu_seqlens_k=None, *,
                                     max_seqlen_q=None, max_seqlen_k=None, causal=False,
                                     scale=None, window=None, softcap=None, alibi_slopes=None):
     """Gradients (dq, dk, dv) of ``sum(dout · naive_attention_varlen(q, k, v, ...))``, shaped

@@ -81,7 +81,7 @@ def _bool(name, value):
         raise TypeError(f"{name} must be a bool, got {value!r}")
 
 
-def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, max_seqlen_q=None,
+def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k=None, *, max_seqlen_q=None,
                      max_seqlen_k=None, causal=False, scale=None, window=None, softcap=None,
                      alibi_slopes=None, return_lse=False, return_residuals=False, tile=None):
     """Exact attention of a packed batch of sequences of different lengths, without padding.
@@ -102,6 +102,8 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, max_seqlen_q=None,
         cu_seqlens_k[b+1] - 1. Both start at 0, never decrease, and end at q.shape[0] and
         k.shape[0]. Sequences may be empty (no queries: nothing to compute; no keys: out 0 and
         lse -inf for its queries).
+        cu_seqlens_q may instead be a :class:`cuflash.SeqLens` of both (cu_seqlens_k left
+        out): checked once when it was made, so that this call does not read them back.
     max_seqlen_q, max_seqlen_k : int, optional
         The longest query / key length (flash-attn's arguments, which the packed kernels will
         size their grid by); checked to be at least every real length, otherwise unused. None:
@@ -128,8 +130,9 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, max_seqlen_q=None,
         convention (heads first, then the packed query tokens); only with ``return_lse``.
     residuals : VarlenResiduals; only with ``return_residuals`` (after lse when both are asked).
 
-    Cost beyond the kernels: cu_seqlens are read back to the host to be checked (a device sync
-    on CuPy); on the CPU twin, one :func:`cuflash.attention` call per group of sequences with the
+    Cost beyond the kernels: cu_seqlens are read back to the host to be checked, a device sync
+    on CuPy that leaves the GPU idle between calls (none with a :class:`cuflash.SeqLens`, and
+    none in the backward of these residuals, which keep the forward's); on the CPU twin, one :func:`cuflash.attention` call per group of sequences with the
     same (T_b, S_b) (``_groups``), tokens gathered and scattered (copies).
     """
     vp = checks.check_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q=max_seqlen_q,
@@ -157,7 +160,7 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, max_seqlen_q=None,
     res = VarlenResiduals(q, k, v, out, lse, causal=causal, scale=scale, window=window,
                           softcap=softcap, alibi_slopes=alibi_slopes, cu_seqlens_q=cu_seqlens_q,
                           cu_seqlens_k=cu_seqlens_k, max_seqlen_q=max_seqlen_q,
-                          max_seqlen_k=max_seqlen_k)
+                          max_seqlen_k=max_seqlen_k, seqlens=vp.lens)
     if not (return_lse or return_residuals):
         return out
     return (out,) + ((lse,) if return_lse else ()) + ((res,) if return_residuals else ())

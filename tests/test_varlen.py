@@ -197,6 +197,84 @@ def test_residuals(xp):
     assert cuflash.attention_varlen(q, k, v, cq, ck).shape == (q.shape[0], HQ, D)
 
 
+def test_seqlens(xp, monkeypatch):
+    """A cuflash.SeqLens stands for both cu_seqlens: the same bits as the arrays, forward and
+    backward, in every varlen entry point; with it (and in the backward of residuals whose
+    forward checked the arrays) no call reads cu_seqlens back to the host (the sync that
+    stalls the GPU between calls)."""
+    q, k, v, dout, cq, ck = _packed(xp, np.float32, "cross", seed=45)
+    out, lse, res = cuflash.attention_varlen(q, k, v, cq, ck, causal=True, return_lse=True,
+                                             return_residuals=True)
+    grads = cuflash.attention_varlen_backward(dout, res)
+    lens = cuflash.SeqLens(cq, ck)
+    assert lens.batch == 6 and lens.max_seqlen_q == 40 and lens.max_seqlen_k == 47
+    assert lens.cu_seqlens_q is cq and lens.cu_seqlens_k is ck
+    np.testing.assert_array_equal(lens.cu_q, np.cumsum([0] + BATCHES["cross"][0]))
+    same = cuflash.SeqLens(cq)
+    assert same.cu_seqlens_k is cq and same.max_seqlen_k == 40
+
+    def no_readback(*a, **kw):
+        raise AssertionError("cu_seqlens read back to the host")
+    monkeypatch.setattr(cuflash.checks, "_read_cu_seqlens", no_readback)
+    out2, lse2, res2 = cuflash.attention_varlen(q, k, v, lens, causal=True, max_seqlen_q=40,
+                                                return_lse=True, return_residuals=True)
+    np.testing.assert_array_equal(to_numpy(out2), to_numpy(out))
+    np.testing.assert_array_equal(to_numpy(lse2), to_numpy(lse))
+    for g in (cuflash.attention_varlen_backward(dout, res2),
+              cuflash.attention_varlen_backward(dout, res),    # the forward's SeqLens, kept
+              cuflash.attention_backward(dout, res)):
+        for a, b in zip(g, grads):
+            np.testing.assert_array_equal(to_numpy(a), to_numpy(b))
+    ref = cuflash.naive_attention_varlen(q, k, v, lens, causal=True)
+    np.testing.assert_array_equal(to_numpy(ref), to_numpy(
+        cuflash.naive_attention_varlen(q, k, v, lens, causal=True)))
+    cuflash.naive_attention_varlen_backward(dout, q, k, v, lens, causal=True)
+    # residuals whose arrays were swapped for others are read again
+    other = cuflash.VarlenResiduals(q, k, v, out, lse, causal=True, cu_seqlens_q=cq,
+                                    cu_seqlens_k=ck.copy(), seqlens=lens)
+    with pytest.raises(AssertionError, match="read back"):
+        cuflash.attention_varlen_backward(dout, other)
+
+
+def test_seqlens_errors(xp):
+    q, k, v, dout, cq, ck = _packed(xp, np.float32, ([2, 3], [4, 1]), seed=50)
+    i32 = lambda a: xp.asarray(np.array(a, dtype=np.int32))
+    lens = cuflash.SeqLens(cq, ck)
+    with pytest.raises(TypeError, match=r"cu_seqlens_k must be left out \(None\) when "
+                                        r"cu_seqlens_q is a cuflash.SeqLens"):
+        cuflash.attention_varlen(q, k, v, lens, ck)
+    with pytest.raises(TypeError, match=r"cu_seqlens_k is missing"):
+        cuflash.attention_varlen(q, k, v, cq)
+    with pytest.raises(TypeError, match=r"cu_seqlens_q is a SeqLens already"):
+        cuflash.SeqLens(lens)
+    with pytest.raises(ValueError, match=r"cu_seqlens_q\[0\]=1 must be 0"):
+        cuflash.SeqLens(i32([1, 2, 5]))
+    with pytest.raises(ValueError, match=r"cu_seqlens_k must be non-decreasing"):
+        cuflash.SeqLens(cq, i32([0, 4, 3]))
+    with pytest.raises(ValueError, match=r"cu_seqlens_q has 3 entries \(2 sequences\) and "
+                                         r"cu_seqlens_k 4"):
+        cuflash.SeqLens(cq, i32([0, 1, 4, 5]))
+    with pytest.raises(TypeError, match=r"cu_seqlens_k must have dtype int32"):
+        cuflash.SeqLens(cq, xp.asarray(np.array([0, 4, 5])))
+    # the totals and max_seqlen are still checked per call, from the host copies
+    with pytest.raises(ValueError, match=r"cu_seqlens_q\[-1\]=5 must equal q.shape\[0\]=4"):
+        cuflash.attention_varlen(q[:4], k, v, lens)
+    with pytest.raises(ValueError, match=r"max_seqlen_k=3 is smaller than sequence 0's length 4"):
+        cuflash.attention_varlen(q, k, v, lens, max_seqlen_k=3)
+
+
+@pytest.mark.gpu
+def test_seqlens_on_another_device():
+    import cupy as cp
+    q, k, v, dout, cq, ck = _packed(cp, np.float32, ([2, 3], [4, 1]), seed=50)
+    with pytest.raises(TypeError, match=r"the SeqLens' cu_seqlens are on the host \(NumPy\) "
+                                        r"but q is on GPU 0"):
+        cuflash.attention_varlen(q, k, v, cuflash.SeqLens(cq.get(), ck.get()))
+    with pytest.raises(TypeError, match=r"cu_seqlens_k is on the host \(NumPy\) but "
+                                        r"cu_seqlens_q is on GPU 0"):
+        cuflash.SeqLens(cq, ck.get())
+
+
 @pytest.mark.parametrize("lengths", [[], [0, 0], [0]], ids=["no-sequence", "no-tokens", "one-empty"])
 def test_empty_batches(xp, lengths):
     q, k, v, dout, cq, ck = _packed(xp, np.float32, (lengths, lengths), seed=3)

@@ -6,7 +6,10 @@ cell timed in alternating rounds, so that clock drift falls on all of them alike
   varlen:  a packed batch of 65536 tokens, lengths uniform in 1..8192 (seeded), against dense
            batches of the same total tokens at T = 4096 (the mean length) and T = 8192 (the
            longest), TFLOP/s of real work (visible scores of each sequence), forward and
-           backward, Hq = 16, d = 128 (target >= 0.9).
+           backward, Hq = 16, d = 128 (target >= 0.9). Two ways: "varlen" given the
+           cu_seqlens arrays (each call reads them back to be checked: a device sync between
+           calls; its backward timed from residuals without the forward's SeqLens, as before
+           SeqLens existed), "seqlens" given a cuflash.SeqLens (checked once; no sync).
   strided: a (B, T, H, d) array's transposed view (B, H, T, d) against the same values
            contiguous, forward and backward, and the pool growth of a forward on the view (the
            outputs only, no copy; target >= 0.97 and no growth beyond out and lse).
@@ -17,6 +20,7 @@ mean of `calls` calls between CUDA events. NOTES.md v13.
     python3 tools/bench_issue12.py [--parts gqa,varlen,strided] [--rounds 5] [--calls 3]
 """
 import argparse
+import dataclasses
 import statistics
 
 import cupy as cp
@@ -93,11 +97,20 @@ def varlen(a, rng):
     q, k, v, do = (_rand(rng, (total, Hq, d)) for _ in range(4))
     for causal in (False, True):
         fns = {}
-        _, res = cuflash.attention_varlen(q, k, v, cu, cu, causal=causal, return_residuals=True)
+        sl = cuflash.SeqLens(cu)
+        _, res = cuflash.attention_varlen(q, k, v, sl, causal=causal, return_residuals=True)
         fns[("forward", "varlen")] = lambda: cuflash.attention_varlen(q, k, v, cu, cu,
                                                                       causal=causal)
-        fns[("backward", "varlen")] = lambda: cuflash.attention_varlen_backward(do, res)
-        flops = {"varlen": 4.0 * d * Hq * sum(_pairs(L, causal) for L in lens)}
+        # the arrays' residuals keep the forward's SeqLens: read back once, as a SeqLens would
+        _, res_sync = cuflash.attention_varlen(q, k, v, cu, cu, causal=causal,
+                                               return_residuals=True)
+        res_sync = dataclasses.replace(res_sync, seqlens=None)
+        fns[("backward", "varlen")] = lambda: cuflash.attention_varlen_backward(do, res_sync)
+        fns[("forward", "seqlens")] = lambda: cuflash.attention_varlen(q, k, v, sl,
+                                                                       causal=causal)
+        fns[("backward", "seqlens")] = lambda: cuflash.attention_varlen_backward(do, res)
+        real = 4.0 * d * Hq * sum(_pairs(L, causal) for L in lens)
+        flops = {"varlen": real, "seqlens": real}
         dres = {}
         for T in (4096, 8192):
             B = total // T
@@ -112,9 +125,10 @@ def varlen(a, rng):
         for pass_ in ("forward", "backward"):
             m = 2.5 if pass_ == "backward" else 1.0
             tf = {key: m * flops[key] / ms[(pass_, key)] / 1e9 for key in flops}
-            print(f"  {pass_:>8} causal={causal!s:>5}: varlen {tf['varlen']:6.1f}   " + "  ".join(
-                f"dense T={T} {tf[T]:6.1f} ({tf['varlen'] / tf[T]:.3f})" for T in (4096, 8192)),
-                flush=True)
+            for how in ("varlen", "seqlens"):
+                print(f"  {pass_:>8} causal={causal!s:>5} {how:>7}: {tf[how]:6.1f}   " +
+                      "  ".join(f"dense T={T} {tf[T]:6.1f} ({tf[how] / tf[T]:.3f})"
+                                for T in (4096, 8192)), flush=True)
         del res, dres, fns
     cp.get_default_memory_pool().free_all_blocks()
 
