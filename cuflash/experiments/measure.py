@@ -34,6 +34,7 @@ import numpy as np
 
 from .. import api, naive, oracle
 from .._xp import cupy_module, resolve_dtype
+from ..checks import SeqLens
 from . import decode, layouts, variants
 from .points import Point
 from .schema import Measure
@@ -137,8 +138,11 @@ def build_call(point: Point, inputs: dict) -> Call:
         return Call(lambda: (fwd(),) + fold(nbwd(dout, q, *kv(), *pos, **opts)), kind, as_numpy)
 
     # flash and twin: cuflash.attention / attention_varlen on the point's arrays (NumPy arrays
-    # run the CPU twin); attention_backward takes either's residuals
+    # run the CPU twin); attention_backward takes either's residuals. A packed batch's
+    # cu_seqlens are checked once here (cuflash.SeqLens), not read back in every timed call.
     attend, _ = layouts.functions(point, "api")
+    if pos:
+        pos = (SeqLens(*pos),)
     det = bool(point.deterministic)
     if point.pass_ == "forward":
         return Call(lambda: attend(q, *kv(), *pos, tile=point.fwd_tile, **opts), kind, as_numpy)
