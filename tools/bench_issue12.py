@@ -18,9 +18,11 @@ TFLOP/s: 4·d per visible score forward, 2.5 times that backward; the median ove
 mean of `calls` calls between CUDA events. NOTES.md v13.
 
     python3 tools/bench_issue12.py [--parts gqa,varlen,strided] [--rounds 5] [--calls 3]
+                                   [--min-ms 0]
 """
 import argparse
 import dataclasses
+import math
 import statistics
 
 import cupy as cp
@@ -39,14 +41,18 @@ def _ms(fn, calls):
     return cp.cuda.get_elapsed_time(a, b) / calls
 
 
-def interleaved(fns: dict, rounds: int, calls: int) -> dict:
-    """Median ms per call of each function, the functions taking turns in every round."""
-    for fn in fns.values():
+def interleaved(fns: dict, rounds: int, calls: int, min_ms: float = 0.0) -> dict:
+    """Median ms per call of each function, the functions taking turns in every round; each
+    timing spans at least `calls` calls and, where one call is short, enough calls to last
+    about `min_ms` (so that a 0.3 ms kernel is not timed over 1 ms of launches)."""
+    n = {}
+    for name, fn in fns.items():
         fn()
+        n[name] = max(calls, math.ceil(min_ms / max(_ms(fn, 1), 1e-3)))
     times = {name: [] for name in fns}
     for _ in range(rounds):
         for name, fn in fns.items():
-            times[name].append(_ms(fn, calls))
+            times[name].append(_ms(fn, n[name]))
     return {name: statistics.median(t) for name, t in times.items()}
 
 
@@ -71,7 +77,7 @@ def gqa(a, rng):
                 _, res[G] = cuflash.attention(q, k, v, causal=causal, return_residuals=True)
                 fns[("forward", G)] = lambda k=k, v=v: cuflash.attention(q, k, v, causal=causal)
                 fns[("backward", G)] = lambda G=G: cuflash.attention_backward(do, res[G])
-            ms = interleaved(fns, a.rounds, a.calls)
+            ms = interleaved(fns, a.rounds, a.calls, a.min_ms)
             flops = 4.0 * d * B * Hq * _pairs(T, causal)
             for pass_ in ("forward", "backward"):
                 f = flops * (2.5 if pass_ == "backward" else 1.0)
@@ -121,7 +127,7 @@ def varlen(a, rng):
                                    cuflash.attention(qd, kd, vd, causal=causal))
             fns[("backward", T)] = lambda dod=dod, T=T: cuflash.attention_backward(dod, dres[T])
             flops[T] = 4.0 * d * Hq * B * _pairs(T, causal)
-        ms = interleaved(fns, a.rounds, a.calls)
+        ms = interleaved(fns, a.rounds, a.calls, a.min_ms)
         for pass_ in ("forward", "backward"):
             m = 2.5 if pass_ == "backward" else 1.0
             tf = {key: m * flops[key] / ms[(pass_, key)] / 1e9 for key in flops}
@@ -149,7 +155,7 @@ def strided(a, rng):
                                       cuflash.attention(q, k, v, causal=causal))
             fns[("backward", name)] = lambda do=do, name=name: cuflash.attention_backward(
                 do, res[name])
-        ms = interleaved(fns, a.rounds, a.calls)
+        ms = interleaved(fns, a.rounds, a.calls, a.min_ms)
         flops = 4.0 * d * B * H * _pairs(T, causal)
         for pass_ in ("forward", "backward"):
             m = 2.5 if pass_ == "backward" else 1.0
@@ -175,6 +181,8 @@ def main():
     ap.add_argument("--parts", default="gqa,varlen,strided")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--calls", type=int, default=3)
+    ap.add_argument("--min-ms", type=float, default=0.0,
+                    help="each timing lasts about this long at least (more calls per timing)")
     a = ap.parse_args()
     print(cp.cuda.runtime.getDeviceProperties(0)["name"].decode(), "cupy", cp.__version__)
     rng = np.random.default_rng(12)
