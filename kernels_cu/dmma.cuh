@@ -103,6 +103,24 @@ __device__ __forceinline__ void zero_dfragments(double (&c)[M][N][2]) {
 template <int DP, int LDS, int NT>
 using DmmaTiles = CpAsyncTiles<DP, NT, RowMajor<LDS>, 2>;
 
+// The tile shape every dmma kernel shares: RES rows resident in shared memory (queries; keys for
+// dK/dV) dealt to the NT / 32 warps in m-tiles of 8 rows, tiles of STR streamed rows (keys;
+// queries for dK/dV) through a ring of STAGES buffers, DP head columns; every tile staged in rows
+// of LDS doubles (the header) by Tiles (pipeline.cuh). The kernels derive from it.
+template <typename T, int RES, int STR, int DP, int NT, int STAGES>
+struct DmmaShape {
+    static_assert(sizeof(T) == 8, "the dmma kernels take float64");
+    static constexpr int NW = NT / 32;
+    static constexpr int MT = RES / (8 * NW);   // 8-row m-tiles per warp
+    static constexpr int NS = STR / 8;          // 8-column n-tiles of the score tile
+    static constexpr int NO = DP / 8;           // 8-column n-tiles of the output rows
+    static constexpr int LDS = DP + 2;          // row stride (doubles) of every tile
+    static_assert(MT >= 1 && RES == 8 * MT * NW, "resident rows (BLOCK_M; dK/dV: BLOCK_N) must be 8·MT·warps");
+    static_assert(STR % 8 == 0 && DP % 16 == 0, "streamed rows a multiple of 8, DP of 16");
+    static_assert(STAGES == 1 || STAGES == 2, "1 or 2 stages");
+    using Tiles = DmmaTiles<DP, LDS, NT>;
+};
+
 // c[m][n] += A_m · B_nᵀ over DP columns: A_m rows 8m .. 8m + 7 of A, B_n rows 8n .. 8n + 7 of B,
 // both rows of LDS doubles in shared memory (the k order of the header: k-step kk = 2h + e of
 // span s is column 16s + 4t + 2h + e).

@@ -23,19 +23,14 @@
 namespace cuflash {
 
 template <typename T, int DP, int BLOCK_M, int BLOCK_N, int NT, int STAGES, class V>
-struct DkdvDmma {
-    static_assert(sizeof(T) == 8, "the dmma kernels take float64");
+struct DkdvDmma : DmmaShape<T, BLOCK_N, BLOCK_M, DP, NT, STAGES> {
     using Params = BwdParams<T, double>;
-    static constexpr int NW = NT / 32;
-    static constexpr int MK = BLOCK_N / (8 * NW);   // 8-key m-tiles per warp
-    static constexpr int NQ = BLOCK_M / 8;          // 8-query n-tiles of Sᵀ
-    static constexpr int NO = DP / 8;               // 8-column n-tiles of dK, dV
-    static constexpr int LDS = DP + 2;
-    static_assert(MK >= 1 && BLOCK_N == 8 * MK * NW, "BLOCK_N must be 8·MK·warps");
-    static_assert(BLOCK_M % 8 == 0 && DP % 16 == 0, "BLOCK_M a multiple of 8, DP of 16");
-    static_assert(STAGES == 1 || STAGES == 2, "1 or 2 stages");
+    using Shape = DmmaShape<T, BLOCK_N, BLOCK_M, DP, NT, STAGES>;   // resident keys (dmma.cuh)
+    static constexpr int MK = Shape::MT;   // 8-key m-tiles per warp
+    static constexpr int NQ = Shape::NS;   // 8-query n-tiles of Sᵀ
+    using Shape::NO, Shape::LDS;           // NO: 8-column n-tiles of dK, dV
+    using typename Shape::Tiles;
 
-    using Tiles = DmmaTiles<DP, LDS, NT>;
     struct Smem {
         T k[BLOCK_N * LDS];                // resident K tile
         T v[BLOCK_N * LDS];                // resident V tile
@@ -109,19 +104,12 @@ struct DkdvDmma {
 
 // Deterministic dQ: one Q/dO tile resident (warp owns 8·MT query rows), K/V tiles streamed.
 template <typename T, int DP, int BLOCK_M, int BLOCK_N, int NT, int STAGES, class V>
-struct DqDmma {
-    static_assert(sizeof(T) == 8, "the dmma kernels take float64");
+struct DqDmma : DmmaShape<T, BLOCK_M, BLOCK_N, DP, NT, STAGES> {
     using Params = BwdParams<T, double>;
-    static constexpr int NW = NT / 32;
-    static constexpr int MT = BLOCK_M / (8 * NW);
-    static constexpr int NS = BLOCK_N / 8;
-    static constexpr int NO = DP / 8;
-    static constexpr int LDS = DP + 2;
-    static_assert(MT >= 1 && BLOCK_M == 8 * MT * NW, "BLOCK_M must be 8·MT·warps");
-    static_assert(BLOCK_N % 8 == 0 && DP % 16 == 0, "BLOCK_N a multiple of 8, DP of 16");
-    static_assert(STAGES == 1 || STAGES == 2, "1 or 2 stages");
+    using Shape = DmmaShape<T, BLOCK_M, BLOCK_N, DP, NT, STAGES>;   // resident queries (dmma.cuh)
+    using Shape::MT, Shape::NS, Shape::NO, Shape::LDS;
+    using typename Shape::Tiles;
 
-    using Tiles = DmmaTiles<DP, LDS, NT>;
     struct Smem {
         T q[BLOCK_M * LDS];              // resident Q tile
         T dout[BLOCK_M * LDS];           // resident dO tile

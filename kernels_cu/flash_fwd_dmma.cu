@@ -20,19 +20,12 @@
 namespace cuflash {
 
 template <typename T, int DP, int BLOCK_M, int BLOCK_N, int NT, int STAGES, class V>
-struct FwdDmma {
-    static_assert(sizeof(T) == 8, "the dmma kernels take float64");
+struct FwdDmma : DmmaShape<T, BLOCK_M, BLOCK_N, DP, NT, STAGES> {
     using Params = FwdParams<T, double>;
-    static constexpr int NW = NT / 32;
-    static constexpr int MT = BLOCK_M / (8 * NW);   // 8-row m-tiles per warp
-    static constexpr int NS = BLOCK_N / 8;          // 8-column n-tiles of S
-    static constexpr int NO = DP / 8;               // 8-column n-tiles of O
-    static constexpr int LDS = DP + 2;              // row stride (doubles) of every tile (dmma.cuh)
-    static_assert(MT >= 1 && BLOCK_M == 8 * MT * NW, "BLOCK_M must be 8·MT·warps");
-    static_assert(BLOCK_N % 8 == 0 && DP % 16 == 0, "BLOCK_N a multiple of 8, DP of 16");
-    static_assert(STAGES == 1 || STAGES == 2, "1 or 2 stages");
+    using Shape = DmmaShape<T, BLOCK_M, BLOCK_N, DP, NT, STAGES>;   // dmma.cuh
+    using Shape::MT, Shape::NS, Shape::NO, Shape::LDS;   // m-tiles per warp, n-tiles of S and O
+    using typename Shape::Tiles;
 
-    using Tiles = DmmaTiles<DP, LDS, NT>;   // how a tile is staged (pipeline.cuh)
     struct Smem {
         T q[BLOCK_M * LDS];              // the resident query tile
         T k[STAGES][BLOCK_N * LDS];      // ring of K tiles
