@@ -21,17 +21,13 @@ __device__ __forceinline__ void store_rows_staged(T* __restrict__ g_out, int d, 
                                                   const float (&acc)[MT][NO][4],
                                                   const float (&factor)[MT][2], T* stage, Off&& off,
                                                   int wrow, int lane) {
-    const int g = lane >> 2, t4 = lane & 3;
+    const int t4 = lane & 3;
+    for_each_frag_row<MT>(wrow, lane, [&](int mt, int h, int r) {
 #pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            const int r = wrow + mt * 16 + g + h * 8;
-#pragma unroll
-            for (int n = 0; n < NO; ++n)
-                *reinterpret_cast<unsigned*>(stage + off(r, n * 8 + 2 * t4)) =
-                    pack2<T>(acc[mt][n][2 * h] * factor[mt][h], acc[mt][n][2 * h + 1] * factor[mt][h]);
-        }
+        for (int n = 0; n < NO; ++n)
+            *reinterpret_cast<unsigned*>(stage + off(r, n * 8 + 2 * t4)) =
+                pack2<T>(acc[mt][n][2 * h] * factor[mt][h], acc[mt][n][2 * h + 1] * factor[mt][h]);
+    });
     __syncwarp();
     constexpr int CPR = DP / 8;   // 16-byte chunks per row
 #pragma unroll
@@ -51,22 +47,18 @@ __device__ __forceinline__ void store_out(const P& p, const QB& blk, const float
                                           const float (&inv)[MT][2], T* stage, Off&& off,
                                           int wrow, int lane) {
     if constexpr (QB::kSplit) {
-        const int g = lane >> 2, t4 = lane & 3;
+        const int t4 = lane & 3;
+        for_each_frag_row<MT>(wrow, lane, [&](int mt, int h, int r) {
+            if (r >= blk.rows) return;
+            float* row = blk.out_accum_row(p, r);
 #pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                const int r = wrow + mt * 16 + g + h * 8;
-                if (r >= blk.rows) continue;
-                float* row = blk.out_accum_row(p, r);
-#pragma unroll
-                for (int n = 0; n < NO; ++n) {
-                    const int c = n * 8 + 2 * t4;
-                    if (c < p.d)
-                        *reinterpret_cast<float2*>(row + c) =
-                            make_float2(o[mt][n][2 * h] * inv[mt][h], o[mt][n][2 * h + 1] * inv[mt][h]);
-                }
+            for (int n = 0; n < NO; ++n) {
+                const int c = n * 8 + 2 * t4;
+                if (c < p.d)
+                    *reinterpret_cast<float2*>(row + c) =
+                        make_float2(o[mt][n][2 * h] * inv[mt][h], o[mt][n][2 * h + 1] * inv[mt][h]);
             }
+        });
     } else {
         store_rows_staged<T, MT, NO, DP>(blk.seq.q_row(p.out, p.out_stride, blk.i0), p.d,
                                          int(p.out_stride[2]), blk.rows, o, inv, stage, off, wrow,

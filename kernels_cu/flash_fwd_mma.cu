@@ -147,18 +147,14 @@ struct FwdMma {
                                                     const float (&o)[MT][NO][4],
                                                     const Softmax& softmax, Smem& sm, int wrow,
                                                     int lane) {
-        const int g = lane >> 2, t4 = lane & 3, i0 = blk.i0;
+        const int t4 = lane & 3, i0 = blk.i0;
 
         float inv[MT][2];
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                float lse;
-                inv[mt][h] = softmax.finalize(2 * mt + h, blk.score.mul, lse);
-                const int r = wrow + mt * 16 + g + h * 8;
-                if (t4 == 0 && r < blk.rows) blk.lse_dst(p)[blk.seq.row(i0 + r)] = lse;
-            }
+        for_each_frag_row<MT>(wrow, lane, [&](int mt, int h, int r) {
+            float lse;
+            inv[mt][h] = softmax.finalize(2 * mt + h, blk.score.mul, lse);
+            if (t4 == 0 && r < blk.rows) blk.lse_dst(p)[blk.seq.row(i0 + r)] = lse;
+        });
         store_out<T, MT, NO, DP>(p, blk, o, inv, sm.q, [](int r, int c) { return r * LDS + c; },
                                  wrow, lane);
     }

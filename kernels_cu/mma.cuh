@@ -58,6 +58,17 @@ __device__ __forceinline__ void mma16816<__nv_bfloat16>(float (&c)[4], const uns
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// f(mt, h, r) for each row a lane holds of MT m-tiles of C fragments from tile row wrow: row
+// r = wrow + 16·mt + g + 8h holds elements 2h and 2h + 1 of each n-tile (see the header).
+template <int MT, class F>
+__device__ __forceinline__ void for_each_frag_row(int wrow, int lane, F&& f) {
+    const int g = lane >> 2;
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) f(mt, h, wrow + mt * 16 + g + h * 8);
+}
+
 // Two floats rounded to T and packed into one register, lo in the low half.
 template <typename T> __device__ __forceinline__ unsigned pack2(float lo, float hi);
 template <> __device__ __forceinline__ unsigned pack2<__half>(float lo, float hi) {
