@@ -40,19 +40,6 @@ struct Exp2Approx {
     __device__ __forceinline__ float operator()(float x) const { return ex2_approx(x); }
 };
 
-// f(r, e, i, j) for every element e of every row r of a fragment, with its query i and key j
-template <int R, int E, class At, class F>
-__device__ __forceinline__ void for_each_element(At&& at, F&& f) {
-#pragma unroll
-    for (int r = 0; r < R; ++r)
-#pragma unroll
-        for (int e = 0; e < E; ++e) {
-            int i, j;
-            at(r, e, i, j);
-            f(r, e, i, j);
-        }
-}
-
 // -- u = score_mod(s) and the mask, over one tile's fragment. needs_mask: the tile is cut by the
 //    mask (Mask::tile_needs_mask); without it and without a score modifier nothing is done.
 template <typename Acc, int R, int E, class Frag, class At, class M, class Score>
@@ -60,11 +47,16 @@ __device__ __forceinline__ void modify_and_mask(Frag&& s, At&& at, const M& mask
                                                 bool needs_mask) {
     if (!Score::kTransforms && !needs_mask) return;
     const Distance<Acc> dist(at, score.diag);
-    for_each_element<R, E>(at, [&](int r, int e, int i, int j) {
-        Acc& x = s(r, e);
-        if constexpr (Score::kTransforms) x = score.logit(x, dist(i, j));
-        if (needs_mask && !mask.visible(i, j)) x = -Num<Acc>::inf();
-    });
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+        for (int e = 0; e < E; ++e) {
+            int i, j;
+            at(r, e, i, j);
+            Acc& x = s(r, e);
+            if constexpr (Score::kTransforms) x = score.logit(x, dist(i, j));
+            if (needs_mask && !mask.visible(i, j)) x = -Num<Acc>::inf();
+        }
 }
 
 // -- the online softmax: running max m (u units) and this thread's part of the running sum l
@@ -128,15 +120,20 @@ __device__ __forceinline__ void bwd_probs_tile(FragS&& s, FragDP&& dp, At&& at, 
                                                Dq&& Dof, const M& mask, const Score& score,
                                                Exp2 exp2) {
     const Distance<Acc> dist(at, score.diag);
-    for_each_element<R, E>(at, [&](int r, int e, int i, int j) {
-        Acc& x = s(r, e);
-        Acc g = Acc(1);
-        const Acc u = Score::kTransforms ? score.logit_grad(x, dist(i, j), g) : x;
-        const Acc p = exp2(fma(u, score.mul, -lse2(r, e)));
-        x = MASKED && !mask.visible(i, j) ? Acc(0) : p;
-        Acc& y = dp(r, e);
-        y = Score::kTransforms ? x * (y - Dof(r, e)) * g : x * (y - Dof(r, e));
-    });
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+        for (int e = 0; e < E; ++e) {
+            int i, j;
+            at(r, e, i, j);
+            Acc& x = s(r, e);
+            Acc g = Acc(1);
+            const Acc u = Score::kTransforms ? score.logit_grad(x, dist(i, j), g) : x;
+            const Acc p = exp2(fma(u, score.mul, -lse2(r, e)));
+            x = MASKED && !mask.visible(i, j) ? Acc(0) : p;
+            Acc& y = dp(r, e);
+            y = Score::kTransforms ? x * (y - Dof(r, e)) * g : x * (y - Dof(r, e));
+        }
 }
 
 // One copy of the element loop for tiles the mask cuts and one for the others (the branch is
