@@ -222,9 +222,8 @@ def check_qkv(q, k, v, *, causal, scale, window=None, softcap=None, alibi_slopes
 class VarlenProblem:
     """One checked call of attention_varlen: sequence b has the query tokens
     cu_q[b]..cu_q[b+1]-1 of q (total_q, Hq, d) and the key tokens cu_k[b]..cu_k[b+1]-1 of
-    k (total_k, Hkv, d) and v (total_k, Hkv, d_v); cu_q, cu_k are host copies (int64), and
-    cu_given the caller's int32 arrays as given (on q's device: what the kernels read), lens
-    their SeqLens."""
+    k (total_k, Hkv, d) and v (total_k, Hkv, d_v); cu_q, cu_k are host copies (int64), lens
+    the checked SeqLens they come from (cu_given: its arrays, what the kernels read)."""
 
     xp: object
     dtype: np.dtype
@@ -238,8 +237,13 @@ class VarlenProblem:
     mask: Mask
     softcap: float | None
     alibi_slopes: object           # (batch, Hq) in the accumulation dtype on xp, or None
-    cu_given: tuple = dataclasses.field(default=(), compare=False, repr=False)
     lens: object = dataclasses.field(default=None, compare=False, repr=False)   # SeqLens
+
+    @property
+    def cu_given(self) -> tuple:
+        """The caller's int32 cu_seqlens arrays as given (on q's device: what the kernels
+        read)."""
+        return self.lens.cu_seqlens_q, self.lens.cu_seqlens_k
 
     @property
     def batch(self) -> int:
@@ -342,14 +346,18 @@ class SeqLens:
             raise TypeError("cu_seqlens_q is a SeqLens already: pass it to attention_varlen "
                             "as cu_seqlens_q directly")
         array_module(cu_seqlens_q=cu_seqlens_q)
-        dev = _device_of(cu_seqlens_q)
+        self._read(cu_seqlens_q, cu_seqlens_k, _device_of(cu_seqlens_q), "cu_seqlens_q")
+
+    def _read(self, cu_seqlens_q, cu_seqlens_k, dev, ref):
+        """Check both arrays (on device ``dev``, ``ref``'s) and keep them and their host
+        copies."""
         self.cu_seqlens_q = cu_seqlens_q
-        self.cu_q = _read_cu_seqlens("cu_seqlens_q", cu_seqlens_q, dev, "cu_seqlens_q")
+        self.cu_q = _read_cu_seqlens("cu_seqlens_q", cu_seqlens_q, dev, ref)
         if cu_seqlens_k is None or cu_seqlens_k is cu_seqlens_q:
             self.cu_seqlens_k, self.cu_k = cu_seqlens_q, self.cu_q
         else:
             self.cu_seqlens_k = cu_seqlens_k
-            self.cu_k = _read_cu_seqlens("cu_seqlens_k", cu_seqlens_k, dev, "cu_seqlens_q")
+            self.cu_k = _read_cu_seqlens("cu_seqlens_k", cu_seqlens_k, dev, ref)
         if len(self.cu_q) != len(self.cu_k):
             raise ValueError(f"cu_seqlens_q has {len(self.cu_q)} entries ({len(self.cu_q) - 1} "
                              f"sequences) and cu_seqlens_k {len(self.cu_k)} "
@@ -388,12 +396,9 @@ def _seqlens(cu_seqlens_q, cu_seqlens_k, dev) -> SeqLens:
     if cu_seqlens_k is None:
         raise TypeError("cu_seqlens_k is missing: pass the keys' cu_seqlens (int32, batch + 1 "
                         "entries), or a cuflash.SeqLens as cu_seqlens_q")
-    for name, a in (("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k)):
-        array_module(**{name: a})
-        if _device_of(a) != dev:
-            raise TypeError(f"{name} is {_where(_device_of(a))} but q is {_where(dev)}: move it "
-                            f"to q's device")
-    return SeqLens(cu_seqlens_q, cu_seqlens_k)
+    lens = SeqLens.__new__(SeqLens)   # the arrays checked against q's device, not each other's
+    lens._read(cu_seqlens_q, cu_seqlens_k, dev, "q")
+    return lens
 
 
 def _check_max_seqlen(name, value, lengths, cu_name) -> None:
@@ -447,8 +452,7 @@ def check_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, max_seqlen_q=None, max_
     if slopes is not None:
         slopes = slopes.reshape(len(cu_q) - 1, Hq)
     return VarlenProblem(xp, q.dtype, Hq, Hkv, d, d_v, cu_q, cu_k, check_scale(scale, d), mask,
-                         check_softcap(softcap), slopes, (lens.cu_seqlens_q, lens.cu_seqlens_k),
-                         lens)
+                         check_softcap(softcap), slopes, lens)
 
 
 def check_num_splits(num_splits, *, allow_none=True):

@@ -132,8 +132,9 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k=None, *, max_seqlen_q=N
 
     Cost beyond the kernels: cu_seqlens are read back to the host to be checked, a device sync
     on CuPy that leaves the GPU idle between calls (none with a :class:`cuflash.SeqLens`, and
-    none in the backward of these residuals, which keep the forward's); on the CPU twin, one :func:`cuflash.attention` call per group of sequences with the
-    same (T_b, S_b) (``_groups``), tokens gathered and scattered (copies).
+    none in the backward of these residuals, which keep the forward's); on the CPU twin, one
+    :func:`cuflash.attention` call per group of sequences with the same (T_b, S_b)
+    (``_groups``), tokens gathered and scattered (copies).
     """
     vp = checks.check_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q=max_seqlen_q,
                              max_seqlen_k=max_seqlen_k, causal=causal, scale=scale,
