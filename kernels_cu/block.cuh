@@ -53,18 +53,22 @@ struct GridTile {
     }
 };
 
-// The (sequence, query head) of grid row `row` = b·heads + h; with a KV cache the sequence's
-// keys are cache_keys
+// The (sequence, query head) of grid row `row` = b·heads + a; with a KV cache the sequence's
+// keys are cache_keys. GQA: place a holds query head (a mod kv heads)·group + a / kv heads, so
+// neighbouring rows, and the rows of one GridTile section, read different kv heads as MHA's do
+// (one kv head's G heads side by side had a section's blocks stream the same K/V lines in step:
+// NOTES v15). Without GQA the head is a.
 template <class V, class P>
 __device__ __forceinline__ Seq locate_head(const P& p, int row) {
-    Seq s = Seq::of<V::PACKED>(p, row / p.heads, row % p.heads);
+    const int a = row % p.heads, kv_heads = p.heads / p.group;
+    Seq s = Seq::of<V::PACKED>(p, row / p.heads, (a % kv_heads) * p.group + a / kv_heads);
     if constexpr (V::CACHE != kNoCache) s.S_len = cache_keys(p, s.b);
     return s;
 }
 
 template <int BLOCK_M, class V, class P, typename Acc>
 struct QueryBlock {
-    GridTile at;               // grid x (split-KV: split · tiles_x + tile) and row b·heads + h
+    GridTile at;               // grid x (split-KV: split · tiles_x + tile) and row b·heads + a
     Seq seq;
     int split;                 // split-KV: this block's share of the key tiles (0 without)
     int i0, rows;              // first query of the tile, queries in it (<= BLOCK_M)

@@ -8,8 +8,9 @@
 // dk, dv) take the kv head hk = h / group and k0 in their place. cuflash's own per-query arrays
 // (lse, D, and dq_accum's rows of d) hold (b, h, i) at b·lse_stride[0] + h·lse_stride[1] + q0 + i.
 //
-// Grid rows: batch_index() is b·heads + h in the forward and dQ kernels; the dK/dV kernels order
-// them by rank in the GQA group first (block.cuh, KeyBlock::locate).
+// Grid rows: batch_index() is b·heads + a in the forward and dQ kernels, a's query head
+// interleaving the kv heads under GQA (block.cuh, locate_head); the dK/dV kernels order them by
+// rank in the GQA group first (KeyBlock::locate).
 #pragma once
 #include "params.cuh"
 

@@ -17,7 +17,7 @@ namespace cuflash {
 
 // Called by every thread of a forward block (V::SPLIT) after its partials are stored: i0, rows,
 // the tile's first query and its rows; tile: its index among the (sequence, head)'s query tiles,
-// tiles_x of them; grid_row: the (sequence, head)'s grid row b·heads + h.
+// tiles_x of them; grid_row: the (sequence, head)'s grid row (block.cuh, locate_head).
 template <int NT, class P>
 __device__ __forceinline__ void finish_split(const P& p, const Seq& seq, int i0, int rows,
                                              int tile, int tiles_x, int grid_row) {
