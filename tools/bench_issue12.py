@@ -15,7 +15,11 @@ cell timed in alternating rounds, so that clock drift falls on all of them alike
            outputs only, no copy; target >= 0.97 and no growth beyond out and lse).
 
 TFLOP/s: 4·d per visible score forward, 2.5 times that backward; the median over rounds of the
-mean of `calls` calls between CUDA events. NOTES.md v13.
+mean of `calls` calls between CUDA events. A ratio is the median over rounds of the ratio within
+a round (each round times every configuration once, starting one configuration later than the
+round before), so that the GPU's clock drift, which moves every timing of a round alike, and
+the place in the round cancel; the median of the two medians moved ±3% between runs (NOTES v15).
+NOTES.md v13.
 
     python3 tools/bench_issue12.py [--parts gqa,varlen,strided] [--rounds 5] [--calls 3]
                                    [--min-ms 0]
@@ -42,18 +46,31 @@ def _ms(fn, calls):
 
 
 def interleaved(fns: dict, rounds: int, calls: int, min_ms: float = 0.0) -> dict:
-    """Median ms per call of each function, the functions taking turns in every round; each
-    timing spans at least `calls` calls and, where one call is short, enough calls to last
-    about `min_ms` (so that a 0.3 ms kernel is not timed over 1 ms of launches)."""
+    """ms per call of each function in every round (a list per function), the functions taking
+    turns, round r starting with the (r mod n)-th; each timing spans at least `calls` calls
+    and, where one call is short, enough calls to last about `min_ms` (so that a 0.3 ms kernel
+    is not timed over 1 ms of launches)."""
     n = {}
     for name, fn in fns.items():
         fn()
         n[name] = max(calls, math.ceil(min_ms / max(_ms(fn, 1), 1e-3)))
-    times = {name: [] for name in fns}
-    for _ in range(rounds):
-        for name, fn in fns.items():
-            times[name].append(_ms(fn, n[name]))
-    return {name: statistics.median(t) for name, t in times.items()}
+    names = list(fns)
+    times = {name: [0.0] * rounds for name in fns}
+    for r in range(rounds):
+        for i in range(len(names)):
+            name = names[(r + i) % len(names)]
+            times[name][r] = _ms(fns[name], n[name])
+    return times
+
+
+def rate(flops: float, times: list) -> float:
+    """TFLOP/s from the median time of a list of ms per call"""
+    return flops / statistics.median(times) / 1e9
+
+
+def speedup(times: list, ref: list) -> float:
+    """The median over rounds of ref's time over times' in the same round (> 1: faster than ref)"""
+    return statistics.median(r / t for t, r in zip(times, ref))
 
 
 def _rand(rng, shape):
@@ -81,9 +98,10 @@ def gqa(a, rng):
             flops = 4.0 * d * B * Hq * _pairs(T, causal)
             for pass_ in ("forward", "backward"):
                 f = flops * (2.5 if pass_ == "backward" else 1.0)
-                tf = {G: f / ms[(pass_, G)] / 1e9 for G in (1, 4, 8)}
                 print(f"  {pass_:>8} T={T:>5} causal={causal!s:>5}: " + "  ".join(
-                    f"G{G} {tf[G]:6.1f} ({tf[G] / tf[1]:.3f})" for G in (1, 4, 8)), flush=True)
+                    f"G{G} {rate(f, ms[(pass_, G)]):6.1f} "
+                    f"({speedup(ms[(pass_, G)], ms[(pass_, 1)]):.3f})" for G in (1, 4, 8)),
+                    flush=True)
             del res, fns
         del q, do
         cp.get_default_memory_pool().free_all_blocks()
@@ -130,10 +148,13 @@ def varlen(a, rng):
         ms = interleaved(fns, a.rounds, a.calls, a.min_ms)
         for pass_ in ("forward", "backward"):
             m = 2.5 if pass_ == "backward" else 1.0
-            tf = {key: m * flops[key] / ms[(pass_, key)] / 1e9 for key in flops}
+            tf = {key: rate(m * flops[key], ms[(pass_, key)]) for key in flops}
+            # real work per ms against dense's: the per-round speedup scaled by the FLOP ratio
+            rel = {(how, T): speedup(ms[(pass_, how)], ms[(pass_, T)]) * flops[how] / flops[T]
+                   for how in ("varlen", "seqlens") for T in (4096, 8192)}
             for how in ("varlen", "seqlens"):
                 print(f"  {pass_:>8} causal={causal!s:>5} {how:>7}: {tf[how]:6.1f}   " +
-                      "  ".join(f"dense T={T} {tf[T]:6.1f} ({tf[how] / tf[T]:.3f})"
+                      "  ".join(f"dense T={T} {tf[T]:6.1f} ({rel[(how, T)]:.3f})"
                                 for T in (4096, 8192)), flush=True)
         del res, dres, fns
     cp.get_default_memory_pool().free_all_blocks()
@@ -159,9 +180,10 @@ def strided(a, rng):
         flops = 4.0 * d * B * H * _pairs(T, causal)
         for pass_ in ("forward", "backward"):
             m = 2.5 if pass_ == "backward" else 1.0
-            tf = {n: m * flops / ms[(pass_, n)] / 1e9 for n in ("view", "contiguous")}
+            tf = {n: rate(m * flops, ms[(pass_, n)]) for n in ("view", "contiguous")}
+            rel = speedup(ms[(pass_, "view")], ms[(pass_, "contiguous")])
             print(f"  {pass_:>8} causal={causal!s:>5}: view {tf['view']:6.1f} contiguous "
-                  f"{tf['contiguous']:6.1f} ({tf['view'] / tf['contiguous']:.3f})", flush=True)
+                  f"{tf['contiguous']:6.1f} ({rel:.3f})", flush=True)
         del res, fns
     # the pool keeps what a call freed: its total after a call from empty is the call's peak
     cp.cuda.Device().synchronize()
