@@ -6,14 +6,15 @@ timeout 150 ncu --profile-from-start off --nvtx --print-summary none --csv \
   python .ab/gqa_ncu.py > $OUT/gqa_ncu.csv 2> $OUT/gqa_ncu.err
 python - <<'PY' > $OUT/gqa_ncu.txt
 import csv, collections, os
-rows = list(csv.DictReader(l for l in open(os.environ["OUT"] + "/gqa_ncu.csv") if l.startswith('"')))
-agg = collections.defaultdict(list)
+lines = [l for l in open(os.environ["OUT"] + "/gqa_ncu.csv") if l.startswith('"')]
+rows = list(csv.DictReader(lines))
+by = collections.OrderedDict()
 for r in rows:
-    rng = [c for c in r if c.startswith("thread_domain") or c.lower().startswith("nvtx")]
-    tag = next((r[c] for c in r if "NVTX" in c or "nvtx" in c), "")
-    agg[(tag, r["Kernel Name"][:60], r["Metric Name"])].append(float(r["Metric Value"].replace(",", "")))
-for (tag, k, m), v in sorted(agg.items()):
-    print(f"{tag:40.40} {k:60} {m:32} {min(v):14.3f} {max(v):14.3f}")
+    tag = " ".join(r[c] for c in r if "nvtx" in c.lower() and r[c])
+    key = (int(r["ID"]), tag, r["Kernel Name"][:50])
+    by.setdefault(key, {})[r["Metric Name"]] = r["Metric Value"]
+for (i, tag, k), m in by.items():
+    print(f"{i:3} {tag[:30]:30} {k:50} " + "  ".join(f"{n.split('__')[1][:18]}={v}" for n, v in sorted(m.items())))
 PY
 cat $OUT/gqa_ncu.txt | head -80; tail -3 $OUT/gqa_ncu.err
 timeout 330 python tools/bench_issue12.py --parts gqa,strided --rounds 15 --min-ms 20 > $OUT/bench_issue12.txt 2>&1
