@@ -18,4 +18,5 @@ for (i, tag, k), m in by.items():
 PY
 cat $OUT/gqa_ncu.txt | head -80; tail -3 $OUT/gqa_ncu.err
 timeout 330 python tools/bench_issue12.py --parts gqa,strided --rounds 15 --min-ms 20 > $OUT/bench_issue12.txt 2>&1
-cat $OUT/env.txt $OUT/bench_issue12.txt
+timeout 90 python .ab/window_sweep.py > $OUT/window_sweep.txt 2>&1
+cat $OUT/env.txt $OUT/bench_issue12.txt $OUT/window_sweep.txt
