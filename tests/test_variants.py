@@ -139,3 +139,20 @@ def test_kernel_variants(fam, dtype, tiles, dets, T, S, d, name):
         pytest.skip("no bfloat16 (ml_dtypes)")
     _check(cp, dtype, T, S, d, name, fwd_tile=tiles[0], bwd_tile=tiles[1], dets=dets,
            seed=hash((fam, name, T)) % 1000)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("window,open_", [((2 ** 40, 9), (None, 9)), ((7, 2 ** 31 + 5), (7, None)),
+                                          ((1 << 30, 0), (None, 0))])
+def test_window_bound_past_any_sequence_is_open(window, open_):
+    """A window side wider than any sequence (2^30 and more: the kernels' kUnbounded, which the
+    host clamps to) gives the same bits as the open side, forward and backward."""
+    import cupy as cp
+    q, k, v = make_inputs(cp, (*LEAD, 37, 64), (*LEAD, 45, 64), np.float16, 5)
+    do = cp.asarray(np.random.default_rng(6).standard_normal(q.shape).astype(np.float16))
+    (o1, r1), (o2, r2) = (cuflash.attention(q, k, v, window=w, return_residuals=True)
+                          for w in (window, open_))
+    assert cp.array_equal(o1, o2) and cp.array_equal(r1.lse, r2.lse)
+    assert not bool(cp.isnan(o1).any())
+    for g1, g2 in zip(cuflash.attention_backward(do, r1), cuflash.attention_backward(do, r2)):
+        assert cp.array_equal(g1, g2)

@@ -22,7 +22,7 @@ from . import build, params, plan, views
 
 _LOG2E = 1.4426950408889634
 _MAX_GRID_Y = 65535
-_UNBOUNDED = 1 << 30          # kernels_cu/params.cuh kUnbounded: an open window side
+_UNBOUNDED = 1 << 30          # kernels_cu/params.cuh kUnbounded: an open window side (a wider bound is one)
 _POISON = [False]
 
 
@@ -204,8 +204,8 @@ def _common(p, *, batch, heads, group, T, S, d, acc, cu_q=None, cu_k=None, lse_s
     return dict(alibi_slopes=slopes, **_mask_mod_fields(mod),
                 cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, lse_stride=lse_stride,
                 batch=batch, heads=heads, group=group, T_len=T, S_len=S, d=d,
-                window_left=_UNBOUNDED if m.left is None else m.left,
-                window_right=_UNBOUNDED if m.right is None else m.right,
+                window_left=_UNBOUNDED if m.left is None else min(m.left, _UNBOUNDED),
+                window_right=_UNBOUNDED if m.right is None else min(m.right, _UNBOUNDED),
                 scale=acc.type(p.scale), scale_log2=acc.type(p.scale * _LOG2E),
                 softcap=acc.type(p.softcap or 0.0), num_splits=num_splits, sched_rows=sched,
                 wave_q=wave_q, wave_k=wave_k)
