@@ -27,6 +27,18 @@ __device__ __forceinline__ float tanh_fast(float x) {
     return 1.f - __fdividef(2.f, ex2_approx(x * float(2.0 * kLog2e)) + 1.f);
 }
 
+// The PTX name of a 16-bit storage type in a tensor-core instruction ("f16", "bf16"). An asm
+// string must be a literal, so a wrapper writes its instruction once as a macro ASM(ty) that
+// pastes the name into the string, and CUFLASH_PTX16(T, ASM) expands it for T (no other type).
+template <typename T> struct Ptx16;
+template <> struct Ptx16<__half> { static constexpr bool kBf16 = false; };
+template <> struct Ptx16<__nv_bfloat16> { static constexpr bool kBf16 = true; };
+#define CUFLASH_PTX16(T, ASM)                                \
+    do {                                                     \
+        if constexpr (::cuflash::Ptx16<T>::kBf16) ASM("bf16"); \
+        else ASM("f16");                                     \
+    } while (0)
+
 template <typename Acc> struct Num;
 template <> struct Num<float> {
     static __device__ __forceinline__ float exp2(float x) { return exp2f(x); }
