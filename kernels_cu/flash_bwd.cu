@@ -54,10 +54,8 @@ struct DkdvSimt {
 
         zero_smem<NT>(&sm, sizeof(Smem));
         __syncthreads();
-        load_tile<T, Acc, BLOCK_N, LD, NT>(sm.k, kb.seq.k_row(p.k, p.k_stride, j0), kb.rows, d,
-                                           p.k_stride[2]);
-        load_tile<T, Acc, BLOCK_N, LD, NT>(sm.v, kb.seq.k_row(p.v, p.v_stride, j0), kb.rows, d,
-                                           p.v_stride[2]);
+        load_key_rows<BLOCK_N, Tiles>(sm.k, kb, p.k, p.k_stride, d);
+        load_key_rows<BLOCK_N, Tiles>(sm.v, kb, p.v, p.v_stride, d);
 
         STile St, dPt;
         KTile dK, dV;
@@ -125,8 +123,7 @@ struct DqSimt {
     struct Smem {
         Acc q[BLOCK_M * LD];
         Acc dout[BLOCK_M * LD];
-        Acc k[BLOCK_N * LD];
-        Acc v[BLOCK_N * LD];
+        KVRing<Acc, 1, BLOCK_N * LD> kv;
         Acc ds[BLOCK_M * LDP];       // dS of one tile pair
         Acc lse2[BLOCK_M];
         Acc D[BLOCK_M];
@@ -141,44 +138,38 @@ struct DqSimt {
 
         zero_smem<NT>(&sm, sizeof(Smem));
         __syncthreads();
-        load_tile<T, Acc, BLOCK_M, LD, NT>(sm.q, blk.seq.q_row(p.q, p.q_stride, i0), blk.rows, d, p.q_stride[2]);
-        load_tile<T, Acc, BLOCK_M, LD, NT>(sm.dout, blk.seq.q_row(p.dout, p.dout_stride, i0), blk.rows, d,
-                                           p.dout_stride[2]);
+        load_query_rows<BLOCK_M, Tiles>(sm.q, blk, p.q, p.q_stride, d);
+        load_query_rows<BLOCK_M, Tiles>(sm.dout, blk, p.dout, p.dout_stride, d);
         load_rows<Acc, BLOCK_M, NT>(sm.lse2, blk.rows, Num<Acc>::inf(),
                                     [&](int r) { return lse_log2(p.lse[blk.seq.row(i0 + r)]); });
         load_rows<Acc, BLOCK_M, NT>(sm.D, blk.rows, Acc(0), [&](int r) { return p.D[blk.seq.row(i0 + r)]; });
 
-        const TileIter kv = blk.template key_tiles<BLOCK_N>();
-        SyncPipeline pipe{kv.n};
-        auto kvs = kv_stream<BLOCK_N, Tiles>(blk, p, kv);
-        auto load_kv = [&](int t, int) {
-            kvs.load(sm.k, sm.v, t);
-        };
+        auto keys = key_tiles<BLOCK_N, Tiles, SyncPipeline>(blk, p, sm.kv);
 
         STile S, dP;
         QTile dQ;
         dQ.zero();
-        for (int t = 0; t < pipe.n; ++t) {
-            const int j0 = kv.start(t, BLOCK_N);
-            pipe.acquire(t, load_kv);
+        for (int t = 0; t < keys.n(); ++t) {
+            const int j0 = keys.start(t);
+            keys.acquire(t);
 
             // -- recompute S = Q_i K_jᵀ, dP = dO_i V_jᵀ, then dS = P ∘ (dP - D) · g
-            S.template compute<LD, LD>(sm.q, sm.k);
-            dP.template compute<LD, LD>(sm.dout, sm.v);
+            S.template compute<LD, LD>(sm.q, sm.kv.k[0]);
+            dP.template compute<LD, LD>(sm.dout, sm.kv.v[0]);
             bwd_probs<Acc, STile::TR, STile::TN>(
                 [&](int r, int e) -> Acc& { return S.c[r][e]; },
                 [&](int r, int e) -> Acc& { return dP.c[r][e]; },
                 [&](int r, int e, int& i, int& j) { i = i0 + S.row(r); j = j0 + S.col(e); },
                 [&](int r, int) { return sm.lse2[S.row(r)]; }, [&](int r, int) { return sm.D[S.row(r)]; },
-                blk.mask, blk.score, blk.template needs_mask<BLOCK_N>(kv, t, j0), Exp2Exact());
+                blk.mask, blk.score, keys.needs_mask(t, j0), Exp2Exact());
 #pragma unroll
             for (int r = 0; r < STile::TR; ++r)
 #pragma unroll
                 for (int e = 0; e < STile::TN; ++e) sm.ds[S.row(r) * LDP + S.col(e)] = round_to<T>(dP.c[r][e]);
             __syncthreads();
             // -- dQ_i += dS_ij K_j
-            dQ.template accumulate<false, LDP, LD, BLOCK_N>(sm.ds, sm.k);
-            pipe.release();
+            dQ.template accumulate<false, LDP, LD, BLOCK_N>(sm.ds, sm.kv.k[0]);
+            keys.release();
         }
         dQ.store(blk.seq.q_row(p.dq, p.dq_stride, i0), blk.rows, d, p.dq_stride[2], [&](int) { return p.scale; });
     }

@@ -49,10 +49,8 @@ struct DkdvDmma : DmmaShape<T, BLOCK_N, BLOCK_M, DP, NT, STAGES> {
         const int g = lane >> 2, t4 = lane & 3;
         const int j0 = kb.j0, d = p.d;
         const int wkey = warp * 8 * MK;   // this warp's first key in the tile
-        load_tile_at<BLOCK_N, Tiles>(sm.k, kb.seq.k_row(p.k, p.k_stride, j0), kb.rows, d,
-                                     int(p.k_stride[2]));
-        load_tile_at<BLOCK_N, Tiles>(sm.v, kb.seq.k_row(p.v, p.v_stride, j0), kb.rows, d,
-                                     int(p.v_stride[2]));
+        load_key_rows<BLOCK_N, Tiles>(sm.k, kb, p.k, p.k_stride, d);
+        load_key_rows<BLOCK_N, Tiles>(sm.v, kb, p.v, p.v_stride, d);
 
         double dK[MK][NO][2], dV[MK][NO][2];   // keys wkey + 8m + g (dmma_cx's layout)
         zero_dfragments(dK);
@@ -113,8 +111,7 @@ struct DqDmma : DmmaShape<T, BLOCK_M, BLOCK_N, DP, NT, STAGES> {
     struct Smem {
         T q[BLOCK_M * LDS];              // resident Q tile
         T dout[BLOCK_M * LDS];           // resident dO tile
-        T k[STAGES][BLOCK_N * LDS];      // ring of K tiles
-        T v[STAGES][BLOCK_N * LDS];      // ring of V tiles
+        KVRing<T, STAGES, BLOCK_N * LDS> kv;
     };
     static constexpr int kSmemBytes = sizeof(Smem);
 
@@ -127,17 +124,10 @@ struct DqDmma : DmmaShape<T, BLOCK_M, BLOCK_N, DP, NT, STAGES> {
         const int i0 = blk.i0, d = p.d;
         const int wrow = warp * 8 * MT;
 
-        const TileIter kv = blk.template key_tiles<BLOCK_N>();
-        CpAsyncPipeline<STAGES> pipe{kv.n};
-        auto kvs = kv_stream<BLOCK_N, Tiles>(blk, p, kv);
-        auto load_kv = [&](int t, int stage) {
-            kvs.load(sm.k[stage], sm.v[stage], t);
-        };
-        load_tile_at<BLOCK_M, Tiles>(sm.q, blk.seq.q_row(p.q, p.q_stride, i0), blk.rows, d,
-                                     int(p.q_stride[2]));
-        load_tile_at<BLOCK_M, Tiles>(sm.dout, blk.seq.q_row(p.dout, p.dout_stride, i0), blk.rows,
-                                     d, int(p.dout_stride[2]));
-        pipe.prologue(load_kv);
+        auto keys = key_tiles<BLOCK_N, Tiles, CpAsyncPipeline<STAGES>>(blk, p, sm.kv);
+        load_query_rows<BLOCK_M, Tiles>(sm.q, blk, p.q, p.q_stride, d);
+        load_query_rows<BLOCK_M, Tiles>(sm.dout, blk, p.dout, p.dout_stride, d);
+        keys.prologue();
 
         double lse2[MT], Dr[MT], dQ[MT][NO][2];
 #pragma unroll
@@ -148,16 +138,16 @@ struct DqDmma : DmmaShape<T, BLOCK_M, BLOCK_N, DP, NT, STAGES> {
         }
         zero_dfragments(dQ);
 
-        for (int t = 0; t < pipe.n; ++t) {
-            const int j0 = kv.start(t, BLOCK_N);
-            const int stage = pipe.acquire(t, load_kv);
+        for (int t = 0; t < keys.n(); ++t) {
+            const int j0 = keys.start(t);
+            const int stage = keys.acquire(t);
 
             // -- S = Q_i K_jᵀ, dP = dO_i V_jᵀ
             double s[MT][NS][2], dp[MT][NS][2];
             zero_dfragments(s);
             zero_dfragments(dp);
-            dmma_abt<MT, NS, DP, LDS>(s, sm.q + wrow * LDS, sm.k[stage], lane);
-            dmma_abt<MT, NS, DP, LDS>(dp, sm.dout + wrow * LDS, sm.v[stage], lane);
+            dmma_abt<MT, NS, DP, LDS>(s, sm.q + wrow * LDS, sm.kv.k[stage], lane);
+            dmma_abt<MT, NS, DP, LDS>(dp, sm.dout + wrow * LDS, sm.kv.v[stage], lane);
 
             // -- dS = P ∘ (dP - D) · g in place of dP (rows r = m-tiles)
             bwd_probs<double, MT, 2 * NS>(
@@ -168,13 +158,13 @@ struct DqDmma : DmmaShape<T, BLOCK_M, BLOCK_N, DP, NT, STAGES> {
                     j = j0 + 8 * (e >> 1) + 2 * t4 + (e & 1);
                 },
                 [&](int r, int) { return lse2[r]; }, [&](int r, int) { return Dr[r]; },
-                blk.mask, blk.score, blk.template needs_mask<BLOCK_N>(kv, t, j0), Exp2Exact());
+                blk.mask, blk.score, keys.needs_mask(t, j0), Exp2Exact());
 
             // -- dQ_i += dS_ij K_j
-            dmma_cx<MT, NS, DP, LDS>(dQ, dp, sm.k[stage], lane);
-            pipe.release();
+            dmma_cx<MT, NS, DP, LDS>(dQ, dp, sm.kv.k[stage], lane);
+            keys.release();
         }
-        pipe.drain();
+        keys.drain();
 
         // -- dQ_i = scale · Σ_j dS_ij K_j
         double f[MT];

@@ -56,10 +56,8 @@ struct DkdvMma {
         const int g = lane >> 2, t4 = lane & 3;
         const int j0 = kb.j0, d = p.d;                // first blocks see the most queries
         const int wkey = warp * 16;                   // this warp's first key in the tile
-        cp_async_tile<BLOCK_N, DP, LDS, NT>(sm.k, kb.seq.k_row(p.k, p.k_stride, j0), kb.rows, d,
-                                            p.k_stride[2]);
-        cp_async_tile<BLOCK_N, DP, LDS, NT>(sm.v, kb.seq.k_row(p.v, p.v_stride, j0), kb.rows, d,
-                                            p.v_stride[2]);
+        load_key_rows<BLOCK_N, Tiles>(sm.k, kb, p.k, p.k_stride, d);
+        load_key_rows<BLOCK_N, Tiles>(sm.v, kb, p.v, p.v_stride, d);
 
         float dK[NO][4], dV[NO][4];   // keys wkey + g and wkey + g + 8
         zero_fragments(dK);
@@ -181,8 +179,7 @@ struct DqMma {
     struct Smem {
         T q[BLOCK_M * LDS];              // resident Q tile; later each warp's dQ rows
         T dout[BLOCK_M * LDS];           // resident dO tile
-        T k[STAGES][BLOCK_N * LDS];      // ring of K tiles
-        T v[STAGES][BLOCK_N * LDS];      // ring of V tiles
+        KVRing<T, STAGES, BLOCK_N * LDS> kv;
     };
     static constexpr int kSmemBytes = sizeof(Smem);
 
@@ -195,17 +192,10 @@ struct DqMma {
         const int i0 = blk.i0, d = p.d;
         const int wrow = warp * 16 * MT;
 
-        const TileIter kv = blk.template key_tiles<BLOCK_N>();
-        CpAsyncPipeline<STAGES> pipe{kv.n};
-        auto kvs = kv_stream<BLOCK_N, Tiles>(blk, p, kv);
-        auto load_kv = [&](int t, int stage) {
-            kvs.load(sm.k[stage], sm.v[stage], t);
-        };
-        cp_async_tile<BLOCK_M, DP, LDS, NT>(sm.q, blk.seq.q_row(p.q, p.q_stride, i0), blk.rows, d,
-                                            p.q_stride[2]);
-        cp_async_tile<BLOCK_M, DP, LDS, NT>(sm.dout, blk.seq.q_row(p.dout, p.dout_stride, i0), blk.rows, d,
-                                            p.dout_stride[2]);
-        pipe.prologue(load_kv);
+        auto keys = key_tiles<BLOCK_N, Tiles, CpAsyncPipeline<STAGES>>(blk, p, sm.kv);
+        load_query_rows<BLOCK_M, Tiles>(sm.q, blk, p.q, p.q_stride, d);
+        load_query_rows<BLOCK_M, Tiles>(sm.dout, blk, p.dout, p.dout_stride, d);
+        keys.prologue();
 
         float lse2[MT][2], Dr[MT][2], dQ[MT][NO][4];
 #pragma unroll
@@ -219,11 +209,11 @@ struct DqMma {
             zero_fragments(dQ[mt]);
         }
 
-        for (int t = 0; t < pipe.n; ++t) {
-            const int j0 = kv.start(t, BLOCK_N);
-            const int stage = pipe.acquire(t, load_kv);
-            const T* Ks = sm.k[stage];
-            const T* Vs = sm.v[stage];
+        for (int t = 0; t < keys.n(); ++t) {
+            const int j0 = keys.start(t);
+            const int stage = keys.acquire(t);
+            const T* Ks = sm.kv.k[stage];
+            const T* Vs = sm.kv.v[stage];
 
             // -- S = Q_i K_jᵀ, dP = dO_i V_jᵀ
             float s[MT][NS][4], dp[MT][NS][4];
@@ -264,15 +254,15 @@ struct DqMma {
                     j = j0 + (e >> 1) * 8 + 2 * t4 + (e & 1);
                 },
                 [&](int r, int) { return lse2[r >> 1][r & 1]; }, [&](int r, int) { return Dr[r >> 1][r & 1]; },
-                blk.mask, blk.score, blk.template needs_mask<BLOCK_N>(kv, t, j0), Exp2Exact());
+                blk.mask, blk.score, keys.needs_mask(t, j0), Exp2Exact());
 
             // -- dS rounded to T and packed as A fragments (k = keys); dQ_i += dS_ij K_j
             unsigned sa[MT][BLOCK_N / 16][4];
             c_to_a_tile<T>(sa, dp);
             mma_rows<T, MT, BLOCK_N / 16, DP, LDS>(dQ, sa, Ks, lane);
-            pipe.release();
+            keys.release();
         }
-        pipe.drain();
+        keys.drain();
 
         // -- dQ_i = scale · Σ_j dS_ij K_j, staged in this warp's own Q rows for 16-byte stores
         float f[MT][2];

@@ -55,10 +55,8 @@ struct DkdvWgmma {
         const int wg = warp / 4;
         const int j0 = kb.j0, d = p.d;                // first blocks see the most queries
         const int wkey = warp * 16;                   // this warp's first key in the tile
-        cp_async_tile_sw128<BLOCK_N, DP, NT>(sm.k, kb.seq.k_row(p.k, p.k_stride, j0), kb.rows, d,
-                                             p.k_stride[2]);
-        cp_async_tile_sw128<BLOCK_N, DP, NT>(sm.v, kb.seq.k_row(p.v, p.v_stride, j0), kb.rows, d,
-                                             p.v_stride[2]);
+        load_key_rows<BLOCK_N, Tiles>(sm.k, kb, p.k, p.k_stride, d);
+        load_key_rows<BLOCK_N, Tiles>(sm.v, kb, p.v, p.v_stride, d);
 
         float dK[NO][4], dV[NO][4];   // keys wkey + g and wkey + g + 8
         zero_fragments(dK);
@@ -123,8 +121,7 @@ struct DqWgmma {
     struct Smem {
         T q[BLOCK_M * DP];               // resident Q tile; later each warp's dQ rows
         T dout[BLOCK_M * DP];            // resident dO tile
-        T k[STAGES][BLOCK_N * DP];       // ring of K tiles
-        T v[STAGES][BLOCK_N * DP];       // ring of V tiles
+        KVRing<T, STAGES, BLOCK_N * DP> kv;
     };
     static constexpr int kSmemBytes = sizeof(Smem) + 1024;
 
@@ -138,17 +135,10 @@ struct DqWgmma {
         const int i0 = blk.i0, d = p.d;
         const int wrow = warp * 16;
 
-        const TileIter kv = blk.template key_tiles<BLOCK_N>();
-        CpAsyncPipeline<STAGES, STAGES - 1, true> pipe{kv.n};
-        auto kvs = kv_stream<BLOCK_N, Tiles>(blk, p, kv);
-        auto load_kv = [&](int t, int stage) {
-            kvs.load(sm.k[stage], sm.v[stage], t);
-        };
-        cp_async_tile_sw128<BLOCK_M, DP, NT>(sm.q, blk.seq.q_row(p.q, p.q_stride, i0), blk.rows, d,
-                                             p.q_stride[2]);
-        cp_async_tile_sw128<BLOCK_M, DP, NT>(sm.dout, blk.seq.q_row(p.dout, p.dout_stride, i0), blk.rows, d,
-                                             p.dout_stride[2]);
-        pipe.prologue(load_kv);
+        auto keys = key_tiles<BLOCK_N, Tiles, CpAsyncPipeline<STAGES, STAGES - 1, true>>(blk, p, sm.kv);
+        load_query_rows<BLOCK_M, Tiles>(sm.q, blk, p.q, p.q_stride, d);
+        load_query_rows<BLOCK_M, Tiles>(sm.dout, blk, p.dout, p.dout_stride, d);
+        keys.prologue();
 
         float lse2[2], Dr[2], dQ[1][NO][4];
 #pragma unroll
@@ -161,11 +151,11 @@ struct DqWgmma {
         const T* sQw = sm.q + wg * 64 * 64;
         const T* sdOw = sm.dout + wg * 64 * 64;
 
-        for (int t = 0; t < pipe.n; ++t) {
-            const int j0 = kv.start(t, BLOCK_N);
-            const int stage = pipe.acquire(t, load_kv);
-            const T* Ks = sm.k[stage];
-            const T* Vs = sm.v[stage];
+        for (int t = 0; t < keys.n(); ++t) {
+            const int j0 = keys.start(t);
+            const int stage = keys.acquire(t);
+            const T* Ks = sm.kv.k[stage];
+            const T* Vs = sm.kv.v[stage];
 
             // -- S = Q_i K_jᵀ, dP = dO_i V_jᵀ (one group)
             float s[NS][4], dp[NS][4];
@@ -189,7 +179,7 @@ struct DqWgmma {
                     j = j0 + (e >> 1) * 8 + 2 * t4 + (e & 1);
                 },
                 [&](int r, int) { return lse2[r]; }, [&](int r, int) { return Dr[r]; },
-                blk.mask, blk.score, blk.template needs_mask<BLOCK_N>(kv, t, j0), Exp2Approx());
+                blk.mask, blk.score, keys.needs_mask(t, j0), Exp2Approx());
 
             // -- dS as A fragments (k = keys); dQ_i += dS_ij K_j with K read MN-major
             unsigned sa[BLOCK_N / 16][4];
@@ -203,9 +193,9 @@ struct DqWgmma {
             wgmma_wait<0>();
             wgmma_fence_regs(dQ[0]);
             wgmma_keep_regs(sa);
-            pipe.release();
+            keys.release();
         }
-        pipe.drain();
+        keys.drain();
 
         // -- dQ_i = scale · Σ_j dS_ij K_j, staged in this warp's own Q rows for 16-byte stores
         float f[1][2] = {{p.scale, p.scale}};

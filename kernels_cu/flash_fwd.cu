@@ -30,8 +30,7 @@ struct FwdSimt {
     using Tiles = SimtTiles<Acc, LD, NT>;   // how a tile is staged (pipeline.cuh)
     struct Smem {
         Acc q[BLOCK_M * LD];
-        Acc k[BLOCK_N * LD];
-        Acc v[BLOCK_N * LD];
+        KVRing<Acc, 1, BLOCK_N * LD> kv;
         Acc p[BLOCK_M * LDP];        // P of one tile pair
         Acc alpha[BLOCK_M];          // rescale of each row this step
         Acc l[BLOCK_M];              // 1 / l of each row at the end
@@ -46,30 +45,24 @@ struct FwdSimt {
 
         zero_smem<NT>(&sm, sizeof(Smem));   // columns d..DP of every tile stay 0
         __syncthreads();
-        load_tile<T, Acc, BLOCK_M, LD, NT>(sm.q, blk.seq.q_row(p.q, p.q_stride, i0), blk.rows, d,
-                                           p.q_stride[2]);
+        load_query_rows<BLOCK_M, Tiles>(sm.q, blk, p.q, p.q_stride, d);
 
-        const TileIter kv = blk.template key_tiles<BLOCK_N>();
-        SyncPipeline pipe{kv.n};
-        auto kvs = kv_stream<BLOCK_N, Tiles>(blk, p, kv);
-        auto load_kv = [&](int t, int) {
-            kvs.load(sm.k, sm.v, t);
-        };
+        auto keys = key_tiles<BLOCK_N, Tiles, SyncPipeline>(blk, p, sm.kv);
 
         STile S;
         OTile O;
         O.zero();
         OnlineSoftmax<Acc, STile::TR, STile::CT> softmax;
-        for (int t = 0; t < pipe.n; ++t) {
-            const int j0 = kv.start(t, BLOCK_N);
-            pipe.acquire(t, load_kv);
+        for (int t = 0; t < keys.n(); ++t) {
+            const int j0 = keys.start(t);
+            keys.acquire(t);
 
             // -- S_ij = Q_i K_jᵀ; u = score_mod(S), -inf where hidden; online softmax
-            S.template compute<LD, LD>(sm.q, sm.k);
+            S.template compute<LD, LD>(sm.q, sm.kv.k[0]);
             auto frag = [&](int r, int e) -> Acc& { return S.c[r][e]; };
             auto at = [&](int r, int e, int& i, int& j) { i = i0 + S.row(r); j = j0 + S.col(e); };
             modify_and_mask<Acc, STile::TR, STile::TN>(frag, at, blk.mask, blk.score,
-                                                      blk.template needs_mask<BLOCK_N>(kv, t, j0));
+                                                      keys.needs_mask(t, j0));
             Acc alpha[STile::TR];
             softmax.template update<STile::TN>(frag, blk.score.mul, alpha, Exp2Exact());
 #pragma unroll
@@ -82,8 +75,8 @@ struct FwdSimt {
 
             // -- O_i = diag(alpha) O_i + P_ij V_j
             O.scale_rows(sm.alpha);
-            O.template accumulate<false, LDP, LD, BLOCK_N>(sm.p, sm.v);
-            pipe.release();
+            O.template accumulate<false, LDP, LD, BLOCK_N>(sm.p, sm.kv.v[0]);
+            keys.release();
         }
 
         // -- O_i = O_i / l, lse_i; rows that saw no key: O = 0, lse = -inf

@@ -28,8 +28,7 @@ struct FwdDmma : DmmaShape<T, BLOCK_M, BLOCK_N, DP, NT, STAGES> {
 
     struct Smem {
         T q[BLOCK_M * LDS];              // the resident query tile
-        T k[STAGES][BLOCK_N * LDS];      // ring of K tiles
-        T v[STAGES][BLOCK_N * LDS];      // ring of V tiles
+        KVRing<T, STAGES, BLOCK_N * LDS> kv;
     };
     static constexpr int kSmemBytes = sizeof(Smem);
 
@@ -43,28 +42,22 @@ struct FwdDmma : DmmaShape<T, BLOCK_M, BLOCK_N, DP, NT, STAGES> {
         const int wrow = warp * 8 * MT;           // this warp's first row in the tile
 
         // -- the key tiles this query tile visits
-        const TileIter kv = blk.template key_tiles<BLOCK_N>();
-        CpAsyncPipeline<STAGES> pipe{kv.n};
-        auto kvs = kv_stream<BLOCK_N, Tiles>(blk, p, kv);
-        auto load_kv = [&](int t, int stage) {
-            kvs.load(sm.k[stage], sm.v[stage], t);
-        };
-        load_tile_at<BLOCK_M, Tiles>(sm.q, blk.seq.q_row(p.q, p.q_stride, i0), blk.rows, d,
-                                     int(p.q_stride[2]));
-        pipe.prologue(load_kv);
+        auto keys = key_tiles<BLOCK_N, Tiles, CpAsyncPipeline<STAGES>>(blk, p, sm.kv);
+        load_query_rows<BLOCK_M, Tiles>(sm.q, blk, p.q, p.q_stride, d);
+        keys.prologue();
 
         double o[MT][NO][2];   // unnormalized O rows g of each m-tile (dmma_cx's layout)
         zero_dfragments(o);
         OnlineSoftmax<double, MT, 4> softmax;   // row r = m-tile r
 
-        for (int t = 0; t < pipe.n; ++t) {
-            const int j0 = kv.start(t, BLOCK_N);
-            const int stage = pipe.acquire(t, load_kv);
+        for (int t = 0; t < keys.n(); ++t) {
+            const int j0 = keys.start(t);
+            const int stage = keys.acquire(t);
 
             // -- S = Q_i K_jᵀ (raw scores)
             double s[MT][NS][2];
             zero_dfragments(s);
-            dmma_abt<MT, NS, DP, LDS>(s, sm.q + wrow * LDS, sm.k[stage], lane);
+            dmma_abt<MT, NS, DP, LDS>(s, sm.q + wrow * LDS, sm.kv.k[stage], lane);
 
             // -- u = score_mod(S), -inf where hidden; online softmax; O rescaled by alpha
             auto frag = [&](int r, int e) -> double& { return s[r][e >> 1][e & 1]; };
@@ -73,7 +66,7 @@ struct FwdDmma : DmmaShape<T, BLOCK_M, BLOCK_N, DP, NT, STAGES> {
                 j = j0 + 8 * (e >> 1) + 2 * t4 + (e & 1);
             };
             modify_and_mask<double, MT, 2 * NS>(frag, at, blk.mask, blk.score,
-                                                blk.template needs_mask<BLOCK_N>(kv, t, j0));
+                                                keys.needs_mask(t, j0));
             double alpha[MT];
             softmax.template update<2 * NS>(frag, blk.score.mul, alpha, Exp2Exact());
 #pragma unroll
@@ -85,10 +78,10 @@ struct FwdDmma : DmmaShape<T, BLOCK_M, BLOCK_N, DP, NT, STAGES> {
                 }
 
             // -- O += P V_j, P straight from the S fragments
-            dmma_cx<MT, NS, DP, LDS>(o, s, sm.v[stage], lane);
-            pipe.release();
+            dmma_cx<MT, NS, DP, LDS>(o, s, sm.kv.v[stage], lane);
+            keys.release();
         }
-        pipe.drain();
+        keys.drain();
 
         // -- O = O / l and lse; split-KV: this split's O_s to its rows of out_accum
         double inv[MT];

@@ -47,9 +47,8 @@ struct FwdMma {
     static constexpr int kRingBytes = 2 * STAGES * BLOCK_N * LDS * int(sizeof(T));
     static constexpr int kMergeBytes = 4 * Merge::template kMergeFloats<DP>;
     struct Smem {
-        T q[BLOCK_M * LDS];              // the resident query tile; later each warp's O rows
-        T k[STAGES][BLOCK_N * LDS];      // ring of K tiles
-        T v[STAGES][BLOCK_N * LDS];      // ring of V tiles (K and V: the key warps' merge after)
+        T q[BLOCK_M * LDS];                      // the resident query tile; later each warp's O rows
+        KVRing<T, STAGES, BLOCK_N * LDS> kv;     // K and V (after them: the key warps' merge)
         char merge_room[kMergeBytes > kRingBytes ? kMergeBytes - kRingBytes : 16];
     };
     static constexpr int kSmemBytes = sizeof(Smem);
@@ -64,16 +63,10 @@ struct FwdMma {
         const int wrow = KW > 1 ? 0 : warp * 16 * MT;   // this warp's first row in the tile
         const int wkey = KW > 1 ? warp * WN : 0;         // and its first key
 
-        // -- the key tiles this query tile visits
-        const TileIter kv = blk.template key_tiles<BLOCK_N>();
-        CpAsyncPipeline<STAGES> pipe{kv.n};
-        auto kvs = kv_stream<BLOCK_N, Tiles>(blk, p, kv);
-        auto load_kv = [&](int t, int stage) {
-            kvs.load(sm.k[stage], sm.v[stage], t);
-        };
-        cp_async_tile<BLOCK_M, DP, LDS, NT>(sm.q, blk.seq.q_row(p.q, p.q_stride, i0), blk.rows, d,
-                                            p.q_stride[2]);
-        pipe.prologue(load_kv);
+        // -- the key tiles this query tile visits; the Q tile resident
+        auto keys = key_tiles<BLOCK_N, Tiles, CpAsyncPipeline<STAGES>>(blk, p, sm.kv);
+        load_query_rows<BLOCK_M, Tiles>(sm.q, blk, p.q, p.q_stride, d);
+        keys.prologue();
 
         float o[MT][NO][4];      // unnormalized O rows (g, g+8) of each m-tile
 #pragma unroll
@@ -81,11 +74,11 @@ struct FwdMma {
             zero_fragments(o[mt]);
         OnlineSoftmax<float, 2 * MT, 4> softmax;   // rows r = 2·mt + h
 
-        for (int t = 0; t < pipe.n; ++t) {
-            const int j0 = kv.start(t, BLOCK_N);
-            const int stage = pipe.acquire(t, load_kv);
-            const T* Ks = sm.k[stage];
-            const T* Vs = sm.v[stage];
+        for (int t = 0; t < keys.n(); ++t) {
+            const int j0 = keys.start(t);
+            const int stage = keys.acquire(t);
+            const T* Ks = sm.kv.k[stage];
+            const T* Vs = sm.kv.v[stage];
 
             // -- S = Q_i K_jᵀ (raw scores)
             float s[MT][NS][4];
@@ -116,7 +109,7 @@ struct FwdMma {
                 j = j0 + wkey + (e >> 1) * 8 + 2 * t4 + (e & 1);
             };
             modify_and_mask<float, 2 * MT, 2 * NS>(frag, at, blk.mask, blk.score,
-                                                  blk.template needs_mask<BLOCK_N>(kv, t, j0));
+                                                  keys.needs_mask(t, j0));
             float alpha[2 * MT];
             softmax.template update<2 * NS>(frag, blk.score.mul, alpha, Exp2Exact());
 #pragma unroll
@@ -131,12 +124,12 @@ struct FwdMma {
             unsigned pa[MT][WN / 16][4];
             c_to_a_tile<T>(pa, s);
             mma_rows<T, MT, WN / 16, DP, LDS>(o, pa, Vs + wkey * LDS, lane);
-            pipe.release();
+            keys.release();
         }
-        pipe.drain();
+        keys.drain();
         // the key warps' results into warp 0's, which alone writes them
         const bool owner = KW == 1 ||
-            Merge::run(o, softmax, blk.score.mul, reinterpret_cast<float*>(sm.k), warp, lane);
+            Merge::run(o, softmax, blk.score.mul, reinterpret_cast<float*>(sm.kv.k), warp, lane);
         if (owner) epilogue(p, blk, o, softmax, sm, wrow, lane);
         if constexpr (V::SPLIT) finish_split<NT, BLOCK_M>(p, blk);
     }

@@ -42,8 +42,7 @@ struct FwdWgmma {
     using Tiles = SwizzledTiles<DP, NT>;   // how a tile is staged (pipeline.cuh)
     struct Smem {                        // 16-bit panels, each a multiple of 1024 bytes
         T q[BLOCK_M * DP];               // the resident query tile; later each warp's O rows
-        T k[STAGES][BLOCK_N * DP];       // ring of K tiles
-        T v[STAGES][BLOCK_N * DP];       // ring of V tiles
+        KVRing<T, STAGES, BLOCK_N * DP> kv;
     };
     static constexpr int kSmemBytes = sizeof(Smem) + 1024;   // + alignment of the first panel
 
@@ -57,15 +56,9 @@ struct FwdWgmma {
         const int i0 = blk.i0, d = p.d;
         const int wrow = warp * 16;               // this warp's first row in the tile
 
-        const TileIter kv = blk.template key_tiles<BLOCK_N>();
-        CpAsyncPipeline<STAGES, AHEAD, true> pipe{kv.n};
-        auto kvs = kv_stream<BLOCK_N, Tiles>(blk, p, kv);
-        auto load_kv = [&](int t, int stage) {
-            kvs.load(sm.k[stage], sm.v[stage], t);
-        };
-        cp_async_tile_sw128<BLOCK_M, DP, NT>(sm.q, blk.seq.q_row(p.q, p.q_stride, i0), blk.rows, d,
-                                             p.q_stride[2]);
-        pipe.prologue(load_kv);
+        auto keys = key_tiles<BLOCK_N, Tiles, CpAsyncPipeline<STAGES, AHEAD, true>>(blk, p, sm.kv);
+        load_query_rows<BLOCK_M, Tiles>(sm.q, blk, p.q, p.q_stride, d);
+        keys.prologue();
 
         float o[1][NO][4];       // unnormalized O rows (g, g+8) of this warp
         zero_fragments(o[0]);
@@ -75,11 +68,11 @@ struct FwdWgmma {
 
         // Step t: S_t = Q K_tᵀ and O += P_{t-1} V_{t-1} run on the tensor cores together; the
         // softmax of S_t (exp2, the slow part) overlaps the second product; then O is rescaled.
-        for (int t = 0; t < pipe.n; ++t) {
-            const int j0 = kv.start(t, BLOCK_N);
-            const int stage = pipe.acquire(t, load_kv);
-            const T* Ks = sm.k[stage];
-            const T* Vp = sm.v[(t + STAGES - 1) % STAGES];   // V_{t-1}
+        for (int t = 0; t < keys.n(); ++t) {
+            const int j0 = keys.start(t);
+            const int stage = keys.acquire(t);
+            const T* Ks = sm.kv.k[stage];
+            const T* Vp = sm.kv.v[(t + STAGES - 1) % STAGES];   // V_{t-1}
 
             // -- issue S_t = Q_i K_tᵀ (DP / 16 k-steps), then P_{t-1} V_{t-1}
             float s[NS][4];
@@ -106,7 +99,7 @@ struct FwdWgmma {
                 j = j0 + (e >> 1) * 8 + 2 * t4 + (e & 1);
             };
             modify_and_mask<float, 2, 2 * NS>(frag, at, blk.mask, blk.score,
-                                             blk.template needs_mask<BLOCK_N>(kv, t, j0));
+                                             keys.needs_mask(t, j0));
             float alpha[2];
             softmax.template update<2 * NS>(frag, blk.score.mul, alpha, Exp2Approx());
             // -- P_t rounded to T as A fragments, held apart from pa until P_{t-1} V_{t-1} is done
@@ -126,10 +119,10 @@ struct FwdWgmma {
             for (int kk = 0; kk < BLOCK_N / 16; ++kk)
 #pragma unroll
                 for (int e = 0; e < 4; ++e) pa[kk][e] = pn[kk][e];
-            pipe.release();
+            keys.release();
         }
-        if (pipe.n > 0) {                // the last product, O += P_{n-1} V_{n-1}
-            const T* Vp = sm.v[(pipe.n - 1) % STAGES];
+        if (keys.n() > 0) {              // the last product, O += P_{n-1} V_{n-1}
+            const T* Vp = sm.kv.v[(keys.n() - 1) % STAGES];
             wgmma_fence();
 #pragma unroll
             for (int kk = 0; kk < BLOCK_N / 16; ++kk)
@@ -139,7 +132,7 @@ struct FwdWgmma {
             wgmma_fence_regs(o[0]);
             wgmma_keep_regs(pa);
         }
-        pipe.drain();   // every warpgroup is done with sQ (and with no K/V tile, Q copies landed)
+        keys.drain();   // every warpgroup is done with sQ (and with no K/V tile, Q copies landed)
 
         // -- O = O / l and lse; this warp's own Q rows stage O for 16-byte stores
         float inv[1][2];

@@ -21,6 +21,54 @@ struct StagedQuery {
     Acc* D;
 };
 
+// The forward and dQ kernels' key tiles: those a QueryBlock visits (key_tiles<BLOCK_N>), K and V
+// streamed (kv_stream, Tiles) into a KVRing through a Pipe (CpAsyncPipeline, SyncPipeline).
+// A kernel's loop reads
+//     auto keys = key_tiles<BLOCK_N, Tiles, Pipe>(blk, p, sm.kv);
+//     ...copies of the resident tiles (Q, dO: they ride in the first group)...; keys.prologue();
+//     for (t = 0; t < keys.n(); ++t) {
+//         j0 = keys.start(t); stage = keys.acquire(t); ...tile t in ring stage `stage`...;
+//         keys.release(); }
+//     keys.drain();   (cp.async: every copy landed, every thread past the ring)
+template <int BLOCK_N, class Tiles, class Pipe, class Block, class P, class Ring>
+struct KeyTiles {
+    using Stream = decltype(kv_stream<BLOCK_N, Tiles>(*(const Block*)nullptr, *(const P*)nullptr,
+                                                      *(const TileIter*)nullptr));
+    const Block& blk;
+    Ring& ring;
+    const TileIter kv;
+    Pipe pipe;
+    Stream kvs;
+
+    __device__ __forceinline__ KeyTiles(const Block& b, const P& p, Ring& r)
+        : blk(b), ring(r), kv(b.template key_tiles<BLOCK_N>()), pipe{kv.n},
+          kvs(kv_stream<BLOCK_N, Tiles>(b, p, kv)) {}
+
+    __device__ __forceinline__ int n() const { return pipe.n; }
+    // The first key of tile t, and whether the tile needs the per-element rule
+    __device__ __forceinline__ int start(int t) const { return kv.start(t, BLOCK_N); }
+    __device__ __forceinline__ bool needs_mask(int t, int j0) const {
+        return blk.template needs_mask<BLOCK_N>(kv, t, j0);
+    }
+    // Tile t into ring stage `stage` (the pipeline's load)
+    __device__ __forceinline__ void load(int t, int stage) {
+        kvs.load(ring.k[stage], ring.v[stage], t);
+    }
+    __device__ __forceinline__ void prologue() {
+        pipe.prologue([&](int t, int stage) { load(t, stage); });
+    }
+    __device__ __forceinline__ int acquire(int t) {
+        return pipe.acquire(t, [&](int tt, int stage) { load(tt, stage); });
+    }
+    __device__ __forceinline__ void release() { pipe.release(); }
+    __device__ __forceinline__ void drain() { pipe.drain(); }
+};
+template <int BLOCK_N, class Tiles, class Pipe, class Block, class P, class Ring>
+__device__ __forceinline__ KeyTiles<BLOCK_N, Tiles, Pipe, Block, P, Ring> key_tiles(
+    const Block& blk, const P& p, Ring& ring) {
+    return KeyTiles<BLOCK_N, Tiles, Pipe, Block, P, Ring>(blk, p, ring);
+}
+
 // The dK/dV kernels' loop: each query head of a KeyBlock's chunk (GroupHead `Head`), and each
 // query tile of that head that sees the key tile, staged (stage_q, NT threads, Tiles) into ring
 // buffer `buf` = buffers(buf), a StagedQuery, through a Pipe (CpAsyncPipeline, SyncPipeline);

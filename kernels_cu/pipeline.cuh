@@ -23,6 +23,27 @@ __device__ __forceinline__ void load_tile_at(S* s, const T* tile, int rows, int 
     Tiles::template load_from<ROWS>(s, Tiles::template thread_src<ROWS>(tile, ld), tile, rows, d, ld);
 }
 
+// A block's resident tiles (rows past the sequence's end zero): rows i0.. of q or dout, a
+// QueryBlock's BLOCK_M queries, and rows j0.. of k or v, a KeyBlock's BLOCK_N keys
+template <int ROWS, class Tiles, class S, class Block, typename T>
+__device__ __forceinline__ void load_query_rows(S* s, const Block& blk, const T* x,
+                                                const Strides& st, int d) {
+    load_tile_at<ROWS, Tiles>(s, blk.seq.q_row(x, st, blk.i0), blk.rows, d, int(st[2]));
+}
+template <int ROWS, class Tiles, class S, class Block, typename T>
+__device__ __forceinline__ void load_key_rows(S* s, const Block& kb, const T* x, const Strides& st,
+                                              int d) {
+    load_tile_at<ROWS, Tiles>(s, kb.seq.k_row(x, st, kb.j0), kb.rows, d, int(st[2]));
+}
+
+// A ring of STAGES K/V tile buffers of SIZE elements in shared memory (a kernel's Smem member):
+// tile t of a KVStream in stage t % STAGES (the CUDA-core kernels: one stage)
+template <typename S, int STAGES, int SIZE>
+struct KVRing {
+    S k[STAGES][SIZE];   // ring of K tiles
+    S v[STAGES][SIZE];   // ring of V tiles
+};
+
 // The K/V tiles of a TileIter, loaded in the order t = 0, 1, 2, ... (the pipelines' order).
 // IN_ORDER (every mask but a mask_mod's tile lists) and a loader whose chunks follow one stepped
 // pointer per thread: tile t + 1 starts ROWS rows after tile t, so each thread keeps its two
