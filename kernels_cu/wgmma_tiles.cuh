@@ -29,12 +29,6 @@ struct Swizzle128 {
 template <int DP, int NT>
 using SwizzledTiles = CpAsyncTiles<DP, NT, Swizzle128>;
 
-// cp.async of a ROWS × DP tile into the swizzled layout (SwizzledTiles' load)
-template <int ROWS, int DP, int NT, typename T>
-__device__ __forceinline__ void cp_async_tile_sw128(T* s, const T* g, int rows_valid, int d, int ld) {
-    SwizzledTiles<DP, NT>::template load<ROWS>(s, g, rows_valid, d, ld);
-}
-
 // wgmma shared-memory descriptor, 128-byte swizzle: start address, leading-dimension byte offset
 // (only read for MN-major operands wider than one panel), stride byte offset 1024 (8 rows).
 __device__ __forceinline__ unsigned long long sw128_desc(const void* p, unsigned lbo_bytes) {
