@@ -59,7 +59,8 @@ class TileConfig:
     """Key rows per tile (rows of K and V streamed per step). Power of two, 16..256."""
 
     num_warps: int = 4
-    """Warps per thread block (32 threads each): 1, 2, 4, 8 or 16."""
+    """Warps per thread block (32 threads each): 1, 2, 4, 8, 12 or 16 (12: the warp-specialized
+    wgmma forward, one producer and two consumer warpgroups)."""
 
     num_stages: int = 2
     """Shared-memory buffers for the streamed tiles (1 = load then compute; 2 = double buffering
@@ -68,7 +69,9 @@ class TileConfig:
     kernel: str = "simt"
     """Kernel family: 'simt' (CUDA cores, every dtype and head_dim), 'mma' (tensor cores through
     mma.sync, float16/bfloat16, sm_80 and later), 'wgmma' (Hopper's warpgroup tensor cores,
-    float16/bfloat16, forward only, sm_90 only: block_m = 16·num_warps, 64 rows per 4 warps) or
+    float16/bfloat16, sm_90 only: block_m = 16·num_warps, 64 rows per 4 warps; a forward tile
+    with block_m = 16·num_warps - 64 runs the warp-specialized kernel, whose first warpgroup
+    only loads) or
     'dmma' (float64 tensor cores through mma.sync m8n8k4, float64 only, sm_80 and later;
     deterministic backward only)."""
 
@@ -78,8 +81,9 @@ class TileConfig:
             if not isinstance(val, (int, np.integer)) or isinstance(val, bool) or not _is_pow2(val) \
                     or not 16 <= val <= 256:
                 raise ValueError(f"TileConfig.{name}={val!r} must be a power of two in 16..256")
-        if self.num_warps not in (1, 2, 4, 8, 16) or isinstance(self.num_warps, bool):
-            raise ValueError(f"TileConfig.num_warps={self.num_warps!r} must be one of 1, 2, 4, 8, 16")
+        if self.num_warps not in (1, 2, 4, 8, 12, 16) or isinstance(self.num_warps, bool):
+            raise ValueError(f"TileConfig.num_warps={self.num_warps!r} must be one of 1, 2, 4, 8, "
+                             f"12, 16")
         if self.num_stages not in (1, 2, 3, 4) or isinstance(self.num_stages, bool):
             raise ValueError(f"TileConfig.num_stages={self.num_stages!r} must be one of 1, 2, 3, 4")
         if self.kernel not in KERNELS:

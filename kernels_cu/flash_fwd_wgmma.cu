@@ -102,23 +102,18 @@ struct FwdWgmma {
                                              keys.needs_mask(t, j0));
             float alpha[2];
             softmax.template update<2 * NS>(frag, blk.score.mul, alpha, Exp2Approx());
-            // -- P_t rounded to T as A fragments, held apart from pa until P_{t-1} V_{t-1} is done
-            unsigned pn[BLOCK_N / 16][4];
-#pragma unroll
-            for (int kk = 0; kk < BLOCK_N / 16; ++kk) c_to_a<T>(pn[kk], s[2 * kk], s[2 * kk + 1]);
             if (t > 0) {
                 wgmma_wait<0>();
                 wgmma_fence_regs(o[0]);
                 wgmma_keep_regs(pa);     // pa was read by the product that just finished
             }
+            // -- P_t rounded to T as A fragments, only now that P_{t-1} V_{t-1} is done with pa
+#pragma unroll
+            for (int kk = 0; kk < BLOCK_N / 16; ++kk) c_to_a<T>(pa[kk], s[2 * kk], s[2 * kk + 1]);
 #pragma unroll
             for (int n = 0; n < NO; ++n)
 #pragma unroll
                 for (int e = 0; e < 4; ++e) o[0][n][e] *= alpha[e >> 1];
-#pragma unroll
-            for (int kk = 0; kk < BLOCK_N / 16; ++kk)
-#pragma unroll
-                for (int e = 0; e < 4; ++e) pa[kk][e] = pn[kk][e];
             keys.release();
         }
         if (keys.n() > 0) {              // the last product, O += P_{n-1} V_{n-1}

@@ -71,14 +71,20 @@ struct KVStream {
         }
     }
 
-    // Tile t into (sk, sv); called for t = 0, 1, 2, ... in turn
+    // Tile t into (sk, sv); called for t = 0, 1, 2, ... in turn. between() runs after K's copies
+    // are issued and before V's (a warp-specialized producer signals K's buffer there).
     template <class S>
     __device__ __forceinline__ void load(S* sk, S* sv, int t) {
+        load(sk, sv, t, [] {});
+    }
+    template <class S, class Between>
+    __device__ __forceinline__ void load(S* sk, S* sv, int t, Between&& between) {
         const int j0 = tiles.start(t, ROWS), rows = min(ROWS, len - j0);
         if constexpr (R::kAppends) {
             if (k.mixed(j0, rows)) {   // holds keys this launch appends: row by row
                 Tiles::template load_rows<ROWS>(sk, [&](int r) { return k.row(j0 + r); }, k.fresh,
                                                 rows, d);
+                between();
                 Tiles::template load_rows<ROWS>(sv, [&](int r) { return v.row(j0 + r); }, v.fresh,
                                                 rows, d);
                 return;
@@ -86,11 +92,13 @@ struct KVStream {
         }
         if constexpr (STEP) {
             Tiles::template load_from<ROWS>(sk, k_next, k.base, rows, d, k.ld);
+            between();
             Tiles::template load_from<ROWS>(sv, v_next, v.base, rows, d, v.ld);
             k_next += size_t(ROWS) * k.ld;
             v_next += size_t(ROWS) * v.ld;
         } else {
             load_tile_at<ROWS, Tiles>(sk, k.at(j0), rows, d, k.ld);
+            between();
             load_tile_at<ROWS, Tiles>(sv, v.at(j0), rows, d, v.ld);
         }
     }

@@ -21,7 +21,10 @@ MMA_FWD = [TileConfig(128, 64, 4, 2, "mma"), TileConfig(64, 64, 4, 1, "mma"),
            TileConfig(64, 32, 4, 2, "mma"), TileConfig(32, 32, 2, 2, "mma")]
 WGMMA_FWD = [TileConfig(128, 128, 8, 3, "wgmma"), TileConfig(128, 64, 8, 4, "wgmma"),
              TileConfig(64, 64, 4, 3, "wgmma"), TileConfig(64, 256, 4, 3, "wgmma"),
-             TileConfig(128, 16, 8, 3, "wgmma")]
+             TileConfig(128, 16, 8, 3, "wgmma"),
+             # warp-specialized: a producer warpgroup and two consumers (flash_fwd_wgmma_ws.cu)
+             TileConfig(128, 128, 12, 2, "wgmma"), TileConfig(128, 64, 12, 4, "wgmma"),
+             TileConfig(128, 16, 12, 3, "wgmma")]
 WGMMA_BWD = [TileConfig(64, 64, 4, 2, "wgmma"), TileConfig(64, 128, 8, 2, "wgmma"),
              TileConfig(64, 64, 4, 1, "wgmma"), TileConfig(128, 128, 8, 1, "wgmma")]
 MMA_BWD = [TileConfig(64, 64, 4, 2, "mma"), TileConfig(32, 64, 4, 1, "mma"),

@@ -35,7 +35,9 @@ def test_wgmma_spec_layout():
 @pytest.mark.parametrize("tile,arch,match", [
     (WG, "sm_80", "runs only on sm_90"),
     (WG, "sm_100", "runs only on sm_90"),
-    (TileConfig(64, 128, 8, 3, "wgmma"), "sm_90", "64 rows per warpgroup"),
+    (TileConfig(64, 128, 16, 3, "wgmma"), "sm_90", "64 rows per warpgroup"),
+    (TileConfig(64, 128, 8, 3, "wgmma"), "sm_90", "two consumer warpgroups"),
+    (TileConfig(128, 128, 12, 1, "wgmma"), "sm_90", "2 to 4 stages"),
     (TileConfig(128, 128, 8, 2, "wgmma"), "sm_90", "3 or 4 stages"),
 ])
 def test_wgmma_refusals(tile, arch, match):

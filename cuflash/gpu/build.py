@@ -52,6 +52,7 @@ _KERNELS = {
     ("fwd", "simt"): ("FwdSimt", "flash_fwd.cu"),
     ("fwd", "mma"): ("FwdMma", "flash_fwd_mma.cu"),
     ("fwd", "wgmma"): ("FwdWgmma", "flash_fwd_wgmma.cu"),
+    ("fwd", "wgmma_ws"): ("FwdWgmmaWs", "flash_fwd_wgmma_ws.cu"),
     ("bwd_dkdv", "simt"): ("DkdvSimt", "flash_bwd.cu"),
     ("bwd_dkdv", "mma"): ("DkdvMma", "flash_bwd_mma.cu"),
     ("bwd_dkdv", "wgmma"): ("DkdvWgmma", "flash_bwd_wgmma.cu"),
@@ -64,13 +65,17 @@ _KERNELS = {
 }
 
 
+def _kernel_key(spec: KernelSpec) -> tuple[str, str]:
+    return (spec.role, "wgmma_ws" if spec.warp_specialized else spec.family)
+
+
 def kernel_type(spec: KernelSpec) -> str:
     """The C++ kernel struct of one specialization, e.g.
     ``cuflash::FwdMma<__half, 128, 128, 32, 128, 2, cuflash::Variant<false, false, false>>``:
     its template parameters are the kernel's (simt: no stages; dK/dV of simt and mma: the dQ
     mode)."""
     t, fam = spec.tile, spec.family
-    struct, _ = _KERNELS[(spec.role, fam)]
+    struct, _ = _KERNELS[_kernel_key(spec)]
     args = [spec.ctype, spec.head_dim, t.block_m, t.block_n, spec.threads()]
     if fam != "simt":
         args.append(t.num_stages)
@@ -87,7 +92,7 @@ def _params_type(spec: KernelSpec) -> str:
 
 def _body(spec: KernelSpec) -> str:
     """The kernel's sources and, when it has one, its mask_mod's C++ (before any instantiation)."""
-    _, path = _KERNELS[(spec.role, spec.family)]
+    _, path = _KERNELS[_kernel_key(spec)]
     mod = f"\n{spec.variant.mod_src}\n" if spec.variant.mod_key else ""   # defines cuflash::MaskMod_<key>
     return expand(path) + mod
 

@@ -131,6 +131,14 @@ class KernelSpec:
         return name
 
     @property
+    def warp_specialized(self) -> bool:
+        """A wgmma forward with a producer warpgroup beside its block_m / 64 consumer warpgroups
+        (kernels_cu/flash_fwd_wgmma_ws.cu): block_m = 16·num_warps - 64."""
+        t = self.tile
+        return self.family == "wgmma" and self.role == "fwd" and \
+            16 * t.num_warps == t.block_m + 64
+
+    @property
     def arch(self) -> str | None:
         """The architecture this spec must be compiled for, or None for the device's own."""
         return FAMILY_ARCH[self.family]
@@ -152,7 +160,7 @@ class KernelSpec:
         2 for a wgmma forward whose shared memory leaves room for two (the d <= 64 tiles, chosen
         at two blocks per SM by the tile ablation), which caps its registers at 65536 / (2 ·
         threads); 1 otherwise."""
-        if self.family == "wgmma" and self.role == "fwd" and \
+        if self.family == "wgmma" and self.role == "fwd" and not self.warp_specialized and \
                 self.tile.block_n + self.head_dim <= 128 and \
                 device.assumed("sm_90").blocks_per_sm(self.smem_bytes()) >= 2:
             return 2   # S and O take (block_n + head_dim) / 2 registers per thread: <= 64
@@ -229,10 +237,21 @@ def _validate_wgmma(spec: KernelSpec, where: str) -> None:
         if t.block_n != 16 * t.num_warps:
             raise ValueError(f"{where}: block_n must be 64 keys per warpgroup of 4 warps "
                              f"(block_n = 16·num_warps)")
+    elif spec.warp_specialized:
+        v = spec.variant
+        if v.split or v.cache:
+            raise ValueError(f"{where}: the warp-specialized forward (block_m = 16·num_warps - 64) "
+                             f"runs neither split-KV nor a KV cache; use block_m = 16·num_warps")
+        if t.block_m != 128:
+            raise ValueError(f"{where}: the warp-specialized forward has two consumer "
+                             f"warpgroups: block_m = 128, num_warps = 12")
+        if t.num_stages < 2:
+            raise ValueError(f"{where}: the warp-specialized forward needs 2 to 4 stages")
     elif t.block_m != 16 * t.num_warps:
         raise ValueError(f"{where}: block_m must be 64 rows per warpgroup of 4 warps "
-                         f"(block_m = 16·num_warps, num_warps a multiple of 4)")
-    if spec.role == "fwd" and t.num_stages < 3:
+                         f"(block_m = 16·num_warps, num_warps a multiple of 4; a forward may "
+                         f"add a producer warpgroup: block_m = 16·num_warps - 64)")
+    elif spec.role == "fwd" and t.num_stages < 3:
         raise ValueError(f"{where}: the wgmma forward needs 3 or 4 stages (K/V buffers: tile "
                          f"j+1 loads while tiles j and j-1 are read)")
     if spec.role != "fwd" and t.num_stages > 2:

@@ -1,0 +1,76 @@
+// cuflash: how the warpgroups of a warp-specialized kernel (sm_90) hand work to each other.
+//   Mbarrier      a shared-memory barrier with a phase bit (PTX ISA, "mbarrier"): a stage of a
+//                 ring is full (the producer's copies landed) or empty (every consumer warp is
+//                 done reading it). Phase k of a barrier completes when its count of arrivals
+//                 has come; wait(parity) returns once the phase of that parity has completed.
+//   StageRing     the stage and the phase parity of tile t in a ring of STAGES buffers
+//   NamedBarrier  bar.sync / bar.arrive on a hardware barrier id 1..15 (0 is __syncthreads)
+//   give_regs, take_regs  setmaxnreg: a warpgroup gives registers up (the producer) or takes
+//                 them (the consumers); every thread starts with the kernel's own count.
+#pragma once
+#include "mma.cuh"
+
+namespace cuflash {
+
+struct Mbarrier {
+    unsigned long long word;
+
+    // One thread, before the block's first __syncthreads: `count` arrivals complete a phase
+    __device__ __forceinline__ void init(unsigned count) {
+        asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(&word)), "r"(count)
+                     : "memory");
+    }
+    __device__ __forceinline__ void arrive() {
+        asm volatile("mbarrier.arrive.release.cta.shared::cta.b64 _, [%0];\n" ::"r"(smem_addr(&word))
+                     : "memory");
+    }
+    // The arrival of this thread once all of its earlier cp.async copies have landed (the count
+    // of the phase stays as init set it: .noinc)
+    __device__ __forceinline__ void arrive_on_copies() {
+        asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_addr(&word))
+                     : "memory");
+    }
+    __device__ __forceinline__ void wait(int parity) {
+        asm volatile(
+            "{\n.reg .pred done;\n"
+            "WAIT_%=:\n"
+            "mbarrier.try_wait.parity.acquire.cta.shared::cta.b64 done, [%0], %1;\n"
+            "@!done bra WAIT_%=;\n}\n" ::"r"(smem_addr(&word)),
+            "r"(parity)
+            : "memory");
+    }
+};
+
+// Tile t of a stream through a ring of STAGES buffers: its buffer, and the parity of the phase
+// that says it is full (consumers wait for it) or, for the producer, that the tile STAGES before
+// it has left (the first round passes at once: the phase "before" phase 0 counts as done).
+template <int STAGES>
+struct StageRing {
+    int stage, parity;
+    __device__ __forceinline__ explicit StageRing(int t) : stage(t % STAGES), parity((t / STAGES) & 1) {}
+    __device__ __forceinline__ int full_parity() const { return parity; }
+    __device__ __forceinline__ int empty_parity() const { return parity ^ 1; }
+};
+
+struct NamedBarrier {
+    int id, threads;
+    __device__ __forceinline__ void sync() const {
+        asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+    }
+    __device__ __forceinline__ void arrive() const {
+        asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+    }
+};
+
+template <int REGS>
+__device__ __forceinline__ void take_regs() {
+    static_assert(REGS % 8 == 0 && REGS >= 24 && REGS <= 256, "setmaxnreg: 24..256, multiple of 8");
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(REGS));
+}
+template <int REGS>
+__device__ __forceinline__ void give_regs() {
+    static_assert(REGS % 8 == 0 && REGS >= 24 && REGS <= 256, "setmaxnreg: 24..256, multiple of 8");
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(REGS));
+}
+
+}  // namespace cuflash

@@ -1,0 +1,117 @@
+"""Forward TFLOP/s of cuflash tiles against torch's cuDNN and FlashAttention-2 backends, in one
+process on one GPU: FlashAttention's benchmark shapes (batch·T = 16384, heads·d = 2048),
+float16/bfloat16, d = 64/128, causal and not. Each round times every method of a cell once
+(median of --reps calls between CUDA events), the order rotated round by round; a cell's figure
+is the median over rounds, and each ratio the median of the per-round ratios (issue 13's
+"forward >= 1.05x cuDNN" reads the cudnn column).
+
+    python tools/bench_fwd_tiles.py --tiles 128x128x8x3,128x128x12x2 [--T 2048,4096,8192,16384]
+        [--d 64,128] [--dtypes float16,bfloat16] [--rounds 5] [--json out.json]
+
+A tile is block_m x block_n x num_warps x num_stages of kernel 'wgmma'; 'default' is the library's
+own choice. torch is imported for the comparison only (cuflash never imports it).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_layouts import _time  # noqa: E402
+
+
+def _tile(text):
+    from cuflash import TileConfig
+    if text == "default":
+        return None
+    m, n, w, s = (int(x) for x in text.split("x"))
+    return TileConfig(m, n, w, s, "wgmma")
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--tiles", default="default")
+    ap.add_argument("--T", default="2048,4096,8192,16384")
+    ap.add_argument("--d", default="64,128")
+    ap.add_argument("--dtypes", default="float16,bfloat16")
+    ap.add_argument("--causal", default="0,1")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--no-torch", action="store_true")
+    ap.add_argument("--json")
+    a = ap.parse_args(argv)
+    import cupy as cp
+    import numpy as np
+    from ml_dtypes import bfloat16
+
+    import cuflash
+    methods = {f"cuflash {t}": _tile(t) for t in a.tiles.split(",")}
+    torch = None
+    if not a.no_torch:
+        try:
+            import torch
+            from torch.nn.attention import SDPBackend, sdpa_kernel
+            methods["cudnn"] = SDPBackend.CUDNN_ATTENTION
+            methods["flash"] = SDPBackend.FLASH_ATTENTION
+        except ImportError:
+            torch = None
+    results = []
+    names = list(methods)
+    print(f"{'dtype':8} {'d':>3} {'causal':6} {'T':>6} " + " ".join(f"{n[:22]:>22}" for n in names)
+          + "   ratios to cudnn", flush=True)
+    for dt in a.dtypes.split(","):
+        npdt = {"float16": np.float16, "bfloat16": bfloat16}[dt]
+        for d in (int(x) for x in a.d.split(",")):
+            for causal in (bool(int(x)) for x in a.causal.split(",")):
+                for T in (int(x) for x in a.T.split(",")):
+                    H, B = 2048 // d, max(1, 16384 // T)
+                    rng = np.random.default_rng(T + d)
+                    q, k, v = (cp.asarray(rng.standard_normal((B, H, T, d)).astype(npdt))
+                               for _ in range(3))
+                    flops = 4.0 * B * H * T * T * d * (0.5 if causal else 1.0)
+                    fns = {}
+                    for name, m in methods.items():
+                        if name.startswith("cuflash"):
+                            fns[name] = (lambda m=m: cuflash.attention(q, k, v, causal=causal,
+                                                                       tile=m))
+                        else:
+                            tq, tk, tv = (torch.from_dlpack(x) for x in (q, k, v))
+
+                            def run(m=m, tq=tq, tk=tk, tv=tv):
+                                with sdpa_kernel(m):
+                                    torch.nn.functional.scaled_dot_product_attention(
+                                        tq, tk, tv, is_causal=causal)
+                            fns[name] = run
+                    rates = {n: [] for n in names}
+                    for r in range(a.rounds):
+                        order = names[r % len(names):] + names[:r % len(names)]
+                        for n in order:
+                            try:
+                                rates[n].append(flops / _time(cp, fns[n], a.reps) / 1e9)
+                            except Exception as e:   # a backend that refuses the cell
+                                rates[n].append(float("nan"))
+                                if r == 0:
+                                    print(f"  {n}: {type(e).__name__}: {str(e)[:120]}")
+                    med = {n: statistics.median(v) for n, v in rates.items()}
+                    ratio = {}
+                    if "cudnn" in rates:
+                        for n in names:
+                            if n.startswith("cuflash"):
+                                ratio[n] = statistics.median(
+                                    x / y for x, y in zip(rates[n], rates["cudnn"]))
+                    results.append(dict(dtype=dt, d=d, causal=causal, T=T, tflops=med,
+                                        rounds=rates, ratio_to_cudnn=ratio))
+                    print(f"{dt:8} {d:3} {causal!s:6} {T:6} "
+                          + " ".join(f"{med[n]:22.1f}" for n in names) + "   "
+                          + " ".join(f"{x:.3f}" for x in ratio.values()), flush=True)
+                    del q, k, v, fns
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(dict(methods=names, cells=results), f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
