@@ -76,7 +76,7 @@ struct FwdWgmmaWs {
             produce(p, blk, kv, sm);
         } else {
             take_regs<kConsumerRegs>();
-            consume(p, blk, kv, sm, threadIdx.x / 128 - 1);
+            Consumer(p, blk, kv, sm, threadIdx.x / 128 - 1).run();
         }
     }
 
@@ -98,47 +98,63 @@ struct FwdWgmmaWs {
         cp_async_wait<0>();   // nothing in flight when the producer's threads end
     }
 
-    // Warpgroup 1 + c: query rows 64·c .. 64·c + 63 of the tile
-    static __device__ __forceinline__ void consume(const Params& p, const Block& blk,
-                                                   const TileIter& kv, Smem& sm, int c) {
-        const int warp = threadIdx.x / 32 - 4, lane = threadIdx.x % 32;   // consumer warp
-        const int g = lane >> 2, t4 = lane & 3;
-        const int i0 = blk.i0, wrow = warp * 16;
-        const int n = kv.n;
-        // Turns at the tensor cores: consumer c issues after c - 1 (c = 0 after the last one's
-        // previous turn); every consumer issues n + 1 groups of products (none when n = 0)
-        const NamedBarrier my_turn{1 + c, 256}, next_turn{1 + (c + 1) % NC, 256};
-        const int turns = n > 0 ? n + 1 : 0;
+    // Warpgroup 1 + c: query rows 64·c .. 64·c + 63 of the tile, its O, m and l, and its turns
+    // at the tensor cores: consumer c issues after c - 1 (c = 0 after the last one's previous
+    // turn); each issues n + 1 groups of products (none when n = 0)
+    struct Consumer {
+        const Params& p;
+        const Block& blk;
+        const TileIter& kv;
+        Smem& sm;
+        const int c, warp, lane, g, t4, wrow, turns;
+        const NamedBarrier my_turn, next_turn;
         int turn = 0;
-        auto issued = [&] {   // after a group of products: the next consumer's turn
+        float o[1][NO][4];             // unnormalized O rows (g, g+8) of this warp
+        OnlineSoftmax<float, 2, 4> softmax;
+        unsigned pa[BLOCK_N / 16][4];  // P_{t-1} as A fragments
+
+        __device__ __forceinline__ Consumer(const Params& p_, const Block& b, const TileIter& k,
+                                            Smem& s, int c_)
+            : p(p_), blk(b), kv(k), sm(s), c(c_), warp(threadIdx.x / 32 - 4),
+              lane(threadIdx.x % 32), g(lane >> 2), t4(lane & 3), wrow(warp * 16),
+              turns(k.n > 0 ? k.n + 1 : 0), my_turn{1 + c_, 256},
+              next_turn{1 + (c_ + 1) % NC, 256} {
+            zero_fragments(o[0]);
+        }
+
+        // After a group of products: the next consumer's turn (the last consumer's last
+        // group has no one after it)
+        __device__ __forceinline__ void issued() {
             if constexpr (PINGPONG) {
                 if (c < NC - 1 || ++turn < turns) next_turn.arrive();
             }
-        };
-        if constexpr (PINGPONG) {
-            if (c == NC - 1 && n > 0) next_turn.arrive();   // consumer 0 goes first
+        }
+        __device__ __forceinline__ void release(Mbarrier& b) const {
+            if (lane == 0) b.arrive();
         }
 
-        float o[1][NO][4];       // unnormalized O rows (g, g+8) of this warp
-        zero_fragments(o[0]);
-        OnlineSoftmax<float, 2, 4> softmax;
-        const T* sQw = sm.q + c * 64 * 64;        // this warpgroup's 64 rows of panel 0
-        unsigned pa[BLOCK_N / 16][4];             // P_{t-1} as A fragments
-        auto release = [&](Mbarrier& b) {
-            if (lane == 0) b.arrive();
-        };
-        sm.q_full.wait(0);
-        fence_proxy_async();
+        __device__ __forceinline__ void run() {
+            if constexpr (PINGPONG) {
+                if (c == NC - 1 && kv.n > 0) next_turn.arrive();   // consumer 0 goes first
+            }
+            sm.q_full.wait(0);
+            fence_proxy_async();
+            if (kv.n > 0) step<true>(0);
+            for (int t = 1; t < kv.n; ++t) step<false>(t);
+            if (kv.n > 0) last_product();
+            epilogue();
+        }
 
         // Step t (FIRST: t = 0, which has no P_{t-1} V_{t-1}; peeled so that every product is
         // issued on a path all threads of the warpgroup take: ptxas serializes wgmma otherwise)
-        auto step = [&](int t, auto first) {
-            constexpr bool FIRST = decltype(first)::value;
+        template <bool FIRST>
+        __device__ __forceinline__ void step(int t) {
             const int j0 = kv.start(t, BLOCK_N);
             const Ring r(t), prev(t + STAGES - 1);   // prev: tile t - 1's stage (t > 0)
             sm.k_full[r.stage].wait(r.full_parity());
             if (!FIRST) sm.v_full[prev.stage].wait(Ring(t - 1).full_parity());
             fence_proxy_async();
+            const T* sQw = sm.q + c * 64 * 64;        // this warpgroup's 64 rows of panel 0
             const T* Ks = sm.kv.k[r.stage];
             const T* Vp = sm.kv.v[prev.stage];
 
@@ -163,6 +179,7 @@ struct FwdWgmmaWs {
             wgmma_fence_regs(s);
             release(sm.k_empty[r.stage]);
 
+            const int i0 = blk.i0;
             auto frag = [&](int rr, int e) -> float& { return s[e >> 1][2 * rr + (e & 1)]; };
             auto at = [&](int rr, int e, int& i, int& j) {
                 i = i0 + wrow + g + rr * 8;
@@ -187,11 +204,11 @@ struct FwdWgmmaWs {
             for (int nn = 0; nn < NO; ++nn)
 #pragma unroll
                 for (int e = 0; e < 4; ++e) o[0][nn][e] *= alpha[e >> 1];
-        };
-        if (n > 0) step(0, Flag<true>{});
-        for (int t = 1; t < n; ++t) step(t, Flag<false>{});
-        if (n > 0) {                     // the last product, O += P_{n-1} V_{n-1}
-            const Ring last(n - 1);
+        }
+
+        // O += P_{n-1} V_{n-1}
+        __device__ __forceinline__ void last_product() {
+            const Ring last(kv.n - 1);
             sm.v_full[last.stage].wait(last.full_parity());
             fence_proxy_async();
             const T* Vp = sm.kv.v[last.stage];
@@ -207,18 +224,21 @@ struct FwdWgmmaWs {
             wgmma_keep_regs(pa);
         }
 
-        // -- O = O / l and lse; this warp's own Q rows (its products are done with them) stage O
-        float inv[1][2];
+        // O = O / l and lse; this warp's own Q rows (its products are done with them) stage O
+        __device__ __forceinline__ void epilogue() {
+            float inv[1][2];
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            float lse;
-            inv[0][h] = softmax.finalize(h, blk.score.mul, lse);
-            const int rr = wrow + g + h * 8;
-            if (t4 == 0 && rr < blk.rows) blk.lse_dst(p)[blk.seq.row(i0 + rr)] = lse;
+            for (int h = 0; h < 2; ++h) {
+                float lse;
+                inv[0][h] = softmax.finalize(h, blk.score.mul, lse);
+                const int rr = wrow + g + h * 8;
+                if (t4 == 0 && rr < blk.rows) blk.lse_dst(p)[blk.seq.row(blk.i0 + rr)] = lse;
+            }
+            store_out<T, 1, NO, DP>(p, blk, o, inv, sm.q,
+                                    [](int rr, int col) { return sw128<BLOCK_M>(rr, col); }, wrow,
+                                    lane);
         }
-        store_out<T, 1, NO, DP>(p, blk, o, inv, sm.q,
-                                [](int rr, int col) { return sw128<BLOCK_M>(rr, col); }, wrow, lane);
-    }
+    };
 };
 
 }  // namespace cuflash
