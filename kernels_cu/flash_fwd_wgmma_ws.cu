@@ -40,10 +40,12 @@ struct FwdWgmmaWs {
     using Tiles = SwizzledTiles<DP, 128>;   // the producer warpgroup's copies (pipeline.cuh)
     using Ring = StageRing<STAGES>;
     // Registers per thread after the hand-over: the producer's few, the consumers' many (the
-    // block's 65536 registers: 128·kProducerRegs + 128·NC·kConsumerRegs)
+    // block's 65536 registers: 128·kProducerRegs + 128·NC·kConsumerRegs). A consumer uses up to
+    // 184 at d = 128; with fewer than 88 the producer spills (its source pointers and the
+    // block's setup that the epilogue reads again), with 40/232 by 28-88 bytes (NOTES v16).
     static_assert(NC == 2, "two consumer warpgroups (the register split below)");
-    static constexpr int kProducerRegs = 56;
-    static constexpr int kConsumerRegs = 224;
+    static constexpr int kProducerRegs = 88;
+    static constexpr int kConsumerRegs = 208;
     static_assert(128 * kProducerRegs + 128 * NC * kConsumerRegs <= 65536, "register file");
     static constexpr bool PINGPONG = NC > 1;
 
@@ -60,7 +62,6 @@ struct FwdWgmmaWs {
         const Block blk(p);
         if (!blk.active) return;
         Smem& sm = smem_aligned_1024<Smem>(kSmemBytes);
-        const TileIter kv = blk.template key_tiles<BLOCK_N>();
         if (threadIdx.x == 0) {
             sm.q_full.init(128);                     // each producer thread's copies
             for (int s = 0; s < STAGES; ++s) {
@@ -73,9 +74,10 @@ struct FwdWgmmaWs {
         __syncthreads();
         if (threadIdx.x < 128) {
             give_regs<kProducerRegs>();
-            produce(p, blk, kv, sm);
+            produce(p, blk, blk.template key_tiles<BLOCK_N>(), sm);
         } else {
             take_regs<kConsumerRegs>();
+            const TileIter kv = blk.template key_tiles<BLOCK_N>();
             Consumer(p, blk, kv, sm, threadIdx.x / 128 - 1).run();
         }
     }

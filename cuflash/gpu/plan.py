@@ -260,6 +260,15 @@ def _validate_wgmma(spec: KernelSpec, where: str) -> None:
         raise ValueError(f"{where}: head_dim above 256 does not fit one wgmma (n <= 256)")
 
 
+def without_producer(tile: TileConfig) -> TileConfig:
+    """The 8-warp wgmma forward tile of a warp-specialized one's block_m and block_n (what
+    split-KV and KV caches run: the warp-specialized kernel has neither); other tiles as they
+    are."""
+    if tile.kernel != "wgmma" or 16 * tile.num_warps != tile.block_m + 64:
+        return tile
+    return tile.replace(num_warps=tile.block_m // 16, num_stages=max(3, tile.num_stages))
+
+
 def _sm(arch: str) -> int:
     """The number of 'sm_XY' (90 for 'sm_90a')."""
     return int(arch.rstrip("a").split("_")[1])
