@@ -153,26 +153,28 @@ def _dmma_tiles(head_dim: int, backward: bool) -> list[TileConfig]:
     return [TileConfig(16, 16, 2, 1, "dmma")]
 
 
-def _wgmma_forward_tiles(head_dim: int) -> list[TileConfig]:
+def wgmma_forward_tiles(head_dim: int) -> list[TileConfig]:
     """Forward tiles of the wgmma kernels, preferred first. d <= 128: the warp-specialized kernel
     (12 warps: a producer warpgroup and two consumers, flash_fwd_wgmma_ws.cu), 128 × 128 with 2
     K/V stages; H200, float16, FlashAttention's shapes, T = 2048..16384 (v16, NOTES.md,
     tools/bench_fwd_tiles.py): d = 128 434-544 TFLOP/s non-causal and 309-541 causal against
     334-403 and 263-389 for the 8-warp 128 × 128 × 3; 3 stages 0-8% slower, 128 × 64 × 4 stages
     10-20% slower; d = 64 321-396 / 233-400 against 299-369 / 231-359. Split-KV and KV caches
-    take the 8-warp tile of the same block_m and block_n (plan.without_producer).
+    take the first 8-warp tile here (plan.without_producer).
     The 8-warp kernel, tile_ablation.yaml (v4): d = 64: 128×64 with 4 K/V buffers 373, 3 buffers
     362, 128×128 290 (166 registers: one block of 8 warps per SM, against two at 128×64 with
     112), 64×64 (4 warps) 331. d = 128: 128×128 3 buffers 402, 128×64 347–356, 64×64 346.
-    d > 128: O alone is 128 registers per thread; 32 keys per step keep S small (not yet
-    measured against the mma kernel or the warp-specialized one)."""
+    d > 128: the warp-specialized kernel with 64 keys per step (O alone is 128 registers of a
+    consumer's 208): d = 256, float16, T = 4096 / 16384 (call 47): 501 / 552 non-causal and
+    379 / 514 causal against 317 / 349 and 245 / 309 for the 8-warp 128 × 32 × 3, and
+    393-399 / 322-376 for a warp-specialized 128 × 32 × 3."""
     if head_dim <= 64:
         return [TileConfig(128, 128, 12, 2, "wgmma"), TileConfig(128, 64, 8, 4, "wgmma"),
                 TileConfig(128, 64, 8, 3, "wgmma")]
     if head_dim <= 128:
         return [TileConfig(128, 128, 12, 2, "wgmma"), TileConfig(128, 128, 8, 3, "wgmma"),
                 TileConfig(128, 64, 8, 3, "wgmma")]
-    return [TileConfig(128, 32, 8, 3, "wgmma")]
+    return [TileConfig(128, 64, 12, 2, "wgmma"), TileConfig(128, 32, 8, 3, "wgmma")]
 
 
 def _wgmma_backward_tiles(head_dim: int) -> list[TileConfig]:
@@ -208,7 +210,7 @@ def tile_candidates(head_dim: int, dtype, *, backward: bool = False, causal: boo
         if wgmma and not backward:
             # Forward on Hopper (sm_90): warpgroup tensor cores, 64 query rows per warpgroup,
             # Q and K read by wgmma straight from swizzled shared memory (flash_fwd_wgmma.cu).
-            return _wgmma_forward_tiles(head_dim) + tile_candidates(
+            return wgmma_forward_tiles(head_dim) + tile_candidates(
                 head_dim, dtype, causal=causal, hopper=hopper)
         if wgmma and deterministic:
             # Backward on Hopper: dK/dV with 64 keys per warpgroup and a separate dQ pass

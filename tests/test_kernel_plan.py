@@ -192,3 +192,20 @@ def test_dmma_compiles_without_spills():
         rep = build.compile_offline(build.source(spec), spec.name, arch, spec.smem_bytes())
         assert rep.registers is not None and rep.registers <= 255
         assert rep.spills == 0, f"{spec.name} spills {rep.spills} bytes on {arch}"
+
+
+def test_warp_specialized_forward_tiles():
+    """12 warps at block_m = 128: a producer warpgroup and two consumers (flash_fwd_wgmma_ws.cu);
+    split-KV and KV caches take the first 8-warp tile of the head dim instead."""
+    ws = TileConfig(128, 128, 12, 2, "wgmma")
+    (spec,) = plan.specs_for("float16", 128, ws, variant=False, backward=False)
+    assert spec.warp_specialized and spec.threads() == 384 and spec.min_blocks() == 1
+    assert "FwdWgmmaWs<" in build.kernel_type(spec)
+    assert not plan.specs_for("float16", 128, WG, variant=False, backward=False)[0].warp_specialized
+    assert plan.without_producer(ws, 128) == TileConfig(128, 128, 8, 3, "wgmma")
+    assert plan.without_producer(TileConfig(128, 64, 12, 2, "wgmma"), 256) == \
+        TileConfig(128, 32, 8, 3, "wgmma")
+    assert plan.without_producer(WG, 128) == WG
+    split = plan.KernelSpec("fwd", "float16", 128, ws, plan.Variant("causal", split=True))
+    with pytest.raises(ValueError, match="neither split-KV nor a KV cache"):
+        plan.validate(split)

@@ -371,9 +371,9 @@ class ForwardLaunch:
         if cache is not None:
             variant = dataclasses.replace(variant, cache=cache.kind)
         dev = _cp().cuda.Device().id
-        self.q_tiles = math.ceil(r.T / tile.block_m)
         if cache is not None or num_splits != 1:
-            tile = plan.without_producer(tile)   # split-KV and caches: the 8-warp kernel
+            tile = plan.without_producer(tile, D)   # split-KV and caches: an 8-warp kernel
+        self.q_tiles = math.ceil(r.T / tile.block_m)
         if num_splits is None:
             num_splits = num_splits_for(self.q_tiles, self.rows, math.ceil(r.S / tile.block_n),
                                         dev, split_blocks_per_sm, max_splits)

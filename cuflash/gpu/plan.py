@@ -14,7 +14,7 @@ import math
 
 from .. import device
 from .._xp import accum_dtype, dtype_name, resolve_dtype
-from ..tile import TileConfig, dmma_capable, mma_capable
+from ..tile import TileConfig, dmma_capable, mma_capable, wgmma_forward_tiles
 
 ROLES = ("fwd", "bwd_dkdv", "bwd_dq")
 _SHORT = {"float16": "f16", "bfloat16": "bf16", "float32": "f32", "float64": "f64"}
@@ -260,13 +260,13 @@ def _validate_wgmma(spec: KernelSpec, where: str) -> None:
         raise ValueError(f"{where}: head_dim above 256 does not fit one wgmma (n <= 256)")
 
 
-def without_producer(tile: TileConfig) -> TileConfig:
-    """The 8-warp wgmma forward tile of a warp-specialized one's block_m and block_n (what
-    split-KV and KV caches run: the warp-specialized kernel has neither); other tiles as they
-    are."""
+def without_producer(tile: TileConfig, head_dim: int) -> TileConfig:
+    """What split-KV and KV caches run in place of a warp-specialized forward tile (which has
+    neither): the library's first 8-warp wgmma forward tile for this (padded) head_dim. Other
+    tiles as they are."""
     if tile.kernel != "wgmma" or 16 * tile.num_warps != tile.block_m + 64:
         return tile
-    return tile.replace(num_warps=tile.block_m // 16, num_stages=max(3, tile.num_stages))
+    return next(t for t in wgmma_forward_tiles(head_dim) if 16 * t.num_warps == t.block_m)
 
 
 def _sm(arch: str) -> int:
