@@ -1,0 +1,134 @@
+// cuflash: one warpgroup's 64 query rows of the wgmma forward, written once for both kernels that
+// run it (flash_fwd_wgmma.cu: two warpgroups on a block-wide cp.async ring; flash_fwd_wgmma_ws.cu:
+// consumers of a producer warpgroup). Per key tile t (FlashAttention-3's intra-warpgroup
+// pipelining):
+//   issue S_t = Q K_tᵀ (wgmma_ss: Q and K from swizzled shared memory) and O += P_{t-1} V_{t-1}
+//   (wgmma_rs: P from registers), wait for S_t only, apply the score modifier and the mask, run
+//   the online softmax (the exponentials overlap the second product), wait for it, round P_t
+//   into the A fragments and rescale O.
+// The first step has no P_{t-1} V_{t-1}: it is its own instantiation (step<true>), so that every
+// product is issued on a path every thread of the warpgroup takes (under `if (t > 0)` ptxas
+// serialized every wgmma of the kernel: NOTES v16). P_t is rounded into `pa` only after the wait
+// for P_{t-1} V_{t-1} (rounded into a second array and copied after it, ptxas moved the copies
+// into the next step's products and serialized them too).
+// Hooks tell the kernel where the step stands: turn() before the products are issued, issued()
+// after, k_read() once S_t is done with K_t, v_read() once P_{t-1} V_{t-1} is done with V_{t-1}.
+#pragma once
+#include "mainloop.cuh"
+#include "wgmma_tiles.cuh"
+
+namespace cuflash {
+
+// A kernel that hands nothing over mid-step (flash_fwd_wgmma.cu: its ring is block-synchronous)
+struct NoStepHooks {
+    __device__ __forceinline__ void turn() const {}
+    __device__ __forceinline__ void issued() const {}
+    __device__ __forceinline__ void k_read() const {}
+    __device__ __forceinline__ void v_read() const {}
+};
+
+template <typename T, int DP, int BLOCK_M, int BLOCK_N, class Block>
+struct WgmmaFwdRows {
+    static constexpr int NS = BLOCK_N / 8;   // 8-column n-tiles of S
+    static constexpr int NO = DP / 8;        // 8-column n-tiles of O
+    static_assert(BLOCK_N % 16 == 0 && BLOCK_N <= 256 && DP % 64 == 0 && DP <= 256, "tile sizes");
+    using MMA_S = Wgmma<BLOCK_N, T>;
+    using MMA_O = Wgmma<DP, T>;
+
+    const Block& blk;
+    const T* sQw;                  // this warpgroup's 64 rows of panel 0 of the Q tile
+    const int lane, g, t4, wrow;   // wrow: this warp's first row in the tile
+    float o[1][NO][4];             // unnormalized O rows (g, g+8) of this warp
+    OnlineSoftmax<float, 2, 4> softmax;
+    unsigned pa[BLOCK_N / 16][4];  // P_{t-1} as A fragments, read by the product in flight
+
+    // warpgroup wg of the tile (rows 64·wg ..), warp: its warp among the tile's (rows 16·warp ..)
+    __device__ __forceinline__ WgmmaFwdRows(const Block& b, const T* sq, int wg, int warp, int ln)
+        : blk(b), sQw(sq + wg * 64 * 64), lane(ln), g(ln >> 2), t4(ln & 3), wrow(warp * 16) {
+        zero_fragments(o[0]);
+    }
+
+    // Step t of the key tiles kv: K_t at Ks, V_{t-1} at Vp (not read when FIRST)
+    template <bool FIRST, class Hooks>
+    __device__ __forceinline__ void step(const TileIter& kv, int t, const T* Ks, const T* Vp,
+                                         Hooks&& hooks) {
+        float s[NS][4];
+        hooks.turn();
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < DP / 16; ++kk)
+            MMA_S::ss(s, kmajor_desc<BLOCK_M>(sQw, kk), kmajor_desc<BLOCK_N>(Ks, kk), kk > 0);
+        wgmma_commit();
+        if constexpr (!FIRST) {
+#pragma unroll
+            for (int kk = 0; kk < BLOCK_N / 16; ++kk)   // 16 keys (2048 bytes of V) per k-step
+                MMA_O::template rs<1>(o[0], pa[kk], mnmajor_desc<BLOCK_N>(Vp, kk), 1);
+            wgmma_commit();
+            hooks.issued();
+            wgmma_wait<1>();         // S_t is done; P_{t-1} V_{t-1} may still run
+        } else {
+            hooks.issued();
+            wgmma_wait<0>();
+        }
+        wgmma_fence_regs(s);
+        hooks.k_read();
+
+        // -- u = score_mod(S), -inf where hidden; new m, P, alpha
+        const int j0 = kv.start(t, BLOCK_N), i0 = blk.i0;
+        auto frag = [&](int r, int e) -> float& { return s[e >> 1][2 * r + (e & 1)]; };
+        auto at = [&](int r, int e, int& i, int& j) {
+            i = i0 + wrow + g + r * 8;
+            j = j0 + (e >> 1) * 8 + 2 * t4 + (e & 1);
+        };
+        modify_and_mask<float, 2, 2 * NS>(frag, at, blk.mask, blk.score,
+                                         blk.template needs_mask<BLOCK_N>(kv, t, j0));
+        float alpha[2];
+        softmax.template update<2 * NS>(frag, blk.score.mul, alpha, Exp2Approx());
+        if constexpr (!FIRST) {
+            wgmma_wait<0>();
+            wgmma_fence_regs(o[0]);
+            wgmma_keep_regs(pa);     // pa was read by the product that just finished
+            hooks.v_read();
+        }
+        // -- P_t rounded to T as A fragments, only now that P_{t-1} V_{t-1} is done with pa
+#pragma unroll
+        for (int kk = 0; kk < BLOCK_N / 16; ++kk) c_to_a<T>(pa[kk], s[2 * kk], s[2 * kk + 1]);
+#pragma unroll
+        for (int n = 0; n < NO; ++n)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) o[0][n][e] *= alpha[e >> 1];
+    }
+
+    // The last product, O += P_{n-1} V_{n-1} (V_{n-1} at Vp)
+    template <class Hooks>
+    __device__ __forceinline__ void last_product(const T* Vp, Hooks&& hooks) {
+        hooks.turn();
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < BLOCK_N / 16; ++kk)
+            MMA_O::template rs<1>(o[0], pa[kk], mnmajor_desc<BLOCK_N>(Vp, kk), 1);
+        wgmma_commit();
+        hooks.issued();
+        wgmma_wait<0>();
+        wgmma_fence_regs(o[0]);
+        wgmma_keep_regs(pa);
+    }
+
+    // O = O / l and lse; O staged in this warp's own rows of the Q tile `stage` (the caller makes
+    // sure every product is done with them) and stored
+    template <class P>
+    __device__ __forceinline__ void epilogue(const P& p, T* stage) {
+        float inv[1][2];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            float lse;
+            inv[0][h] = softmax.finalize(h, blk.score.mul, lse);
+            const int r = wrow + g + h * 8;
+            if (t4 == 0 && r < blk.rows) blk.lse_dst(p)[blk.seq.row(blk.i0 + r)] = lse;
+        }
+        store_out<T, 1, NO, DP>(p, blk, o, inv, stage,
+                                [](int r, int c) { return sw128<BLOCK_M>(r, c); }, wrow, lane);
+    }
+};
+
+}  // namespace cuflash
