@@ -85,19 +85,37 @@ def test_default_tiles_per_architecture(dtype, causal):
     assert default_tile(128, np.float32, smem_limit=HOPPER, arch="sm_90").kernel == "simt"
 
 
-def test_wgmma_compiles_for_sm90a_without_spills():
+def test_wgmma_compiles_for_sm90a_without_spills_or_serialized_products():
+    """The 8-warp and the warp-specialized forwards and the default backward: no spill, and
+    ptxas does not serialize their wgmma (until v16 it did the 8-warp forward's: NOTES v16)."""
     pytest.importorskip("cupy_backends.cuda.libs.nvrtc")
     if build.cuda_include_dir() is None:
         pytest.skip("CUDA headers not found")
     specs = []
     for causal in (False, True):
         specs += plan.specs_for("bfloat16", 128, WG, variant=causal, backward=False)
+        specs += plan.specs_for("float16", 128, default_tile(128, "float16", causal=causal,
+                                smem_limit=HOPPER, arch="sm_90"), causal, False)
         specs += plan.specs_for("float16", 128, default_tile(128, "float16", backward=True,
                                 causal=causal, smem_limit=HOPPER, arch="sm_90"), causal, True)
+    assert any(s.warp_specialized for s in specs)
     for spec in specs:
         rep = build.compile_offline(build.source(spec), spec.name, spec.arch, spec.smem_bytes())
         assert rep.registers is not None and rep.registers <= 255
         assert rep.spills == 0, f"{spec.name} spills {rep.spills} bytes"
+        assert not rep.serialized, f"{spec.name}: ptxas serialized its wgmma"
+
+
+def test_compile_report_reads_wgmma_serialization():
+    log = ("ptxas info    : (C7514) Potential Performance Loss: wgmma.mma_async instructions are "
+           "serialized due to non wgmma instructions reading accumulator registers of  a wgmma "
+           "between start and end of the pipeline stage in the function 'k'\n"
+           "ptxas info    : Function properties for k\n"
+           "    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n"
+           "ptxas info    : Used 211 registers, used 1 barriers\n")
+    rep = build._parse_ptxas(log, "k", "sm_90a", 0)
+    assert rep.serialized and rep.registers == 211 and rep.spills == 0
+    assert not build._parse_ptxas(log.split("\n", 1)[1], "k", "sm_90a", 0).serialized
 
 
 def test_kernel_getters_are_cached():

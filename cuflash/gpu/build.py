@@ -326,6 +326,14 @@ class CompileReport:
     def spills(self) -> int:
         return self.spill_stores + self.spill_loads
 
+    @property
+    def serialized(self) -> bool:
+        """Whether ptxas serialized this kernel's wgmma (messages C7510-C7520, "Potential
+        Performance Loss: wgmma.mma_async instructions are serialized ..."): it then waits for
+        each product before the next, and nothing overlaps the tensor cores (NOTES v16: the
+        8-warp forward ran so until v16)."""
+        return "wgmma.mma_async instructions are serialized" in self.log
+
 
 def compile_offline(src: str, name: str, arch: str, smem_dynamic: int = 0) -> CompileReport:
     """Compile with NVRTC for `arch` (e.g. 'sm_90'), no device needed; raise RuntimeError with the

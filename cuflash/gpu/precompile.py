@@ -3,7 +3,8 @@
 It compiles what the defaults can pick for the chosen architecture (every dtype × supported
 head_dim × causal × pass, deduplicated: specializations are per padded head_dim), plus the
 TileConfigs the shipped experiments name, and prints registers, spills and shared memory of each.
-Exit status: 1 on a compile error, 2 with ``--fail-on-spills`` when a default kernel spills.
+Exit status: 1 on a compile error, 2 with ``--fail-on-spills`` when a default kernel spills or
+ptxas serialized its wgmma (CompileReport.serialized).
 """
 from __future__ import annotations
 
@@ -71,7 +72,7 @@ def run(arch: str, fail_on_spills: bool, jobs: int, include_experiments: bool = 
     names = {s.name for s in defaults}
     extra = [s for s in (experiment_specs() if include_experiments else []) if s.name not in names]
     todo = [(s, arch, build.source(s)) for s in defaults + extra]
-    failures, spilled = [], []
+    failures, spilled, serialized = [], [], []
     print(f"compiling {len(todo)} kernels for {arch} ({len(defaults)} default, {len(extra)} from "
           f"experiments) with {jobs} processes", file=out)
     print(f"{'kernel':64} {'regs':>4} {'spill':>6} {'stack':>5} {'smem':>7}", file=out)
@@ -85,6 +86,9 @@ def run(arch: str, fail_on_spills: bool, jobs: int, include_experiments: bool = 
             if rep.spills and spec.name in names:
                 spilled.append(spec.name)
                 flag = "  <- spills (default)"
+            if rep.serialized and spec.name in names:
+                serialized.append(spec.name)
+                flag += "  <- wgmma serialized (default)"
             print(f"{spec.name:64} {rep.registers:>4} {rep.spills:>6} {rep.stack_bytes:>5} "
                   f"{spec.smem_bytes():>7}{flag}", file=out)
     for dt, packed in itertools.product(DTYPES, (False, True)):
@@ -96,10 +100,11 @@ def run(arch: str, fail_on_spills: bool, jobs: int, include_experiments: bool = 
     for f in failures:
         print(f, file=out)
     print(f"{len(todo) - len(failures)} compiled, {len(failures)} failed, "
-          f"{len(spilled)} default kernels spill", file=out)
+          f"{len(spilled)} default kernels spill, {len(serialized)} have their wgmma serialized",
+          file=out)
     if failures:
         return 1
-    if fail_on_spills and spilled:
+    if fail_on_spills and (spilled or serialized):
         return 2
     return 0
 
@@ -109,7 +114,8 @@ def main(argv=None) -> int:
     ap.add_argument("--arch", default="sm_90", choices=sorted(plan.SMEM_LIMIT),
                     help="target architecture (default sm_90)")
     ap.add_argument("--fail-on-spills", action="store_true",
-                    help="exit 2 if a kernel the defaults pick spills registers")
+                    help="exit 2 if a kernel the defaults pick spills registers or has its "
+                         "wgmma serialized by ptxas")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
                     help="compiler processes (default: CPU count)")
     ap.add_argument("--no-experiments", action="store_true",
