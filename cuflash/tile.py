@@ -14,6 +14,9 @@ from .device import DEFAULT_ARCH, is_hopper
 from ._xp import dtype_name
 
 KERNELS = ("simt", "mma", "wgmma", "dmma")
+#: TileConfig's allowed warps (12: the warp-specialized wgmma forward) and stages
+NUM_WARPS = (1, 2, 4, 8, 12, 16)
+NUM_STAGES = (1, 2, 3, 4)
 
 #: The widest head dim the float64 defaults take the dmma kernels for (measured up to 128)
 DMMA_DEFAULT_MAX_D = 128
@@ -81,11 +84,12 @@ class TileConfig:
             if not isinstance(val, (int, np.integer)) or isinstance(val, bool) or not _is_pow2(val) \
                     or not 16 <= val <= 256:
                 raise ValueError(f"TileConfig.{name}={val!r} must be a power of two in 16..256")
-        if self.num_warps not in (1, 2, 4, 8, 12, 16) or isinstance(self.num_warps, bool):
-            raise ValueError(f"TileConfig.num_warps={self.num_warps!r} must be one of 1, 2, 4, 8, "
-                             f"12, 16")
-        if self.num_stages not in (1, 2, 3, 4) or isinstance(self.num_stages, bool):
-            raise ValueError(f"TileConfig.num_stages={self.num_stages!r} must be one of 1, 2, 3, 4")
+        if self.num_warps not in NUM_WARPS or isinstance(self.num_warps, bool):
+            raise ValueError(f"TileConfig.num_warps={self.num_warps!r} must be one of "
+                             f"{', '.join(map(str, NUM_WARPS))}")
+        if self.num_stages not in NUM_STAGES or isinstance(self.num_stages, bool):
+            raise ValueError(f"TileConfig.num_stages={self.num_stages!r} must be one of "
+                             f"{', '.join(map(str, NUM_STAGES))}")
         if self.kernel not in KERNELS:
             raise ValueError(f"TileConfig.kernel={self.kernel!r} must be one of {KERNELS}")
 

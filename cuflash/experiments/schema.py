@@ -65,7 +65,7 @@ from .. import device
 from .. import kvcache as kvcache_mod
 from .._xp import BFLOAT16_HINT, DTYPE_NAMES, DTYPES
 from ..checks import KERNEL_HEAD_DIMS
-from ..tile import KERNELS, TileConfig, default_tile
+from ..tile import KERNELS, NUM_STAGES, NUM_WARPS, TileConfig, default_tile
 from . import decode as decode_mod
 from . import layouts as layouts_mod
 from . import ring as ring_mod
@@ -77,7 +77,7 @@ PASSES = ("forward", "backward", "both")
 TORCH_BACKENDS = ("flash", "cudnn", "efficient", "math")
 TILE_FIELDS = ("block_m", "block_n", "num_warps", "num_stages", "kernel")
 TILE_CHOICES = {"block_m": (16, 32, 64, 128, 256), "block_n": (16, 32, 64, 128, 256),
-                "num_warps": (1, 2, 4, 8, 16), "num_stages": (1, 2, 3, 4), "kernel": KERNELS}
+                "num_warps": NUM_WARPS, "num_stages": NUM_STAGES, "kernel": KERNELS}
 PLOT_KINDS = ("line", "heatmap")
 #: Opt-in shared memory per block and architecture assumed when no GPU is visible (device.py).
 DEFAULT_SMEM_LIMIT = device.assumed().smem_per_block
