@@ -1,5 +1,7 @@
 # NEXT SESSION (not run yet): persistent ws forward with dynamic tile claims (branch persistent-exp,
-# carried as .ab/pers.tar: git -C <worktree of persistent-exp> archive HEAD -o .ab/pers.tar)
+# also kept as .ab/persistent-exp.patch against main at eb6fef7; carried as .ab/pers.tar:
+# git worktree add /tmp/pers persistent-exp (or apply the patch there); git -C /tmp/pers archive
+# HEAD -o .ab/pers.tar; run with carry [".ab/pers.tar"])
 # against main's one-block-per-tile launch, same run; then the branch's GPU tests for the forward
 export MPLBACKEND=Agg PYTHONUNBUFFERED=1
 mkdir -p /tmp/pers && tar -xf .ab/pers.tar -C /tmp/pers
