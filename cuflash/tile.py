@@ -97,6 +97,12 @@ class TileConfig:
     def num_threads(self) -> int:
         return 32 * self.num_warps
 
+    @property
+    def warp_specialized(self) -> bool:
+        """A wgmma tile with a producer warpgroup beside its block_m / 64 consumer warpgroups:
+        block_m = 16·num_warps - 64 (the forward's flash_fwd_wgmma_ws.cu)."""
+        return self.kernel == "wgmma" and 16 * self.num_warps == self.block_m + 64
+
     def replace(self, **changes) -> "TileConfig":
         return dataclasses.replace(self, **changes)
 

@@ -5,12 +5,6 @@
 
 namespace cuflash {
 
-// A compile-time bool as a value (a generic lambda's `auto` argument: f(Flag<true>{}))
-template <bool B>
-struct Flag {
-    static constexpr bool value = B;
-};
-
 // Softmax runs in base 2: scores are kept as s·scale·log2(e) so that p = 2^(s - m) is one ex2
 // instruction; lse is converted back to natural log when written.
 constexpr double kLog2e = 1.4426950408889634074;

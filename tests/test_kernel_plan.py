@@ -216,6 +216,8 @@ def test_warp_specialized_forward_tiles():
     """12 warps at block_m = 128: a producer warpgroup and two consumers (flash_fwd_wgmma_ws.cu);
     split-KV and KV caches take the first 8-warp tile of the head dim instead."""
     ws = TileConfig(128, 128, 12, 2, "wgmma")
+    assert ws.warp_specialized and not WG.warp_specialized
+    assert not TileConfig(128, 128, 12, 2, "mma").warp_specialized   # only wgmma has a producer
     (spec,) = plan.specs_for("float16", 128, ws, variant=False, backward=False)
     assert spec.warp_specialized and spec.threads() == 384 and spec.min_blocks() == 1
     assert "FwdWgmmaWs<" in build.kernel_type(spec)

@@ -51,13 +51,15 @@ def main(argv=None):
     methods = {f"cuflash {t}": _tile(t) for t in a.tiles.split(",")}
     torch = None
     if not a.no_torch:
+        from cuflash.experiments.measure import Unavailable
+        from cuflash.experiments.torch_sdpa import BACKENDS, import_torch
         try:
-            import torch
+            torch = import_torch()
             from torch.nn.attention import SDPBackend, sdpa_kernel
-            methods["cudnn"] = SDPBackend.CUDNN_ATTENTION
-            methods["flash"] = SDPBackend.FLASH_ATTENTION
-        except ImportError:
-            torch = None
+            for name in ("cudnn", "flash"):
+                methods[name] = getattr(SDPBackend, BACKENDS[name])
+        except Unavailable as exc:
+            print(f"torch backends left out: {exc}")
     results = []
     names = list(methods)
     print(f"{'dtype':8} {'d':>3} {'causal':6} {'T':>6} " + " ".join(f"{n[:22]:>22}" for n in names)

@@ -134,9 +134,7 @@ class KernelSpec:
     def warp_specialized(self) -> bool:
         """A wgmma forward with a producer warpgroup beside its block_m / 64 consumer warpgroups
         (kernels_cu/flash_fwd_wgmma_ws.cu): block_m = 16·num_warps - 64."""
-        t = self.tile
-        return self.family == "wgmma" and self.role == "fwd" and \
-            16 * t.num_warps == t.block_m + 64
+        return self.role == "fwd" and self.tile.warp_specialized
 
     @property
     def arch(self) -> str | None:
@@ -264,9 +262,9 @@ def without_producer(tile: TileConfig, head_dim: int) -> TileConfig:
     """What split-KV and KV caches run in place of a warp-specialized forward tile (which has
     neither): the library's first 8-warp wgmma forward tile for this (padded) head_dim. Other
     tiles as they are."""
-    if tile.kernel != "wgmma" or 16 * tile.num_warps != tile.block_m + 64:
+    if not tile.warp_specialized:
         return tile
-    return next(t for t in wgmma_forward_tiles(head_dim) if 16 * t.num_warps == t.block_m)
+    return next(t for t in wgmma_forward_tiles(head_dim) if not t.warp_specialized)
 
 
 def _sm(arch: str) -> int:
