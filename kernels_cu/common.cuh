@@ -18,13 +18,24 @@ __device__ __forceinline__ float ex2_approx(float x) {
     return y;
 }
 
-// tanh(x) = 1 - 2 / (2^(2·log2(e)·x) + 1) from two special-function ops (ex2.approx and the
-// reciprocal of __fdividef) and three FMA-pipe ops, absolute error about 2.4e-7 (1 and -1 exactly
-// where 2^(...) overflows or flushes to 0); tanhf's range reduction and polynomial cost about 20
-// more. (tanh.approx.f32, one op, has relative error 2^-11: lse, kept in float32, then misses
-// its float32 criterion by 1-3x with softcap; measured on the H200, NOTES v10.)
-__device__ __forceinline__ float tanh_fast(float x) {
-    return 1.f - __fdividef(2.f, ex2_approx(x * float(2.0 * kLog2e)) + 1.f);
+// tanh(k·x) for k > 0 = sign(x)·(1 - e) / (1 + e) with e = 2^(-2·log2(e)·k·|x|) in (0, 1]: one
+// special-function op (ex2.approx). The reciprocal of a = 1 + e, which lies in (1, 2], runs on
+// the FMA pipe: the minimax quadratic (32a² - 144a + 210) / 99 (relative error at most 1/99:
+// 1 - a·p(a) = -T3(2a - 3) / 99) and two Newton steps (error squared each: 1.0e-4, 1.0e-8).
+// Absolute error about 1.3e-7 against float64 tanh (emulated with exactly rounded 2^x; x = ±1e-8
+// … 12); 0 and ±1 exact at x = 0 and where e flushes to 0. The special-function unit does 16 ops
+// per SM per clock against the FMA pipe's 128, and softcap's forward is bound by it: with
+// __fdividef's reciprocal (a second special-function op) softcap cost 1.48-1.55x of plain forward
+// (NOTES v17). tanhf's range reduction and polynomial cost about 20 more ops; tanh.approx.f32
+// (one op) has relative error 2^-11: lse, kept in float32, then misses its float32 criterion by
+// 1-3x with softcap (H200, NOTES v10).
+__device__ __forceinline__ float tanh_fast(float x, float k = 1.f) {
+    const float e = ex2_approx(fabsf(x) * (k * float(-2.0 * kLog2e)));
+    const float a = 1.f + e;
+    float r = fmaf(fmaf(a, 32.f / 99.f, -144.f / 99.f), a, 210.f / 99.f);
+    r = fmaf(r, fmaf(-a, r, 1.f), r);
+    r = fmaf(r, fmaf(-a, r, 1.f), r);
+    return copysignf((1.f - e) * r, x);
 }
 
 // The PTX name of a 16-bit storage type in a tensor-core instruction ("f16", "bf16"). An asm

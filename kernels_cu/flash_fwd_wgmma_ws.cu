@@ -39,8 +39,8 @@ struct FwdWgmmaWs {
     // 184 at d = 128; with fewer than 88 the producer spills (its source pointers and the
     // block's setup that the epilogue reads again), with 40/232 by 28-88 bytes (NOTES v16).
     static_assert(NC == 2, "two consumer warpgroups (the register split below)");
-    static constexpr int kProducerRegs = 88;
-    static constexpr int kConsumerRegs = 208;
+    static constexpr int kProducerRegs = 80;
+    static constexpr int kConsumerRegs = 216;
     static_assert(128 * kProducerRegs + 128 * NC * kConsumerRegs <= 65536, "register file");
     static constexpr bool PINGPONG = NC > 1;
 

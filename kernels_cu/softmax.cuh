@@ -41,11 +41,13 @@ struct Exp2Approx {
 };
 
 // -- u = score_mod(s) and the mask, over one tile's fragment. needs_mask: the tile is cut by the
-//    mask (Mask::tile_needs_mask); without it and without a score modifier nothing is done.
-template <typename Acc, int R, int E, class Frag, class At, class M, class Score>
-__device__ __forceinline__ void modify_and_mask(Frag&& s, At&& at, const M& mask, const Score& score,
-                                                bool needs_mask) {
-    if (!Score::kTransforms && !needs_mask) return;
+//    mask (Mask::tile_needs_mask); without it and without a score modifier nothing is done. One
+//    copy of the element loop for cut tiles and one for the others, as bwd_probs below: with a
+//    score modifier and one loop, ptxas predicated the mask's test on every element of every
+//    tile (NOTES v17).
+template <bool MASKED, typename Acc, int R, int E, class Frag, class At, class M, class Score>
+__device__ __forceinline__ void modify_and_mask_tile(Frag&& s, At&& at, const M& mask,
+                                                     const Score& score) {
     const Distance<Acc> dist(at, score.diag);
 #pragma unroll
     for (int r = 0; r < R; ++r)
@@ -55,8 +57,16 @@ __device__ __forceinline__ void modify_and_mask(Frag&& s, At&& at, const M& mask
             at(r, e, i, j);
             Acc& x = s(r, e);
             if constexpr (Score::kTransforms) x = score.logit(x, dist(i, j));
-            if (needs_mask && !mask.visible(i, j)) x = -Num<Acc>::inf();
+            if (MASKED && !mask.visible(i, j)) x = -Num<Acc>::inf();
         }
+}
+template <typename Acc, int R, int E, class Frag, class At, class M, class Score>
+__device__ __forceinline__ void modify_and_mask(Frag&& s, At&& at, const M& mask, const Score& score,
+                                                bool needs_mask) {
+    if (needs_mask)
+        modify_and_mask_tile<true, Acc, R, E>(s, at, mask, score);
+    else if constexpr (Score::kTransforms)
+        modify_and_mask_tile<false, Acc, R, E>(s, at, mask, score);
 }
 
 // -- the online softmax: running max m (u units) and this thread's part of the running sum l
