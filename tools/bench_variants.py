@@ -1,17 +1,24 @@
 """Issue 11's two speed targets, measured quickly on one GPU (experiments/variants.yaml is the
 full sweep): a sliding window of 4096 keys at T = 32768 against dense causal attention, TFLOP/s
 of visible scores only (target >= 0.9), and the forward time of softcap and ALiBi over plain
-attention at d = 128 (target <= 1.10), float16, median of 10 timed calls between CUDA events.
+attention at d = 128 (target <= 1.10), float16.
 
-    python tools/bench_variants.py [--parts window,modifiers] [--backward]
+Each timing is the median of 10 calls between CUDA events. A ratio is the median over --rounds
+rounds of the ratio within a round: a round times the reference (dense causal, or plain
+attention) and every configuration once, in an order rotated by one each round, so that the
+GPU's clock drift, which moved single ratios by up to 15% between calls (NOTES v17), falls on
+both sides of each ratio alike. The min and max over rounds are printed beside the median.
 
---backward also times the backward of each score modifier against plain attention's (from the
-same residuals' shapes; informative, issue 11's target is the forward's).
+    python tools/bench_variants.py [--parts window,modifiers] [--backward] [--rounds 3]
+
+--backward also times the backward of each score modifier against plain attention's
+(informative, issue 11's target is the forward's).
 """
 from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -22,11 +29,14 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--parts", default="window,modifiers")
     ap.add_argument("--backward", action="store_true")
+    ap.add_argument("--rounds", type=int, default=3)
     a = ap.parse_args(argv)
     parts = a.parts.split(",")
     unknown = set(parts) - {"window", "modifiers"}
     if unknown:
         ap.error(f"--parts: unknown {sorted(unknown)} (window, modifiers)")
+    if a.rounds < 1:
+        ap.error(f"--rounds={a.rounds}: at least 1")
     import cupy as cp
     import numpy as np
 
@@ -35,48 +45,73 @@ def main(argv=None):
     rng = np.random.default_rng(0)
     rand = lambda *s: cp.asarray(rng.standard_normal(s).astype(np.float16))
     if "window" in parts:
-        window_vs_causal(cp, cuflash, Mask, rand)
+        window_vs_causal(cp, cuflash, Mask, rand, a.rounds)
     if "modifiers" in parts:
-        modifiers(cp, cuflash, np, rand, a.backward)
+        modifiers(cp, cuflash, np, rand, a.backward, a.rounds)
 
 
-def window_vs_causal(cp, cuflash, Mask, rand):
+def rounds_of(cp, fns: dict, rounds: int) -> dict:
+    """name -> list of per-round times (ms) of each fn, the order rotated by one each round."""
+    names = list(fns)
+    times = {n: [] for n in names}
+    for r in range(rounds):
+        for n in names[r % len(names):] + names[:r % len(names)]:
+            times[n].append(_time(cp, fns[n]))
+    return times
+
+
+def ratio(num: list, den: list) -> str:
+    """'median (min-max)' of the per-round ratios num[r] / den[r]."""
+    rs = [a / b for a, b in zip(num, den)]
+    return f"{statistics.median(rs):.3f} ({min(rs):.3f}-{max(rs):.3f})"
+
+
+def window_vs_causal(cp, cuflash, Mask, rand, rounds):
     d, T, H = 128, 32768, 16
     q, k, v, do = (rand(1, H, T, d) for _ in range(4))
-    print(f"window vs causal, T={T}, d={d}, H={H}, float16 (visible TFLOP/s)")
-    rates = {}
-    for name, window in (("causal", None), ("window 4096", (4095, 0))):
+    print(f"window vs causal, T={T}, d={d}, H={H}, float16 (visible TFLOP/s; ratios of "
+          f"TFLOP/s, median of {rounds} rounds)")
+    cases = {"causal": None, "window 4096": (4095, 0)}
+    flops, fns = {}, {}
+    for name, window in cases.items():
         vis = Mask.make(causal=True, window=window).visible_pairs(T, T)
-        flops = 4.0 * H * vis * d
-        out, res = cuflash.attention(q, k, v, causal=True, window=window, return_residuals=True)
-        f = flops / _time(cp, lambda: cuflash.attention(q, k, v, causal=True, window=window)) / 1e9
-        b = 2.5 * flops / _time(cp, lambda: cuflash.attention_backward(do, res)) / 1e9
-        rates[name] = (f, b)
+        flops[name] = 4.0 * H * vis * d
+        res = cuflash.attention(q, k, v, causal=True, window=window, return_residuals=True)[1]
+        fns[name + " fwd"] = lambda w=window: cuflash.attention(q, k, v, causal=True, window=w)
+        fns[name + " bwd"] = lambda r=res: cuflash.attention_backward(do, r)
+    t = rounds_of(cp, fns, rounds)
+    for name in cases:
+        f = flops[name] / statistics.median(t[name + " fwd"]) / 1e9
+        b = 2.5 * flops[name] / statistics.median(t[name + " bwd"]) / 1e9
         print(f"  {name:12} fwd {f:7.1f}  bwd {b:7.1f}")
-    print(f"  ratio        fwd {rates['window 4096'][0] / rates['causal'][0]:.3f}  "
-          f"bwd {rates['window 4096'][1] / rates['causal'][1]:.3f}  (target >= 0.9)")
+    # visible-TFLOP/s ratio = (flops_w / t_w) / (flops_c / t_c)
+    scale = flops["window 4096"] / flops["causal"]
+    for p in ("fwd", "bwd"):
+        rs = [scale * c / w for w, c in zip(t[f"window 4096 {p}"], t[f"causal {p}"])]
+        print(f"  ratio {p}    {statistics.median(rs):.3f} ({min(rs):.3f}-{max(rs):.3f})"
+              "  (target >= 0.9)")
 
 
-def modifiers(cp, cuflash, np, rand, backward):
+def modifiers(cp, cuflash, np, rand, backward, rounds):
     d, T, B, H = 128, 8192, 2, 16
     q, k, v, do = (rand(B, H, T, d) for _ in range(4))
     slopes = cp.asarray((2.0 ** (-8.0 * np.arange(1, H + 1) / H)).astype(np.float32))
-    print(f"score modifiers, time / plain, T={T}, B={B}, d={d} (target: forward <= 1.10)")
-
-    def fwd_bwd(causal, **kw):
-        f = _time(cp, lambda: cuflash.attention(q, k, v, causal=causal, **kw))
-        if not backward:
-            return f, None
-        res = cuflash.attention(q, k, v, causal=causal, return_residuals=True, **kw)[1]
-        return f, _time(cp, lambda: cuflash.attention_backward(do, res))
-
+    print(f"score modifiers, time / plain, T={T}, B={B}, d={d}, median of {rounds} rounds "
+          "(target: forward <= 1.10)")
+    kinds = {"plain": {}, "softcap 30": dict(softcap=30.0), "alibi": dict(alibi_slopes=slopes),
+             "both": dict(softcap=30.0, alibi_slopes=slopes)}
     for causal in (False, True):
-        base = fwd_bwd(causal)
-        for name, kw in (("softcap 30", dict(softcap=30.0)), ("alibi", dict(alibi_slopes=slopes)),
-                         ("both", dict(softcap=30.0, alibi_slopes=slopes))):
-            t = fwd_bwd(causal, **kw)
-            bwd = f"  backward {t[1] / base[1]:.3f}" if backward else ""
-            print(f"  causal={causal!s:5} {name:11} forward {t[0] / base[0]:.3f}{bwd}")
+        fns = {}
+        for name, kw in kinds.items():
+            fns[name + " fwd"] = lambda kw=kw: cuflash.attention(q, k, v, causal=causal, **kw)
+            if backward:
+                res = cuflash.attention(q, k, v, causal=causal, return_residuals=True, **kw)[1]
+                fns[name + " bwd"] = lambda r=res: cuflash.attention_backward(do, r)
+        t = rounds_of(cp, fns, rounds)
+        for name in list(kinds)[1:]:
+            bwd = (f"  backward {ratio(t[name + ' bwd'], t['plain bwd'])}" if backward else "")
+            print(f"  causal={causal!s:5} {name:11} forward "
+                  f"{ratio(t[name + ' fwd'], t['plain fwd'])}{bwd}")
 
 
 if __name__ == "__main__":
