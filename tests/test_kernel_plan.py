@@ -229,3 +229,20 @@ def test_warp_specialized_forward_tiles():
     split = plan.KernelSpec("fwd", "float16", 128, ws, plan.Variant("causal", split=True))
     with pytest.raises(ValueError, match="neither split-KV nor a KV cache"):
         plan.validate(split)
+
+
+def test_spill_check_covers_the_register_tight_variants():
+    """`cuflash compile --fail-on-spills` checks every warp-specialized forward also with window,
+    softcap and ALiBi: their consumers' registers are fixed by setmaxnreg, and the causal ALiBi
+    one spilled where the plain kernels did not (NOTES v17)."""
+    from cuflash.gpu.precompile import default_specs
+    specs = default_specs("sm_90")
+    names = {s.name for s in specs}
+    ws = [s for s in specs if s.warp_specialized and s.variant == plan.Variant.of(s.causal)]
+    assert ws, "the sm_90 defaults have warp-specialized forwards"
+    for s in ws:
+        for mask in ("dense", "causal", "window"):
+            for mods in (dict(softcap=True), dict(alibi=True), dict(softcap=True, alibi=True)):
+                v = plan.Variant(mask, **mods)
+                assert f"{s.name.split('_causal')[0]}{v.suffix()}" in names, (s.name, v)
+    assert not any(s.warp_specialized for s in default_specs("sm_80"))

@@ -90,11 +90,34 @@ def _params_type(spec: KernelSpec) -> str:
     return f"cuflash::{struct}<{spec.ctype}, {_acc(spec.dtype)}>"
 
 
+_EXPANDED: dict = {}
+
+
+def _expanded(path: str) -> tuple[str, str]:
+    """expand(path) and its sha256, kept while no file of kernels_cu/ changes (their names and
+    modification times are the key): ``smem_bytes`` asks once per specialization, and ``cuflash
+    compile``'s default_specs ~13000 times (expanding and hashing each time took 3 minutes)."""
+    import hashlib
+    folder = kernel_dir()
+    with os.scandir(folder) as it:
+        stamp = tuple(sorted((e.name, e.stat().st_mtime_ns) for e in it))
+    key = (str(folder), path)
+    hit = _EXPANDED.get(key)
+    if hit is None or hit[0] != stamp:
+        text = expand(path)
+        hit = _EXPANDED[key] = (stamp, text, hashlib.sha256(text.encode()).hexdigest())
+    return hit[1], hit[2]
+
+
+def _mod_src(spec: KernelSpec) -> str:
+    """The C++ of the kernel's mask_mod (defines cuflash::MaskMod_<key>), '' without one."""
+    return f"\n{spec.variant.mod_src}\n" if spec.variant.mod_key else ""
+
+
 def _body(spec: KernelSpec) -> str:
     """The kernel's sources and, when it has one, its mask_mod's C++ (before any instantiation)."""
     _, path = _KERNELS[_kernel_key(spec)]
-    mod = f"\n{spec.variant.mod_src}\n" if spec.variant.mod_key else ""   # defines cuflash::MaskMod_<key>
-    return expand(path) + mod
+    return _expanded(path)[0] + _mod_src(spec)
 
 
 def tile_lists_name(spec: KernelSpec) -> str:
@@ -176,8 +199,10 @@ def smem_bytes(spec: KernelSpec) -> int:
     import hashlib
     import json
     ktype = kernel_type(spec)
-    body = _body(spec)
-    key = hashlib.sha256(f"{ktype}\0{body}".encode()).hexdigest()[:24]
+    _, path = _KERNELS[_kernel_key(spec)]
+    text, digest = _expanded(path)
+    mod = _mod_src(spec)
+    key = hashlib.sha256(f"{ktype}\0{digest}\0{mod}".encode()).hexdigest()[:24]
     if key in _SMEM:
         return _SMEM[key]
     path = cache_dir() / "smem" / f"{key}.json"
@@ -186,7 +211,7 @@ def smem_bytes(spec: KernelSpec) -> int:
         return _SMEM[key]
     except (OSError, ValueError, KeyError):
         pass
-    src = f"{body}\nextern \"C\" __device__ int cuflash_smem_bytes = {ktype}::kSmemBytes;\n"
+    src = f"{text}{mod}\nextern \"C\" __device__ int cuflash_smem_bytes = {ktype}::kSmemBytes;\n"
     value = ptx_globals(src, f"smem_{spec.name}")["cuflash_smem_bytes"]
     _SMEM[key] = value
     try:
