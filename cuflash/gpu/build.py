@@ -109,15 +109,18 @@ def _expanded(path: str) -> tuple[str, str]:
     return hit[1], hit[2]
 
 
-def _mod_src(spec: KernelSpec) -> str:
-    """The C++ of the kernel's mask_mod (defines cuflash::MaskMod_<key>), '' without one."""
-    return f"\n{spec.variant.mod_src}\n" if spec.variant.mod_key else ""
+def _sources(spec: KernelSpec) -> tuple[str, str, str]:
+    """The kernel's expanded sources, their sha256, and its mask_mod's C++ (defines
+    cuflash::MaskMod_<key>; '' without one)."""
+    _, path = _KERNELS[_kernel_key(spec)]
+    text, digest = _expanded(path)
+    return text, digest, f"\n{spec.variant.mod_src}\n" if spec.variant.mod_key else ""
 
 
 def _body(spec: KernelSpec) -> str:
     """The kernel's sources and, when it has one, its mask_mod's C++ (before any instantiation)."""
-    _, path = _KERNELS[_kernel_key(spec)]
-    return _expanded(path)[0] + _mod_src(spec)
+    text, _, mod = _sources(spec)
+    return text + mod
 
 
 def tile_lists_name(spec: KernelSpec) -> str:
@@ -199,9 +202,7 @@ def smem_bytes(spec: KernelSpec) -> int:
     import hashlib
     import json
     ktype = kernel_type(spec)
-    _, path = _KERNELS[_kernel_key(spec)]
-    text, digest = _expanded(path)
-    mod = _mod_src(spec)
+    text, digest, mod = _sources(spec)
     key = hashlib.sha256(f"{ktype}\0{digest}\0{mod}".encode()).hexdigest()[:24]
     if key in _SMEM:
         return _SMEM[key]
