@@ -17,7 +17,9 @@
 //   v5  first wgmma backward: both products of a phase issued as one group, no overlap of the
 //       exponentials with the products inside a warpgroup.
 //   v6  written on the shared mainloop parts; any mask band, softcap, ALiBi.
+//   v18 two warpgroups (8 warps) take turns at the tensor cores (TensorTurns, barrier.cuh).
 #pragma once
+#include "barrier.cuh"
 #include "mainloop.cuh"
 #include "wgmma_tiles.cuh"
 
@@ -65,12 +67,15 @@ struct DkdvWgmma {
         const T* sVw = sm.v + wg * 64 * 64;
 
         using Head = GroupHead<BLOCK_M, BLOCK_N, V, Params, float>;
+        const TensorTurns<NW / 4> turns(wg);
+        turns.start();
         for_each_query_tile<BLOCK_M, NT, Tiles, Head, CpAsyncPipeline<STAGES, STAGES - 1, true>>(
             p, kb,
             [&](int s) { return StagedQuery<T, float>{sm.q[s], sm.dout[s], sm.lse2[s], sm.D[s]}; },
             [&](const Head& head, int t, int i0, const StagedQuery<T, float>& staged) {
                 // -- Sᵀ = K_j Q_iᵀ and dPᵀ = V_j dO_iᵀ for this warpgroup's 64 keys (one group)
                 float st[MS][4], dpt[MS][4];
+                turns.take();
                 wgmma_fence();
 #pragma unroll
                 for (int kk = 0; kk < DP / 16; ++kk) {
@@ -78,6 +83,7 @@ struct DkdvWgmma {
                     MMA_S::ss(dpt, kmajor_desc<BLOCK_N>(sVw, kk), kmajor_desc<BLOCK_M>(staged.dout, kk), kk > 0);
                 }
                 wgmma_commit();
+                turns.pass();
                 wgmma_wait<0>();
                 wgmma_fence_regs(st);
                 wgmma_fence_regs(dpt);
@@ -86,6 +92,7 @@ struct DkdvWgmma {
                 unsigned pa[BLOCK_M / 16][4], sa[BLOCK_M / 16][4];
                 key_tile_probs<T, BLOCK_M>(st, dpt, pa, sa, head, t, i0, j0 + wkey, lane,
                                            staged.lse2, staged.D, Exp2Approx());
+                turns.take();
                 wgmma_fence();
 #pragma unroll
                 for (int kk = 0; kk < BLOCK_M / 16; ++kk) {
@@ -93,12 +100,14 @@ struct DkdvWgmma {
                     MMA_O::template rs<1>(dK, sa[kk], mnmajor_desc<BLOCK_M>(staged.q, kk), 1);
                 }
                 wgmma_commit();
+                turns.pass();
                 wgmma_wait<0>();
                 wgmma_fence_regs(dV);
                 wgmma_fence_regs(dK);
                 wgmma_keep_regs(pa);
                 wgmma_keep_regs(sa);
             });
+        turns.finish();
 
         store_dkdv_fragments<T>(p, kb, dK, dV, wkey, lane);   // dK_j, dV_j summed over the group
     }
@@ -151,6 +160,8 @@ struct DqWgmma {
         const T* sQw = sm.q + wg * 64 * 64;
         const T* sdOw = sm.dout + wg * 64 * 64;
 
+        const TensorTurns<NW / 4> turns(wg);
+        turns.start();
         for (int t = 0; t < keys.n(); ++t) {
             const int j0 = keys.start(t);
             const int stage = keys.acquire(t);
@@ -159,6 +170,7 @@ struct DqWgmma {
 
             // -- S = Q_i K_jᵀ, dP = dO_i V_jᵀ (one group)
             float s[NS][4], dp[NS][4];
+            turns.take();
             wgmma_fence();
 #pragma unroll
             for (int kk = 0; kk < DP / 16; ++kk) {
@@ -166,6 +178,7 @@ struct DqWgmma {
                 MMA_S::ss(dp, kmajor_desc<BLOCK_M>(sdOw, kk), kmajor_desc<BLOCK_N>(Vs, kk), kk > 0);
             }
             wgmma_commit();
+            turns.pass();
             wgmma_wait<0>();
             wgmma_fence_regs(s);
             wgmma_fence_regs(dp);
@@ -185,16 +198,19 @@ struct DqWgmma {
             unsigned sa[BLOCK_N / 16][4];
 #pragma unroll
             for (int kk = 0; kk < BLOCK_N / 16; ++kk) c_to_a<T>(sa[kk], dp[2 * kk], dp[2 * kk + 1]);
+            turns.take();
             wgmma_fence();
 #pragma unroll
             for (int kk = 0; kk < BLOCK_N / 16; ++kk)
                 MMA_O::template rs<1>(dQ[0], sa[kk], mnmajor_desc<BLOCK_N>(Ks, kk), 1);
             wgmma_commit();
+            turns.pass();
             wgmma_wait<0>();
             wgmma_fence_regs(dQ[0]);
             wgmma_keep_regs(sa);
             keys.release();
         }
+        turns.finish();
         keys.drain();
 
         // -- dQ_i = scale · Σ_j dS_ij K_j, staged in this warp's own Q rows for 16-byte stores

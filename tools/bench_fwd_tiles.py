@@ -1,12 +1,14 @@
-"""Forward TFLOP/s of cuflash tiles against torch's cuDNN and FlashAttention-2 backends, in one
-process on one GPU: FlashAttention's benchmark shapes (batch·T = 16384, heads·d = 2048),
+"""Forward (or backward) TFLOP/s of cuflash tiles against torch's cuDNN and FlashAttention-2
+backends, in one process on one GPU: FlashAttention's benchmark shapes (batch·T = 16384, heads·d = 2048),
 float16/bfloat16, d = 64/128, causal and not. Each round times every method of a cell once
 (median of --reps calls between CUDA events), the order rotated round by round; a cell's figure
 is the median over rounds, and each ratio the median of the per-round ratios (issue 13's
-"forward >= 1.05x cuDNN" reads the cudnn column).
+"forward >= 1.05x cuDNN" reads the cudnn column). --pass bwd times the backward alone from the
+forward's residuals (torch: autograd.grad on a kept graph), TFLOP/s by 2.5 times the forward's
+FLOPs.
 
     python tools/bench_fwd_tiles.py --tiles 128x128x8x3,128x128x12x2 [--T 2048,4096,8192,16384]
-        [--d 64,128] [--dtypes float16,bfloat16] [--rounds 5] [--json out.json]
+        [--d 64,128] [--dtypes float16,bfloat16] [--rounds 5] [--pass fwd|bwd] [--json out.json]
 
 A tile is block_m x block_n x num_warps x num_stages of kernel 'wgmma'; 'default' is the library's
 own choice. torch is imported for the comparison only (cuflash never imports it).
@@ -41,6 +43,7 @@ def main(argv=None):
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--no-torch", action="store_true")
+    ap.add_argument("--pass", dest="pass_", choices=("fwd", "bwd"), default="fwd")
     ap.add_argument("--json")
     a = ap.parse_args(argv)
     import cupy as cp
@@ -73,12 +76,30 @@ def main(argv=None):
                     rng = np.random.default_rng(T + d)
                     q, k, v = (cp.asarray(rng.standard_normal((B, H, T, d)).astype(npdt))
                                for _ in range(3))
-                    flops = 4.0 * B * H * T * T * d * (0.5 if causal else 1.0)
+                    bwd = a.pass_ == "bwd"
+                    flops = 4.0 * B * H * T * T * d * (0.5 if causal else 1.0) * (2.5 if bwd else 1)
+                    dout = cp.asarray(rng.standard_normal((B, H, T, d)).astype(npdt))
+                    res = cuflash.attention(q, k, v, causal=causal, return_residuals=True)[1] \
+                        if bwd else None
                     fns = {}
                     for name, m in methods.items():
-                        if name.startswith("cuflash"):
+                        if name.startswith("cuflash") and bwd:
+                            fns[name] = (lambda m=m: cuflash.attention_backward(dout, res, tile=m))
+                        elif name.startswith("cuflash"):
                             fns[name] = (lambda m=m: cuflash.attention(q, k, v, causal=causal,
                                                                        tile=m))
+                        elif bwd:
+                            leaves = tuple(torch.from_dlpack(x).requires_grad_(True)
+                                           for x in (q, k, v))
+                            with sdpa_kernel(m):
+                                tout = torch.nn.functional.scaled_dot_product_attention(
+                                    *leaves, is_causal=causal)
+                            tdo = torch.from_dlpack(dout)
+
+                            def run(m=m, tout=tout, leaves=leaves, tdo=tdo):
+                                with sdpa_kernel(m):
+                                    torch.autograd.grad(tout, leaves, tdo, retain_graph=True)
+                            fns[name] = run
                         else:
                             tq, tk, tv = (torch.from_dlpack(x) for x in (q, k, v))
 
@@ -109,7 +130,7 @@ def main(argv=None):
                     print(f"{dt:8} {d:3} {causal!s:6} {T:6} "
                           + " ".join(f"{med[n]:22.1f}" for n in names) + "   "
                           + " ".join(f"{x:.3f}" for x in ratio.values()), flush=True)
-                    del q, k, v, fns
+                    del q, k, v, dout, res, fns
     if a.json:
         with open(a.json, "w") as f:
             json.dump(dict(methods=names, cells=results), f, indent=1)
