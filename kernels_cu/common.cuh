@@ -18,24 +18,18 @@ __device__ __forceinline__ float ex2_approx(float x) {
     return y;
 }
 
-// tanh(k·x) for k > 0 = sign(x)·(1 - e) / (1 + e) with e = 2^(-2·log2(e)·k·|x|) in (0, 1]: one
-// special-function op (ex2.approx). The reciprocal of a = 1 + e, which lies in (1, 2], runs on
-// the FMA pipe: the minimax quadratic (32a² - 144a + 210) / 99 (relative error at most 1/99:
-// 1 - a·p(a) = -T3(2a - 3) / 99) and two Newton steps (error squared each: 1.0e-4, 1.0e-8).
-// Absolute error about 1.3e-7 against float64 tanh (emulated with exactly rounded 2^x; x = ±1e-8
-// … 12); 0 and ±1 exact at x = 0 and where e flushes to 0. The special-function unit does 16 ops
-// per SM per clock against the FMA pipe's 128, and softcap's forward is bound by it: with
-// __fdividef's reciprocal (a second special-function op) softcap cost 1.48-1.55x of plain forward
-// (NOTES v17). tanhf's range reduction and polynomial cost about 20 more ops; tanh.approx.f32
-// (one op) has relative error 2^-11: lse, kept in float32, then misses its float32 criterion by
-// 1-3x with softcap (H200, NOTES v10).
+// tanh(k·x) = 1 - 2 / (2^(2·log2(e)·k·x) + 1) from two special-function ops (ex2.approx and
+// __fdividef's reciprocal) and three FMA-pipe ops (k folds into the exponent's multiply); absolute
+// error about 2.4e-7 against float64 tanh, 1 and -1 exactly where 2^(...) overflows or flushes to
+// 0. A form with one special-function op (the reciprocal of 1 + e, e = 2^(-2·log2(e)·k·|x|), by a
+// minimax quadratic and two Newton steps on the FMA pipe, ~12 more ops) was slower on the H200:
+// softcap 1.66 / 1.65x of plain forward against this form's 1.37 / 1.47 (non-causal / causal,
+// same call, NOTES v17-v18): the consumer warps are bound by instruction issue before the
+// special-function unit. tanhf's range reduction and polynomial cost about 20 more ops;
+// tanh.approx.f32 (one op) has relative error 2^-11: lse, kept in float32, then misses its
+// float32 criterion by 1-3x with softcap (H200, NOTES v10).
 __device__ __forceinline__ float tanh_fast(float x, float k = 1.f) {
-    const float e = ex2_approx(fabsf(x) * (k * float(-2.0 * kLog2e)));
-    const float a = 1.f + e;
-    float r = fmaf(fmaf(a, 32.f / 99.f, -144.f / 99.f), a, 210.f / 99.f);
-    r = fmaf(r, fmaf(-a, r, 1.f), r);
-    r = fmaf(r, fmaf(-a, r, 1.f), r);
-    return copysignf((1.f - e) * r, x);
+    return 1.f - __fdividef(2.f, ex2_approx(x * (k * float(2.0 * kLog2e))) + 1.f);
 }
 
 // The PTX name of a 16-bit storage type in a tensor-core instruction ("f16", "bf16"). An asm

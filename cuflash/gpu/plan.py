@@ -349,13 +349,12 @@ def specs_for(dtype, head_dim: int, tile: TileConfig, variant, backward: bool,
         return [KernelSpec("fwd", name, dp, tile, variant)]
     if deterministic:
         dq_tile = tile
-        if tile.kernel == "wgmma":
-            # the dQ kernel holds 16·num_warps query rows (64 per warpgroup) as the dK/dV kernel
-            # holds 16·num_warps keys: it takes the tile transposed, so that both kernels run
-            # the same warpgroups (and their turns at the tensor cores)
-            dq_tile = tile.replace(block_m=tile.block_n, block_n=tile.block_m)
-        elif tile.kernel == "mma" and tile.block_m < 16 * tile.num_warps:
-            # the dQ kernel gives each warp 16 query rows: its warp count follows block_m
+        if (tile.kernel == "mma" and tile.block_m < 16 * tile.num_warps) or (
+                tile.kernel == "wgmma" and tile.block_m in (64, 128, 256)):
+            # the dQ kernel gives each warp 16 query rows (wgmma: exactly 16, 64 per warpgroup):
+            # its warp count follows block_m (taking the tile transposed instead, so that a 64 ×
+            # 128 × 8-warp tile ran 8 warps in both kernels, was 6-11% slower at d = 64 on the
+            # H200, with the warpgroups' turns in both kernels against neither: NOTES v18)
             dq_tile = tile.replace(num_warps=tile.block_m // 16)
         elif tile.kernel == "dmma" and tile.block_m < 8 * tile.num_warps:
             dq_tile = tile.replace(num_warps=tile.block_m // 8)   # 8 query rows per warp
