@@ -17,7 +17,8 @@
 //   v5  first wgmma backward: both products of a phase issued as one group, no overlap of the
 //       exponentials with the products inside a warpgroup.
 //   v6  written on the shared mainloop parts; any mask band, softcap, ALiBi.
-//   v18 two warpgroups (8 warps) take turns at the tensor cores (TensorTurns, barrier.cuh).
+//   v18 DkdvWgmma's two warpgroups (8 warps) take turns at the tensor cores (TensorTurns,
+//       barrier.cuh); the dQ kernel runs 4 warps at every default tile and keeps its order.
 #pragma once
 #include "barrier.cuh"
 #include "mainloop.cuh"
@@ -160,8 +161,6 @@ struct DqWgmma {
         const T* sQw = sm.q + wg * 64 * 64;
         const T* sdOw = sm.dout + wg * 64 * 64;
 
-        const TensorTurns<NW / 4> turns(wg);
-        turns.start();
         for (int t = 0; t < keys.n(); ++t) {
             const int j0 = keys.start(t);
             const int stage = keys.acquire(t);
@@ -170,7 +169,6 @@ struct DqWgmma {
 
             // -- S = Q_i K_jᵀ, dP = dO_i V_jᵀ (one group)
             float s[NS][4], dp[NS][4];
-            turns.take();
             wgmma_fence();
 #pragma unroll
             for (int kk = 0; kk < DP / 16; ++kk) {
@@ -178,7 +176,6 @@ struct DqWgmma {
                 MMA_S::ss(dp, kmajor_desc<BLOCK_M>(sdOw, kk), kmajor_desc<BLOCK_N>(Vs, kk), kk > 0);
             }
             wgmma_commit();
-            turns.pass();
             wgmma_wait<0>();
             wgmma_fence_regs(s);
             wgmma_fence_regs(dp);
@@ -198,19 +195,16 @@ struct DqWgmma {
             unsigned sa[BLOCK_N / 16][4];
 #pragma unroll
             for (int kk = 0; kk < BLOCK_N / 16; ++kk) c_to_a<T>(sa[kk], dp[2 * kk], dp[2 * kk + 1]);
-            turns.take();
             wgmma_fence();
 #pragma unroll
             for (int kk = 0; kk < BLOCK_N / 16; ++kk)
                 MMA_O::template rs<1>(dQ[0], sa[kk], mnmajor_desc<BLOCK_N>(Ks, kk), 1);
             wgmma_commit();
-            turns.pass();
             wgmma_wait<0>();
             wgmma_fence_regs(dQ[0]);
             wgmma_keep_regs(sa);
             keys.release();
         }
-        turns.finish();
         keys.drain();
 
         // -- dQ_i = scale · Σ_j dS_ij K_j, staged in this warp's own Q rows for 16-byte stores
