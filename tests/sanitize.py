@@ -45,8 +45,10 @@ HOPPER_CASES = [  # sm_90 only: the wgmma kernels (no atomic-dQ mode)
 
 
 def main():
-    """``python tests/sanitize.py [kv]``: every case, or with ``kv`` the decode path alone (the
-    KV-cache kernels, the append, split-KV's merge, the key-split and float64 tensor-core cases)."""
+    """``python tests/sanitize.py [kv | case DTYPE D]``: every case, or with ``kv`` the decode path
+    alone (the KV-cache kernels, the append, split-KV's merge, the key-split and float64
+    tensor-core cases), or with ``case`` the cases of that dtype and head dim alone (no KV cache):
+    a sanitizer run that stopped part way finishes in pieces."""
     cp = cupy_module()
     from cuflash.gpu import ops
     ops._GROUP_RANKS = 2   # GQA below: G = 4 in two ranks (gpu/ops.py, _group_ranks)
@@ -55,17 +57,24 @@ def main():
     from cuflash.gpu.ops import device_arch
     arch = device_arch()
     extra = KEY_SPLIT_CASES + (FP64_TC_CASES if has_fp64_tensor_cores(arch) else [])
-    if sys.argv[1:] == ["kv"]:
+    args = sys.argv[1:]
+    if args == ["kv"]:
         cases = extra
     else:
         cases = CASES + extra + (HOPPER_CASES if arch == "sm_90" else [])
+    if args[:1] == ["case"]:
+        if len(args) != 3 or args[1] not in DTYPES or not args[2].isdigit():
+            sys.exit(f"usage: sanitize.py case DTYPE D (DTYPE one of {sorted(DTYPES)}), got {args}")
+        cases = [c for c in cases if c[0] == args[1] and c[1] == int(args[2])]
+        if not cases:
+            sys.exit(f"sanitize.py: no case with dtype {args[1]} and d = {args[2]} on {arch}")
     T, S = 77, 45
     docs = cp.asarray(np.cumsum(rng.random((2, S)) < 0.1, axis=1).astype(np.int32))
     options = {"dense": {}, "causal": dict(causal=True),
                "window_softcap_alibi": dict(window=(9, 3), softcap=2.0,
                                             alibi_slopes=cp.asarray([0.3, 0.1], dtype=cp.float32)),
                "mask_mod": dict(causal=True, mask_mod=MaskMod("doc[h, j] != (i % 3)", doc=docs))}
-    if sys.argv[1:] == ["kv"]:   # the decode path first
+    if args == ["kv"]:   # the decode path first
         for dt in DTYPES:
             kv_cache(cp, rng, dt)
     for dt, d, ft, bt in cases:
@@ -81,7 +90,7 @@ def main():
             cp.cuda.Device().synchronize()
             print(f"ok {dt} d={d} {name} fwd={ft.short()} bwd={bt.short()}")
         layouts(cp, rng, dt, d, ft, bt)
-    if sys.argv[1:] != ["kv"]:
+    if not args:
         for dt in DTYPES:
             kv_cache(cp, rng, dt)
 
