@@ -5,7 +5,6 @@
 //                 has come; wait(parity) returns once the phase of that parity has completed.
 //   StageRing     the stage and the phase parity of tile t in a ring of STAGES buffers
 //   NamedBarrier  bar.sync / bar.arrive on a hardware barrier id 1..15 (0 is __syncthreads)
-//   TensorTurns   the warpgroups of a block take turns issuing their groups of products
 //   give_regs, take_regs  setmaxnreg: a warpgroup gives registers up (the producer) or takes
 //                 them (the consumers); every thread starts with the kernel's own count.
 #pragma once
@@ -60,36 +59,6 @@ struct NamedBarrier {
     }
     __device__ __forceinline__ void arrive() const {
         asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
-    }
-};
-
-// Warpgroups 0..NC-1 of a block issue their groups of wgmma products in turn (FlashAttention-3's
-// warp scheduler barriers): warpgroup c takes its turn (waits until c - 1 has issued; c = 0 waits
-// for NC - 1's previous group), issues one group, and passes the turn on, so that while one
-// warpgroup's products hold the tensor cores another computes its exponentials. Every warpgroup
-// must issue the same number of groups. Barrier ids 1..NC, 256 threads each (the warpgroup
-// that waits and the one that passes). start() is the first turn's pass (warpgroup 0 goes
-// first) and finish() takes the last warpgroup's final pass, so every bar.arrive meets a bar.sync
-// however many groups were issued, none included. NC = 1: no turns.
-template <int NC>
-struct TensorTurns {
-    NamedBarrier mine, next;
-    bool first, last;
-
-    __device__ __forceinline__ explicit TensorTurns(int c)
-        : mine{1 + c, 256}, next{1 + (c + 1) % NC, 256}, first(c == 0), last(c == NC - 1) {}
-
-    __device__ __forceinline__ void start() const {
-        if constexpr (NC > 1) if (last) next.arrive();
-    }
-    __device__ __forceinline__ void take() const {
-        if constexpr (NC > 1) mine.sync();
-    }
-    __device__ __forceinline__ void pass() const {
-        if constexpr (NC > 1) next.arrive();
-    }
-    __device__ __forceinline__ void finish() const {
-        if constexpr (NC > 1) if (first) mine.sync();
     }
 };
 

@@ -17,10 +17,7 @@
 //   v5  first wgmma backward: both products of a phase issued as one group, no overlap of the
 //       exponentials with the products inside a warpgroup.
 //   v6  written on the shared mainloop parts; any mask band, softcap, ALiBi.
-//   v18 DkdvWgmma's two warpgroups (8 warps) take turns at the tensor cores (TensorTurns,
-//       barrier.cuh); the dQ kernel runs 4 warps at every default tile and keeps its order.
 #pragma once
-#include "barrier.cuh"
 #include "mainloop.cuh"
 #include "wgmma_tiles.cuh"
 
@@ -68,15 +65,12 @@ struct DkdvWgmma {
         const T* sVw = sm.v + wg * 64 * 64;
 
         using Head = GroupHead<BLOCK_M, BLOCK_N, V, Params, float>;
-        const TensorTurns<NW / 4> turns(wg);
-        turns.start();
         for_each_query_tile<BLOCK_M, NT, Tiles, Head, CpAsyncPipeline<STAGES, STAGES - 1, true>>(
             p, kb,
             [&](int s) { return StagedQuery<T, float>{sm.q[s], sm.dout[s], sm.lse2[s], sm.D[s]}; },
             [&](const Head& head, int t, int i0, const StagedQuery<T, float>& staged) {
                 // -- Sᵀ = K_j Q_iᵀ and dPᵀ = V_j dO_iᵀ for this warpgroup's 64 keys (one group)
                 float st[MS][4], dpt[MS][4];
-                turns.take();
                 wgmma_fence();
 #pragma unroll
                 for (int kk = 0; kk < DP / 16; ++kk) {
@@ -84,7 +78,6 @@ struct DkdvWgmma {
                     MMA_S::ss(dpt, kmajor_desc<BLOCK_N>(sVw, kk), kmajor_desc<BLOCK_M>(staged.dout, kk), kk > 0);
                 }
                 wgmma_commit();
-                turns.pass();
                 wgmma_wait<0>();
                 wgmma_fence_regs(st);
                 wgmma_fence_regs(dpt);
@@ -93,7 +86,6 @@ struct DkdvWgmma {
                 unsigned pa[BLOCK_M / 16][4], sa[BLOCK_M / 16][4];
                 key_tile_probs<T, BLOCK_M>(st, dpt, pa, sa, head, t, i0, j0 + wkey, lane,
                                            staged.lse2, staged.D, Exp2Approx());
-                turns.take();
                 wgmma_fence();
 #pragma unroll
                 for (int kk = 0; kk < BLOCK_M / 16; ++kk) {
@@ -101,14 +93,12 @@ struct DkdvWgmma {
                     MMA_O::template rs<1>(dK, sa[kk], mnmajor_desc<BLOCK_M>(staged.q, kk), 1);
                 }
                 wgmma_commit();
-                turns.pass();
                 wgmma_wait<0>();
                 wgmma_fence_regs(dV);
                 wgmma_fence_regs(dK);
                 wgmma_keep_regs(pa);
                 wgmma_keep_regs(sa);
             });
-        turns.finish();
 
         store_dkdv_fragments<T>(p, kb, dK, dV, wkey, lane);   // dK_j, dV_j summed over the group
     }
