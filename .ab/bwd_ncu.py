@@ -1,5 +1,6 @@
 """Where the wgmma backward's time goes (issue 13): ncu's full set on the dK/dV and dQ kernels of
-the default tile (64 x 64 x 4 warps) and of the 8-warp tile with turns (64 x 128 x 8), fp16,
+the default tile (64 x 64 x 4 warps) and of the 8-warp tile (64 x 128 x 8; call 56 ran it with
+the warpgroups' turns of v18, since removed), fp16,
 d = 128, T = 8192, B = 2, H = 16, non-causal. Run under
     ncu --profile-from-start off --set full -k regex:bwd python .ab/bwd_ncu.py"""
 import cupy as cp
