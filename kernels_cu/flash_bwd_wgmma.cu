@@ -18,8 +18,7 @@
 //       exponentials with the products inside a warpgroup.
 //   v6  written on the shared mainloop parts; any mask band, softcap, ALiBi.
 #pragma once
-#include "mainloop.cuh"
-#include "wgmma_tiles.cuh"
+#include "wgmma_backward.cuh"
 
 namespace cuflash {
 
@@ -27,13 +26,9 @@ template <typename T, int DP, int BLOCK_M, int BLOCK_N, int NT, int STAGES, clas
 struct DkdvWgmma {
     using Params = BwdParams<T, float>;
     static constexpr int NW = NT / 32;
-    static constexpr int MS = BLOCK_M / 8;     // 8-query n-tiles of Sᵀ
-    static constexpr int NO = DP / 8;          // 8-column n-tiles of dK, dV
     static_assert(NW % 4 == 0 && BLOCK_N == 16 * NW, "64 keys per warpgroup");
-    static_assert(BLOCK_M % 16 == 0 && BLOCK_M <= 256 && DP % 64 == 0 && DP <= 256, "tile sizes");
     static_assert(STAGES == 1 || STAGES == 2, "1 or 2 stages");
-    using MMA_S = Wgmma<BLOCK_M, T>;    // Sᵀ, dPᵀ: 64 keys × BLOCK_M queries per warpgroup
-    using MMA_O = Wgmma<DP, T>;         // dK, dV: 64 keys × DP
+    using Step = WgmmaDkdvStep<T, DP, BLOCK_M, BLOCK_N>;   // wgmma_backward.cuh
 
     using Tiles = SwizzledTiles<DP, NT>;   // how a tile is staged (pipeline.cuh)
     struct Smem {                          // 16-bit panels first, each a multiple of 1024 bytes
@@ -51,14 +46,13 @@ struct DkdvWgmma {
         if (!kb.active) return;
         Smem& sm = smem_aligned_1024<Smem>(kSmemBytes);
         const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-        const int g = lane >> 2, t4 = lane & 3;
         const int wg = warp / 4;
         const int j0 = kb.j0, d = p.d;                // first blocks see the most queries
         const int wkey = warp * 16;                   // this warp's first key in the tile
         load_key_rows<BLOCK_N, Tiles>(sm.k, kb, p.k, p.k_stride, d);
         load_key_rows<BLOCK_N, Tiles>(sm.v, kb, p.v, p.v_stride, d);
 
-        float dK[NO][4], dV[NO][4];   // keys wkey + g and wkey + g + 8
+        float dK[Step::NO][4], dV[Step::NO][4];   // keys wkey + g and wkey + g + 8
         zero_fragments(dK);
         zero_fragments(dV);
         const T* sKw = sm.k + wg * 64 * 64;           // this warpgroup's 64 keys of panel 0
@@ -69,35 +63,7 @@ struct DkdvWgmma {
             p, kb,
             [&](int s) { return StagedQuery<T, float>{sm.q[s], sm.dout[s], sm.lse2[s], sm.D[s]}; },
             [&](const Head& head, int t, int i0, const StagedQuery<T, float>& staged) {
-                // -- Sᵀ = K_j Q_iᵀ and dPᵀ = V_j dO_iᵀ for this warpgroup's 64 keys (one group)
-                float st[MS][4], dpt[MS][4];
-                wgmma_fence();
-#pragma unroll
-                for (int kk = 0; kk < DP / 16; ++kk) {
-                    MMA_S::ss(st, kmajor_desc<BLOCK_N>(sKw, kk), kmajor_desc<BLOCK_M>(staged.q, kk), kk > 0);
-                    MMA_S::ss(dpt, kmajor_desc<BLOCK_N>(sVw, kk), kmajor_desc<BLOCK_M>(staged.dout, kk), kk > 0);
-                }
-                wgmma_commit();
-                wgmma_wait<0>();
-                wgmma_fence_regs(st);
-                wgmma_fence_regs(dpt);
-
-                // -- Pᵀ and dSᵀ, and both as A fragments (k = queries)
-                unsigned pa[BLOCK_M / 16][4], sa[BLOCK_M / 16][4];
-                key_tile_probs<T, BLOCK_M>(st, dpt, pa, sa, head, t, i0, j0 + wkey, lane,
-                                           staged.lse2, staged.D, Exp2Approx());
-                wgmma_fence();
-#pragma unroll
-                for (int kk = 0; kk < BLOCK_M / 16; ++kk) {
-                    MMA_O::template rs<1>(dV, pa[kk], mnmajor_desc<BLOCK_M>(staged.dout, kk), 1);
-                    MMA_O::template rs<1>(dK, sa[kk], mnmajor_desc<BLOCK_M>(staged.q, kk), 1);
-                }
-                wgmma_commit();
-                wgmma_wait<0>();
-                wgmma_fence_regs(dV);
-                wgmma_fence_regs(dK);
-                wgmma_keep_regs(pa);
-                wgmma_keep_regs(sa);
+                Step::run(dK, dV, sKw, sVw, head, t, i0, j0 + wkey, lane, staged, NoTurns{});
             });
 
         store_dkdv_fragments<T>(p, kb, dK, dV, wkey, lane);   // dK_j, dV_j summed over the group
