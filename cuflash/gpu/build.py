@@ -56,6 +56,7 @@ _KERNELS = {
     ("bwd_dkdv", "simt"): ("DkdvSimt", "flash_bwd.cu"),
     ("bwd_dkdv", "mma"): ("DkdvMma", "flash_bwd_mma.cu"),
     ("bwd_dkdv", "wgmma"): ("DkdvWgmma", "flash_bwd_wgmma.cu"),
+    ("bwd_dkdv", "wgmma_ws"): ("DkdvWgmmaWs", "flash_bwd_wgmma_ws.cu"),
     ("bwd_dq", "simt"): ("DqSimt", "flash_bwd.cu"),
     ("bwd_dq", "mma"): ("DqMma", "flash_bwd_mma.cu"),
     ("bwd_dq", "wgmma"): ("DqWgmma", "flash_bwd_wgmma.cu"),

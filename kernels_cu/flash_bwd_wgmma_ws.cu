@@ -1,0 +1,135 @@
+// cuflash: the dK/dV backward on Hopper, warp-specialized (sm_90a), float16 / bfloat16.
+// The algorithm is flash_bwd_wgmma.cu's DkdvWgmma (and cuflash/twin.py's); what changes is who
+// does what, as flash_fwd_wgmma_ws.cu does for the forward:
+//   warpgroup 0, the producer, copies the block's K and V tiles once and streams the query tiles
+//     (Q, dO, lse·log2 e, D: stage_q) of every query head of the block's chunk into a ring of
+//     STAGES buffers (cp.async, signalled through mbarriers: barrier.cuh), with few registers;
+//   warpgroups 1..NC, the consumers, each own 64 keys of the tile and run the wgmma dK/dV step
+//     (wgmma_backward.cuh, WgmmaDkdvStep) with the registers the producer gave up.
+// No __syncthreads in the loop: a consumer waits for the query tile it needs (full barriers) and
+// hands the buffer back once its products have read it (empty barriers), so the consumers drift
+// apart and one's exponentials run while the other's products hold the tensor cores. With the
+// block-barrier ring of DkdvWgmma the dK/dV kernel kept the tensor pipe 52% busy with two warps
+// per scheduler, most cycles without an eligible warp (ncu, NOTES v18).
+//
+// Versions (predictions and results in NOTES.md):
+//   v18  first warp-specialized dK/dV kernel: cp.async producer, 2 consumer warpgroups.
+//
+// Grid: (key tiles, chunks·sequences·kv heads) (block.cuh, KeyBlock). Block: NT = 128·(NC + 1)
+// threads, BLOCK_N = 64·NC keys.
+#pragma once
+#include "barrier.cuh"
+#include "wgmma_backward.cuh"
+
+namespace cuflash {
+
+template <typename T, int DP, int BLOCK_M, int BLOCK_N, int NT, int STAGES, class V>
+struct DkdvWgmmaWs {
+    using Params = BwdParams<T, float>;
+    using Block = KeyBlock<BLOCK_N, V, Params>;
+    using Head = GroupHead<BLOCK_M, BLOCK_N, V, Params, float>;
+    using Step = WgmmaDkdvStep<T, DP, BLOCK_M, BLOCK_N>;
+    static constexpr int NC = BLOCK_N / 64;          // consumer warpgroups
+    static_assert(BLOCK_N % 64 == 0 && NT == 128 * (NC + 1),
+                  "one producer and BLOCK_N / 64 consumer warpgroups");
+    static_assert(STAGES >= 2 && STAGES <= 4, "2 to 4 query-tile buffers");
+    using Tiles = SwizzledTiles<DP, 128>;   // the producer warpgroup's copies (pipeline.cuh)
+    using Ring = StageRing<STAGES>;
+    // Registers per thread after the hand-over, within what the block was launched with
+    // (kLaunchRegs per thread: setmaxnreg cannot reach past it, flash_fwd_wgmma_ws.cu). The
+    // consumers hold dK and dV (DP / 2 floats each per thread) beside Sᵀ and dPᵀ.
+    static_assert(NC == 2, "two consumer warpgroups (the register split below)");
+    static constexpr int kLaunchRegs = (65536 / NT) / 8 * 8;
+    static constexpr int kConsumerRegs = DP > 64 ? 224 : 208;
+    static constexpr int kProducerRegs = (kLaunchRegs * NT - 128 * NC * kConsumerRegs) / 128 / 8 * 8;
+    static_assert(kProducerRegs >= 24 && 128 * kProducerRegs + 128 * NC * kConsumerRegs <= kLaunchRegs * NT,
+                  "setmaxnreg within the block's launch registers");
+
+    struct Smem {                          // 16-bit panels first, each a multiple of 1024 bytes
+        T k[BLOCK_N * DP];                 // resident K tile
+        T v[BLOCK_N * DP];                 // resident V tile
+        T q[STAGES][BLOCK_M * DP];         // ring of Q tiles
+        T dout[STAGES][BLOCK_M * DP];      // ring of dO tiles
+        float lse2[STAGES][BLOCK_M];       // lse·log2 e of the streamed queries
+        float D[STAGES][BLOCK_M];
+        Mbarrier kv_full;                  // the resident K and V landed
+        Mbarrier full[STAGES];             // a query tile's copies landed and its lse2, D stored
+        Mbarrier empty[STAGES];            // every consumer warp is done reading it
+    };
+    static constexpr int kSmemBytes = sizeof(Smem) + 1024;   // + alignment of the first panel
+
+    static __device__ __forceinline__ void run(const Params& p) {
+        const Block kb(p);
+        if (!kb.active) return;
+        Smem& sm = smem_aligned_1024<Smem>(kSmemBytes);
+        if (threadIdx.x == 0) {
+            sm.kv_full.init(128);                    // each producer thread's copies
+            for (int s = 0; s < STAGES; ++s) {
+                sm.full[s].init(2 * 128);            // each producer thread's copies and stores
+                sm.empty[s].init(4 * NC);            // one arrival per consumer warp
+            }
+        }
+        __syncthreads();
+        if (threadIdx.x < 128) {
+            give_regs<kProducerRegs>();
+            produce(p, kb, sm);
+            // a group sum over ranks (ranks > 1) meets at block barriers: the producer takes part
+            // with nothing to add
+            store_dkdv<T>(p, kb, [] {}, NoTile{}, NoTile{});
+        } else {
+            take_regs<kConsumerRegs>();
+            consume(p, kb, sm);
+        }
+    }
+
+    // Warpgroup 0: K and V, then each query tile of each query head of the chunk into stage
+    // n % STAGES (n counts tiles over the heads) once the consumers gave it back
+    static __device__ __forceinline__ void produce(const Params& p, const Block& kb, Smem& sm) {
+        load_key_rows<BLOCK_N, Tiles>(sm.k, kb, p.k, p.k_stride, p.d);
+        load_key_rows<BLOCK_N, Tiles>(sm.v, kb, p.v, p.v_stride, p.d);
+        sm.kv_full.arrive_on_copies();
+        int n = 0;
+        for (int c = 0; c < p.group_chunk; ++c) {
+            const Head head(p, kb, c);
+            for (int t = 0; t < head.tiles.n; ++t, ++n) {
+                const Ring r(n);
+                sm.empty[r.stage].wait(r.empty_parity());
+                stage_q<BLOCK_M, 128, Tiles>(sm.q[r.stage], sm.dout[r.stage], sm.lse2[r.stage],
+                                             sm.D[r.stage], p, head.seq,
+                                             head.tiles.start(t, BLOCK_M));
+                sm.full[r.stage].arrive_on_copies();
+                sm.full[r.stage].arrive();   // after this thread's lse2 and D stores (release)
+            }
+        }
+        cp_async_wait<0>();   // nothing in flight when the producer's threads end
+    }
+
+    // Warpgroup 1 + c: keys 64·c .. 64·c + 63 of the tile
+    static __device__ __forceinline__ void consume(const Params& p, const Block& kb, Smem& sm) {
+        const int warp = threadIdx.x / 32 - 4, lane = threadIdx.x % 32;   // among the consumers
+        const int wkey = warp * 16;                                       // its first key
+        float dK[Step::NO][4], dV[Step::NO][4];   // keys wkey + g and wkey + g + 8
+        zero_fragments(dK);
+        zero_fragments(dV);
+        const T* sKw = sm.k + (warp / 4) * 64 * 64;   // this warpgroup's 64 keys of panel 0
+        const T* sVw = sm.v + (warp / 4) * 64 * 64;
+        sm.kv_full.wait(0);
+        int n = 0;
+        for (int c = 0; c < p.group_chunk; ++c) {
+            const Head head(p, kb, c);
+            for (int t = 0; t < head.tiles.n; ++t, ++n) {
+                const Ring r(n);
+                sm.full[r.stage].wait(r.full_parity());
+                fence_proxy_async();
+                Step::run(dK, dV, sKw, sVw, head, t, head.tiles.start(t, BLOCK_M), kb.j0 + wkey,
+                          lane, StagedQuery<T, float>{sm.q[r.stage], sm.dout[r.stage],
+                                                      sm.lse2[r.stage], sm.D[r.stage]},
+                          NoTurns{});
+                if (lane == 0) sm.empty[r.stage].arrive();   // one arrival per warp
+            }
+        }
+        store_dkdv_fragments<T>(p, kb, dK, dV, wkey, lane);   // dK_j, dV_j summed over the group
+    }
+};
+
+}  // namespace cuflash
