@@ -1,5 +1,5 @@
-# call 57 (eleventh session; ~200 s of device time left): the warp-specialized dK/dV kernel's
-# first run: its GPU tests (tiles, variants, GQA ranks), then its speed against the default.
+# call 57 (for the twelfth session, branch ws-backward): the warp-specialized dK/dV and dQ
+# kernels' first run: their GPU tests (tiles, variants, GQA ranks), then speed against the default.
 export PYTHONUNBUFFERED=1 MPLBACKEND=Agg PYTHONPATH=$PWD
 T0=$SECONDS
 XDIST=$(python -c "import xdist" 2>/dev/null && echo "-n 14")

@@ -75,13 +75,10 @@ template <typename T, int DP, int BLOCK_M, int BLOCK_N, int NT, int STAGES, clas
 struct DqWgmma {
     using Params = BwdParams<T, float>;
     static constexpr int NW = NT / 32;
-    static constexpr int NS = BLOCK_N / 8;
     static constexpr int NO = DP / 8;
     static_assert(NW % 4 == 0 && BLOCK_M == 16 * NW, "64 queries per warpgroup");
-    static_assert(BLOCK_N % 16 == 0 && BLOCK_N <= 256 && DP % 64 == 0 && DP <= 256, "tile sizes");
     static_assert(STAGES == 1 || STAGES == 2, "1 or 2 stages");
-    using MMA_S = Wgmma<BLOCK_N, T>;
-    using MMA_O = Wgmma<DP, T>;
+    using Step = WgmmaDqStep<T, DP, BLOCK_M, BLOCK_N>;   // wgmma_backward.cuh
 
     using Tiles = SwizzledTiles<DP, NT>;   // how a tile is staged (pipeline.cuh)
     struct Smem {
@@ -96,7 +93,6 @@ struct DqWgmma {
         if (!blk.active) return;
         Smem& sm = smem_aligned_1024<Smem>(kSmemBytes);
         const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-        const int g = lane >> 2, t4 = lane & 3;
         const int wg = warp / 4;
         const int i0 = blk.i0, d = p.d;
         const int wrow = warp * 16;
@@ -107,12 +103,7 @@ struct DqWgmma {
         keys.prologue();
 
         float lse2[2], Dr[2], dQ[1][NO][4];
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            const int r = wrow + g + h * 8;
-            lse2[h] = lse_log2(r < blk.rows ? p.lse[blk.seq.row(i0 + r)] : 0.f, r < blk.rows);
-            Dr[h] = r < blk.rows ? p.D[blk.seq.row(i0 + r)] : 0.f;
-        }
+        Step::row_stats(lse2, Dr, p, blk, wrow, lane);
         zero_fragments(dQ[0]);
         const T* sQw = sm.q + wg * 64 * 64;
         const T* sdOw = sm.dout + wg * 64 * 64;
@@ -120,45 +111,8 @@ struct DqWgmma {
         for (int t = 0; t < keys.n(); ++t) {
             const int j0 = keys.start(t);
             const int stage = keys.acquire(t);
-            const T* Ks = sm.kv.k[stage];
-            const T* Vs = sm.kv.v[stage];
-
-            // -- S = Q_i K_jᵀ, dP = dO_i V_jᵀ (one group)
-            float s[NS][4], dp[NS][4];
-            wgmma_fence();
-#pragma unroll
-            for (int kk = 0; kk < DP / 16; ++kk) {
-                MMA_S::ss(s, kmajor_desc<BLOCK_M>(sQw, kk), kmajor_desc<BLOCK_N>(Ks, kk), kk > 0);
-                MMA_S::ss(dp, kmajor_desc<BLOCK_M>(sdOw, kk), kmajor_desc<BLOCK_N>(Vs, kk), kk > 0);
-            }
-            wgmma_commit();
-            wgmma_wait<0>();
-            wgmma_fence_regs(s);
-            wgmma_fence_regs(dp);
-
-            // -- dS = P ∘ (dP - D) · g in place of dP (rows r = h: g / g + 8)
-            bwd_probs<float, 2, 2 * NS>(
-                [&](int r, int e) -> float& { return s[e >> 1][2 * r + (e & 1)]; },
-                [&](int r, int e) -> float& { return dp[e >> 1][2 * r + (e & 1)]; },
-                [&](int r, int e, int& i, int& j) {
-                    i = i0 + wrow + g + r * 8;
-                    j = j0 + (e >> 1) * 8 + 2 * t4 + (e & 1);
-                },
-                [&](int r, int) { return lse2[r]; }, [&](int r, int) { return Dr[r]; },
-                blk.mask, blk.score, keys.needs_mask(t, j0), Exp2Approx());
-
-            // -- dS as A fragments (k = keys); dQ_i += dS_ij K_j with K read MN-major
-            unsigned sa[BLOCK_N / 16][4];
-#pragma unroll
-            for (int kk = 0; kk < BLOCK_N / 16; ++kk) c_to_a<T>(sa[kk], dp[2 * kk], dp[2 * kk + 1]);
-            wgmma_fence();
-#pragma unroll
-            for (int kk = 0; kk < BLOCK_N / 16; ++kk)
-                MMA_O::template rs<1>(dQ[0], sa[kk], mnmajor_desc<BLOCK_N>(Ks, kk), 1);
-            wgmma_commit();
-            wgmma_wait<0>();
-            wgmma_fence_regs(dQ[0]);
-            wgmma_keep_regs(sa);
+            Step::run(dQ[0], sQw, sdOw, sm.kv.k[stage], sm.kv.v[stage], i0, wrow, j0, lane, lse2,
+                      Dr, blk.mask, blk.score, keys.needs_mask(t, j0));
             keys.release();
         }
         keys.drain();

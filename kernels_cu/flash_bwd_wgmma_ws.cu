@@ -1,4 +1,4 @@
-// cuflash: the dK/dV backward on Hopper, warp-specialized (sm_90a), float16 / bfloat16.
+// cuflash: the backward on Hopper, warp-specialized (sm_90a), float16 / bfloat16.
 // The algorithm is flash_bwd_wgmma.cu's DkdvWgmma (and cuflash/twin.py's); what changes is who
 // does what, as flash_fwd_wgmma_ws.cu does for the forward:
 //   warpgroup 0, the producer, copies the block's K and V tiles once and streams the query tiles
@@ -13,10 +13,10 @@
 // per scheduler, most cycles without an eligible warp (ncu, NOTES v18).
 //
 // Versions (predictions and results in NOTES.md):
-//   v18  first warp-specialized dK/dV kernel: cp.async producer, 2 consumer warpgroups.
+//   v18  first warp-specialized dK/dV and dQ kernels: cp.async producer, 2 consumer warpgroups.
 //
 // Grid: (key tiles, chunks·sequences·kv heads) (block.cuh, KeyBlock). Block: NT = 128·(NC + 1)
-// threads, BLOCK_N = 64·NC keys.
+// threads, BLOCK_N = 64·NC keys. DqWgmmaWs below: the dQ pass, warp-specialized the same way.
 #pragma once
 #include "barrier.cuh"
 #include "wgmma_backward.cuh"
@@ -129,6 +129,108 @@ struct DkdvWgmmaWs {
             }
         }
         store_dkdv_fragments<T>(p, kb, dK, dV, wkey, lane);   // dK_j, dV_j summed over the group
+    }
+};
+
+// The dQ pass the same way: the producer copies the block's Q and dO tiles once and streams
+// the K/V tiles it sees into a ring (kv_stream, as the warp-specialized forward's producer);
+// warpgroups 1..NC each own 64 queries and run the wgmma dQ step (WgmmaDqStep) against each
+// K/V tile, handing the buffer back after their dQ product. Grid: (query tiles, sequences·heads)
+// (block.cuh, QueryBlock). Block: NT = 128·(NC + 1) threads, BLOCK_M = 64·NC queries.
+template <typename T, int DP, int BLOCK_M, int BLOCK_N, int NT, int STAGES, class V>
+struct DqWgmmaWs {
+    using Params = BwdParams<T, float>;
+    using Block = QueryBlock<BLOCK_M, V, Params, float>;
+    using Step = WgmmaDqStep<T, DP, BLOCK_M, BLOCK_N>;
+    static constexpr int NC = BLOCK_M / 64;          // consumer warpgroups
+    static_assert(BLOCK_M % 64 == 0 && NT == 128 * (NC + 1),
+                  "one producer and BLOCK_M / 64 consumer warpgroups");
+    static_assert(STAGES >= 2 && STAGES <= 4, "2 to 4 K/V buffers");
+    using Tiles = SwizzledTiles<DP, 128>;   // the producer warpgroup's copies (pipeline.cuh)
+    using Ring = StageRing<STAGES>;
+    static_assert(NC == 2, "two consumer warpgroups (the register split below)");
+    static constexpr int kLaunchRegs = (65536 / NT) / 8 * 8;
+    static constexpr int kConsumerRegs = 216;   // dQ (DP / 2 floats per thread), S and dP
+    static constexpr int kProducerRegs = (kLaunchRegs * NT - 128 * NC * kConsumerRegs) / 128 / 8 * 8;
+    static_assert(kProducerRegs >= 24 && 128 * kProducerRegs + 128 * NC * kConsumerRegs <= kLaunchRegs * NT,
+                  "setmaxnreg within the block's launch registers");
+
+    struct Smem {                          // 16-bit panels first, each a multiple of 1024 bytes
+        T q[BLOCK_M * DP];                 // resident Q tile; later each warp's dQ rows
+        T dout[BLOCK_M * DP];              // resident dO tile
+        KVRing<T, STAGES, BLOCK_N * DP> kv;
+        Mbarrier q_full;                   // the resident Q and dO landed
+        Mbarrier full[STAGES];             // a K/V tile's copies landed
+        Mbarrier empty[STAGES];            // every consumer warp is done reading it
+    };
+    static constexpr int kSmemBytes = sizeof(Smem) + 1024;   // + alignment of the first panel
+
+    static __device__ __forceinline__ void run(const Params& p) {
+        const Block blk(p);
+        if (!blk.active) return;
+        Smem& sm = smem_aligned_1024<Smem>(kSmemBytes);
+        if (threadIdx.x == 0) {
+            sm.q_full.init(128);                     // each producer thread's copies
+            for (int s = 0; s < STAGES; ++s) {
+                sm.full[s].init(128);
+                sm.empty[s].init(4 * NC);            // one arrival per consumer warp
+            }
+        }
+        __syncthreads();
+        const TileIter kv = blk.template key_tiles<BLOCK_N>();
+        if (threadIdx.x < 128) {
+            give_regs<kProducerRegs>();
+            produce(p, blk, kv, sm);
+        } else {
+            take_regs<kConsumerRegs>();
+            consume(p, blk, kv, sm);
+        }
+    }
+
+    // Warpgroup 0: Q and dO, then K_t and V_t into stage t % STAGES once the consumers gave it back
+    static __device__ __forceinline__ void produce(const Params& p, const Block& blk,
+                                                   const TileIter& kv, Smem& sm) {
+        load_query_rows<BLOCK_M, Tiles>(sm.q, blk, p.q, p.q_stride, p.d);
+        load_query_rows<BLOCK_M, Tiles>(sm.dout, blk, p.dout, p.dout_stride, p.d);
+        sm.q_full.arrive_on_copies();
+        auto kvs = kv_stream<BLOCK_N, Tiles>(blk, p, kv);
+        for (int t = 0; t < kv.n; ++t) {
+            const Ring r(t);
+            sm.empty[r.stage].wait(r.empty_parity());
+            kvs.load(sm.kv.k[r.stage], sm.kv.v[r.stage], t);
+            sm.full[r.stage].arrive_on_copies();
+        }
+        cp_async_wait<0>();   // nothing in flight when the producer's threads end
+    }
+
+    // Warpgroup 1 + c: queries 64·c .. 64·c + 63 of the tile
+    static __device__ __forceinline__ void consume(const Params& p, const Block& blk,
+                                                   const TileIter& kv, Smem& sm) {
+        const int warp = threadIdx.x / 32 - 4, lane = threadIdx.x % 32;   // among the consumers
+        const int wrow = warp * 16;                                       // its first query row
+        float lse2[2], Dr[2], dQ[1][Step::NO][4];
+        Step::row_stats(lse2, Dr, p, blk, wrow, lane);
+        zero_fragments(dQ[0]);
+        const T* sQw = sm.q + (warp / 4) * 64 * 64;   // this warpgroup's 64 queries of panel 0
+        const T* sdOw = sm.dout + (warp / 4) * 64 * 64;
+        sm.q_full.wait(0);
+        fence_proxy_async();
+        for (int t = 0; t < kv.n; ++t) {
+            const Ring r(t);
+            const int j0 = kv.start(t, BLOCK_N);
+            sm.full[r.stage].wait(r.full_parity());
+            fence_proxy_async();
+            Step::run(dQ[0], sQw, sdOw, sm.kv.k[r.stage], sm.kv.v[r.stage], blk.i0, wrow, j0, lane,
+                      lse2, Dr, blk.mask, blk.score, blk.template needs_mask<BLOCK_N>(kv, t, j0));
+            if (lane == 0) sm.empty[r.stage].arrive();   // one arrival per warp
+        }
+        // -- dQ_i = scale · Σ_j dS_ij K_j, staged in this warp's own Q rows (its products are
+        //    done with them) for 16-byte stores
+        float f[1][2] = {{p.scale, p.scale}};
+        store_rows_staged<T, 1, Step::NO, DP>(blk.seq.q_row(p.dq, p.dq_stride, blk.i0), p.d,
+                                              p.dq_stride[2], blk.rows, dQ, f, sm.q,
+                                              [](int r, int c) { return sw128<BLOCK_M>(r, c); },
+                                              wrow, lane);
     }
 };
 

@@ -65,6 +65,79 @@ struct WgmmaDkdvStep {
     }
 };
 
+// One warpgroup's step of a wgmma dQ kernel (DqWgmma, DqWgmmaWs): its 64 resident queries
+// (sQw, sdOw: panel 0 of its rows of the Q and dO tiles) against one staged K/V tile (Ks, Vs,
+// first key j0, the tile needing the per-element rule or not):
+//   S = Q_i K_jᵀ, dP = dO_i V_jᵀ (one group), dS = P ∘ (dP - D) · g in place of dP,
+//   dQ_i += dS_ij K_j (dS as register A operands, K read MN-major).
+// The warp's rows are wrow + g and wrow + g + 8 (lse2, Dr: their lse·log2 e and D); the K/V
+// tile is read by the time it returns.
+template <typename T, int DP, int BLOCK_M, int BLOCK_N>
+struct WgmmaDqStep {
+    static constexpr int NS = BLOCK_N / 8;
+    static constexpr int NO = DP / 8;
+    static_assert(BLOCK_N % 16 == 0 && BLOCK_N <= 256 && DP % 64 == 0 && DP <= 256, "tile sizes");
+    using MMA_S = Wgmma<BLOCK_N, T>;
+    using MMA_O = Wgmma<DP, T>;
+
+    // lse·log2 e and D of the warp's rows wrow + g and wrow + g + 8 of a QueryBlock's tile
+    template <class P, class QB>
+    static __device__ __forceinline__ void row_stats(float (&lse2)[2], float (&Dr)[2], const P& p,
+                                                     const QB& blk, int wrow, int lane) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int r = wrow + (lane >> 2) + h * 8;
+            lse2[h] = lse_log2(r < blk.rows ? p.lse[blk.seq.row(blk.i0 + r)] : 0.f, r < blk.rows);
+            Dr[h] = r < blk.rows ? p.D[blk.seq.row(blk.i0 + r)] : 0.f;
+        }
+    }
+
+    template <class Mask, class Score>
+    static __device__ __forceinline__ void run(float (&dQ)[NO][4], const T* sQw, const T* sdOw,
+                                               const T* Ks, const T* Vs, int i0, int wrow, int j0,
+                                               int lane, const float (&lse2)[2],
+                                               const float (&Dr)[2], const Mask& mask,
+                                               const Score& score, bool needs_mask) {
+        const int g = lane >> 2, t4 = lane & 3;
+        // -- S = Q_i K_jᵀ, dP = dO_i V_jᵀ (one group)
+        float s[NS][4], dp[NS][4];
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < DP / 16; ++kk) {
+            MMA_S::ss(s, kmajor_desc<BLOCK_M>(sQw, kk), kmajor_desc<BLOCK_N>(Ks, kk), kk > 0);
+            MMA_S::ss(dp, kmajor_desc<BLOCK_M>(sdOw, kk), kmajor_desc<BLOCK_N>(Vs, kk), kk > 0);
+        }
+        wgmma_commit();
+        wgmma_wait<0>();
+        wgmma_fence_regs(s);
+        wgmma_fence_regs(dp);
+
+        // -- dS = P ∘ (dP - D) · g in place of dP (rows r = h: g / g + 8)
+        bwd_probs<float, 2, 2 * NS>(
+            [&](int r, int e) -> float& { return s[e >> 1][2 * r + (e & 1)]; },
+            [&](int r, int e) -> float& { return dp[e >> 1][2 * r + (e & 1)]; },
+            [&](int r, int e, int& i, int& j) {
+                i = i0 + wrow + g + r * 8;
+                j = j0 + (e >> 1) * 8 + 2 * t4 + (e & 1);
+            },
+            [&](int r, int) { return lse2[r]; }, [&](int r, int) { return Dr[r]; }, mask, score,
+            needs_mask, Exp2Approx());
+
+        // -- dS as A fragments (k = keys); dQ_i += dS_ij K_j with K read MN-major
+        unsigned sa[BLOCK_N / 16][4];
+#pragma unroll
+        for (int kk = 0; kk < BLOCK_N / 16; ++kk) c_to_a<T>(sa[kk], dp[2 * kk], dp[2 * kk + 1]);
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < BLOCK_N / 16; ++kk)
+            MMA_O::template rs<1>(dQ, sa[kk], mnmajor_desc<BLOCK_N>(Ks, kk), 1);
+        wgmma_commit();
+        wgmma_wait<0>();
+        wgmma_fence_regs(dQ);
+        wgmma_keep_regs(sa);
+    }
+};
+
 // No turns: the warpgroups issue when they are ready (DkdvWgmma)
 struct NoTurns {
     __device__ __forceinline__ void turn() const {}

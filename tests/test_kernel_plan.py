@@ -254,16 +254,18 @@ def test_spill_check_covers_the_register_tight_variants():
 
 def test_warp_specialized_dkdv_specs():
     """A dK/dV tile with a producer warpgroup (block_n = 16·num_warps - 64 = 128 keys on two
-    consumer warpgroups) runs flash_bwd_wgmma_ws.cu, 2 to 4 stages; its dQ pass runs the 4-warp
-    64-key tile."""
+    consumer warpgroups) runs flash_bwd_wgmma_ws.cu, 2 to 4 stages; its dQ pass takes the tile
+    transposed (128 queries on two consumer warpgroups), warp-specialized too."""
     from cuflash.gpu import build
     ws = TileConfig(64, 128, 12, 3, "wgmma")
     dkdv, dq = plan.specs_for("float16", 64, ws, variant=True, backward=True)
-    assert dkdv.warp_specialized and not dq.warp_specialized
+    assert dkdv.warp_specialized and dq.warp_specialized
     assert build.kernel_type(dkdv).startswith("cuflash::DkdvWgmmaWs<__half, 64, 64, 128, 384, 3,")
-    assert (dq.tile.block_m, dq.tile.block_n, dq.tile.num_warps, dq.tile.num_stages) == (64, 64, 4, 2)
+    assert build.kernel_type(dq).startswith("cuflash::DqWgmmaWs<__half, 64, 128, 64, 384, 3,")
     # K, V resident (128 rows); Q, dO in 3 stages (64 rows); lse2 and D; 7 mbarriers; alignment
     assert dkdv.smem_bytes() == (2 * 128 + 2 * 3 * 64) * 64 * 2 + 2 * 3 * 64 * 4 + 7 * 8 + 1024
+    # Q, dO resident (128 rows); K, V in 3 stages (64 rows); 7 mbarriers; alignment
+    assert dq.smem_bytes() == (2 * 128 + 2 * 3 * 64) * 64 * 2 + 7 * 8 + 1024
     plan.check_tile(ws, 128, "bfloat16", backward=True, smem_limit=HOPPER, arch="sm_90")
     with pytest.raises(ValueError, match="2 to 4 stages"):
         plan.check_tile(TileConfig(64, 128, 12, 1, "wgmma"), 64, "float16", backward=True,

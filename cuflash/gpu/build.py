@@ -60,6 +60,7 @@ _KERNELS = {
     ("bwd_dq", "simt"): ("DqSimt", "flash_bwd.cu"),
     ("bwd_dq", "mma"): ("DqMma", "flash_bwd_mma.cu"),
     ("bwd_dq", "wgmma"): ("DqWgmma", "flash_bwd_wgmma.cu"),
+    ("bwd_dq", "wgmma_ws"): ("DqWgmmaWs", "flash_bwd_wgmma_ws.cu"),
     ("fwd", "dmma"): ("FwdDmma", "flash_fwd_dmma.cu"),
     ("bwd_dkdv", "dmma"): ("DkdvDmma", "flash_bwd_dmma.cu"),
     ("bwd_dq", "dmma"): ("DqDmma", "flash_bwd_dmma.cu"),

@@ -133,14 +133,13 @@ class KernelSpec:
     @property
     def warp_specialized(self) -> bool:
         """A wgmma kernel with a producer warpgroup beside its consumer warpgroups: the forward
-        with block_m / 64 of them (kernels_cu/flash_fwd_wgmma_ws.cu, block_m = 16·num_warps -
-        64), the dK/dV kernel with block_n / 64 (flash_bwd_wgmma_ws.cu, block_n = 16·num_warps -
-        64)."""
+        and the dQ kernel with block_m / 64 of them (kernels_cu/flash_fwd_wgmma_ws.cu,
+        flash_bwd_wgmma_ws.cu; block_m = 16·num_warps - 64), the dK/dV kernel with block_n / 64
+        (flash_bwd_wgmma_ws.cu; block_n = 16·num_warps - 64)."""
         t = self.tile
-        if self.role == "fwd":
+        if self.role in ("fwd", "bwd_dq"):
             return t.warp_specialized
-        return self.role == "bwd_dkdv" and t.kernel == "wgmma" and \
-            16 * t.num_warps == t.block_n + 64
+        return t.kernel == "wgmma" and 16 * t.num_warps == t.block_n + 64
 
     @property
     def arch(self) -> str | None:
@@ -243,6 +242,12 @@ def _validate_wgmma(spec: KernelSpec, where: str) -> None:
                              f"warpgroups: block_n = 128, num_warps = 12")
         if not 2 <= t.num_stages <= 4:
             raise ValueError(f"{where}: the warp-specialized dK/dV kernel needs 2 to 4 stages")
+    elif spec.role == "bwd_dq" and spec.warp_specialized:
+        if t.block_m != 128:
+            raise ValueError(f"{where}: the warp-specialized dQ kernel has two consumer "
+                             f"warpgroups: block_m = 128, num_warps = 12")
+        if not 2 <= t.num_stages <= 4:
+            raise ValueError(f"{where}: the warp-specialized dQ kernel needs 2 to 4 stages")
     elif spec.role == "bwd_dkdv":
         if t.block_n != 16 * t.num_warps:
             raise ValueError(f"{where}: block_n must be 64 keys per warpgroup of 4 warps "
@@ -363,10 +368,10 @@ def specs_for(dtype, head_dim: int, tile: TileConfig, variant, backward: bool,
     if deterministic:
         dq_tile = tile
         if tile.kernel == "wgmma" and 16 * tile.num_warps == tile.block_n + 64:
-            # a warp-specialized dK/dV tile: the dQ kernel runs the 4-warp 64-key default
-            # (flash_bwd_wgmma.cu; 128 keys per step on 4 warps was 43% slower, NOTES v18)
-            dq_tile = tile.replace(num_warps=tile.block_m // 16, block_n=64,
-                                   num_stages=min(tile.num_stages, 2))
+            # a warp-specialized dK/dV tile (block_n keys on block_n / 64 consumer warpgroups):
+            # the dQ kernel takes it transposed, block_n queries on as many consumers, also
+            # warp-specialized (flash_bwd_wgmma_ws.cu)
+            dq_tile = tile.replace(block_m=tile.block_n, block_n=tile.block_m)
         elif (tile.kernel == "mma" and tile.block_m < 16 * tile.num_warps) or (
                 tile.kernel == "wgmma" and tile.block_m in (64, 128, 256)):
             # the dQ kernel gives each warp 16 query rows (wgmma: exactly 16, 64 per warpgroup):
