@@ -31,14 +31,7 @@ struct DkdvWgmma {
     using Step = WgmmaDkdvStep<T, DP, BLOCK_M, BLOCK_N>;   // wgmma_backward.cuh
 
     using Tiles = SwizzledTiles<DP, NT>;   // how a tile is staged (pipeline.cuh)
-    struct Smem {                          // 16-bit panels first, each a multiple of 1024 bytes
-        T k[BLOCK_N * DP];                 // resident K tile
-        T v[BLOCK_N * DP];                 // resident V tile
-        T q[STAGES][BLOCK_M * DP];         // ring of Q tiles
-        T dout[STAGES][BLOCK_M * DP];      // ring of dO tiles
-        float lse2[STAGES][BLOCK_M];       // lse·log2 e of the streamed queries
-        float D[STAGES][BLOCK_M];
-    };
+    using Smem = DkdvTiles<T, DP, BLOCK_M, BLOCK_N, STAGES>;
     static constexpr int kSmemBytes = sizeof(Smem) + 1024;   // + alignment of the first panel
 
     static __device__ __forceinline__ void run(const Params& p) {
@@ -81,11 +74,7 @@ struct DqWgmma {
     using Step = WgmmaDqStep<T, DP, BLOCK_M, BLOCK_N>;   // wgmma_backward.cuh
 
     using Tiles = SwizzledTiles<DP, NT>;   // how a tile is staged (pipeline.cuh)
-    struct Smem {
-        T q[BLOCK_M * DP];               // resident Q tile; later each warp's dQ rows
-        T dout[BLOCK_M * DP];            // resident dO tile
-        KVRing<T, STAGES, BLOCK_N * DP> kv;
-    };
+    using Smem = DqTiles<T, DP, BLOCK_M, BLOCK_N, STAGES>;
     static constexpr int kSmemBytes = sizeof(Smem) + 1024;
 
     static __device__ __forceinline__ void run(const Params& p) {

@@ -35,26 +35,16 @@ struct DkdvWgmmaWs {
     static_assert(STAGES >= 2 && STAGES <= 4, "2 to 4 query-tile buffers");
     using Tiles = SwizzledTiles<DP, 128>;   // the producer warpgroup's copies (pipeline.cuh)
     using Ring = StageRing<STAGES>;
-    // Registers per thread after the hand-over, within what the block was launched with
-    // (kLaunchRegs per thread: setmaxnreg cannot reach past it, flash_fwd_wgmma_ws.cu). The
-    // consumers hold dK and dV (DP / 2 floats each per thread) beside Sᵀ and dPᵀ.
+    // Registers per thread after the hand-over (barrier.cuh, RegisterSplit): the consumers hold
+    // dK and dV (DP / 2 floats each per thread) beside Sᵀ and dPᵀ; the producer at 40 spilled
+    // 8-12 bytes at d = 128 (232 / 40), 56 does not.
     static_assert(NC == 2, "two consumer warpgroups (the register split below)");
-    static constexpr int kLaunchRegs = (65536 / NT) / 8 * 8;
-    static constexpr int kConsumerRegs = DP > 64 ? 224 : 208;
-    static constexpr int kProducerRegs = (kLaunchRegs * NT - 128 * NC * kConsumerRegs) / 128 / 8 * 8;
-    static_assert(kProducerRegs >= 24 && 128 * kProducerRegs + 128 * NC * kConsumerRegs <= kLaunchRegs * NT,
-                  "setmaxnreg within the block's launch registers");
+    using Split = RegisterSplit<NT, NC, (DP > 64 ? 224 : 208)>;
 
-    struct Smem {                          // 16-bit panels first, each a multiple of 1024 bytes
-        T k[BLOCK_N * DP];                 // resident K tile
-        T v[BLOCK_N * DP];                 // resident V tile
-        T q[STAGES][BLOCK_M * DP];         // ring of Q tiles
-        T dout[STAGES][BLOCK_M * DP];      // ring of dO tiles
-        float lse2[STAGES][BLOCK_M];       // lse·log2 e of the streamed queries
-        float D[STAGES][BLOCK_M];
+    struct Smem : DkdvTiles<T, DP, BLOCK_M, BLOCK_N, STAGES> {
         Mbarrier kv_full;                  // the resident K and V landed
-        Mbarrier full[STAGES];             // a query tile's copies landed and its lse2, D stored
-        Mbarrier empty[STAGES];            // every consumer warp is done reading it
+        StageBarriers<STAGES> q_bar;       // full: a query tile's copies landed and its lse2, D
+                                           // stored; empty: every consumer warp is done with it
     };
     static constexpr int kSmemBytes = sizeof(Smem) + 1024;   // + alignment of the first panel
 
@@ -63,23 +53,18 @@ struct DkdvWgmmaWs {
         if (!kb.active) return;
         Smem& sm = smem_aligned_1024<Smem>(kSmemBytes);
         if (threadIdx.x == 0) {
-            sm.kv_full.init(128);                    // each producer thread's copies
-            for (int s = 0; s < STAGES; ++s) {
-                sm.full[s].init(2 * 128);            // each producer thread's copies and stores
-                sm.empty[s].init(4 * NC);            // one arrival per consumer warp
-            }
+            sm.kv_full.init(128);            // each producer thread's copies
+            sm.q_bar.init(2 * 128, 4 * NC);  // its copies and stores; one arrival per consumer warp
         }
         __syncthreads();
-        if (threadIdx.x < 128) {
-            give_regs<kProducerRegs>();
-            produce(p, kb, sm);
-            // a group sum over ranks (ranks > 1) meets at block barriers: the producer takes part
-            // with nothing to add
-            store_dkdv<T>(p, kb, [] {}, NoTile{}, NoTile{});
-        } else {
-            take_regs<kConsumerRegs>();
-            consume(p, kb, sm);
-        }
+        specialize<Split>(
+            [&] {
+                produce(p, kb, sm);
+                // a group sum over ranks (ranks > 1) meets at block barriers: the producer takes
+                // part with nothing to add
+                store_dkdv<T>(p, kb, [] {}, NoTile{}, NoTile{});
+            },
+            [&] { consume(p, kb, sm); });
     }
 
     // Warpgroup 0: K and V, then each query tile of each query head of the chunk into stage
@@ -93,12 +78,12 @@ struct DkdvWgmmaWs {
             const Head head(p, kb, c);
             for (int t = 0; t < head.tiles.n; ++t, ++n) {
                 const Ring r(n);
-                sm.empty[r.stage].wait(r.empty_parity());
+                sm.q_bar.empty[r.stage].wait(r.empty_parity());
                 stage_q<BLOCK_M, 128, Tiles>(sm.q[r.stage], sm.dout[r.stage], sm.lse2[r.stage],
                                              sm.D[r.stage], p, head.seq,
                                              head.tiles.start(t, BLOCK_M));
-                sm.full[r.stage].arrive_on_copies();
-                sm.full[r.stage].arrive();   // after this thread's lse2 and D stores (release)
+                sm.q_bar.full[r.stage].arrive_on_copies();
+                sm.q_bar.full[r.stage].arrive();   // after this thread's lse2 and D stores (release)
             }
         }
         cp_async_wait<0>();   // nothing in flight when the producer's threads end
@@ -119,13 +104,13 @@ struct DkdvWgmmaWs {
             const Head head(p, kb, c);
             for (int t = 0; t < head.tiles.n; ++t, ++n) {
                 const Ring r(n);
-                sm.full[r.stage].wait(r.full_parity());
+                sm.q_bar.full[r.stage].wait(r.full_parity());
                 fence_proxy_async();
                 Step::run(dK, dV, sKw, sVw, head, t, head.tiles.start(t, BLOCK_M), kb.j0 + wkey,
                           lane, StagedQuery<T, float>{sm.q[r.stage], sm.dout[r.stage],
                                                       sm.lse2[r.stage], sm.D[r.stage]},
                           NoTurns{});
-                if (lane == 0) sm.empty[r.stage].arrive();   // one arrival per warp
+                if (lane == 0) sm.q_bar.empty[r.stage].arrive();   // one arrival per warp
             }
         }
         store_dkdv_fragments<T>(p, kb, dK, dV, wkey, lane);   // dK_j, dV_j summed over the group
@@ -149,19 +134,12 @@ struct DqWgmmaWs {
     using Tiles = SwizzledTiles<DP, 128>;   // the producer warpgroup's copies (pipeline.cuh)
     using Ring = StageRing<STAGES>;
     static_assert(NC == 2, "two consumer warpgroups (the register split below)");
-    static constexpr int kLaunchRegs = (65536 / NT) / 8 * 8;
-    static constexpr int kConsumerRegs = 216;   // dQ (DP / 2 floats per thread), S and dP
-    static constexpr int kProducerRegs = (kLaunchRegs * NT - 128 * NC * kConsumerRegs) / 128 / 8 * 8;
-    static_assert(kProducerRegs >= 24 && 128 * kProducerRegs + 128 * NC * kConsumerRegs <= kLaunchRegs * NT,
-                  "setmaxnreg within the block's launch registers");
+    using Split = RegisterSplit<NT, NC, 216>;   // dQ (DP / 2 floats per thread), S and dP
 
-    struct Smem {                          // 16-bit panels first, each a multiple of 1024 bytes
-        T q[BLOCK_M * DP];                 // resident Q tile; later each warp's dQ rows
-        T dout[BLOCK_M * DP];              // resident dO tile
-        KVRing<T, STAGES, BLOCK_N * DP> kv;
+    struct Smem : DqTiles<T, DP, BLOCK_M, BLOCK_N, STAGES> {
         Mbarrier q_full;                   // the resident Q and dO landed
-        Mbarrier full[STAGES];             // a K/V tile's copies landed
-        Mbarrier empty[STAGES];            // every consumer warp is done reading it
+        StageBarriers<STAGES> kv_bar;      // full: a K/V tile's copies landed; empty: every
+                                           // consumer warp is done reading it
     };
     static constexpr int kSmemBytes = sizeof(Smem) + 1024;   // + alignment of the first panel
 
@@ -170,21 +148,12 @@ struct DqWgmmaWs {
         if (!blk.active) return;
         Smem& sm = smem_aligned_1024<Smem>(kSmemBytes);
         if (threadIdx.x == 0) {
-            sm.q_full.init(128);                     // each producer thread's copies
-            for (int s = 0; s < STAGES; ++s) {
-                sm.full[s].init(128);
-                sm.empty[s].init(4 * NC);            // one arrival per consumer warp
-            }
+            sm.q_full.init(128);             // each producer thread's copies
+            sm.kv_bar.init(128, 4 * NC);     // its copies; one arrival per consumer warp
         }
         __syncthreads();
         const TileIter kv = blk.template key_tiles<BLOCK_N>();
-        if (threadIdx.x < 128) {
-            give_regs<kProducerRegs>();
-            produce(p, blk, kv, sm);
-        } else {
-            take_regs<kConsumerRegs>();
-            consume(p, blk, kv, sm);
-        }
+        specialize<Split>([&] { produce(p, blk, kv, sm); }, [&] { consume(p, blk, kv, sm); });
     }
 
     // Warpgroup 0: Q and dO, then K_t and V_t into stage t % STAGES once the consumers gave it back
@@ -196,9 +165,9 @@ struct DqWgmmaWs {
         auto kvs = kv_stream<BLOCK_N, Tiles>(blk, p, kv);
         for (int t = 0; t < kv.n; ++t) {
             const Ring r(t);
-            sm.empty[r.stage].wait(r.empty_parity());
+            sm.kv_bar.empty[r.stage].wait(r.empty_parity());
             kvs.load(sm.kv.k[r.stage], sm.kv.v[r.stage], t);
-            sm.full[r.stage].arrive_on_copies();
+            sm.kv_bar.full[r.stage].arrive_on_copies();
         }
         cp_async_wait<0>();   // nothing in flight when the producer's threads end
     }
@@ -218,11 +187,11 @@ struct DqWgmmaWs {
         for (int t = 0; t < kv.n; ++t) {
             const Ring r(t);
             const int j0 = kv.start(t, BLOCK_N);
-            sm.full[r.stage].wait(r.full_parity());
+            sm.kv_bar.full[r.stage].wait(r.full_parity());
             fence_proxy_async();
             Step::run(dQ[0], sQw, sdOw, sm.kv.k[r.stage], sm.kv.v[r.stage], blk.i0, wrow, j0, lane,
                       lse2, Dr, blk.mask, blk.score, blk.template needs_mask<BLOCK_N>(kv, t, j0));
-            if (lane == 0) sm.empty[r.stage].arrive();   // one arrival per warp
+            if (lane == 0) sm.kv_bar.empty[r.stage].arrive();   // one arrival per warp
         }
         // -- dQ_i = scale · Σ_j dS_ij K_j, staged in this warp's own Q rows (its products are
         //    done with them) for 16-byte stores

@@ -236,18 +236,15 @@ def _validate_wgmma(spec: KernelSpec, where: str) -> None:
                          f"deterministic=True (or a kernel='mma' tile for atomic dQ)")
     if t.num_warps % 4:
         raise ValueError(f"{where}: num_warps must be a multiple of 4 (warpgroups)")
-    if spec.role == "bwd_dkdv" and spec.warp_specialized:
-        if t.block_n != 128:
-            raise ValueError(f"{where}: the warp-specialized dK/dV kernel has two consumer "
-                             f"warpgroups: block_n = 128, num_warps = 12")
+    if spec.role != "fwd" and spec.warp_specialized:
+        # flash_bwd_wgmma_ws.cu: 128 keys (dK/dV) or queries (dQ) on two consumer warpgroups
+        kernel, rows, n = (("dK/dV", "block_n", t.block_n) if spec.role == "bwd_dkdv" else
+                           ("dQ", "block_m", t.block_m))
+        if n != 128:
+            raise ValueError(f"{where}: the warp-specialized {kernel} kernel has two consumer "
+                             f"warpgroups: {rows} = 128, num_warps = 12")
         if not 2 <= t.num_stages <= 4:
-            raise ValueError(f"{where}: the warp-specialized dK/dV kernel needs 2 to 4 stages")
-    elif spec.role == "bwd_dq" and spec.warp_specialized:
-        if t.block_m != 128:
-            raise ValueError(f"{where}: the warp-specialized dQ kernel has two consumer "
-                             f"warpgroups: block_m = 128, num_warps = 12")
-        if not 2 <= t.num_stages <= 4:
-            raise ValueError(f"{where}: the warp-specialized dQ kernel needs 2 to 4 stages")
+            raise ValueError(f"{where}: the warp-specialized {kernel} kernel needs 2 to 4 stages")
     elif spec.role == "bwd_dkdv":
         if t.block_n != 16 * t.num_warps:
             raise ValueError(f"{where}: block_n must be 64 keys per warpgroup of 4 warps "
