@@ -1,9 +1,15 @@
 # call 57 (for the twelfth session, branch ws-backward): the warp-specialized dK/dV and dQ
-# kernels' first run: their GPU tests (tiles, variants, GQA ranks), then speed against the default.
+# kernels' first run: their GPU tests (tiles, variants, GQA ranks), speed against the default
+# backward tile (and cuDNN), then compute-sanitizer on the float16 d = 128 cases (the ws tile's).
 export PYTHONUNBUFFERED=1 MPLBACKEND=Agg PYTHONPATH=$PWD
 T0=$SECONDS
 XDIST=$(python -c "import xdist" 2>/dev/null && echo "-n 14")
-timeout 110 python -m pytest -q -x $XDIST -p no:cacheprovider tests/test_gpu_kernels.py tests/test_variants.py tests/test_gqa.py -k "w12_s2-bwd or w12_s3-bwd or wgmma_ws or warp_specialized_dkdv" > $OUT/tests.txt 2>&1
+timeout 150 python -m pytest -q -x $XDIST -p no:cacheprovider tests/test_gpu_kernels.py tests/test_variants.py tests/test_gqa.py -k "w12_s2-bwd or w12_s3-bwd or wgmma_ws or warp_specialized_dkdv" > $OUT/tests.txt 2>&1
 echo "tests rc=$? at $((SECONDS - T0)) s"; tail -4 $OUT/tests.txt
-timeout 60 python tools/bench_fwd_tiles.py --pass bwd --tiles default,64x128x12x2 --T 16384 --d 64,128 --dtypes float16 --rounds 3 > $OUT/bwd_ws.txt 2>&1
-echo "end at $((SECONDS - T0)) s"; grep -v "^ *$" $OUT/bwd_ws.txt | tail -6
+timeout 90 python tools/bench_fwd_tiles.py --pass bwd --tiles default,64x128x12x2,64x128x12x3 --T 4096,16384 --d 64,128 --dtypes float16 --rounds 3 > $OUT/bwd_ws.txt 2>&1
+echo "bench at $((SECONDS - T0)) s"
+timeout 100 python tests/sanitize.py case float16 128 > $OUT/sanitize_warm.txt 2>&1
+timeout 90 compute-sanitizer --tool memcheck --error-exitcode 1 python tests/sanitize.py case float16 128 > $OUT/memcheck.txt 2>&1; echo "memcheck rc=$?"
+timeout 120 compute-sanitizer --tool racecheck --error-exitcode 1 python tests/sanitize.py case float16 128 > $OUT/racecheck.txt 2>&1; echo "racecheck rc=$?"
+echo "end at $((SECONDS - T0)) s"; grep -v "^ *$" $OUT/bwd_ws.txt | tail -9
+grep -E "SUMMARY" $OUT/memcheck.txt $OUT/racecheck.txt
