@@ -50,6 +50,11 @@ def main():
     alone (the KV-cache kernels, the append, split-KV's merge, the key-split and float64
     tensor-core cases), or with ``case`` the cases of that dtype and head dim alone (no KV cache):
     a sanitizer run that stopped part way finishes in pieces."""
+    args = sys.argv[1:]
+    if args not in ([], ["kv"]) and (len(args) != 3 or args[0] != "case" or args[1] not in DTYPES
+                                     or not args[2].isdigit()):
+        sys.exit(f"usage: sanitize.py [kv | case DTYPE D] (DTYPE one of {sorted(DTYPES)}), "
+                 f"got {args}")
     cp = cupy_module()
     from cuflash.gpu import ops
     ops._GROUP_RANKS = 2   # GQA below: G = 4 in two ranks (gpu/ops.py, _group_ranks)
@@ -58,14 +63,11 @@ def main():
     from cuflash.gpu.ops import device_arch
     arch = device_arch()
     extra = KEY_SPLIT_CASES + (FP64_TC_CASES if has_fp64_tensor_cores(arch) else [])
-    args = sys.argv[1:]
     if args == ["kv"]:
         cases = extra
     else:
         cases = CASES + extra + (HOPPER_CASES if arch == "sm_90" else [])
     if args[:1] == ["case"]:
-        if len(args) != 3 or args[1] not in DTYPES or not args[2].isdigit():
-            sys.exit(f"usage: sanitize.py case DTYPE D (DTYPE one of {sorted(DTYPES)}), got {args}")
         cases = [c for c in cases if c[0] == args[1] and c[1] == int(args[2])]
         if not cases:
             sys.exit(f"sanitize.py: no case with dtype {args[1]} and d = {args[2]} on {arch}")
