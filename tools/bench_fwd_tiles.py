@@ -78,9 +78,10 @@ def main(argv=None):
                                for _ in range(3))
                     bwd = a.pass_ == "bwd"
                     flops = 4.0 * B * H * T * T * d * (0.5 if causal else 1.0) * (2.5 if bwd else 1)
-                    dout = cp.asarray(rng.standard_normal((B, H, T, d)).astype(npdt))
-                    res = cuflash.attention(q, k, v, causal=causal, return_residuals=True)[1] \
-                        if bwd else None
+                    dout = res = None
+                    if bwd:   # the backward from the forward's residuals, against dout
+                        dout = cp.asarray(rng.standard_normal((B, H, T, d)).astype(npdt))
+                        res = cuflash.attention(q, k, v, causal=causal, return_residuals=True)[1]
                     fns = {}
                     for name, m in methods.items():
                         if name.startswith("cuflash") and bwd:

@@ -372,9 +372,7 @@ def specs_for(dtype, head_dim: int, tile: TileConfig, variant, backward: bool,
         elif (tile.kernel == "mma" and tile.block_m < 16 * tile.num_warps) or (
                 tile.kernel == "wgmma" and tile.block_m in (64, 128, 256)):
             # the dQ kernel gives each warp 16 query rows (wgmma: exactly 16, 64 per warpgroup):
-            # its warp count follows block_m (taking the tile transposed instead, so that a 64 ×
-            # 128 × 8-warp tile ran 8 warps in both kernels, was 6-11% slower at d = 64 on the
-            # H200, with the warpgroups' turns in both kernels against neither: NOTES v18)
+            # its warp count follows block_m
             dq_tile = tile.replace(num_warps=tile.block_m // 16)
         elif tile.kernel == "dmma" and tile.block_m < 8 * tile.num_warps:
             dq_tile = tile.replace(num_warps=tile.block_m // 8)   # 8 query rows per warp
