@@ -78,6 +78,11 @@ def test_default_tiles_per_architecture(dtype, causal):
     assert fwd90.kernel == "wgmma"
     bwd90 = default_tile(128, dtype, backward=True, causal=causal, smem_limit=HOPPER, arch="sm_90")
     assert bwd90.kernel == "wgmma"
+    # d <= 128: the warp-specialized backward (a producer warpgroup and two consumers)
+    for d in (64, 128):
+        ws = default_tile(d, dtype, backward=True, causal=causal, smem_limit=HOPPER, arch="sm_90")
+        assert (ws.block_m, ws.block_n, ws.num_warps) == (64, 128, 12)
+        assert all(s.warp_specialized for s in plan.specs_for(dtype, d, ws, causal, True))
     atomic = default_tile(128, dtype, backward=True, causal=causal, deterministic=False,
                           smem_limit=HOPPER, arch="sm_90")
     assert atomic.kernel == "mma"
