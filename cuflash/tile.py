@@ -196,8 +196,13 @@ def _wgmma_backward_tiles(head_dim: int) -> list[TileConfig]:
     thread) beside Sᵀ and dPᵀ: only 64 queries per step fit in 255 registers.
     tile_ablation.yaml on the H200 (v5, NOTES.md; float16, T = 8192, TFLOP/s): 64×64 with 4
     warps and 2 stages 290 (d = 64) and 346 (d = 128); 1 stage 288 / 323; 64×128 with 8 warps
-    282 / 313."""
-    return [TileConfig(64, 64, 4, 2, "wgmma")]
+    282 / 313. d <= 128: the warp-specialized kernels first (12 warps: a producer warpgroup
+    streaming query tiles (dK/dV) or key tiles (dQ) and two consumer warpgroups,
+    flash_bwd_wgmma_ws.cu), dK/dV 64 × 128 and dQ 128 × 64 with 2 stages: float16, T = 4096 and
+    16384 (v19, NOTES.md, tools/bench_fwd_tiles.py --pass bwd): 301-353 TFLOP/s at d = 64 and
+    340-429 at d = 128 against 261-291 and 299-349 for 64 × 64 × 4 (0.81-0.94 of cuDNN against
+    0.67-0.80); 3 stages within 3%."""
+    return [TileConfig(64, 128, 12, 2, "wgmma"), TileConfig(64, 64, 4, 2, "wgmma")]
 
 
 def tile_candidates(head_dim: int, dtype, *, backward: bool = False, causal: bool = False,

@@ -4,9 +4,11 @@
 //                 done reading it). Phase k of a barrier completes when its count of arrivals
 //                 has come; wait(parity) returns once the phase of that parity has completed.
 //   StageRing     the stage and the phase parity of tile t in a ring of STAGES buffers
+//   StageBarriers a ring's full and empty barriers
 //   NamedBarrier  bar.sync / bar.arrive on a hardware barrier id 1..15 (0 is __syncthreads)
 //   give_regs, take_regs  setmaxnreg: a warpgroup gives registers up (the producer) or takes
 //                 them (the consumers); every thread starts with the kernel's own count.
+//   RegisterSplit how many each side gets, and specialize: each warpgroup to its side
 #pragma once
 #include "mma.cuh"
 
@@ -52,6 +54,19 @@ struct StageRing {
     __device__ __forceinline__ int empty_parity() const { return parity ^ 1; }
 };
 
+// A ring's barriers: stage s is full once `full` arrivals have come (the producer's threads),
+// empty once `empty` have (one per consumer warp). init: one thread, before a __syncthreads.
+template <int STAGES>
+struct StageBarriers {
+    Mbarrier full[STAGES], empty[STAGES];
+    __device__ __forceinline__ void init(unsigned full_count, unsigned empty_count) {
+        for (int s = 0; s < STAGES; ++s) {
+            full[s].init(full_count);
+            empty[s].init(empty_count);
+        }
+    }
+};
+
 struct NamedBarrier {
     int id, threads;
     __device__ __forceinline__ void sync() const {
@@ -71,6 +86,34 @@ template <int REGS>
 __device__ __forceinline__ void give_regs() {
     static_assert(REGS % 8 == 0 && REGS >= 24 && REGS <= 256, "setmaxnreg: 24..256, multiple of 8");
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(REGS));
+}
+
+// The registers per thread of a warp-specialized block of NT threads after the hand-over: NC
+// consumer warpgroups take CONSUMER each, the producer warpgroup the rest. setmaxnreg moves
+// registers within what the block was launched with (kLaunch per thread, what ptxas gives NT
+// threads under __launch_bounds__(NT, 1): 168 for 384), not the SM's 65536: a split that asks
+// for more makes the consumers' setmaxnreg.inc wait forever (80/216 hung the H200, NOTES v17).
+template <int NT, int NC, int CONSUMER>
+struct RegisterSplit {
+    static_assert(NT == 128 * (NC + 1), "one producer and NC consumer warpgroups");
+    static constexpr int kLaunch = (65536 / NT) / 8 * 8;
+    static constexpr int kConsumer = CONSUMER;
+    static constexpr int kProducer = (kLaunch * NT - 128 * NC * CONSUMER) / 128 / 8 * 8;
+    static_assert(kProducer >= 24 && 128 * kProducer + 128 * NC * CONSUMER <= kLaunch * NT,
+                  "setmaxnreg within the block's launch registers");
+};
+
+// Warpgroup 0 gives registers up and produces, the others take them and consume (Split: a
+// RegisterSplit)
+template <class Split, class Produce, class Consume>
+__device__ __forceinline__ void specialize(Produce&& produce, Consume&& consume) {
+    if (threadIdx.x < 128) {
+        give_regs<Split::kProducer>();
+        produce();
+    } else {
+        take_regs<Split::kConsumer>();
+        consume();
+    }
 }
 
 }  // namespace cuflash

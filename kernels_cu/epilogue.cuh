@@ -207,6 +207,13 @@ __device__ __forceinline__ void group_sum_turn(const Tile& tile, Acc* accum, T* 
     });
 }
 
+// A tile with no elements: store_dkdv's part for threads that hold no sums (a warp-specialized
+// kernel's producer), so that they meet the group sum's block barriers
+struct NoTile {
+    template <class F>
+    __device__ __forceinline__ void each(F&&) const {}
+};
+
 // The dK/dV kernels' end (a KeyBlock `kb`, block.cuh: one key tile and a chunk of the query heads
 // of kv head hk): dK = scale · Σ_h Σ_i dS_ijᵀ Q_i and dV = Σ_h Σ_i P_ijᵀ dO_i over the G query heads
 // h of hk (zero where no query saw the tile); dk_tile, dv_tile hold the sums over this block's

@@ -18,8 +18,7 @@
 //       exponentials with the products inside a warpgroup.
 //   v6  written on the shared mainloop parts; any mask band, softcap, ALiBi.
 #pragma once
-#include "mainloop.cuh"
-#include "wgmma_tiles.cuh"
+#include "wgmma_backward.cuh"
 
 namespace cuflash {
 
@@ -27,23 +26,12 @@ template <typename T, int DP, int BLOCK_M, int BLOCK_N, int NT, int STAGES, clas
 struct DkdvWgmma {
     using Params = BwdParams<T, float>;
     static constexpr int NW = NT / 32;
-    static constexpr int MS = BLOCK_M / 8;     // 8-query n-tiles of Sᵀ
-    static constexpr int NO = DP / 8;          // 8-column n-tiles of dK, dV
     static_assert(NW % 4 == 0 && BLOCK_N == 16 * NW, "64 keys per warpgroup");
-    static_assert(BLOCK_M % 16 == 0 && BLOCK_M <= 256 && DP % 64 == 0 && DP <= 256, "tile sizes");
     static_assert(STAGES == 1 || STAGES == 2, "1 or 2 stages");
-    using MMA_S = Wgmma<BLOCK_M, T>;    // Sᵀ, dPᵀ: 64 keys × BLOCK_M queries per warpgroup
-    using MMA_O = Wgmma<DP, T>;         // dK, dV: 64 keys × DP
+    using Step = WgmmaDkdvStep<T, DP, BLOCK_M, BLOCK_N>;   // wgmma_backward.cuh
 
     using Tiles = SwizzledTiles<DP, NT>;   // how a tile is staged (pipeline.cuh)
-    struct Smem {                          // 16-bit panels first, each a multiple of 1024 bytes
-        T k[BLOCK_N * DP];                 // resident K tile
-        T v[BLOCK_N * DP];                 // resident V tile
-        T q[STAGES][BLOCK_M * DP];         // ring of Q tiles
-        T dout[STAGES][BLOCK_M * DP];      // ring of dO tiles
-        float lse2[STAGES][BLOCK_M];       // lse·log2 e of the streamed queries
-        float D[STAGES][BLOCK_M];
-    };
+    using Smem = DkdvTiles<T, DP, BLOCK_M, BLOCK_N, STAGES>;
     static constexpr int kSmemBytes = sizeof(Smem) + 1024;   // + alignment of the first panel
 
     static __device__ __forceinline__ void run(const Params& p) {
@@ -51,14 +39,13 @@ struct DkdvWgmma {
         if (!kb.active) return;
         Smem& sm = smem_aligned_1024<Smem>(kSmemBytes);
         const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-        const int g = lane >> 2, t4 = lane & 3;
         const int wg = warp / 4;
         const int j0 = kb.j0, d = p.d;                // first blocks see the most queries
         const int wkey = warp * 16;                   // this warp's first key in the tile
         load_key_rows<BLOCK_N, Tiles>(sm.k, kb, p.k, p.k_stride, d);
         load_key_rows<BLOCK_N, Tiles>(sm.v, kb, p.v, p.v_stride, d);
 
-        float dK[NO][4], dV[NO][4];   // keys wkey + g and wkey + g + 8
+        float dK[Step::NO][4], dV[Step::NO][4];   // keys wkey + g and wkey + g + 8
         zero_fragments(dK);
         zero_fragments(dV);
         const T* sKw = sm.k + wg * 64 * 64;           // this warpgroup's 64 keys of panel 0
@@ -69,35 +56,7 @@ struct DkdvWgmma {
             p, kb,
             [&](int s) { return StagedQuery<T, float>{sm.q[s], sm.dout[s], sm.lse2[s], sm.D[s]}; },
             [&](const Head& head, int t, int i0, const StagedQuery<T, float>& staged) {
-                // -- Sᵀ = K_j Q_iᵀ and dPᵀ = V_j dO_iᵀ for this warpgroup's 64 keys (one group)
-                float st[MS][4], dpt[MS][4];
-                wgmma_fence();
-#pragma unroll
-                for (int kk = 0; kk < DP / 16; ++kk) {
-                    MMA_S::ss(st, kmajor_desc<BLOCK_N>(sKw, kk), kmajor_desc<BLOCK_M>(staged.q, kk), kk > 0);
-                    MMA_S::ss(dpt, kmajor_desc<BLOCK_N>(sVw, kk), kmajor_desc<BLOCK_M>(staged.dout, kk), kk > 0);
-                }
-                wgmma_commit();
-                wgmma_wait<0>();
-                wgmma_fence_regs(st);
-                wgmma_fence_regs(dpt);
-
-                // -- Pᵀ and dSᵀ, and both as A fragments (k = queries)
-                unsigned pa[BLOCK_M / 16][4], sa[BLOCK_M / 16][4];
-                key_tile_probs<T, BLOCK_M>(st, dpt, pa, sa, head, t, i0, j0 + wkey, lane,
-                                           staged.lse2, staged.D, Exp2Approx());
-                wgmma_fence();
-#pragma unroll
-                for (int kk = 0; kk < BLOCK_M / 16; ++kk) {
-                    MMA_O::template rs<1>(dV, pa[kk], mnmajor_desc<BLOCK_M>(staged.dout, kk), 1);
-                    MMA_O::template rs<1>(dK, sa[kk], mnmajor_desc<BLOCK_M>(staged.q, kk), 1);
-                }
-                wgmma_commit();
-                wgmma_wait<0>();
-                wgmma_fence_regs(dV);
-                wgmma_fence_regs(dK);
-                wgmma_keep_regs(pa);
-                wgmma_keep_regs(sa);
+                Step::run(dK, dV, sKw, sVw, head, t, i0, j0 + wkey, lane, staged, NoTurns{});
             });
 
         store_dkdv_fragments<T>(p, kb, dK, dV, wkey, lane);   // dK_j, dV_j summed over the group
@@ -109,20 +68,13 @@ template <typename T, int DP, int BLOCK_M, int BLOCK_N, int NT, int STAGES, clas
 struct DqWgmma {
     using Params = BwdParams<T, float>;
     static constexpr int NW = NT / 32;
-    static constexpr int NS = BLOCK_N / 8;
     static constexpr int NO = DP / 8;
     static_assert(NW % 4 == 0 && BLOCK_M == 16 * NW, "64 queries per warpgroup");
-    static_assert(BLOCK_N % 16 == 0 && BLOCK_N <= 256 && DP % 64 == 0 && DP <= 256, "tile sizes");
     static_assert(STAGES == 1 || STAGES == 2, "1 or 2 stages");
-    using MMA_S = Wgmma<BLOCK_N, T>;
-    using MMA_O = Wgmma<DP, T>;
+    using Step = WgmmaDqStep<T, DP, BLOCK_M, BLOCK_N>;   // wgmma_backward.cuh
 
     using Tiles = SwizzledTiles<DP, NT>;   // how a tile is staged (pipeline.cuh)
-    struct Smem {
-        T q[BLOCK_M * DP];               // resident Q tile; later each warp's dQ rows
-        T dout[BLOCK_M * DP];            // resident dO tile
-        KVRing<T, STAGES, BLOCK_N * DP> kv;
-    };
+    using Smem = DqTiles<T, DP, BLOCK_M, BLOCK_N, STAGES>;
     static constexpr int kSmemBytes = sizeof(Smem) + 1024;
 
     static __device__ __forceinline__ void run(const Params& p) {
@@ -130,7 +82,6 @@ struct DqWgmma {
         if (!blk.active) return;
         Smem& sm = smem_aligned_1024<Smem>(kSmemBytes);
         const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-        const int g = lane >> 2, t4 = lane & 3;
         const int wg = warp / 4;
         const int i0 = blk.i0, d = p.d;
         const int wrow = warp * 16;
@@ -141,12 +92,7 @@ struct DqWgmma {
         keys.prologue();
 
         float lse2[2], Dr[2], dQ[1][NO][4];
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            const int r = wrow + g + h * 8;
-            lse2[h] = lse_log2(r < blk.rows ? p.lse[blk.seq.row(i0 + r)] : 0.f, r < blk.rows);
-            Dr[h] = r < blk.rows ? p.D[blk.seq.row(i0 + r)] : 0.f;
-        }
+        Step::row_stats(lse2, Dr, p, blk, wrow, lane);
         zero_fragments(dQ[0]);
         const T* sQw = sm.q + wg * 64 * 64;
         const T* sdOw = sm.dout + wg * 64 * 64;
@@ -154,45 +100,8 @@ struct DqWgmma {
         for (int t = 0; t < keys.n(); ++t) {
             const int j0 = keys.start(t);
             const int stage = keys.acquire(t);
-            const T* Ks = sm.kv.k[stage];
-            const T* Vs = sm.kv.v[stage];
-
-            // -- S = Q_i K_jᵀ, dP = dO_i V_jᵀ (one group)
-            float s[NS][4], dp[NS][4];
-            wgmma_fence();
-#pragma unroll
-            for (int kk = 0; kk < DP / 16; ++kk) {
-                MMA_S::ss(s, kmajor_desc<BLOCK_M>(sQw, kk), kmajor_desc<BLOCK_N>(Ks, kk), kk > 0);
-                MMA_S::ss(dp, kmajor_desc<BLOCK_M>(sdOw, kk), kmajor_desc<BLOCK_N>(Vs, kk), kk > 0);
-            }
-            wgmma_commit();
-            wgmma_wait<0>();
-            wgmma_fence_regs(s);
-            wgmma_fence_regs(dp);
-
-            // -- dS = P ∘ (dP - D) · g in place of dP (rows r = h: g / g + 8)
-            bwd_probs<float, 2, 2 * NS>(
-                [&](int r, int e) -> float& { return s[e >> 1][2 * r + (e & 1)]; },
-                [&](int r, int e) -> float& { return dp[e >> 1][2 * r + (e & 1)]; },
-                [&](int r, int e, int& i, int& j) {
-                    i = i0 + wrow + g + r * 8;
-                    j = j0 + (e >> 1) * 8 + 2 * t4 + (e & 1);
-                },
-                [&](int r, int) { return lse2[r]; }, [&](int r, int) { return Dr[r]; },
-                blk.mask, blk.score, keys.needs_mask(t, j0), Exp2Approx());
-
-            // -- dS as A fragments (k = keys); dQ_i += dS_ij K_j with K read MN-major
-            unsigned sa[BLOCK_N / 16][4];
-#pragma unroll
-            for (int kk = 0; kk < BLOCK_N / 16; ++kk) c_to_a<T>(sa[kk], dp[2 * kk], dp[2 * kk + 1]);
-            wgmma_fence();
-#pragma unroll
-            for (int kk = 0; kk < BLOCK_N / 16; ++kk)
-                MMA_O::template rs<1>(dQ[0], sa[kk], mnmajor_desc<BLOCK_N>(Ks, kk), 1);
-            wgmma_commit();
-            wgmma_wait<0>();
-            wgmma_fence_regs(dQ[0]);
-            wgmma_keep_regs(sa);
+            Step::run(dQ[0], sQw, sdOw, sm.kv.k[stage], sm.kv.v[stage], i0, wrow, j0, lane, lse2,
+                      Dr, blk.mask, blk.score, keys.needs_mask(t, j0));
             keys.release();
         }
         keys.drain();

@@ -34,20 +34,12 @@ struct FwdWgmmaWs {
     static_assert(!V::SPLIT && V::CACHE == kNoCache, "split-KV and KV caches run on FwdWgmma");
     using Tiles = SwizzledTiles<DP, 128>;   // the producer warpgroup's copies (pipeline.cuh)
     using Ring = StageRing<STAGES>;
-    // Registers per thread after the hand-over: the producer's few, the consumers' many. setmaxnreg
-    // moves registers within what the block was launched with (kLaunchRegs per thread, what ptxas
-    // gives NT threads under __launch_bounds__(NT, 1): 168 for 384), not the SM's 65536: a split
-    // that asks for more makes the consumers' setmaxnreg.inc wait forever (80/216 hung the H200,
-    // call 52). The producer takes what the consumers leave. d > 64: 216 keeps the causal ALiBi
-    // consumer from spilling 8 bytes (208 did, NOTES v17), the producer gets 72; d = 64: the
-    // producer spills 16 bytes at 72 (its source pointers and the block's setup that the epilogue
-    // reads again), 88/208 spill nowhere.
+    // Registers per thread after the hand-over (barrier.cuh, RegisterSplit): the consumers' many,
+    // the producer's few. d > 64: 216 keeps the causal ALiBi consumer from spilling 8 bytes (208
+    // did, NOTES v17), the producer gets 72; d = 64: the producer spills 16 bytes at 72 (its
+    // source pointers and the block's setup that the epilogue reads again), 88/208 spill nowhere.
     static_assert(NC == 2, "two consumer warpgroups (the register split below)");
-    static constexpr int kLaunchRegs = (65536 / NT) / 8 * 8;
-    static constexpr int kConsumerRegs = DP > 64 ? 216 : 208;
-    static constexpr int kProducerRegs = (kLaunchRegs * NT - 128 * NC * kConsumerRegs) / 128 / 8 * 8;
-    static_assert(128 * kProducerRegs + 128 * NC * kConsumerRegs <= kLaunchRegs * NT,
-                  "setmaxnreg within the block's launch registers");
+    using Split = RegisterSplit<NT, NC, (DP > 64 ? 216 : 208)>;
     static constexpr bool PINGPONG = NC > 1;
 
     struct Smem {                        // 16-bit panels, each a multiple of 1024 bytes
@@ -74,10 +66,10 @@ struct FwdWgmmaWs {
         }
         __syncthreads();
         if (threadIdx.x < 128) {
-            give_regs<kProducerRegs>();
+            give_regs<Split::kProducer>();
             produce(p, blk, blk.template key_tiles<BLOCK_N>(), sm);
         } else {
-            take_regs<kConsumerRegs>();
+            take_regs<Split::kConsumer>();
             const TileIter kv = blk.template key_tiles<BLOCK_N>();
             Consumer(sm, threadIdx.x / 128 - 1, kv.n).run(p, blk, kv);
         }

@@ -139,10 +139,15 @@ __device__ __forceinline__ void bwd_probs_tile(FragS&& s, FragDP&& dp, At&& at, 
             Acc& x = s(r, e);
             Acc g = Acc(1);
             const Acc u = Score::kTransforms ? score.logit_grad(x, dist(i, j), g) : x;
-            const Acc p = exp2(fma(u, score.mul, -lse2(r, e)));
-            x = MASKED && !mask.visible(i, j) ? Acc(0) : p;
+            x = exp2(fma(u, score.mul, -lse2(r, e)));
             Acc& y = dp(r, e);
             y = Score::kTransforms ? x * (y - Dof(r, e)) * g : x * (y - Dof(r, e));
+            if (MASKED) {   // after P and dS, by selects: masking x before dS spilled the ws
+                            // dK/dV kernel's causal softcap + ALiBi variant 700 B (NOTES v19)
+                const bool seen = mask.visible(i, j);
+                x = seen ? x : Acc(0);
+                y = seen ? y : Acc(0);
+            }
         }
 }
 

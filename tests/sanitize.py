@@ -38,8 +38,9 @@ KEY_SPLIT_CASES = [  # the mma forward's key-split layout (flash_fwd_mma.cu v10)
 HOPPER_CASES = [  # sm_90 only: the wgmma kernels (no atomic-dQ mode)
     ("float16", 128, TileConfig(128, 128, 8, 3, "wgmma"), TileConfig(64, 64, 4, 2, "wgmma")),
     ("bfloat16", 72, TileConfig(128, 64, 8, 4, "wgmma"), TileConfig(64, 128, 8, 1, "wgmma")),
-    # the warp-specialized forward (flash_fwd_wgmma_ws.cu: mbarriers, named barriers)
-    ("float16", 128, TileConfig(128, 128, 12, 2, "wgmma"), TileConfig(64, 64, 4, 2, "wgmma")),
+    # the warp-specialized forward and dK/dV kernels (flash_fwd_wgmma_ws.cu, flash_bwd_wgmma_ws.cu:
+    # mbarriers, named barriers; the GQA layout's group sum in two ranks with the producer)
+    ("float16", 128, TileConfig(128, 128, 12, 2, "wgmma"), TileConfig(64, 128, 12, 2, "wgmma")),
     ("bfloat16", 200, TileConfig(128, 64, 12, 2, "wgmma"), TileConfig(32, 32, 4, 1)),
 ]
 

@@ -25,7 +25,9 @@ FAMILIES = [("default-f16", np.float16, None, None, True),
             ("simt-atomic", np.float32, None, TileConfig(16, 16, 4, 1, "simt"), False),
             ("mma", np.float16, TileConfig(64, 32, 4, 1, "mma"), TileConfig(64, 64, 4, 1, "mma"), True),
             ("mma-atomic", np.float16, None, TileConfig(64, 128, 8, 2, "mma"), False),
-            ("wgmma", np.float16, TileConfig(128, 64, 8, 3, "wgmma"), TileConfig(64, 64, 4, 2, "wgmma"), True)]
+            ("wgmma", np.float16, TileConfig(128, 64, 8, 3, "wgmma"), TileConfig(64, 64, 4, 2, "wgmma"), True),
+            ("wgmma-ws", np.float16, TileConfig(128, 128, 12, 2, "wgmma"),
+             TileConfig(64, 128, 12, 2, "wgmma"), True)]
 
 
 def _skip_unsupported(xp, fwd_tile, bwd_tile):

@@ -77,6 +77,32 @@ def test_gqa_group_sum_in_order(dtype, G, ranks, det, monkeypatch):
                 np.testing.assert_array_equal(to_numpy(a), to_numpy(b), err_msg=name)
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("ranks", [1, 2])
+@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize("dtype", [dtype_param("float16"), dtype_param("bfloat16")])
+def test_gqa_warp_specialized_dkdv(dtype, d, ranks, monkeypatch):
+    """The warp-specialized dK/dV kernel (flash_bwd_wgmma_ws.cu) walks the query heads of its
+    chunk through one ring (the producer's tile count runs on over the heads) and, with ranks >
+    1, sums the group through float accumulators at block barriers its producer warpgroup meets
+    too: the oracle criterion and the same bits on a second run."""
+    from cuflash._xp import cupy_module
+    from cuflash.gpu import ops
+    if ops.device_arch() != "sm_90":
+        pytest.skip("wgmma kernels need an sm_90 GPU")
+    monkeypatch.setattr(ops, "_GROUP_RANKS", ranks)
+    xp = cupy_module()
+    tile = TileConfig(64, 128, 12, 2, "wgmma")
+    q, k, v, dout = _inputs(xp, dtype, 4, B=2, T=300, S=333, d=d,
+                            seed=case_seed("gqa-ws", d, ranks))
+    check_dense(xp, q, k, v, dout, dtype=dtype, name=f"ws dK/dV ranks={ranks}",
+                bwd_tile=tile, dets=(True,), causal=True)
+    _, res = cuflash.attention(q, k, v, causal=True, return_residuals=True)
+    a, b = (cuflash.attention_backward(dout, res, tile=tile) for _ in range(2))
+    for name, x, y in zip(("dq", "dk", "dv"), a, b):
+        np.testing.assert_array_equal(to_numpy(x), to_numpy(y), err_msg=name)
+
+
 def test_group_ranks_rule(monkeypatch):
     """The fewest ranks per group (a divisor of G) giving one and a half waves of blocks (the
     dK/dV kernel's resident blocks), G at most; an override wins."""

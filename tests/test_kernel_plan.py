@@ -55,6 +55,10 @@ def test_wgmma_backward_is_deterministic_only_and_16_bit():
     assert dkdv.smem_bytes() == (2 * 128 + 2 * 2 * 64) * 64 * 2 + 2 * 2 * 64 * 4 + 1024
     assert dq.smem_bytes() == (2 * 64 + 2 * 2 * 128) * 64 * 2 + 1024
     with pytest.raises(ValueError, match="64 keys per warpgroup"):
+        plan.check_tile(TileConfig(64, 256, 8, 2, "wgmma"), 64, "float16", backward=True,
+                        smem_limit=HOPPER, arch="sm_90")
+    # 16·num_warps = block_n + 64: a producer warpgroup beside block_n / 64 consumers
+    with pytest.raises(ValueError, match="two consumer warpgroups: block_n = 128"):
         plan.check_tile(TileConfig(64, 64, 8, 2, "wgmma"), 64, "float16", backward=True,
                         smem_limit=HOPPER, arch="sm_90")
     with pytest.raises(ValueError, match="float16 or bfloat16"):
@@ -74,6 +78,11 @@ def test_default_tiles_per_architecture(dtype, causal):
     assert fwd90.kernel == "wgmma"
     bwd90 = default_tile(128, dtype, backward=True, causal=causal, smem_limit=HOPPER, arch="sm_90")
     assert bwd90.kernel == "wgmma"
+    # d <= 128: the warp-specialized backward (a producer warpgroup and two consumers)
+    for d in (64, 128):
+        ws = default_tile(d, dtype, backward=True, causal=causal, smem_limit=HOPPER, arch="sm_90")
+        assert (ws.block_m, ws.block_n, ws.num_warps) == (64, 128, 12)
+        assert all(s.warp_specialized for s in plan.specs_for(dtype, d, ws, causal, True))
     atomic = default_tile(128, dtype, backward=True, causal=causal, deterministic=False,
                           smem_limit=HOPPER, arch="sm_90")
     assert atomic.kernel == "mma"
@@ -246,3 +255,23 @@ def test_spill_check_covers_the_register_tight_variants():
                 v = plan.Variant(mask, **mods)
                 assert f"{s.name.split('_causal')[0]}{v.suffix()}" in names, (s.name, v)
     assert not any(s.warp_specialized for s in default_specs("sm_80"))
+
+
+def test_warp_specialized_dkdv_specs():
+    """A dK/dV tile with a producer warpgroup (block_n = 16·num_warps - 64 = 128 keys on two
+    consumer warpgroups) runs flash_bwd_wgmma_ws.cu, 2 to 4 stages; its dQ pass takes the tile
+    transposed (128 queries on two consumer warpgroups), warp-specialized too."""
+    from cuflash.gpu import build
+    ws = TileConfig(64, 128, 12, 3, "wgmma")
+    dkdv, dq = plan.specs_for("float16", 64, ws, variant=True, backward=True)
+    assert dkdv.warp_specialized and dq.warp_specialized
+    assert build.kernel_type(dkdv).startswith("cuflash::DkdvWgmmaWs<__half, 64, 64, 128, 384, 3,")
+    assert build.kernel_type(dq).startswith("cuflash::DqWgmmaWs<__half, 64, 128, 64, 384, 3,")
+    # K, V resident (128 rows); Q, dO in 3 stages (64 rows); lse2 and D; 7 mbarriers; alignment
+    assert dkdv.smem_bytes() == (2 * 128 + 2 * 3 * 64) * 64 * 2 + 2 * 3 * 64 * 4 + 7 * 8 + 1024
+    # Q, dO resident (128 rows); K, V in 3 stages (64 rows); 7 mbarriers; alignment
+    assert dq.smem_bytes() == (2 * 128 + 2 * 3 * 64) * 64 * 2 + 7 * 8 + 1024
+    plan.check_tile(ws, 128, "bfloat16", backward=True, smem_limit=HOPPER, arch="sm_90")
+    with pytest.raises(ValueError, match="2 to 4 stages"):
+        plan.check_tile(TileConfig(64, 128, 12, 1, "wgmma"), 64, "float16", backward=True,
+                        smem_limit=HOPPER, arch="sm_90")

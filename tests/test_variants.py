@@ -107,11 +107,14 @@ MMA = (TileConfig(64, 32, 4, 2, "mma"), TileConfig(64, 64, 4, 1, "mma"))
 MMA_ATOMIC = (TileConfig(64, 32, 4, 1, "mma"), TileConfig(64, 128, 8, 2, "mma"))
 WGMMA = (TileConfig(128, 64, 8, 3, "wgmma"), TileConfig(64, 64, 4, 2, "wgmma"))
 DMMA = (TileConfig(64, 32, 4, 2, "dmma"), TileConfig(32, 32, 4, 2, "dmma"))
+# the warp-specialized forward and dK/dV kernels (a producer warpgroup, two consumers)
+WGMMA_WS = (TileConfig(128, 128, 12, 2, "wgmma"), TileConfig(64, 128, 12, 2, "wgmma"))
 FAMILIES = {
     "simt": ((np.float32, np.float64, np.float16), SIMT, (True, False)),
     "mma": (("float16", "bfloat16"), MMA, (True,)),
     "mma_atomic": (("float16", "bfloat16"), MMA_ATOMIC, (False,)),
     "wgmma": (("float16", "bfloat16"), WGMMA, (True,)),
+    "wgmma_ws": (("float16", "bfloat16"), WGMMA_WS, (True,)),
     "dmma": ((np.float64,), DMMA, (True,)),
 }
 
@@ -133,7 +136,7 @@ def _family_cases():
 def test_kernel_variants(fam, dtype, tiles, dets, T, S, d, name):
     import cupy as cp
     from cuflash.gpu.ops import device_arch
-    if fam == "wgmma" and device_arch() != "sm_90":
+    if fam.startswith("wgmma") and device_arch() != "sm_90":
         pytest.skip("wgmma kernels need an sm_90 GPU")
     if fam == "dmma" and int(device_arch()[3:5]) < 80:
         pytest.skip("dmma kernels need an sm_80 or later GPU")

@@ -22,7 +22,7 @@ the place in the round cancel; the median of the two medians moved ±3% between 
 NOTES.md v13.
 
     python3 tools/bench_issue12.py [--parts gqa,varlen,strided] [--rounds 5] [--calls 3]
-                                   [--min-ms 0]
+                                   [--min-ms 0] [--bwd-tile 64x128x12x2]
 """
 import argparse
 import dataclasses
@@ -93,7 +93,8 @@ def gqa(a, rng):
                 k, v = _rand(rng, (B, Hq // G, T, d)), _rand(rng, (B, Hq // G, T, d))
                 _, res[G] = cuflash.attention(q, k, v, causal=causal, return_residuals=True)
                 fns[("forward", G)] = lambda k=k, v=v: cuflash.attention(q, k, v, causal=causal)
-                fns[("backward", G)] = lambda G=G: cuflash.attention_backward(do, res[G])
+                fns[("backward", G)] = lambda G=G: cuflash.attention_backward(do, res[G],
+                                                                              tile=a.bwd_tile)
             ms = interleaved(fns, a.rounds, a.calls, a.min_ms)
             flops = 4.0 * d * B * Hq * _pairs(T, causal)
             for pass_ in ("forward", "backward"):
@@ -175,7 +176,7 @@ def strided(a, rng):
             fns[("forward", name)] = (lambda q=q, k=k, v=v:
                                       cuflash.attention(q, k, v, causal=causal))
             fns[("backward", name)] = lambda do=do, name=name: cuflash.attention_backward(
-                do, res[name])
+                do, res[name], tile=a.bwd_tile)
         ms = interleaved(fns, a.rounds, a.calls, a.min_ms)
         flops = 4.0 * d * B * H * _pairs(T, causal)
         for pass_ in ("forward", "backward"):
@@ -205,8 +206,15 @@ def main():
     ap.add_argument("--calls", type=int, default=3)
     ap.add_argument("--min-ms", type=float, default=0.0,
                     help="each timing lasts about this long at least (more calls per timing)")
+    ap.add_argument("--bwd-tile", default=None,
+                    help="the gqa and strided parts' backward tile, block_m x block_n x warps x "
+                         "stages of kernel 'wgmma' (e.g. 64x128x12x2); default: the library's")
     a = ap.parse_args()
-    print(cp.cuda.runtime.getDeviceProperties(0)["name"].decode(), "cupy", cp.__version__)
+    if a.bwd_tile is not None:
+        m, n, w, st = (int(x) for x in a.bwd_tile.split("x"))
+        a.bwd_tile = cuflash.TileConfig(m, n, w, st, "wgmma")
+    print(cp.cuda.runtime.getDeviceProperties(0)["name"].decode(), "cupy", cp.__version__,
+          "backward tile", a.bwd_tile.short() if a.bwd_tile else "default")
     rng = np.random.default_rng(12)
     for part in a.parts.split(","):
         {"gqa": gqa, "varlen": varlen, "strided": strided}[part](a, rng)

@@ -132,9 +132,14 @@ class KernelSpec:
 
     @property
     def warp_specialized(self) -> bool:
-        """A wgmma forward with a producer warpgroup beside its block_m / 64 consumer warpgroups
-        (kernels_cu/flash_fwd_wgmma_ws.cu): block_m = 16·num_warps - 64."""
-        return self.role == "fwd" and self.tile.warp_specialized
+        """A wgmma kernel with a producer warpgroup beside its consumer warpgroups: the forward
+        and the dQ kernel with block_m / 64 of them (kernels_cu/flash_fwd_wgmma_ws.cu,
+        flash_bwd_wgmma_ws.cu; block_m = 16·num_warps - 64), the dK/dV kernel with block_n / 64
+        (flash_bwd_wgmma_ws.cu; block_n = 16·num_warps - 64)."""
+        t = self.tile
+        if self.role in ("fwd", "bwd_dq"):
+            return t.warp_specialized
+        return t.kernel == "wgmma" and 16 * t.num_warps == t.block_n + 64
 
     @property
     def arch(self) -> str | None:
@@ -231,10 +236,20 @@ def _validate_wgmma(spec: KernelSpec, where: str) -> None:
                          f"deterministic=True (or a kernel='mma' tile for atomic dQ)")
     if t.num_warps % 4:
         raise ValueError(f"{where}: num_warps must be a multiple of 4 (warpgroups)")
-    if spec.role == "bwd_dkdv":
+    if spec.role != "fwd" and spec.warp_specialized:
+        # flash_bwd_wgmma_ws.cu: 128 keys (dK/dV) or queries (dQ) on two consumer warpgroups
+        kernel, rows, n = (("dK/dV", "block_n", t.block_n) if spec.role == "bwd_dkdv" else
+                           ("dQ", "block_m", t.block_m))
+        if n != 128:
+            raise ValueError(f"{where}: the warp-specialized {kernel} kernel has two consumer "
+                             f"warpgroups: {rows} = 128, num_warps = 12")
+        if not 2 <= t.num_stages <= 4:
+            raise ValueError(f"{where}: the warp-specialized {kernel} kernel needs 2 to 4 stages")
+    elif spec.role == "bwd_dkdv":
         if t.block_n != 16 * t.num_warps:
             raise ValueError(f"{where}: block_n must be 64 keys per warpgroup of 4 warps "
-                             f"(block_n = 16·num_warps)")
+                             f"(block_n = 16·num_warps; or a producer warpgroup more: "
+                             f"block_n = 16·num_warps - 64)")
     elif spec.warp_specialized:
         v = spec.variant
         if v.split or v.cache:
@@ -252,7 +267,7 @@ def _validate_wgmma(spec: KernelSpec, where: str) -> None:
     elif spec.role == "fwd" and t.num_stages < 3:
         raise ValueError(f"{where}: the wgmma forward needs 3 or 4 stages (K/V buffers: tile "
                          f"j+1 loads while tiles j and j-1 are read)")
-    if spec.role != "fwd" and t.num_stages > 2:
+    if spec.role != "fwd" and not spec.warp_specialized and t.num_stages > 2:
         raise ValueError(f"{where}: the wgmma backward kernels use 1 or 2 stages")
     if spec.head_dim > 256:
         raise ValueError(f"{where}: head_dim above 256 does not fit one wgmma (n <= 256)")
@@ -349,7 +364,12 @@ def specs_for(dtype, head_dim: int, tile: TileConfig, variant, backward: bool,
         return [KernelSpec("fwd", name, dp, tile, variant)]
     if deterministic:
         dq_tile = tile
-        if (tile.kernel == "mma" and tile.block_m < 16 * tile.num_warps) or (
+        if tile.kernel == "wgmma" and 16 * tile.num_warps == tile.block_n + 64:
+            # a warp-specialized dK/dV tile (block_n keys on block_n / 64 consumer warpgroups):
+            # the dQ kernel takes it transposed, block_n queries on as many consumers, also
+            # warp-specialized (flash_bwd_wgmma_ws.cu)
+            dq_tile = tile.replace(block_m=tile.block_n, block_n=tile.block_m)
+        elif (tile.kernel == "mma" and tile.block_m < 16 * tile.num_warps) or (
                 tile.kernel == "wgmma" and tile.block_m in (64, 128, 256)):
             # the dQ kernel gives each warp 16 query rows (wgmma: exactly 16, 64 per warpgroup):
             # its warp count follows block_m

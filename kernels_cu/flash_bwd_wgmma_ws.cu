@@ -1,0 +1,206 @@
+// cuflash: the backward on Hopper, warp-specialized (sm_90a), float16 / bfloat16.
+// The algorithm is flash_bwd_wgmma.cu's DkdvWgmma (and cuflash/twin.py's); what changes is who
+// does what, as flash_fwd_wgmma_ws.cu does for the forward:
+//   warpgroup 0, the producer, copies the block's K and V tiles once and streams the query tiles
+//     (Q, dO, lse·log2 e, D: stage_q) of every query head of the block's chunk into a ring of
+//     STAGES buffers (cp.async, signalled through mbarriers: barrier.cuh), with few registers;
+//   warpgroups 1..NC, the consumers, each own 64 keys of the tile and run the wgmma dK/dV step
+//     (wgmma_backward.cuh, WgmmaDkdvStep) with the registers the producer gave up.
+// No __syncthreads in the loop: a consumer waits for the query tile it needs (full barriers) and
+// hands the buffer back once its products have read it (empty barriers), so the consumers drift
+// apart and one's exponentials run while the other's products hold the tensor cores. With the
+// block-barrier ring of DkdvWgmma the dK/dV kernel kept the tensor pipe 52% busy with two warps
+// per scheduler, most cycles without an eligible warp (ncu, NOTES v18).
+//
+// Versions (predictions and results in NOTES.md):
+//   v18  first warp-specialized dK/dV and dQ kernels: cp.async producer, 2 consumer warpgroups.
+//
+// Grid: (key tiles, chunks·sequences·kv heads) (block.cuh, KeyBlock). Block: NT = 128·(NC + 1)
+// threads, BLOCK_N = 64·NC keys. DqWgmmaWs below: the dQ pass, warp-specialized the same way.
+#pragma once
+#include "barrier.cuh"
+#include "wgmma_backward.cuh"
+
+namespace cuflash {
+
+template <typename T, int DP, int BLOCK_M, int BLOCK_N, int NT, int STAGES, class V>
+struct DkdvWgmmaWs {
+    using Params = BwdParams<T, float>;
+    using Block = KeyBlock<BLOCK_N, V, Params>;
+    using Head = GroupHead<BLOCK_M, BLOCK_N, V, Params, float>;
+    using Step = WgmmaDkdvStep<T, DP, BLOCK_M, BLOCK_N>;
+    static constexpr int NC = BLOCK_N / 64;          // consumer warpgroups
+    static_assert(BLOCK_N % 64 == 0 && NT == 128 * (NC + 1),
+                  "one producer and BLOCK_N / 64 consumer warpgroups");
+    static_assert(STAGES >= 2 && STAGES <= 4, "2 to 4 query-tile buffers");
+    using Tiles = SwizzledTiles<DP, 128>;   // the producer warpgroup's copies (pipeline.cuh)
+    using Ring = StageRing<STAGES>;
+    // Registers per thread after the hand-over (barrier.cuh, RegisterSplit): the consumers hold
+    // dK and dV (DP / 2 floats each per thread) beside Sᵀ and dPᵀ; the producer at 40 spilled
+    // 8-12 bytes at d = 128 (232 / 40), 56 does not.
+    static_assert(NC == 2, "two consumer warpgroups (the register split below)");
+    using Split = RegisterSplit<NT, NC, (DP > 64 ? 224 : 208)>;
+
+    struct Smem : DkdvTiles<T, DP, BLOCK_M, BLOCK_N, STAGES> {
+        Mbarrier kv_full;                  // the resident K and V landed
+        StageBarriers<STAGES> q_bar;       // full: a query tile's copies landed and its lse2, D
+                                           // stored; empty: every consumer warp is done with it
+    };
+    static constexpr int kSmemBytes = sizeof(Smem) + 1024;   // + alignment of the first panel
+
+    static __device__ __forceinline__ void run(const Params& p) {
+        const Block kb(p);
+        if (!kb.active) return;
+        Smem& sm = smem_aligned_1024<Smem>(kSmemBytes);
+        if (threadIdx.x == 0) {
+            sm.kv_full.init(128);            // each producer thread's copies
+            sm.q_bar.init(2 * 128, 4 * NC);  // its copies and stores; one arrival per consumer warp
+        }
+        __syncthreads();
+        specialize<Split>(
+            [&] {
+                produce(p, kb, sm);
+                // a group sum over ranks (ranks > 1) meets at block barriers: the producer takes
+                // part with nothing to add
+                store_dkdv<T>(p, kb, [] {}, NoTile{}, NoTile{});
+            },
+            [&] { consume(p, kb, sm); });
+    }
+
+    // Warpgroup 0: K and V, then each query tile of each query head of the chunk into stage
+    // n % STAGES (n counts tiles over the heads) once the consumers gave it back
+    static __device__ __forceinline__ void produce(const Params& p, const Block& kb, Smem& sm) {
+        load_key_rows<BLOCK_N, Tiles>(sm.k, kb, p.k, p.k_stride, p.d);
+        load_key_rows<BLOCK_N, Tiles>(sm.v, kb, p.v, p.v_stride, p.d);
+        sm.kv_full.arrive_on_copies();
+        int n = 0;
+        for (int c = 0; c < p.group_chunk; ++c) {
+            const Head head(p, kb, c);
+            for (int t = 0; t < head.tiles.n; ++t, ++n) {
+                const Ring r(n);
+                sm.q_bar.empty[r.stage].wait(r.empty_parity());
+                stage_q<BLOCK_M, 128, Tiles>(sm.q[r.stage], sm.dout[r.stage], sm.lse2[r.stage],
+                                             sm.D[r.stage], p, head.seq,
+                                             head.tiles.start(t, BLOCK_M));
+                sm.q_bar.full[r.stage].arrive_on_copies();
+                sm.q_bar.full[r.stage].arrive();   // after this thread's lse2 and D stores (release)
+            }
+        }
+        cp_async_wait<0>();   // nothing in flight when the producer's threads end
+    }
+
+    // Warpgroup 1 + c: keys 64·c .. 64·c + 63 of the tile
+    static __device__ __forceinline__ void consume(const Params& p, const Block& kb, Smem& sm) {
+        const int warp = threadIdx.x / 32 - 4, lane = threadIdx.x % 32;   // among the consumers
+        const int wkey = warp * 16;                                       // its first key
+        float dK[Step::NO][4], dV[Step::NO][4];   // keys wkey + g and wkey + g + 8
+        zero_fragments(dK);
+        zero_fragments(dV);
+        const T* sKw = sm.k + (warp / 4) * 64 * 64;   // this warpgroup's 64 keys of panel 0
+        const T* sVw = sm.v + (warp / 4) * 64 * 64;
+        sm.kv_full.wait(0);
+        int n = 0;
+        for (int c = 0; c < p.group_chunk; ++c) {
+            const Head head(p, kb, c);
+            for (int t = 0; t < head.tiles.n; ++t, ++n) {
+                const Ring r(n);
+                sm.q_bar.full[r.stage].wait(r.full_parity());
+                fence_proxy_async();
+                Step::run(dK, dV, sKw, sVw, head, t, head.tiles.start(t, BLOCK_M), kb.j0 + wkey,
+                          lane, StagedQuery<T, float>{sm.q[r.stage], sm.dout[r.stage],
+                                                      sm.lse2[r.stage], sm.D[r.stage]},
+                          NoTurns{});
+                if (lane == 0) sm.q_bar.empty[r.stage].arrive();   // one arrival per warp
+            }
+        }
+        store_dkdv_fragments<T>(p, kb, dK, dV, wkey, lane);   // dK_j, dV_j summed over the group
+    }
+};
+
+// The dQ pass the same way: the producer copies the block's Q and dO tiles once and streams
+// the K/V tiles it sees into a ring (kv_stream, as the warp-specialized forward's producer);
+// warpgroups 1..NC each own 64 queries and run the wgmma dQ step (WgmmaDqStep) against each
+// K/V tile, handing the buffer back after their dQ product. Grid: (query tiles, sequences·heads)
+// (block.cuh, QueryBlock). Block: NT = 128·(NC + 1) threads, BLOCK_M = 64·NC queries.
+template <typename T, int DP, int BLOCK_M, int BLOCK_N, int NT, int STAGES, class V>
+struct DqWgmmaWs {
+    using Params = BwdParams<T, float>;
+    using Block = QueryBlock<BLOCK_M, V, Params, float>;
+    using Step = WgmmaDqStep<T, DP, BLOCK_M, BLOCK_N>;
+    static constexpr int NC = BLOCK_M / 64;          // consumer warpgroups
+    static_assert(BLOCK_M % 64 == 0 && NT == 128 * (NC + 1),
+                  "one producer and BLOCK_M / 64 consumer warpgroups");
+    static_assert(STAGES >= 2 && STAGES <= 4, "2 to 4 K/V buffers");
+    using Tiles = SwizzledTiles<DP, 128>;   // the producer warpgroup's copies (pipeline.cuh)
+    using Ring = StageRing<STAGES>;
+    static_assert(NC == 2, "two consumer warpgroups (the register split below)");
+    using Split = RegisterSplit<NT, NC, 216>;   // dQ (DP / 2 floats per thread), S and dP
+
+    struct Smem : DqTiles<T, DP, BLOCK_M, BLOCK_N, STAGES> {
+        Mbarrier q_full;                   // the resident Q and dO landed
+        StageBarriers<STAGES> kv_bar;      // full: a K/V tile's copies landed; empty: every
+                                           // consumer warp is done reading it
+    };
+    static constexpr int kSmemBytes = sizeof(Smem) + 1024;   // + alignment of the first panel
+
+    static __device__ __forceinline__ void run(const Params& p) {
+        const Block blk(p);
+        if (!blk.active) return;
+        Smem& sm = smem_aligned_1024<Smem>(kSmemBytes);
+        if (threadIdx.x == 0) {
+            sm.q_full.init(128);             // each producer thread's copies
+            sm.kv_bar.init(128, 4 * NC);     // its copies; one arrival per consumer warp
+        }
+        __syncthreads();
+        const TileIter kv = blk.template key_tiles<BLOCK_N>();
+        specialize<Split>([&] { produce(p, blk, kv, sm); }, [&] { consume(p, blk, kv, sm); });
+    }
+
+    // Warpgroup 0: Q and dO, then K_t and V_t into stage t % STAGES once the consumers gave it back
+    static __device__ __forceinline__ void produce(const Params& p, const Block& blk,
+                                                   const TileIter& kv, Smem& sm) {
+        load_query_rows<BLOCK_M, Tiles>(sm.q, blk, p.q, p.q_stride, p.d);
+        load_query_rows<BLOCK_M, Tiles>(sm.dout, blk, p.dout, p.dout_stride, p.d);
+        sm.q_full.arrive_on_copies();
+        auto kvs = kv_stream<BLOCK_N, Tiles>(blk, p, kv);
+        for (int t = 0; t < kv.n; ++t) {
+            const Ring r(t);
+            sm.kv_bar.empty[r.stage].wait(r.empty_parity());
+            kvs.load(sm.kv.k[r.stage], sm.kv.v[r.stage], t);
+            sm.kv_bar.full[r.stage].arrive_on_copies();
+        }
+        cp_async_wait<0>();   // nothing in flight when the producer's threads end
+    }
+
+    // Warpgroup 1 + c: queries 64·c .. 64·c + 63 of the tile
+    static __device__ __forceinline__ void consume(const Params& p, const Block& blk,
+                                                   const TileIter& kv, Smem& sm) {
+        const int warp = threadIdx.x / 32 - 4, lane = threadIdx.x % 32;   // among the consumers
+        const int wrow = warp * 16;                                       // its first query row
+        float lse2[2], Dr[2], dQ[1][Step::NO][4];
+        Step::row_stats(lse2, Dr, p, blk, wrow, lane);
+        zero_fragments(dQ[0]);
+        const T* sQw = sm.q + (warp / 4) * 64 * 64;   // this warpgroup's 64 queries of panel 0
+        const T* sdOw = sm.dout + (warp / 4) * 64 * 64;
+        sm.q_full.wait(0);
+        fence_proxy_async();
+        for (int t = 0; t < kv.n; ++t) {
+            const Ring r(t);
+            const int j0 = kv.start(t, BLOCK_N);
+            sm.kv_bar.full[r.stage].wait(r.full_parity());
+            fence_proxy_async();
+            Step::run(dQ[0], sQw, sdOw, sm.kv.k[r.stage], sm.kv.v[r.stage], blk.i0, wrow, j0, lane,
+                      lse2, Dr, blk.mask, blk.score, blk.template needs_mask<BLOCK_N>(kv, t, j0));
+            if (lane == 0) sm.kv_bar.empty[r.stage].arrive();   // one arrival per warp
+        }
+        // -- dQ_i = scale · Σ_j dS_ij K_j, staged in this warp's own Q rows (its products are
+        //    done with them) for 16-byte stores
+        float f[1][2] = {{p.scale, p.scale}};
+        store_rows_staged<T, 1, Step::NO, DP>(blk.seq.q_row(p.dq, p.dq_stride, blk.i0), p.d,
+                                              p.dq_stride[2], blk.rows, dQ, f, sm.q,
+                                              [](int r, int c) { return sw128<BLOCK_M>(r, c); },
+                                              wrow, lane);
+    }
+};
+
+}  // namespace cuflash

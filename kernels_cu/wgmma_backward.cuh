@@ -1,0 +1,167 @@
+// cuflash: one warpgroup's step of a wgmma dK/dV kernel (flash_bwd_wgmma.cu's DkdvWgmma, and
+// flash_bwd_wgmma_ws.cu's warp-specialized one): for 64 keys of the block's resident K/V tile,
+// add one staged query tile to their dK and dV (C fragments):
+//   Sᵀ = K_j Q_iᵀ and dPᵀ = V_j dO_iᵀ (one group of products, K/V and Q/dO K-major),
+//   Pᵀ = 2^(u·mul - lse·log2 e), dSᵀ = Pᵀ ∘ (dPᵀ - D) · g in registers (key_tile_probs),
+//   dV += Pᵀ dO and dK += dSᵀ Q (Pᵀ, dSᵀ as register A operands, dO and Q read MN-major).
+// The kernels differ in who stages the query tiles and how the warpgroups wait for them.
+#pragma once
+#include "mainloop.cuh"
+#include "wgmma_tiles.cuh"
+
+namespace cuflash {
+
+// The dK/dV kernels' shared memory: the resident K/V tile and a ring of STAGES query tiles (16-bit
+// panels first, each a multiple of 1024 bytes)
+template <typename T, int DP, int BLOCK_M, int BLOCK_N, int STAGES>
+struct DkdvTiles {
+    T k[BLOCK_N * DP];                 // resident K tile
+    T v[BLOCK_N * DP];                 // resident V tile
+    T q[STAGES][BLOCK_M * DP];         // ring of Q tiles
+    T dout[STAGES][BLOCK_M * DP];      // ring of dO tiles
+    float lse2[STAGES][BLOCK_M];       // lse·log2 e of the streamed queries
+    float D[STAGES][BLOCK_M];
+};
+
+// The dQ kernels' shared memory: the resident Q and dO tiles and a ring of STAGES K/V tiles
+template <typename T, int DP, int BLOCK_M, int BLOCK_N, int STAGES>
+struct DqTiles {
+    T q[BLOCK_M * DP];                 // resident Q tile; later each warp's dQ rows
+    T dout[BLOCK_M * DP];              // resident dO tile
+    KVRing<T, STAGES, BLOCK_N * DP> kv;
+};
+
+template <typename T, int DP, int BLOCK_M, int BLOCK_N>
+struct WgmmaDkdvStep {
+    static constexpr int MS = BLOCK_M / 8;     // 8-query n-tiles of Sᵀ
+    static constexpr int NO = DP / 8;          // 8-column n-tiles of dK, dV
+    static_assert(BLOCK_M % 16 == 0 && BLOCK_M <= 256 && DP % 64 == 0 && DP <= 256, "tile sizes");
+    using MMA_S = Wgmma<BLOCK_M, T>;    // Sᵀ, dPᵀ: 64 keys × BLOCK_M queries per warpgroup
+    using MMA_O = Wgmma<DP, T>;         // dK, dV: 64 keys × DP
+
+    // One staged query tile (tile t of head's list, first query i0) into dK, dV (C fragments of
+    // keys wkey + g and wkey + g + 8); sKw, sVw: this warpgroup's 64 keys of panel 0 of the
+    // resident K and V tiles, j: the warp's first key (the block's j0 + wkey). turns.turn() runs
+    // before each group of products is issued and turns.issued() after it (NoTurns: nothing);
+    // the tile's Q and dO are read by the time it returns.
+    template <class Head, class Turns>
+    static __device__ __forceinline__ void run(float (&dK)[NO][4], float (&dV)[NO][4],
+                                               const T* sKw, const T* sVw, const Head& head, int t,
+                                               int i0, int j, int lane,
+                                               const StagedQuery<T, float>& staged,
+                                               const Turns& turns) {
+        float st[MS][4], dpt[MS][4];
+        turns.turn();
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < DP / 16; ++kk) {
+            MMA_S::ss(st, kmajor_desc<BLOCK_N>(sKw, kk), kmajor_desc<BLOCK_M>(staged.q, kk), kk > 0);
+            MMA_S::ss(dpt, kmajor_desc<BLOCK_N>(sVw, kk), kmajor_desc<BLOCK_M>(staged.dout, kk), kk > 0);
+        }
+        wgmma_commit();
+        turns.issued();
+        wgmma_wait<0>();
+        wgmma_fence_regs(st);
+        wgmma_fence_regs(dpt);
+
+        // -- Pᵀ and dSᵀ, and both as A fragments (k = queries)
+        unsigned pa[BLOCK_M / 16][4], sa[BLOCK_M / 16][4];
+        key_tile_probs<T, BLOCK_M>(st, dpt, pa, sa, head, t, i0, j, lane, staged.lse2, staged.D,
+                                   Exp2Approx());
+        turns.turn();
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < BLOCK_M / 16; ++kk) {
+            MMA_O::template rs<1>(dV, pa[kk], mnmajor_desc<BLOCK_M>(staged.dout, kk), 1);
+            MMA_O::template rs<1>(dK, sa[kk], mnmajor_desc<BLOCK_M>(staged.q, kk), 1);
+        }
+        wgmma_commit();
+        turns.issued();
+        wgmma_wait<0>();
+        wgmma_fence_regs(dV);
+        wgmma_fence_regs(dK);
+        wgmma_keep_regs(pa);
+        wgmma_keep_regs(sa);
+    }
+};
+
+// One warpgroup's step of a wgmma dQ kernel (DqWgmma, DqWgmmaWs): its 64 resident queries
+// (sQw, sdOw: panel 0 of its rows of the Q and dO tiles) against one staged K/V tile (Ks, Vs,
+// first key j0, the tile needing the per-element rule or not):
+//   S = Q_i K_jᵀ, dP = dO_i V_jᵀ (one group), dS = P ∘ (dP - D) · g in place of dP,
+//   dQ_i += dS_ij K_j (dS as register A operands, K read MN-major).
+// The warp's rows are wrow + g and wrow + g + 8 (lse2, Dr: their lse·log2 e and D); the K/V
+// tile is read by the time it returns.
+template <typename T, int DP, int BLOCK_M, int BLOCK_N>
+struct WgmmaDqStep {
+    static constexpr int NS = BLOCK_N / 8;
+    static constexpr int NO = DP / 8;
+    static_assert(BLOCK_N % 16 == 0 && BLOCK_N <= 256 && DP % 64 == 0 && DP <= 256, "tile sizes");
+    using MMA_S = Wgmma<BLOCK_N, T>;
+    using MMA_O = Wgmma<DP, T>;
+
+    // lse·log2 e and D of the warp's rows wrow + g and wrow + g + 8 of a QueryBlock's tile
+    template <class P, class QB>
+    static __device__ __forceinline__ void row_stats(float (&lse2)[2], float (&Dr)[2], const P& p,
+                                                     const QB& blk, int wrow, int lane) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int r = wrow + (lane >> 2) + h * 8;
+            lse2[h] = lse_log2(r < blk.rows ? p.lse[blk.seq.row(blk.i0 + r)] : 0.f, r < blk.rows);
+            Dr[h] = r < blk.rows ? p.D[blk.seq.row(blk.i0 + r)] : 0.f;
+        }
+    }
+
+    template <class Mask, class Score>
+    static __device__ __forceinline__ void run(float (&dQ)[NO][4], const T* sQw, const T* sdOw,
+                                               const T* Ks, const T* Vs, int i0, int wrow, int j0,
+                                               int lane, const float (&lse2)[2],
+                                               const float (&Dr)[2], const Mask& mask,
+                                               const Score& score, bool needs_mask) {
+        const int g = lane >> 2, t4 = lane & 3;
+        // -- S = Q_i K_jᵀ, dP = dO_i V_jᵀ (one group)
+        float s[NS][4], dp[NS][4];
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < DP / 16; ++kk) {
+            MMA_S::ss(s, kmajor_desc<BLOCK_M>(sQw, kk), kmajor_desc<BLOCK_N>(Ks, kk), kk > 0);
+            MMA_S::ss(dp, kmajor_desc<BLOCK_M>(sdOw, kk), kmajor_desc<BLOCK_N>(Vs, kk), kk > 0);
+        }
+        wgmma_commit();
+        wgmma_wait<0>();
+        wgmma_fence_regs(s);
+        wgmma_fence_regs(dp);
+
+        // -- dS = P ∘ (dP - D) · g in place of dP (rows r = h: g / g + 8)
+        bwd_probs<float, 2, 2 * NS>(
+            [&](int r, int e) -> float& { return s[e >> 1][2 * r + (e & 1)]; },
+            [&](int r, int e) -> float& { return dp[e >> 1][2 * r + (e & 1)]; },
+            [&](int r, int e, int& i, int& j) {
+                i = i0 + wrow + g + r * 8;
+                j = j0 + (e >> 1) * 8 + 2 * t4 + (e & 1);
+            },
+            [&](int r, int) { return lse2[r]; }, [&](int r, int) { return Dr[r]; }, mask, score,
+            needs_mask, Exp2Approx());
+
+        // -- dS as A fragments (k = keys); dQ_i += dS_ij K_j with K read MN-major
+        unsigned sa[BLOCK_N / 16][4];
+#pragma unroll
+        for (int kk = 0; kk < BLOCK_N / 16; ++kk) c_to_a<T>(sa[kk], dp[2 * kk], dp[2 * kk + 1]);
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < BLOCK_N / 16; ++kk)
+            MMA_O::template rs<1>(dQ, sa[kk], mnmajor_desc<BLOCK_N>(Ks, kk), 1);
+        wgmma_commit();
+        wgmma_wait<0>();
+        wgmma_fence_regs(dQ);
+        wgmma_keep_regs(sa);
+    }
+};
+
+// No turns: the warpgroups issue when they are ready (DkdvWgmma)
+struct NoTurns {
+    __device__ __forceinline__ void turn() const {}
+    __device__ __forceinline__ void issued() const {}
+};
+
+}  // namespace cuflash
