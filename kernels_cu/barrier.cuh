@@ -9,8 +9,11 @@
 //   give_regs, take_regs  setmaxnreg: a warpgroup gives registers up (the producer) or takes
 //                 them (the consumers); every thread starts with the kernel's own count.
 //   RegisterSplit how many each side gets, and specialize: each warpgroup to its side
+//   WarpSpecialized  the warpgroups, ring and register split of a warp-specialized kernel
+//   ws_smem       its shared memory, the barriers set before the warpgroups part
 #pragma once
 #include "mma.cuh"
+#include "wgmma_tiles.cuh"
 
 namespace cuflash {
 
@@ -103,8 +106,33 @@ struct RegisterSplit {
                   "setmaxnreg within the block's launch registers");
 };
 
+// The shape every warp-specialized kernel shares: one producer warpgroup and NC = ROWS / 64
+// consumer warpgroups, each owning 64 of the tile's ROWS rows (queries; keys for dK/dV), NT
+// threads in all, a ring of STAGES buffers between them (StageRing) filled by the producer's
+// copies (Tiles), and the register split that gives each consumer thread CONSUMER registers (a
+// RegisterSplit, for specialize).
+template <int DP, int ROWS, int NT, int STAGES, int CONSUMER>
+struct WarpSpecialized : RegisterSplit<NT, ROWS / 64, CONSUMER> {
+    static constexpr int NC = ROWS / 64;   // consumer warpgroups
+    static_assert(ROWS % 64 == 0 && NT == 128 * (NC + 1),
+                  "one producer and ROWS / 64 consumer warpgroups");
+    static_assert(STAGES >= 2 && STAGES <= 4, "2 to 4 buffers: one being read, one loading");
+    static_assert(NC == 2, "two consumer warpgroups (the kernels' register splits)");
+    using Tiles = SwizzledTiles<DP, 128>;   // the producer warpgroup's copies (pipeline.cuh)
+};
+
+// A warp-specialized kernel's shared memory S (1024-byte aligned panels: smem_aligned_1024),
+// its barriers set by thread 0 (S::init_barriers) before any thread reads them
+template <class S>
+__device__ __forceinline__ S& ws_smem(unsigned bytes) {
+    S& sm = smem_aligned_1024<S>(bytes);
+    if (threadIdx.x == 0) sm.init_barriers();
+    __syncthreads();
+    return sm;
+}
+
 // Warpgroup 0 gives registers up and produces, the others take them and consume (Split: a
-// RegisterSplit)
+// RegisterSplit, or a WarpSpecialized)
 template <class Split, class Produce, class Consume>
 __device__ __forceinline__ void specialize(Produce&& produce, Consume&& consume) {
     if (threadIdx.x < 128) {

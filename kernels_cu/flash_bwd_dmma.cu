@@ -31,14 +31,7 @@ struct DkdvDmma : DmmaShape<T, BLOCK_N, BLOCK_M, DP, NT, STAGES> {
     using Shape::NO, Shape::LDS;           // NO: 8-column n-tiles of dK, dV
     using typename Shape::Tiles;
 
-    struct Smem {
-        T k[BLOCK_N * LDS];                // resident K tile
-        T v[BLOCK_N * LDS];                // resident V tile
-        T q[STAGES][BLOCK_M * LDS];        // ring of Q tiles
-        T dout[STAGES][BLOCK_M * LDS];     // ring of dO tiles
-        double lse2[STAGES][BLOCK_M];      // lse·log2 e of the streamed queries
-        double D[STAGES][BLOCK_M];
-    };
+    using Smem = DkdvTiles<T, LDS, BLOCK_M, BLOCK_N, STAGES, double>;   // pipeline.cuh
     static constexpr int kSmemBytes = sizeof(Smem);
 
     static __device__ __forceinline__ void run(const Params& p) {
@@ -108,11 +101,7 @@ struct DqDmma : DmmaShape<T, BLOCK_M, BLOCK_N, DP, NT, STAGES> {
     using Shape::MT, Shape::NS, Shape::NO, Shape::LDS;
     using typename Shape::Tiles;
 
-    struct Smem {
-        T q[BLOCK_M * LDS];              // resident Q tile
-        T dout[BLOCK_M * LDS];           // resident dO tile
-        KVRing<T, STAGES, BLOCK_N * LDS> kv;
-    };
+    using Smem = DqTiles<T, LDS, BLOCK_M, BLOCK_N, STAGES>;   // pipeline.cuh
     static constexpr int kSmemBytes = sizeof(Smem);
 
     static __device__ __forceinline__ void run(const Params& p) {

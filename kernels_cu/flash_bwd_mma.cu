@@ -176,11 +176,7 @@ struct DqMma {
     static_assert(STAGES == 1 || STAGES == 2, "1 or 2 stages");
 
     using Tiles = MmaTiles<DP, LDS, NT>;   // how a tile is staged (pipeline.cuh)
-    struct Smem {
-        T q[BLOCK_M * LDS];              // resident Q tile; later each warp's dQ rows
-        T dout[BLOCK_M * LDS];           // resident dO tile
-        KVRing<T, STAGES, BLOCK_N * LDS> kv;
-    };
+    using Smem = DqTiles<T, LDS, BLOCK_M, BLOCK_N, STAGES>;   // pipeline.cuh
     static constexpr int kSmemBytes = sizeof(Smem);
 
     static __device__ __forceinline__ void run(const Params& p) {

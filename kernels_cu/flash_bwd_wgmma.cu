@@ -25,12 +25,10 @@ namespace cuflash {
 template <typename T, int DP, int BLOCK_M, int BLOCK_N, int NT, int STAGES, class V>
 struct DkdvWgmma {
     using Params = BwdParams<T, float>;
-    static constexpr int NW = NT / 32;
-    static_assert(NW % 4 == 0 && BLOCK_N == 16 * NW, "64 keys per warpgroup");
+    using Tiles = typename WgmmaShape<DP, BLOCK_N, NT>::Tiles;   // 64 keys per warpgroup
     static_assert(STAGES == 1 || STAGES == 2, "1 or 2 stages");
     using Step = WgmmaDkdvStep<T, DP, BLOCK_M, BLOCK_N>;   // wgmma_backward.cuh
 
-    using Tiles = SwizzledTiles<DP, NT>;   // how a tile is staged (pipeline.cuh)
     using Smem = DkdvTiles<T, DP, BLOCK_M, BLOCK_N, STAGES>;
     static constexpr int kSmemBytes = sizeof(Smem) + 1024;   // + alignment of the first panel
 
@@ -67,13 +65,11 @@ struct DkdvWgmma {
 template <typename T, int DP, int BLOCK_M, int BLOCK_N, int NT, int STAGES, class V>
 struct DqWgmma {
     using Params = BwdParams<T, float>;
-    static constexpr int NW = NT / 32;
+    using Tiles = typename WgmmaShape<DP, BLOCK_M, NT>::Tiles;   // 64 queries per warpgroup
     static constexpr int NO = DP / 8;
-    static_assert(NW % 4 == 0 && BLOCK_M == 16 * NW, "64 queries per warpgroup");
     static_assert(STAGES == 1 || STAGES == 2, "1 or 2 stages");
     using Step = WgmmaDqStep<T, DP, BLOCK_M, BLOCK_N>;   // wgmma_backward.cuh
 
-    using Tiles = SwizzledTiles<DP, NT>;   // how a tile is staged (pipeline.cuh)
     using Smem = DqTiles<T, DP, BLOCK_M, BLOCK_N, STAGES>;
     static constexpr int kSmemBytes = sizeof(Smem) + 1024;
 

@@ -25,39 +25,33 @@ namespace cuflash {
 
 template <typename T, int DP, int BLOCK_M, int BLOCK_N, int NT, int STAGES, class V>
 struct DkdvWgmmaWs {
+    // Keys 64·c .. of the tile on consumer warpgroup c, query tiles through a ring (barrier.cuh).
+    // Registers per thread after the hand-over (RegisterSplit): the consumers hold dK and dV
+    // (DP / 2 floats each per thread) beside Sᵀ and dPᵀ; the producer at 40 spilled 8-12 bytes
+    // at d = 128 (232 / 40), 56 does not.
+    using Ws = WarpSpecialized<DP, BLOCK_N, NT, STAGES, (DP > 64 ? 224 : 208)>;
     using Params = BwdParams<T, float>;
     using Block = KeyBlock<BLOCK_N, V, Params>;
     using Head = GroupHead<BLOCK_M, BLOCK_N, V, Params, float>;
     using Step = WgmmaDkdvStep<T, DP, BLOCK_M, BLOCK_N>;
-    static constexpr int NC = BLOCK_N / 64;          // consumer warpgroups
-    static_assert(BLOCK_N % 64 == 0 && NT == 128 * (NC + 1),
-                  "one producer and BLOCK_N / 64 consumer warpgroups");
-    static_assert(STAGES >= 2 && STAGES <= 4, "2 to 4 query-tile buffers");
-    using Tiles = SwizzledTiles<DP, 128>;   // the producer warpgroup's copies (pipeline.cuh)
-    using Ring = StageRing<STAGES>;
-    // Registers per thread after the hand-over (barrier.cuh, RegisterSplit): the consumers hold
-    // dK and dV (DP / 2 floats each per thread) beside Sᵀ and dPᵀ; the producer at 40 spilled
-    // 8-12 bytes at d = 128 (232 / 40), 56 does not.
-    static_assert(NC == 2, "two consumer warpgroups (the register split below)");
-    using Split = RegisterSplit<NT, NC, (DP > 64 ? 224 : 208)>;
+    using Tiles = typename Ws::Tiles;   // the producer warpgroup's copies
 
     struct Smem : DkdvTiles<T, DP, BLOCK_M, BLOCK_N, STAGES> {
         Mbarrier kv_full;                  // the resident K and V landed
         StageBarriers<STAGES> q_bar;       // full: a query tile's copies landed and its lse2, D
                                            // stored; empty: every consumer warp is done with it
+        __device__ __forceinline__ void init_barriers() {
+            kv_full.init(128);                  // each producer thread's copies
+            q_bar.init(2 * 128, 4 * Ws::NC);    // its copies and stores; one arrival per consumer warp
+        }
     };
     static constexpr int kSmemBytes = sizeof(Smem) + 1024;   // + alignment of the first panel
 
     static __device__ __forceinline__ void run(const Params& p) {
         const Block kb(p);
         if (!kb.active) return;
-        Smem& sm = smem_aligned_1024<Smem>(kSmemBytes);
-        if (threadIdx.x == 0) {
-            sm.kv_full.init(128);            // each producer thread's copies
-            sm.q_bar.init(2 * 128, 4 * NC);  // its copies and stores; one arrival per consumer warp
-        }
-        __syncthreads();
-        specialize<Split>(
+        Smem& sm = ws_smem<Smem>(kSmemBytes);
+        specialize<Ws>(
             [&] {
                 produce(p, kb, sm);
                 // a group sum over ranks (ranks > 1) meets at block barriers: the producer takes
@@ -67,25 +61,31 @@ struct DkdvWgmmaWs {
             [&] { consume(p, kb, sm); });
     }
 
-    // Warpgroup 0: K and V, then each query tile of each query head of the chunk into stage
-    // n % STAGES (n counts tiles over the heads) once the consumers gave it back
+    // Each query tile t of each query head of the block's chunk, in the order the producer
+    // streams them: body(head, t, r), r the ring slot of the n-th tile (n counts over the heads)
+    template <class Body>
+    static __device__ __forceinline__ void for_each_tile(const Params& p, const Block& kb,
+                                                         Body&& body) {
+        int n = 0;
+        for (int c = 0; c < p.group_chunk; ++c) {
+            const Head head(p, kb, c);
+            for (int t = 0; t < head.tiles.n; ++t, ++n) body(head, t, StageRing<STAGES>(n));
+        }
+    }
+
+    // Warpgroup 0: K and V, then each query tile of each query head of the chunk into its stage
+    // once the consumers gave it back
     static __device__ __forceinline__ void produce(const Params& p, const Block& kb, Smem& sm) {
         load_key_rows<BLOCK_N, Tiles>(sm.k, kb, p.k, p.k_stride, p.d);
         load_key_rows<BLOCK_N, Tiles>(sm.v, kb, p.v, p.v_stride, p.d);
         sm.kv_full.arrive_on_copies();
-        int n = 0;
-        for (int c = 0; c < p.group_chunk; ++c) {
-            const Head head(p, kb, c);
-            for (int t = 0; t < head.tiles.n; ++t, ++n) {
-                const Ring r(n);
-                sm.q_bar.empty[r.stage].wait(r.empty_parity());
-                stage_q<BLOCK_M, 128, Tiles>(sm.q[r.stage], sm.dout[r.stage], sm.lse2[r.stage],
-                                             sm.D[r.stage], p, head.seq,
-                                             head.tiles.start(t, BLOCK_M));
-                sm.q_bar.full[r.stage].arrive_on_copies();
-                sm.q_bar.full[r.stage].arrive();   // after this thread's lse2 and D stores (release)
-            }
-        }
+        for_each_tile(p, kb, [&](const Head& head, int t, const StageRing<STAGES>& r) {
+            sm.q_bar.empty[r.stage].wait(r.empty_parity());
+            stage_q<BLOCK_M, 128, Tiles>(sm.q[r.stage], sm.dout[r.stage], sm.lse2[r.stage],
+                                         sm.D[r.stage], p, head.seq, head.tiles.start(t, BLOCK_M));
+            sm.q_bar.full[r.stage].arrive_on_copies();
+            sm.q_bar.full[r.stage].arrive();   // after this thread's lse2 and D stores (release)
+        });
         cp_async_wait<0>();   // nothing in flight when the producer's threads end
     }
 
@@ -99,20 +99,15 @@ struct DkdvWgmmaWs {
         const T* sKw = sm.k + (warp / 4) * 64 * 64;   // this warpgroup's 64 keys of panel 0
         const T* sVw = sm.v + (warp / 4) * 64 * 64;
         sm.kv_full.wait(0);
-        int n = 0;
-        for (int c = 0; c < p.group_chunk; ++c) {
-            const Head head(p, kb, c);
-            for (int t = 0; t < head.tiles.n; ++t, ++n) {
-                const Ring r(n);
-                sm.q_bar.full[r.stage].wait(r.full_parity());
-                fence_proxy_async();
-                Step::run(dK, dV, sKw, sVw, head, t, head.tiles.start(t, BLOCK_M), kb.j0 + wkey,
-                          lane, StagedQuery<T, float>{sm.q[r.stage], sm.dout[r.stage],
-                                                      sm.lse2[r.stage], sm.D[r.stage]},
-                          NoTurns{});
-                if (lane == 0) sm.q_bar.empty[r.stage].arrive();   // one arrival per warp
-            }
-        }
+        for_each_tile(p, kb, [&](const Head& head, int t, const StageRing<STAGES>& r) {
+            sm.q_bar.full[r.stage].wait(r.full_parity());
+            fence_proxy_async();
+            Step::run(dK, dV, sKw, sVw, head, t, head.tiles.start(t, BLOCK_M), kb.j0 + wkey, lane,
+                      StagedQuery<T, float>{sm.q[r.stage], sm.dout[r.stage], sm.lse2[r.stage],
+                                            sm.D[r.stage]},
+                      NoTurns{});
+            if (lane == 0) sm.q_bar.empty[r.stage].arrive();   // one arrival per warp
+        });
         store_dkdv_fragments<T>(p, kb, dK, dV, wkey, lane);   // dK_j, dV_j summed over the group
     }
 };
@@ -124,36 +119,31 @@ struct DkdvWgmmaWs {
 // (block.cuh, QueryBlock). Block: NT = 128·(NC + 1) threads, BLOCK_M = 64·NC queries.
 template <typename T, int DP, int BLOCK_M, int BLOCK_N, int NT, int STAGES, class V>
 struct DqWgmmaWs {
+    // Queries 64·c .. of the tile on consumer warpgroup c, K/V tiles through a ring (barrier.cuh);
+    // the consumers' registers hold dQ (DP / 2 floats per thread), S and dP
+    using Ws = WarpSpecialized<DP, BLOCK_M, NT, STAGES, 216>;
     using Params = BwdParams<T, float>;
     using Block = QueryBlock<BLOCK_M, V, Params, float>;
     using Step = WgmmaDqStep<T, DP, BLOCK_M, BLOCK_N>;
-    static constexpr int NC = BLOCK_M / 64;          // consumer warpgroups
-    static_assert(BLOCK_M % 64 == 0 && NT == 128 * (NC + 1),
-                  "one producer and BLOCK_M / 64 consumer warpgroups");
-    static_assert(STAGES >= 2 && STAGES <= 4, "2 to 4 K/V buffers");
-    using Tiles = SwizzledTiles<DP, 128>;   // the producer warpgroup's copies (pipeline.cuh)
-    using Ring = StageRing<STAGES>;
-    static_assert(NC == 2, "two consumer warpgroups (the register split below)");
-    using Split = RegisterSplit<NT, NC, 216>;   // dQ (DP / 2 floats per thread), S and dP
+    using Tiles = typename Ws::Tiles;   // the producer warpgroup's copies
 
     struct Smem : DqTiles<T, DP, BLOCK_M, BLOCK_N, STAGES> {
         Mbarrier q_full;                   // the resident Q and dO landed
         StageBarriers<STAGES> kv_bar;      // full: a K/V tile's copies landed; empty: every
                                            // consumer warp is done reading it
+        __device__ __forceinline__ void init_barriers() {
+            q_full.init(128);                   // each producer thread's copies
+            kv_bar.init(128, 4 * Ws::NC);       // its copies; one arrival per consumer warp
+        }
     };
     static constexpr int kSmemBytes = sizeof(Smem) + 1024;   // + alignment of the first panel
 
     static __device__ __forceinline__ void run(const Params& p) {
         const Block blk(p);
         if (!blk.active) return;
-        Smem& sm = smem_aligned_1024<Smem>(kSmemBytes);
-        if (threadIdx.x == 0) {
-            sm.q_full.init(128);             // each producer thread's copies
-            sm.kv_bar.init(128, 4 * NC);     // its copies; one arrival per consumer warp
-        }
-        __syncthreads();
+        Smem& sm = ws_smem<Smem>(kSmemBytes);
         const TileIter kv = blk.template key_tiles<BLOCK_N>();
-        specialize<Split>([&] { produce(p, blk, kv, sm); }, [&] { consume(p, blk, kv, sm); });
+        specialize<Ws>([&] { produce(p, blk, kv, sm); }, [&] { consume(p, blk, kv, sm); });
     }
 
     // Warpgroup 0: Q and dO, then K_t and V_t into stage t % STAGES once the consumers gave it back
@@ -164,7 +154,7 @@ struct DqWgmmaWs {
         sm.q_full.arrive_on_copies();
         auto kvs = kv_stream<BLOCK_N, Tiles>(blk, p, kv);
         for (int t = 0; t < kv.n; ++t) {
-            const Ring r(t);
+            const StageRing<STAGES> r(t);
             sm.kv_bar.empty[r.stage].wait(r.empty_parity());
             kvs.load(sm.kv.k[r.stage], sm.kv.v[r.stage], t);
             sm.kv_bar.full[r.stage].arrive_on_copies();
@@ -185,7 +175,7 @@ struct DqWgmmaWs {
         sm.q_full.wait(0);
         fence_proxy_async();
         for (int t = 0; t < kv.n; ++t) {
-            const Ring r(t);
+            const StageRing<STAGES> r(t);
             const int j0 = kv.start(t, BLOCK_N);
             sm.kv_bar.full[r.stage].wait(r.full_parity());
             fence_proxy_async();

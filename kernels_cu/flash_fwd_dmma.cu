@@ -26,10 +26,7 @@ struct FwdDmma : DmmaShape<T, BLOCK_M, BLOCK_N, DP, NT, STAGES> {
     using Shape::MT, Shape::NS, Shape::NO, Shape::LDS;   // m-tiles per warp, n-tiles of S and O
     using typename Shape::Tiles;
 
-    struct Smem {
-        T q[BLOCK_M * LDS];              // the resident query tile
-        KVRing<T, STAGES, BLOCK_N * LDS> kv;
-    };
+    using Smem = FwdTiles<T, LDS, BLOCK_M, BLOCK_N, STAGES>;   // pipeline.cuh
     static constexpr int kSmemBytes = sizeof(Smem);
 
     static __device__ __forceinline__ void run(const Params& p) {

@@ -46,9 +46,8 @@ struct FwdMma {
     using Merge = KeyWarpMerge<KW, MT>;
     static constexpr int kRingBytes = 2 * STAGES * BLOCK_N * LDS * int(sizeof(T));
     static constexpr int kMergeBytes = 4 * Merge::template kMergeFloats<DP>;
-    struct Smem {
-        T q[BLOCK_M * LDS];                      // the resident query tile; later each warp's O rows
-        KVRing<T, STAGES, BLOCK_N * LDS> kv;     // K and V (after them: the key warps' merge)
+    struct Smem : FwdTiles<T, LDS, BLOCK_M, BLOCK_N, STAGES> {   // Q; K and V (pipeline.cuh)
+        // after K and V: the key warps' merge
         char merge_room[kMergeBytes > kRingBytes ? kMergeBytes - kRingBytes : 16];
     };
     static constexpr int kSmemBytes = sizeof(Smem);

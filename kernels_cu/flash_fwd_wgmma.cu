@@ -28,19 +28,14 @@ template <typename T, int DP, int BLOCK_M, int BLOCK_N, int NT, int STAGES, clas
 struct FwdWgmma {
     using Params = FwdParams<T, float>;
     using Block = QueryBlock<BLOCK_M, V, Params, float>;
-    static constexpr int NW = NT / 32;
-    static_assert(NW % 4 == 0 && BLOCK_M == 16 * NW, "BLOCK_M must be 64 rows per warpgroup");
+    using Tiles = typename WgmmaShape<DP, BLOCK_M, NT>::Tiles;   // 64 query rows per warpgroup
     static_assert(STAGES == 3 || STAGES == 4, "3 or 4 K/V buffers (one being loaded, two read)");
     // Ring of STAGES K/V buffers, tile t in stage t % STAGES. Tile t + AHEAD loads while tile t is
     // computed: its stage last held tile t - 2, whose V the product P_{t-2} V_{t-2} read in step
     // t - 1 (tile t - 1's V is still being read during step t).
     static constexpr int AHEAD = STAGES - 2;
 
-    using Tiles = SwizzledTiles<DP, NT>;   // how a tile is staged (pipeline.cuh)
-    struct Smem {                        // 16-bit panels, each a multiple of 1024 bytes
-        T q[BLOCK_M * DP];               // the resident query tile; later each warp's O rows
-        KVRing<T, STAGES, BLOCK_N * DP> kv;
-    };
+    using Smem = FwdTiles<T, DP, BLOCK_M, BLOCK_N, STAGES>;   // pipeline.cuh
     static constexpr int kSmemBytes = sizeof(Smem) + 1024;   // + alignment of the first panel
 
     static __device__ __forceinline__ void run(const Params& p) {

@@ -25,54 +25,44 @@ namespace cuflash {
 
 template <typename T, int DP, int BLOCK_M, int BLOCK_N, int NT, int STAGES, class V>
 struct FwdWgmmaWs {
-    using Params = FwdParams<T, float>;
-    using Block = QueryBlock<BLOCK_M, V, Params, float>;
-    static constexpr int NC = BLOCK_M / 64;         // consumer warpgroups
-    static_assert(BLOCK_M % 64 == 0 && NT == 128 * (NC + 1),
-                  "one producer and BLOCK_M / 64 consumer warpgroups");
-    static_assert(STAGES >= 2, "two K/V buffers at least: one read, one loading");
-    static_assert(!V::SPLIT && V::CACHE == kNoCache, "split-KV and KV caches run on FwdWgmma");
-    using Tiles = SwizzledTiles<DP, 128>;   // the producer warpgroup's copies (pipeline.cuh)
-    using Ring = StageRing<STAGES>;
-    // Registers per thread after the hand-over (barrier.cuh, RegisterSplit): the consumers' many,
-    // the producer's few. d > 64: 216 keeps the causal ALiBi consumer from spilling 8 bytes (208
+    // Query rows 64·c .. of the tile on consumer warpgroup c, K/V tiles through a ring (barrier.cuh).
+    // Registers per thread after the hand-over (RegisterSplit): the consumers' many, the
+    // producer's few. d > 64: 216 keeps the causal ALiBi consumer from spilling 8 bytes (208
     // did, NOTES v17), the producer gets 72; d = 64: the producer spills 16 bytes at 72 (its
     // source pointers and the block's setup that the epilogue reads again), 88/208 spill nowhere.
-    static_assert(NC == 2, "two consumer warpgroups (the register split below)");
-    using Split = RegisterSplit<NT, NC, (DP > 64 ? 216 : 208)>;
+    using Ws = WarpSpecialized<DP, BLOCK_M, NT, STAGES, (DP > 64 ? 216 : 208)>;
+    static constexpr int NC = Ws::NC;
     static constexpr bool PINGPONG = NC > 1;
+    using Params = FwdParams<T, float>;
+    using Block = QueryBlock<BLOCK_M, V, Params, float>;
+    static_assert(!V::SPLIT && V::CACHE == kNoCache, "split-KV and KV caches run on FwdWgmma");
+    using Tiles = typename Ws::Tiles;   // the producer warpgroup's copies
 
-    struct Smem {                        // 16-bit panels, each a multiple of 1024 bytes
-        T q[BLOCK_M * DP];               // the resident query tile; later each warp's O rows
-        KVRing<T, STAGES, BLOCK_N * DP> kv;
+    struct Smem : FwdTiles<T, DP, BLOCK_M, BLOCK_N, STAGES> {   // pipeline.cuh
         Mbarrier q_full;
         Mbarrier k_full[STAGES], v_full[STAGES];     // the producer's copies landed
         Mbarrier k_empty[STAGES], v_empty[STAGES];   // every consumer warp is done reading
+        __device__ __forceinline__ void init_barriers() {
+            q_full.init(128);                        // each producer thread's copies
+            for (int s = 0; s < STAGES; ++s) {
+                k_full[s].init(128);
+                v_full[s].init(128);
+                k_empty[s].init(4 * NC);             // one arrival per consumer warp
+                v_empty[s].init(4 * NC);
+            }
+        }
     };
     static constexpr int kSmemBytes = sizeof(Smem) + 1024;   // + alignment of the first panel
 
     static __device__ __forceinline__ void run(const Params& p) {
         const Block blk(p);
         if (!blk.active) return;
-        Smem& sm = smem_aligned_1024<Smem>(kSmemBytes);
-        if (threadIdx.x == 0) {
-            sm.q_full.init(128);                     // each producer thread's copies
-            for (int s = 0; s < STAGES; ++s) {
-                sm.k_full[s].init(128);
-                sm.v_full[s].init(128);
-                sm.k_empty[s].init(4 * NC);          // one arrival per consumer warp
-                sm.v_empty[s].init(4 * NC);
-            }
-        }
-        __syncthreads();
-        if (threadIdx.x < 128) {
-            give_regs<Split::kProducer>();
-            produce(p, blk, blk.template key_tiles<BLOCK_N>(), sm);
-        } else {
-            take_regs<Split::kConsumer>();
-            const TileIter kv = blk.template key_tiles<BLOCK_N>();
-            Consumer(sm, threadIdx.x / 128 - 1, kv.n).run(p, blk, kv);
-        }
+        Smem& sm = ws_smem<Smem>(kSmemBytes);
+        specialize<Ws>([&] { produce(p, blk, blk.template key_tiles<BLOCK_N>(), sm); },
+                       [&] {
+                           const TileIter kv = blk.template key_tiles<BLOCK_N>();
+                           Consumer(sm, threadIdx.x / 128 - 1, kv.n).run(p, blk, kv);
+                       });
     }
 
     // Warpgroup 0: Q, then K_t and V_t into stage t % STAGES once the consumers gave it back
@@ -82,7 +72,7 @@ struct FwdWgmmaWs {
         sm.q_full.arrive_on_copies();
         auto kvs = kv_stream<BLOCK_N, Tiles>(blk, p, kv);
         for (int t = 0; t < kv.n; ++t) {
-            const Ring r(t);
+            const StageRing<STAGES> r(t);
             sm.k_empty[r.stage].wait(r.empty_parity());
             kvs.load(sm.kv.k[r.stage], sm.kv.v[r.stage], t, [&] {
                 sm.k_full[r.stage].arrive_on_copies();
@@ -136,13 +126,13 @@ struct FwdWgmmaWs {
             sm.q_full.wait(0);
             fence_proxy_async();
             if (kv.n > 0) {
-                const Ring r(0);
+                const StageRing<STAGES> r(0);
                 sm.k_full[r.stage].wait(r.full_parity());
                 fence_proxy_async();
                 rows.template step<true>(kv, 0, sm.kv.k[r.stage], nullptr, Hooks{*this, r.stage, 0});
             }
             for (int t = 1; t < kv.n; ++t) {
-                const Ring r(t), prev(t - 1);
+                const StageRing<STAGES> r(t), prev(t - 1);
                 sm.k_full[r.stage].wait(r.full_parity());
                 sm.v_full[prev.stage].wait(prev.full_parity());
                 fence_proxy_async();
@@ -150,7 +140,7 @@ struct FwdWgmmaWs {
                                           Hooks{*this, r.stage, prev.stage});
             }
             if (kv.n > 0) {
-                const Ring last(kv.n - 1);
+                const StageRing<STAGES> last(kv.n - 1);
                 sm.v_full[last.stage].wait(last.full_parity());
                 fence_proxy_async();
                 rows.last_product(sm.kv.v[last.stage], Hooks{*this, 0, last.stage});

@@ -44,6 +44,34 @@ struct KVRing {
     S v[STAGES][SIZE];   // ring of V tiles
 };
 
+// The tensor-core kernels' shared-memory layouts, every tile in rows of LD elements (wgmma:
+// LD = DP, 16-bit panels first, each a multiple of 1024 bytes). A kernel's Smem is one of these,
+// or derives from one to add its own parts after them.
+//   FwdTiles   the forward's: the resident query tile and a ring of STAGES K/V tiles
+//   DqTiles    the dQ kernels': the resident Q and dO tiles and a ring of STAGES K/V tiles
+//   DkdvTiles  the dK/dV kernels': the resident K and V tiles and a ring of STAGES query tiles
+//              (Q, dO, and lse·log2 e and D of their queries in Acc)
+template <typename T, int LD, int BLOCK_M, int BLOCK_N, int STAGES>
+struct FwdTiles {
+    T q[BLOCK_M * LD];                 // resident Q tile; later each warp's O rows
+    KVRing<T, STAGES, BLOCK_N * LD> kv;
+};
+template <typename T, int LD, int BLOCK_M, int BLOCK_N, int STAGES>
+struct DqTiles {
+    T q[BLOCK_M * LD];                 // resident Q tile; later each warp's dQ rows
+    T dout[BLOCK_M * LD];              // resident dO tile
+    KVRing<T, STAGES, BLOCK_N * LD> kv;
+};
+template <typename T, int LD, int BLOCK_M, int BLOCK_N, int STAGES, typename Acc = float>
+struct DkdvTiles {
+    T k[BLOCK_N * LD];                 // resident K tile
+    T v[BLOCK_N * LD];                 // resident V tile
+    T q[STAGES][BLOCK_M * LD];         // ring of Q tiles
+    T dout[STAGES][BLOCK_M * LD];      // ring of dO tiles
+    Acc lse2[STAGES][BLOCK_M];         // lse·log2 e of the streamed queries
+    Acc D[STAGES][BLOCK_M];
+};
+
 // The K/V tiles of a TileIter, loaded in the order t = 0, 1, 2, ... (the pipelines' order).
 // IN_ORDER (every mask but a mask_mod's tile lists) and a loader whose chunks follow one stepped
 // pointer per thread: tile t + 1 starts ROWS rows after tile t, so each thread keeps its two

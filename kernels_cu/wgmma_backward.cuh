@@ -11,26 +11,6 @@
 
 namespace cuflash {
 
-// The dK/dV kernels' shared memory: the resident K/V tile and a ring of STAGES query tiles (16-bit
-// panels first, each a multiple of 1024 bytes)
-template <typename T, int DP, int BLOCK_M, int BLOCK_N, int STAGES>
-struct DkdvTiles {
-    T k[BLOCK_N * DP];                 // resident K tile
-    T v[BLOCK_N * DP];                 // resident V tile
-    T q[STAGES][BLOCK_M * DP];         // ring of Q tiles
-    T dout[STAGES][BLOCK_M * DP];      // ring of dO tiles
-    float lse2[STAGES][BLOCK_M];       // lse·log2 e of the streamed queries
-    float D[STAGES][BLOCK_M];
-};
-
-// The dQ kernels' shared memory: the resident Q and dO tiles and a ring of STAGES K/V tiles
-template <typename T, int DP, int BLOCK_M, int BLOCK_N, int STAGES>
-struct DqTiles {
-    T q[BLOCK_M * DP];                 // resident Q tile; later each warp's dQ rows
-    T dout[BLOCK_M * DP];              // resident dO tile
-    KVRing<T, STAGES, BLOCK_N * DP> kv;
-};
-
 template <typename T, int DP, int BLOCK_M, int BLOCK_N>
 struct WgmmaDkdvStep {
     static constexpr int MS = BLOCK_M / 8;     // 8-query n-tiles of Sᵀ

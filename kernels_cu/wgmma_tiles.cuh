@@ -29,6 +29,16 @@ struct Swizzle128 {
 template <int DP, int NT>
 using SwizzledTiles = CpAsyncTiles<DP, NT, Swizzle128>;
 
+// The shape of a wgmma kernel without warp specialization: NT / 128 warpgroups, each owning 64 of
+// the tile's ROWS resident rows (queries; keys for dK/dV), every thread staging tiles (Tiles).
+// (The warp-specialized kernels: barrier.cuh, WarpSpecialized.)
+template <int DP, int ROWS, int NT>
+struct WgmmaShape {
+    static constexpr int NW = NT / 32;
+    static_assert(NW % 4 == 0 && ROWS == 16 * NW, "64 resident rows per warpgroup of 4 warps");
+    using Tiles = SwizzledTiles<DP, NT>;   // how a tile is staged (pipeline.cuh)
+};
+
 // wgmma shared-memory descriptor, 128-byte swizzle: start address, leading-dimension byte offset
 // (only read for MN-major operands wider than one panel), stride byte offset 1024 (8 rows).
 __device__ __forceinline__ unsigned long long sw128_desc(const void* p, unsigned lbo_bytes) {
