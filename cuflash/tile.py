@@ -103,6 +103,13 @@ class TileConfig:
         block_m = 16·num_warps - 64 (the forward's flash_fwd_wgmma_ws.cu)."""
         return self.kernel == "wgmma" and 16 * self.num_warps == self.block_m + 64
 
+    @property
+    def warp_specialized_dkdv(self) -> bool:
+        """As a backward tile: a wgmma dK/dV kernel with a producer warpgroup beside its
+        block_n / 64 consumer warpgroups, block_n = 16·num_warps - 64 (flash_bwd_wgmma_ws.cu;
+        its dQ pass takes the tile transposed)."""
+        return self.kernel == "wgmma" and 16 * self.num_warps == self.block_n + 64
+
     def replace(self, **changes) -> "TileConfig":
         return dataclasses.replace(self, **changes)
 
@@ -200,7 +207,7 @@ def _wgmma_backward_tiles(head_dim: int) -> list[TileConfig]:
     streaming query tiles (dK/dV) or key tiles (dQ) and two consumer warpgroups,
     flash_bwd_wgmma_ws.cu), dK/dV 64 × 128 and dQ 128 × 64 with 2 stages: float16, T = 4096 and
     16384 (v19, NOTES.md, tools/bench_fwd_tiles.py --pass bwd): 301-353 TFLOP/s at d = 64 and
-    340-429 at d = 128 against 261-291 and 299-349 for 64 × 64 × 4 (0.81-0.94 of cuDNN against
+    340-429 at d = 128 against 261-291 and 299-349 for 64 × 64 × 4 (0.81-0.91 of cuDNN against
     0.67-0.80); 3 stages within 3%."""
     return [TileConfig(64, 128, 12, 2, "wgmma"), TileConfig(64, 64, 4, 2, "wgmma")]
 

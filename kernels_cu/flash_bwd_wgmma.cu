@@ -54,7 +54,7 @@ struct DkdvWgmma {
             p, kb,
             [&](int s) { return StagedQuery<T, float>{sm.q[s], sm.dout[s], sm.lse2[s], sm.D[s]}; },
             [&](const Head& head, int t, int i0, const StagedQuery<T, float>& staged) {
-                Step::run(dK, dV, sKw, sVw, head, t, i0, j0 + wkey, lane, staged, NoTurns{});
+                Step::run(dK, dV, sKw, sVw, head, t, i0, j0 + wkey, lane, staged);
             });
 
         store_dkdv_fragments<T>(p, kb, dK, dV, wkey, lane);   // dK_j, dV_j summed over the group

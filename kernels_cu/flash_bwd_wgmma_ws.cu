@@ -104,8 +104,7 @@ struct DkdvWgmmaWs {
             fence_proxy_async();
             Step::run(dK, dV, sKw, sVw, head, t, head.tiles.start(t, BLOCK_M), kb.j0 + wkey, lane,
                       StagedQuery<T, float>{sm.q[r.stage], sm.dout[r.stage], sm.lse2[r.stage],
-                                            sm.D[r.stage]},
-                      NoTurns{});
+                                            sm.D[r.stage]});
             if (lane == 0) sm.q_bar.empty[r.stage].arrive();   // one arrival per warp
         });
         store_dkdv_fragments<T>(p, kb, dK, dV, wkey, lane);   // dK_j, dV_j summed over the group

@@ -21,17 +21,14 @@ struct WgmmaDkdvStep {
 
     // One staged query tile (tile t of head's list, first query i0) into dK, dV (C fragments of
     // keys wkey + g and wkey + g + 8); sKw, sVw: this warpgroup's 64 keys of panel 0 of the
-    // resident K and V tiles, j: the warp's first key (the block's j0 + wkey). turns.turn() runs
-    // before each group of products is issued and turns.issued() after it (NoTurns: nothing);
-    // the tile's Q and dO are read by the time it returns.
-    template <class Head, class Turns>
+    // resident K and V tiles, j: the warp's first key (the block's j0 + wkey); the tile's Q and
+    // dO are read by the time it returns.
+    template <class Head>
     static __device__ __forceinline__ void run(float (&dK)[NO][4], float (&dV)[NO][4],
                                                const T* sKw, const T* sVw, const Head& head, int t,
                                                int i0, int j, int lane,
-                                               const StagedQuery<T, float>& staged,
-                                               const Turns& turns) {
+                                               const StagedQuery<T, float>& staged) {
         float st[MS][4], dpt[MS][4];
-        turns.turn();
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < DP / 16; ++kk) {
@@ -39,7 +36,6 @@ struct WgmmaDkdvStep {
             MMA_S::ss(dpt, kmajor_desc<BLOCK_N>(sVw, kk), kmajor_desc<BLOCK_M>(staged.dout, kk), kk > 0);
         }
         wgmma_commit();
-        turns.issued();
         wgmma_wait<0>();
         wgmma_fence_regs(st);
         wgmma_fence_regs(dpt);
@@ -48,7 +44,6 @@ struct WgmmaDkdvStep {
         unsigned pa[BLOCK_M / 16][4], sa[BLOCK_M / 16][4];
         key_tile_probs<T, BLOCK_M>(st, dpt, pa, sa, head, t, i0, j, lane, staged.lse2, staged.D,
                                    Exp2Approx());
-        turns.turn();
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < BLOCK_M / 16; ++kk) {
@@ -56,7 +51,6 @@ struct WgmmaDkdvStep {
             MMA_O::template rs<1>(dK, sa[kk], mnmajor_desc<BLOCK_M>(staged.q, kk), 1);
         }
         wgmma_commit();
-        turns.issued();
         wgmma_wait<0>();
         wgmma_fence_regs(dV);
         wgmma_fence_regs(dK);
@@ -136,12 +130,6 @@ struct WgmmaDqStep {
         wgmma_fence_regs(dQ);
         wgmma_keep_regs(sa);
     }
-};
-
-// No turns: the warpgroups issue when they are ready (DkdvWgmma)
-struct NoTurns {
-    __device__ __forceinline__ void turn() const {}
-    __device__ __forceinline__ void issued() const {}
 };
 
 }  // namespace cuflash

@@ -33,6 +33,7 @@ import cupy as cp
 import numpy as np
 
 import cuflash
+from bench_fwd_tiles import _tile   # tools/: 'MxNxWxS' of kernel 'wgmma'
 
 
 def _ms(fn, calls):
@@ -211,8 +212,7 @@ def main():
                          "stages of kernel 'wgmma' (e.g. 64x128x12x2); default: the library's")
     a = ap.parse_args()
     if a.bwd_tile is not None:
-        m, n, w, st = (int(x) for x in a.bwd_tile.split("x"))
-        a.bwd_tile = cuflash.TileConfig(m, n, w, st, "wgmma")
+        a.bwd_tile = _tile(a.bwd_tile)
     print(cp.cuda.runtime.getDeviceProperties(0)["name"].decode(), "cupy", cp.__version__,
           "backward tile", a.bwd_tile.short() if a.bwd_tile else "default")
     rng = np.random.default_rng(12)

@@ -136,10 +136,9 @@ class KernelSpec:
         and the dQ kernel with block_m / 64 of them (kernels_cu/flash_fwd_wgmma_ws.cu,
         flash_bwd_wgmma_ws.cu; block_m = 16·num_warps - 64), the dK/dV kernel with block_n / 64
         (flash_bwd_wgmma_ws.cu; block_n = 16·num_warps - 64)."""
-        t = self.tile
         if self.role in ("fwd", "bwd_dq"):
-            return t.warp_specialized
-        return t.kernel == "wgmma" and 16 * t.num_warps == t.block_n + 64
+            return self.tile.warp_specialized
+        return self.tile.warp_specialized_dkdv
 
     @property
     def arch(self) -> str | None:
@@ -364,7 +363,7 @@ def specs_for(dtype, head_dim: int, tile: TileConfig, variant, backward: bool,
         return [KernelSpec("fwd", name, dp, tile, variant)]
     if deterministic:
         dq_tile = tile
-        if tile.kernel == "wgmma" and 16 * tile.num_warps == tile.block_n + 64:
+        if tile.warp_specialized_dkdv:
             # a warp-specialized dK/dV tile (block_n keys on block_n / 64 consumer warpgroups):
             # the dQ kernel takes it transposed, block_n queries on as many consumers, also
             # warp-specialized (flash_bwd_wgmma_ws.cu)
