@@ -23,7 +23,16 @@
 
 namespace cuflash {
 
-template <typename T, int DP, int BLOCK_M, int BLOCK_N, int NT, int STAGES, class V>
+// The atomic-dQ kernel's dS tiles: N of BLOCK_M queries × 64 keys (128-byte swizzle), each
+// consumer warpgroup's for two query tiles in turn; nothing without atomic dQ
+template <typename T, int BLOCK_M, int N, bool ON>
+struct DsTiles {
+    alignas(128) T ds[N][BLOCK_M * 64];
+};
+template <typename T, int BLOCK_M, int N>
+struct DsTiles<T, BLOCK_M, N, false> {};
+
+template <typename T, int DP, int BLOCK_M, int BLOCK_N, int NT, int STAGES, bool ATOMIC_DQ, class V>
 struct DkdvWgmmaWs {
     // Keys 64·c .. of the tile on consumer warpgroup c, query tiles through a ring (barrier.cuh).
     // Registers per thread after the hand-over (RegisterSplit): the consumers hold dK and dV
@@ -36,7 +45,9 @@ struct DkdvWgmmaWs {
     using Step = WgmmaDkdvStep<T, DP, BLOCK_M, BLOCK_N>;
     using Tiles = typename Ws::Tiles;   // the producer warpgroup's copies
 
-    struct Smem : DkdvTiles<T, DP, BLOCK_M, BLOCK_N, STAGES> {
+    static_assert(!ATOMIC_DQ || BLOCK_M == 64, "atomic dQ: one m64 product per query tile");
+
+    struct Smem : DkdvTiles<T, DP, BLOCK_M, BLOCK_N, STAGES>, DsTiles<T, BLOCK_M, 2 * Ws::NC, ATOMIC_DQ> {
         Mbarrier kv_full;                  // the resident K and V landed
         StageBarriers<STAGES> q_bar;       // full: a query tile's copies landed and its lse2, D
                                            // stored; empty: every consumer warp is done with it
@@ -99,15 +110,80 @@ struct DkdvWgmmaWs {
         const T* sKw = sm.k + (warp / 4) * 64 * 64;   // this warpgroup's 64 keys of panel 0
         const T* sVw = sm.v + (warp / 4) * 64 * 64;
         sm.kv_full.wait(0);
+        int n = 0;   // tiles so far: the dS buffer (atomic dQ) alternates
         for_each_tile(p, kb, [&](const Head& head, int t, const StageRing<STAGES>& r) {
             sm.q_bar.full[r.stage].wait(r.full_parity());
             fence_proxy_async();
-            Step::run(dK, dV, sKw, sVw, head, t, head.tiles.start(t, BLOCK_M), kb.j0 + wkey, lane,
-                      StagedQuery<T, float>{sm.q[r.stage], sm.dout[r.stage], sm.lse2[r.stage],
-                                            sm.D[r.stage]});
-            if (lane == 0) sm.q_bar.empty[r.stage].arrive();   // one arrival per warp
+            const int i0 = head.tiles.start(t, BLOCK_M);
+            const StagedQuery<T, float> staged{sm.q[r.stage], sm.dout[r.stage], sm.lse2[r.stage],
+                                               sm.D[r.stage]};
+            if constexpr (ATOMIC_DQ) {
+                T* ds = sm.ds[2 * (warp / 4) + (n++ & 1)];
+                Step::run(dK, dV, sKw, sVw, head, t, i0, kb.j0 + wkey, lane, staged,
+                          [&](const unsigned (&sa)[BLOCK_M / 16][4]) {
+                              store_ds(ds, sa, warp % 4, lane);
+                          });
+                if (lane == 0) sm.q_bar.empty[r.stage].arrive();   // one arrival per warp
+                add_dq(p, head.seq, i0, ds, sKw, warp, lane);
+            } else {
+                Step::run(dK, dV, sKw, sVw, head, t, i0, kb.j0 + wkey, lane, staged);
+                if (lane == 0) sm.q_bar.empty[r.stage].arrive();   // one arrival per warp
+            }
         });
         store_dkdv_fragments<T>(p, kb, dK, dV, wkey, lane);   // dK_j, dV_j summed over the group
+    }
+
+    // -- atomic dQ (deterministic=False; FlashAttention-2's order of work, on wgmma): after each
+    //    query tile a consumer warpgroup adds dQ_i += scale · dS_i,kw K_kw over its own 64 keys
+    //    kw to the float accumulator dq_accum (rows of DP, lse's index), which the host casts.
+    // The warp's dSᵀ A fragments (keys wq·16 + 0..15 × the tile's queries) stored transposed,
+    // as dS rows (queries) of the warpgroup's buffer: stmatrix .trans writes each 8 × 8 block's
+    // columns as rows
+    static __device__ __forceinline__ void store_ds(T* ds, const unsigned (&sa)[BLOCK_M / 16][4],
+                                                    int wq, int lane) {
+        const int key = wq * 16 + ((lane >> 3) & 1) * 8;   // blocks 1 and 3: keys + 8
+#pragma unroll
+        for (int kk = 0; kk < BLOCK_M / 16; ++kk) {
+            const int q = kk * 16 + ((lane >> 4) & 1) * 8 + (lane & 7);   // blocks 2, 3: + 8
+            stmatrix_x4_trans(ds + sw128<BLOCK_M>(q, key), sa[kk]);
+        }
+    }
+
+    // dQ rows i0 + wq·16 + g (+ 8) of this warp: once the warpgroup's four warps stored dS (a
+    // named barrier of the warpgroup, one per consumer), dS (A: queries × 64 keys, K-major) times
+    // the warpgroup's 64 K rows (B, MN-major, resident), both read from shared memory, in DP / 64
+    // products of N = 64, each added to dq_accum by vector reductions. The buffer alternates
+    // between query tiles, so a warp that stores the next tile's dS never overwrites one its
+    // warpgroup still reads.
+    static __device__ __forceinline__ void add_dq(const Params& p, const Seq& seq, int i0,
+                                                  const T* ds, const T* sKw, int warp, int lane) {
+        using MMA_Q = Wgmma<64, T>;
+        const int wq = warp % 4, g = lane >> 2, t4 = lane & 3;
+        fence_proxy_async();   // the stmatrix stores, before wgmma reads them
+        NamedBarrier{1 + warp / 4, 128}.sync();
+#pragma unroll
+        for (int pn = 0; pn < DP / 64; ++pn) {
+            float acc[8][4];
+            wgmma_fence();
+#pragma unroll
+            for (int kk = 0; kk < 4; ++kk)
+                MMA_Q::template ss<1>(acc, kmajor_desc<BLOCK_M>(ds, kk),
+                                      mnmajor_desc<BLOCK_N>(sKw + pn * BLOCK_N * 64, kk), kk > 0);
+            wgmma_commit();
+            wgmma_wait<0>();
+            wgmma_fence_regs(acc);
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int i = i0 + wq * 16 + g + h * 8;
+                if (i >= seq.T_len) continue;
+                float* row = p.dq_accum + seq.row(i) * p.d + pn * 64 + 2 * t4;
+#pragma unroll
+                for (int jn = 0; jn < 8; ++jn)
+                    if (pn * 64 + jn * 8 + 2 * t4 < p.d)
+                        red_add_v2(row + jn * 8, acc[jn][2 * h] * p.scale,
+                                   acc[jn][2 * h + 1] * p.scale);
+            }
+        }
     }
 };
 

@@ -19,9 +19,11 @@ HEAD = """\
 // d is the warpgroup's 64 × N float tile as each thread holds it: d[j][0..3] are, for lane l
 // of warp w (g = l / 4, t = l % 4), rows 16w + g (0, 1) and 16w + g + 8 (2, 3), columns
 // 8j + 2t, 8j + 2t + 1: per warp, the C fragments of mma.m16n8k16 (mma.cuh), n-tile by n-tile.
-//   wgmma_ss: d (+)= A·B, A (64 × 16) and B (16 × N) read from shared memory through descriptors.
+//   wgmma_ss: d (+)= A·B, A (64 × 16, K-major) and B (16 × N) read from shared memory through
+//             descriptors.
 //   wgmma_rs: d (+)= A·B, A from registers (the A fragment of mma.m16n8k16 per warp), B from
-//             shared memory; TRANS_B = 1 when B is stored N-major (element (k, n) at n fastest).
+//             shared memory.
+//   Both: TRANS_B = 1 when B is stored N-major (element (k, n) at n fastest; ss: 0 by default).
 // accumulate = 0 overwrites d (d = A·B). Every call must sit between wgmma_fence() and
 // wgmma_commit(); d is valid only after wgmma_wait<...>() and wgmma_fence_regs(d).
 #pragma once
@@ -71,13 +73,14 @@ def _struct(n: int, ctype: str, ptx: str) -> str:
     shape = f"m64n{n}k16.f32.{ptx}.{ptx}"
     return f"""
 template <> struct Wgmma<{n}, {ctype}> {{
+    template <int TRANS_B = 0>
     __device__ __forceinline__ static void ss(float (&d)[{n // 8}][4], unsigned long long a_desc,
                                               unsigned long long b_desc, int accumulate) {{
         asm volatile(
             "{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{nd + 2}, 0;\\n"
-            "wgmma.mma_async.sync.aligned.{shape} {{{regs}}}, %{nd}, %{nd + 1}, p, 1, 1, 0, 0;\\n}}\\n"
+            "wgmma.mma_async.sync.aligned.{shape} {{{regs}}}, %{nd}, %{nd + 1}, p, 1, 1, 0, %{nd + 3};\\n}}\\n"
             : {ops}
-            : "l"(a_desc), "l"(b_desc), "r"(accumulate));
+            : "l"(a_desc), "l"(b_desc), "r"(accumulate), "n"(TRANS_B));
     }}
     template <int TRANS_B>
     __device__ __forceinline__ static void rs(float (&d)[{n // 8}][4], const unsigned (&a)[4],

@@ -11,6 +11,12 @@
 
 namespace cuflash {
 
+// No use of dSᵀ beyond dK (WgmmaDkdvStep's ds argument)
+struct NoDs {
+    template <class A>
+    __device__ __forceinline__ void operator()(const A&) const {}
+};
+
 template <typename T, int DP, int BLOCK_M, int BLOCK_N>
 struct WgmmaDkdvStep {
     static constexpr int MS = BLOCK_M / 8;     // 8-query n-tiles of Sᵀ
@@ -21,13 +27,15 @@ struct WgmmaDkdvStep {
 
     // One staged query tile (tile t of head's list, first query i0) into dK, dV (C fragments of
     // keys wkey + g and wkey + g + 8); sKw, sVw: this warpgroup's 64 keys of panel 0 of the
-    // resident K and V tiles, j: the warp's first key (the block's j0 + wkey); the tile's Q and
-    // dO are read by the time it returns.
-    template <class Head>
+    // resident K and V tiles, j: the warp's first key (the block's j0 + wkey); ds(sa) is handed
+    // dSᵀ's A fragments while the dV/dK products read them (NoDs: nothing; the atomic-dQ kernel
+    // stores them); the tile's Q and dO are read by the time it returns.
+    template <class Head, class Ds = NoDs>
     static __device__ __forceinline__ void run(float (&dK)[NO][4], float (&dV)[NO][4],
                                                const T* sKw, const T* sVw, const Head& head, int t,
                                                int i0, int j, int lane,
-                                               const StagedQuery<T, float>& staged) {
+                                               const StagedQuery<T, float>& staged,
+                                               const Ds& ds = Ds{}) {
         float st[MS][4], dpt[MS][4];
         wgmma_fence();
 #pragma unroll
@@ -51,6 +59,7 @@ struct WgmmaDkdvStep {
             MMA_O::template rs<1>(dK, sa[kk], mnmajor_desc<BLOCK_M>(staged.q, kk), 1);
         }
         wgmma_commit();
+        ds(sa);
         wgmma_wait<0>();
         wgmma_fence_regs(dV);
         wgmma_fence_regs(dK);

@@ -60,6 +60,19 @@ __device__ __forceinline__ unsigned long long mnmajor_desc(const T* s, int kk) {
     return sw128_desc(s + kk * 16 * 64, ROWS * 128);
 }
 
+// Four 8 × 8 blocks of 16-bit elements (an m16n8k16 A fragment's registers r[0..3]) stored
+// transposed: lane l gives the address of row l % 8 of block l / 8, and that row receives the
+// block's column l % 8 (stmatrix, sm_90)
+__device__ __forceinline__ void stmatrix_x4_trans(void* smem, const unsigned (&r)[4]) {
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n"
+                 ::"r"(smem_addr(smem)), "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3]) : "memory");
+}
+
+// g[0] += a, g[1] += b in one vector reduction (8-byte aligned global float pair; sm_90)
+__device__ __forceinline__ void red_add_v2(float* g, float a, float b) {
+    asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(g), "f"(a), "f"(b) : "memory");
+}
+
 // The dynamic shared memory of a kernel whose panels need 1024-byte alignment: the layout
 // struct S placed at the first 1024-byte boundary (kernels budget sizeof(S) + 1024 bytes).
 template <class S>

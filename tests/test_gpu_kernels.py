@@ -26,9 +26,10 @@ WGMMA_FWD = [TileConfig(128, 128, 8, 3, "wgmma"), TileConfig(128, 64, 8, 4, "wgm
              TileConfig(128, 128, 12, 2, "wgmma"), TileConfig(128, 64, 12, 4, "wgmma"),
              TileConfig(128, 16, 12, 3, "wgmma")]
 WGMMA_BWD = [TileConfig(64, 64, 4, 2, "wgmma"), TileConfig(64, 128, 8, 2, "wgmma"),
-             TileConfig(64, 64, 4, 1, "wgmma"), TileConfig(128, 128, 8, 1, "wgmma"),
-             # warp-specialized dK/dV: a producer warpgroup and two consumers (flash_bwd_wgmma_ws.cu)
-             TileConfig(64, 128, 12, 2, "wgmma"), TileConfig(64, 128, 12, 3, "wgmma")]
+             TileConfig(64, 64, 4, 1, "wgmma"), TileConfig(128, 128, 8, 1, "wgmma")]
+# warp-specialized dK/dV: a producer warpgroup and two consumers (flash_bwd_wgmma_ws.cu); dQ in
+# its own pass (deterministic) or by atomics in the dK/dV kernel
+WGMMA_WS_BWD = [TileConfig(64, 128, 12, 2, "wgmma"), TileConfig(64, 128, 12, 3, "wgmma")]
 MMA_BWD = [TileConfig(64, 64, 4, 2, "mma"), TileConfig(32, 64, 4, 1, "mma"),
            TileConfig(32, 32, 2, 2, "mma")]
 # float64 tensor cores: 16 and 8 rows per warp (m16n8k16 on sm_90, m8n8k4), 1 and 2 stages
@@ -132,7 +133,7 @@ def _tile_cases():
     cases = []
     for dt in ("float16", "bfloat16"):
         cases += [(dt, t, "fwd") for t in MMA_FWD + WGMMA_FWD] + [(dt, t, "bwd") for t in MMA_BWD]
-        cases += [(dt, t, "bwd_det") for t in WGMMA_BWD]
+        cases += [(dt, t, "bwd_det") for t in WGMMA_BWD] + [(dt, t, "bwd") for t in WGMMA_WS_BWD]
     for dt in ("float16", "float32", "float64"):
         cases += [(dt, t, "both") for t in SIMT]
     cases += [("float64", t, "fwd") for t in DMMA_FWD] + [("float64", t, "bwd_det") for t in DMMA_BWD]
@@ -219,7 +220,7 @@ def test_wgmma_forward_on_hopper_only(cp):
     ref, _ = oracle_attention(*(to_numpy(x) for x in (q, k, v)))
     assert_matches_oracle(out, ref, cuflash.naive_attention(q, k, v), dtype=np.float16,
                           name="out")
-    with pytest.raises(ValueError, match="dQ in its own pass"):
+    with pytest.raises(ValueError, match="dQ in their own pass"):
         cuflash.attention_backward(q,
                                    cuflash.Residuals(q, k, v, out, cp.zeros((3, 200), cp.float32)),
                                    tile=TileConfig(64, 64, 4, 2, "wgmma"), deterministic=False)

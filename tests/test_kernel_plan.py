@@ -46,7 +46,7 @@ def test_wgmma_refusals(tile, arch, match):
 
 
 def test_wgmma_backward_is_deterministic_only_and_16_bit():
-    with pytest.raises(ValueError, match="dQ in its own pass"):
+    with pytest.raises(ValueError, match="dQ in their own pass"):
         plan.specs_for("float16", 64, WG, variant=True, backward=True, deterministic=False)
     dkdv, dq = plan.specs_for("float16", 64, TileConfig(64, 128, 8, 2, "wgmma"), variant=True,
                               backward=True)

@@ -114,7 +114,7 @@ FAMILIES = {
     "mma": (("float16", "bfloat16"), MMA, (True,)),
     "mma_atomic": (("float16", "bfloat16"), MMA_ATOMIC, (False,)),
     "wgmma": (("float16", "bfloat16"), WGMMA, (True,)),
-    "wgmma_ws": (("float16", "bfloat16"), WGMMA_WS, (True,)),
+    "wgmma_ws": (("float16", "bfloat16"), WGMMA_WS, (True, False)),
     "dmma": ((np.float64,), DMMA, (True,)),
 }
 

@@ -74,14 +74,14 @@ def _kernel_key(spec: KernelSpec) -> tuple[str, str]:
 def kernel_type(spec: KernelSpec) -> str:
     """The C++ kernel struct of one specialization, e.g.
     ``cuflash::FwdMma<__half, 128, 128, 32, 128, 2, cuflash::Variant<false, false, false>>``:
-    its template parameters are the kernel's (simt: no stages; dK/dV of simt and mma: the dQ
-    mode)."""
+    its template parameters are the kernel's (simt: no stages; dK/dV of simt, mma and the
+    warp-specialized wgmma kernel: the dQ mode)."""
     t, fam = spec.tile, spec.family
     struct, _ = _KERNELS[_kernel_key(spec)]
     args = [spec.ctype, spec.head_dim, t.block_m, t.block_n, spec.threads()]
     if fam != "simt":
         args.append(t.num_stages)
-    if spec.role == "bwd_dkdv" and fam in ("simt", "mma"):
+    if spec.role == "bwd_dkdv" and (fam in ("simt", "mma") or spec.warp_specialized):
         args.append(str(spec.atomic_dq).lower())
     args.append(spec.variant.cpp())
     return f"cuflash::{struct}<{', '.join(map(str, args))}>"

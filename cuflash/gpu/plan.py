@@ -228,11 +228,18 @@ def validate(spec: KernelSpec, smem_limit: int | None = None, arch: str | None =
                          f"the device allows {smem_limit}")
 
 
+_WGMMA_ATOMIC = ("the 4-warp and 8-warp wgmma backwards compute dQ in their own pass; use "
+                 "deterministic=True, a warp-specialized tile (block_n = 128, num_warps = 12: "
+                 "dQ by atomics in the dK/dV kernel) or a kernel='mma' tile for atomic dQ")
+
+
 def _validate_wgmma(spec: KernelSpec, where: str) -> None:
     t = spec.tile
-    if spec.atomic_dq:
-        raise ValueError(f"{where}: the wgmma backward computes dQ in its own pass; use "
-                         f"deterministic=True (or a kernel='mma' tile for atomic dQ)")
+    if spec.atomic_dq and not (spec.role == "bwd_dkdv" and spec.warp_specialized):
+        raise ValueError(f"{where}: {_WGMMA_ATOMIC}")
+    if spec.atomic_dq and t.block_m != 64:
+        raise ValueError(f"{where}: the warp-specialized dK/dV kernel adds dQ by atomics with "
+                         f"block_m = 64 queries per step")
     if t.num_warps % 4:
         raise ValueError(f"{where}: num_warps must be a multiple of 4 (warpgroups)")
     if spec.role != "fwd" and spec.warp_specialized:
@@ -352,9 +359,9 @@ def specs_for(dtype, head_dim: int, tile: TileConfig, variant, backward: bool,
                          f"got {name}")
     if tile.kernel == "dmma" and not dmma_capable(head_dim, dtype):
         raise ValueError(f"TileConfig.kernel='dmma' needs float64 inputs, got {name}")
-    if tile.kernel == "wgmma" and backward and not deterministic:
-        raise ValueError(f"TileConfig {tile.short()}: the wgmma backward computes dQ in its own "
-                         f"pass; use deterministic=True or a kernel='mma' tile for atomic dQ")
+    if tile.kernel == "wgmma" and backward and not deterministic and \
+            16 * tile.num_warps != tile.block_n + 64:
+        raise ValueError(f"TileConfig {tile.short()}: {_WGMMA_ATOMIC}")
     if tile.kernel == "dmma" and backward and not deterministic:
         raise ValueError(f"TileConfig {tile.short()}: the dmma backward computes dQ in its own "
                          f"pass; use deterministic=True or a simt tile for atomic dQ")
@@ -383,7 +390,10 @@ def specs_for(dtype, head_dim: int, tile: TileConfig, variant, backward: bool,
 def check_tile(tile: TileConfig, head_dim: int, dtype, *, backward=False, smem_limit=None,
                arch=None):
     """Raise ValueError if `tile` cannot run this pass (thread mapping, shared memory, arch)."""
-    # the wgmma and dmma backwards have no atomic-dQ mode: only their deterministic pair is checked
-    for det in ((True, False) if backward and tile.kernel not in ("wgmma", "dmma") else (True,)):
+    # the dmma backward and the wgmma backwards but the warp-specialized one have no atomic-dQ
+    # mode: only their deterministic pair is checked
+    atomic = tile.kernel not in ("wgmma", "dmma") or (
+        tile.kernel == "wgmma" and 16 * tile.num_warps == tile.block_n + 64 and tile.block_m == 64)
+    for det in ((True, False) if backward and atomic else (True,)):
         for spec in specs_for(dtype, head_dim, tile, False, backward, det):
             validate(spec, smem_limit, arch)
