@@ -11,7 +11,7 @@ FLOPs.
         [--d 64,128] [--dtypes float16,bfloat16] [--rounds 5] [--pass fwd|bwd] [--json out.json]
 
 A tile is block_m x block_n x num_warps x num_stages of kernel 'wgmma'; 'default' is the library's
-own choice. torch is imported for the comparison only (cuflash never imports it).
+own choice; ':atomic' after a tile times the backward with deterministic=False. torch is imported for the comparison only (cuflash never imports it).
 """
 from __future__ import annotations
 
@@ -26,11 +26,17 @@ from bench_layouts import _time  # noqa: E402
 
 
 def _tile(text):
+    """(TileConfig or None for the default, deterministic): '64x128x12x2', 'default', and with
+    ':atomic' after either the backward's deterministic=False (dQ by atomics)."""
     from cuflash import TileConfig
+    text, _, mode = text.partition(":")
+    if mode not in ("", "atomic"):
+        raise SystemExit(f"--tiles: unknown mode {mode!r} (only ':atomic')")
+    det = mode != "atomic"
     if text == "default":
-        return None
+        return None, det
     m, n, w, s = (int(x) for x in text.split("x"))
-    return TileConfig(m, n, w, s, "wgmma")
+    return TileConfig(m, n, w, s, "wgmma"), det
 
 
 def main(argv=None):
@@ -85,10 +91,11 @@ def main(argv=None):
                     fns = {}
                     for name, m in methods.items():
                         if name.startswith("cuflash") and bwd:
-                            fns[name] = (lambda m=m: cuflash.attention_backward(dout, res, tile=m))
+                            fns[name] = (lambda m=m: cuflash.attention_backward(
+                                dout, res, tile=m[0], deterministic=m[1]))
                         elif name.startswith("cuflash"):
                             fns[name] = (lambda m=m: cuflash.attention(q, k, v, causal=causal,
-                                                                       tile=m))
+                                                                       tile=m[0]))
                         elif bwd:
                             leaves = tuple(torch.from_dlpack(x).requires_grad_(True)
                                            for x in (q, k, v))
