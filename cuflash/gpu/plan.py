@@ -390,10 +390,9 @@ def specs_for(dtype, head_dim: int, tile: TileConfig, variant, backward: bool,
 def check_tile(tile: TileConfig, head_dim: int, dtype, *, backward=False, smem_limit=None,
                arch=None):
     """Raise ValueError if `tile` cannot run this pass (thread mapping, shared memory, arch)."""
-    # the dmma backward and the wgmma backwards but the warp-specialized one have no atomic-dQ
-    # mode: only their deterministic pair is checked
-    atomic = tile.kernel not in ("wgmma", "dmma") or (
-        tile.kernel == "wgmma" and 16 * tile.num_warps == tile.block_n + 64 and tile.block_m == 64)
-    for det in ((True, False) if backward and atomic else (True,)):
+    # the wgmma and dmma backwards: only their deterministic pair is checked (the dmma and the
+    # 4- and 8-warp wgmma ones have no atomic-dQ mode; the warp-specialized dK/dV kernel's, which
+    # takes 32 KB more shared memory, is checked when deterministic=False asks for it)
+    for det in ((True, False) if backward and tile.kernel not in ("wgmma", "dmma") else (True,)):
         for spec in specs_for(dtype, head_dim, tile, False, backward, det):
             validate(spec, smem_limit, arch)
