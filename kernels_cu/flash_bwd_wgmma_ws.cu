@@ -47,7 +47,8 @@ struct DkdvWgmmaWs {
 
     static_assert(!ATOMIC_DQ || BLOCK_M == 64, "atomic dQ: one m64 product per query tile");
 
-    struct Smem : DkdvTiles<T, DP, BLOCK_M, BLOCK_N, STAGES>, DsTiles<T, BLOCK_M, 2 * Ws::NC, ATOMIC_DQ> {
+    struct Smem : DkdvTiles<T, DP, BLOCK_M, BLOCK_N, STAGES>,
+                  DsTiles<T, BLOCK_M, 2 * Ws::NC, ATOMIC_DQ> {
         Mbarrier kv_full;                  // the resident K and V landed
         StageBarriers<STAGES> q_bar;       // full: a query tile's copies landed and its lse2, D
                                            // stored; empty: every consumer warp is done with it
