@@ -101,8 +101,8 @@ def main():
 def _dets(bt):
     """The backward's dQ modes a tile runs: both, but for the dmma tiles and the wgmma tiles
     other than the warp-specialized dK/dV one (dQ in its own pass only)."""
-    ws = bt.kernel == "wgmma" and 16 * bt.num_warps == bt.block_n + 64
-    return (True,) if bt.kernel in ("wgmma", "dmma") and not ws else (True, False)
+    return ((True,) if bt.kernel in ("wgmma", "dmma") and not bt.warp_specialized_dkdv
+            else (True, False))
 
 
 def layouts(cp, rng, dt, d, ft, bt):

@@ -360,7 +360,7 @@ def specs_for(dtype, head_dim: int, tile: TileConfig, variant, backward: bool,
     if tile.kernel == "dmma" and not dmma_capable(head_dim, dtype):
         raise ValueError(f"TileConfig.kernel='dmma' needs float64 inputs, got {name}")
     if tile.kernel == "wgmma" and backward and not deterministic and \
-            16 * tile.num_warps != tile.block_n + 64:
+            not tile.warp_specialized_dkdv:
         raise ValueError(f"TileConfig {tile.short()}: {_WGMMA_ATOMIC}")
     if tile.kernel == "dmma" and backward and not deterministic:
         raise ValueError(f"TileConfig {tile.short()}: the dmma backward computes dQ in its own "
