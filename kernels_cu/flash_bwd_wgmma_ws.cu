@@ -23,11 +23,12 @@
 
 namespace cuflash {
 
-// The atomic-dQ kernel's dS tiles: N of BLOCK_M queries × 64 keys (128-byte swizzle), each
-// consumer warpgroup's for two query tiles in turn; nothing without atomic dQ
+// The atomic-dQ kernel's dS tiles: for two query tiles in turn, BLOCK_M queries × the block's
+// N·64 keys as N panels of 64 keys (128-byte swizzle: each panel 1024-byte aligned), panel c
+// written by consumer warpgroup c; nothing without atomic dQ
 template <typename T, int BLOCK_M, int N, bool ON>
 struct DsTiles {
-    alignas(128) T ds[N][BLOCK_M * 64];
+    alignas(1024) T ds[2][N * BLOCK_M * 64];
 };
 template <typename T, int BLOCK_M, int N>
 struct DsTiles<T, BLOCK_M, N, false> {};
@@ -48,7 +49,7 @@ struct DkdvWgmmaWs {
     static_assert(!ATOMIC_DQ || BLOCK_M == 64, "atomic dQ: one m64 product per query tile");
 
     struct Smem : DkdvTiles<T, DP, BLOCK_M, BLOCK_N, STAGES>,
-                  DsTiles<T, BLOCK_M, 2 * Ws::NC, ATOMIC_DQ> {
+                  DsTiles<T, BLOCK_M, Ws::NC, ATOMIC_DQ> {
         Mbarrier kv_full;                  // the resident K and V landed
         StageBarriers<STAGES> q_bar;       // full: a query tile's copies landed and its lse2, D
                                            // stored; empty: every consumer warp is done with it
@@ -119,13 +120,14 @@ struct DkdvWgmmaWs {
             const StagedQuery<T, float> staged{sm.q[r.stage], sm.dout[r.stage], sm.lse2[r.stage],
                                                sm.D[r.stage]};
             if constexpr (ATOMIC_DQ) {
-                T* ds = sm.ds[2 * (warp / 4) + (n++ & 1)];
+                const int parity = n++ & 1;
+                T* ds = sm.ds[parity];
                 Step::run(dK, dV, sKw, sVw, head, t, i0, kb.j0 + wkey, lane, staged,
                           [&](const unsigned (&sa)[BLOCK_M / 16][4]) {
-                              store_ds(ds, sa, warp % 4, lane);
+                              store_ds(ds + (warp / 4) * BLOCK_M * 64, sa, warp % 4, lane);
                           });
                 if (lane == 0) sm.q_bar.empty[r.stage].arrive();   // one arrival per warp
-                add_dq(p, head.seq, i0, ds, sKw, warp, lane);
+                add_dq(p, head.seq, i0, ds, sm.k, parity, warp, lane);
             } else {
                 Step::run(dK, dV, sKw, sVw, head, t, i0, kb.j0 + wkey, lane, staged);
                 if (lane == 0) sm.q_bar.empty[r.stage].arrive();   // one arrival per warp
@@ -135,8 +137,10 @@ struct DkdvWgmmaWs {
     }
 
     // -- atomic dQ (deterministic=False; FlashAttention-2's order of work, on wgmma): after each
-    //    query tile a consumer warpgroup adds dQ_i += scale · dS_i,kw K_kw over its own 64 keys
-    //    kw to the float accumulator dq_accum (rows of DP, lse's index), which the host casts.
+    //    query tile the consumers add dQ_i += scale · dS_i,j K_j over the block's BLOCK_N keys j
+    //    to the float accumulator dq_accum (rows of d, lse's index), which the host casts. Each
+    //    element of dQ_i gets one reduction per key block, as in FlashAttention-3 (per warpgroup's
+    //    64 keys it took twice as many, and the backward ran at 0.74× the deterministic one: v19).
     // The warp's dSᵀ A fragments (keys wq·16 + 0..15 × the tile's queries) stored transposed,
     // as dS rows (queries) of the warpgroup's buffer: stmatrix .trans writes each 8 × 8 block's
     // columns as rows
@@ -150,26 +154,34 @@ struct DkdvWgmmaWs {
         }
     }
 
-    // dQ rows i0 + wq·16 + g (+ 8) of this warp: once the warpgroup's four warps stored dS (a
-    // named barrier of the warpgroup, one per consumer), dS (A: queries × 64 keys, K-major) times
-    // the warpgroup's 64 K rows (B, MN-major, resident), both read from shared memory, in DP / 64
-    // products of N = 64, each added to dq_accum by vector reductions. The buffer alternates
-    // between query tiles, so a warp that stores the next tile's dS never overwrites one its
-    // warpgroup still reads.
+    // dQ rows i0 + wq·16 + g (+ 8) of this warp: once every consumer warp stored its dS (a
+    // named barrier of the consumers), dS (A: queries × BLOCK_N keys, K-major panels) times the
+    // resident K (B, MN-major), both read from shared memory, one product of N = 64 per 64-column
+    // panel pn of dQ: at d = 128 warpgroup c takes panel c, at d <= 64 (one panel) the
+    // warpgroups take turns by tile. Each product is
+    // added to dq_accum by vector reductions. The buffer alternates between query tiles: a
+    // warpgroup stores tile n + 2's dS only after the barrier of tile n + 1, which every warp
+    // reaches after its products of tile n completed.
     static __device__ __forceinline__ void add_dq(const Params& p, const Seq& seq, int i0,
-                                                  const T* ds, const T* sKw, int warp, int lane) {
+                                                  const T* ds, const T* sK, int parity, int warp,
+                                                  int lane) {
         using MMA_Q = Wgmma<64, T>;
         const int wq = warp % 4, g = lane >> 2, t4 = lane & 3;
+        constexpr int PANELS = DP / 64, NC = Ws::NC;
+        static_assert(PANELS < NC || PANELS % NC == 0, "dQ's panels split evenly");
+        const int wg = warp / 4;
         fence_proxy_async();   // the stmatrix stores, before wgmma reads them
-        NamedBarrier{1 + warp / 4, 128}.sync();
+        NamedBarrier{1, 128 * NC}.sync();
+        if (PANELS < NC && parity != wg) return;   // d <= 64: the other warpgroup's turn
 #pragma unroll
-        for (int pn = 0; pn < DP / 64; ++pn) {
+        for (int k = 0; k < (PANELS < NC ? 1 : PANELS / NC); ++k) {
+            const int pn = PANELS < NC ? 0 : wg + k * NC;
             float acc[8][4];
             wgmma_fence();
 #pragma unroll
-            for (int kk = 0; kk < 4; ++kk)
+            for (int kk = 0; kk < BLOCK_N / 16; ++kk)
                 MMA_Q::template ss<1>(acc, kmajor_desc<BLOCK_M>(ds, kk),
-                                      mnmajor_desc<BLOCK_N>(sKw + pn * BLOCK_N * 64, kk), kk > 0);
+                                      mnmajor_desc<BLOCK_N>(sK + pn * BLOCK_N * 64, kk), kk > 0);
             wgmma_commit();
             wgmma_wait<0>();
             wgmma_fence_regs(acc);
