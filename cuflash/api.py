@@ -7,7 +7,7 @@ import numpy as np
 
 from . import checks, twin
 from ._xp import accum_dtype, dtype_name
-from .tile import default_tile
+from .tile import default_backward, default_tile
 
 
 def _backend(xp):
@@ -18,16 +18,25 @@ def _backend(xp):
     return ops
 
 
-def _default(p, backward, deterministic=True):
-    """Default tile for this problem; on the GPU, one that fits the device's shared memory at
-    the head dim the kernels run it at (``Problem.kernel_d``)."""
+def _device(p):
+    """(head dim, device keywords) that the default tiles are chosen for: on the GPU, the head
+    dim the kernels run at (``Problem.kernel_d``) and the device's shared memory and arch."""
     ops = _backend(p.xp)
     if ops is None:
-        return default_tile(max(p.d, p.dv), p.dtype, backward=backward, causal=p.causal,
-                            deterministic=deterministic)
-    return default_tile(p.kernel_d, p.dtype, backward=backward, causal=p.causal,
-                        deterministic=deterministic, smem_limit=ops.smem_limit(),
-                        arch=ops.device_arch())
+        return max(p.d, p.dv), {}
+    return p.kernel_d, dict(smem_limit=ops.smem_limit(), arch=ops.device_arch())
+
+
+def _default(p):
+    """Default forward tile for this problem (on the GPU, one that fits the device)."""
+    d, kw = _device(p)
+    return default_tile(d, p.dtype, causal=p.causal, **kw)
+
+
+def _default_backward(p, deterministic):
+    """(tile, deterministic) of the default backward: ``tile.default_backward``."""
+    d, kw = _device(p)
+    return default_backward(d, p.dtype, causal=p.causal, deterministic=deterministic, **kw)
 
 
 def _score_mods(p):
@@ -137,7 +146,7 @@ def attention(q, k, v, *, causal=False, scale=None, tile=None, return_lse=False,
     p = checks.check_qkv(q, k, v, causal=causal, scale=scale, window=window, softcap=softcap,
                          alibi_slopes=alibi_slopes, mask_mod=mask_mod)
     num_splits = checks.check_num_splits(num_splits)
-    tile = checks.check_tile(tile) or _default(p, backward=False)
+    tile = checks.check_tile(tile) or _default(p)
     xp = p.xp
     if not isinstance(return_residuals, (bool, np.bool_)):
         raise TypeError(f"return_residuals must be a bool, got {return_residuals!r}")
@@ -231,12 +240,15 @@ def attention_backward(dout, residuals, *args, tile=None, deterministic=True, **
         returns them (or build a :class:`Residuals`). A :class:`VarlenResiduals` (from
         :func:`cuflash.attention_varlen`) runs :func:`cuflash.attention_varlen_backward`.
     tile : TileConfig, optional
-        Default ``default_tile(d, dtype, backward=True)``.
+        Default ``default_backward(d, dtype, ...)[0]`` (cuflash.tile).
     deterministic : bool
         True (default): a second pass sums dQ in a fixed order: identical bits every run, and
         on the H200 faster than atomics despite ~40% more arithmetic (NOTES.md, v2). False: dQ
         is summed over key tiles with float atomics in device memory, as FlashAttention-2 does;
-        its bits can vary from run to run. The CPU twin mirrors both orders.
+        its bits can vary from run to run. The CPU twin mirrors both orders. False only
+        permits atomics: with ``tile=None`` the library takes them where they measured faster
+        (``cuflash.tile.default_backward``; on Hopper it runs the deterministic pair), with a
+        tile given it runs that tile's atomic-dQ kernel.
 
     Returns
     -------
@@ -264,7 +276,9 @@ def attention_backward(dout, residuals, *args, tile=None, deterministic=True, **
     p = checks.check_qkv(q, k, v, **r.options())
     if not isinstance(deterministic, (bool, np.bool_)):
         raise TypeError(f"deterministic must be a bool, got {deterministic!r}")
-    tile = checks.check_tile(tile) or _default(p, backward=True, deterministic=bool(deterministic))
+    tile, deterministic = checks.check_tile(tile), bool(deterministic)
+    if tile is None:
+        tile, deterministic = _default_backward(p, deterministic)
     xp = p.xp
     full = p.lead + (p.T, p.dv)
     checks.check_same("dout", dout, "the output", full, p.dtype, xp)
@@ -272,7 +286,7 @@ def attention_backward(dout, residuals, *args, tile=None, deterministic=True, **
     checks.check_same("lse", lse, "the forward's lse", p.lead + (p.T,), accum_dtype(p.dtype), xp)
     if p.T == 0:
         return tuple(xp.zeros(x.shape, p.dtype) for x in (q, k, v))
-    return _backward(p, dout, q, k, v, out, lse, tile, bool(deterministic))
+    return _backward(p, dout, q, k, v, out, lse, tile, deterministic)
 
 
 _OPTIONS = ("causal", "scale", "window", "softcap", "alibi_slopes", "mask_mod")

@@ -236,9 +236,10 @@ def tile_candidates(head_dim: int, dtype, *, backward: bool = False, causal: boo
             # Q and K read by wgmma straight from swizzled shared memory (flash_fwd_wgmma.cu).
             return wgmma_forward_tiles(head_dim) + tile_candidates(
                 head_dim, dtype, causal=causal, hopper=hopper)
-        if wgmma and deterministic:
+        if wgmma:
             # Backward on Hopper: dK/dV with 64 keys per warpgroup and a separate dQ pass
-            # (flash_bwd_wgmma.cu); no atomic-dQ mode, so deterministic=False stays on mma.
+            # (flash_bwd_wgmma.cu, flash_bwd_wgmma_ws.cu); deterministic=False too, whose
+            # default runs them deterministically (default_backward)
             return _wgmma_backward_tiles(head_dim) + tile_candidates(
                 head_dim, dtype, backward=True, causal=causal, hopper=hopper)
         if not backward:
@@ -304,6 +305,28 @@ def default_tile(head_dim: int, dtype, *, backward: bool = False, causal: bool =
     without either (the CPU twin reads only block_m, block_n)."""
     return _default_tile(int(head_dim), dtype_name(dtype), bool(backward), bool(causal),
                          bool(deterministic), smem_limit, arch)
+
+
+def default_backward(head_dim: int, dtype, *, causal: bool = False, deterministic: bool = True,
+                     smem_limit: int | None = None,
+                     arch: str | None = None) -> tuple[TileConfig, bool]:
+    """The backward that ``tile=None`` runs: (``default_tile(..., backward=True)``, whether dQ
+    takes its own deterministic pass). deterministic=False permits dQ by atomics in the dK/dV
+    kernel; the default takes them only where they measured faster than the deterministic pair,
+    so on Hopper (wgmma tiles) it runs the deterministic pair: the warp-specialized kernel's
+    atomic dQ ran at 0.95-1.03× of it at d = 64 and 0.80-0.91× at d = 128 (v20, NOTES.md; float16,
+    T = 4096-16384), and the mma atomic tile that deterministic=False took before at 0.43-0.51×.
+    An explicit warp-specialized tile with deterministic=False runs the atomic kernel."""
+    tile = default_tile(head_dim, dtype, backward=True, causal=causal,
+                        deterministic=deterministic, smem_limit=smem_limit, arch=arch)
+    return tile, default_dq_deterministic(tile, deterministic)
+
+
+def default_dq_deterministic(tile: TileConfig, deterministic: bool) -> bool:
+    """Whether the default backward on ``tile`` (``default_backward``'s choice) takes the
+    deterministic dQ pass when ``deterministic`` is asked: always for True; for False on the wgmma
+    tiles (measured faster than their atomic dQ, or they have none)."""
+    return bool(deterministic) or tile.kernel == "wgmma"
 
 
 @functools.lru_cache(maxsize=None)

@@ -145,7 +145,7 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k=None, *, max_seqlen_q=N
     xp = vp.xp
     ops = api._backend(xp)
     if ops is not None:   # the kernels: every sequence in one launch, tokens read in place
-        out, lse = ops.forward_packed(q, k, v, vp, tile=tile or api._default(vp, backward=False))
+        out, lse = ops.forward_packed(q, k, v, vp, tile=tile or api._default(vp))
     else:
         out = xp.empty((vp.total_q, vp.Hq, vp.dv), dtype=vp.dtype)
         lse = xp.empty((vp.Hq, vp.total_q), dtype=accum_dtype(vp.dtype))
@@ -210,9 +210,11 @@ def attention_varlen_backward(dout, residuals, *, tile=None, deterministic=True)
                       accum_dtype(dt), xp)
     ops = api._backend(xp)
     if ops is not None:
-        tile = tile or api._default(vp, backward=True, deterministic=bool(deterministic))
+        det = bool(deterministic)
+        if tile is None:
+            tile, det = api._default_backward(vp, det)
         return ops.backward_packed(dout, r.q, r.k, r.v, r.out, r.lse, vp, tile=tile,
-                                   deterministic=bool(deterministic))
+                                   deterministic=det)
     dq = xp.zeros(r.q.shape, dtype=dt)
     dk = xp.zeros(r.k.shape, dtype=dt)
     dv = xp.zeros(r.v.shape, dtype=dt)

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from cuflash import TileConfig, default_tile
+from cuflash.tile import default_backward
 from cuflash.gpu import build, plan
 
 KERNELS = Path(__file__).resolve().parents[1] / "kernels_cu"
@@ -83,9 +84,18 @@ def test_default_tiles_per_architecture(dtype, causal):
         ws = default_tile(d, dtype, backward=True, causal=causal, smem_limit=HOPPER, arch="sm_90")
         assert (ws.block_m, ws.block_n, ws.num_warps) == (64, 128, 12)
         assert all(s.warp_specialized for s in plan.specs_for(dtype, d, ws, causal, True))
-    atomic = default_tile(128, dtype, backward=True, causal=causal, deterministic=False,
-                          smem_limit=HOPPER, arch="sm_90")
-    assert atomic.kernel == "mma"
+    # deterministic=False: the same tile, run deterministically (its atomic dQ measured slower,
+    # v20); before Hopper the mma atomic-dQ tile
+    for d in (64, 128):
+        tile, det = default_backward(d, dtype, causal=causal, deterministic=False,
+                                     smem_limit=HOPPER, arch="sm_90")
+        assert (tile, det) == (default_tile(d, dtype, backward=True, causal=causal,
+                                            smem_limit=HOPPER, arch="sm_90"), True)
+        tile, det = default_backward(d, dtype, causal=causal, deterministic=False,
+                                     smem_limit=plan.SMEM_LIMIT["sm_80"], arch="sm_80")
+        assert (tile.kernel, det) == ("mma", False)
+    assert default_backward(128, dtype, deterministic=True, smem_limit=HOPPER,
+                            arch="sm_90")[1] is True
     for arch in ("sm_80", "sm_89", "sm_100"):
         limit = plan.SMEM_LIMIT.get(arch, HOPPER)
         assert default_tile(128, dtype, causal=causal, smem_limit=limit, arch=arch).kernel == "mma"

@@ -91,7 +91,7 @@ def main(argv=None):
     from cuflash.api import _default
     from cuflash.gpu import ops
     vpp = checks.check_varlen(qp, kp, vp, cu, cu, causal=True, scale=None)
-    tile = _default(vpp, backward=False)
+    tile = _default(vpp)
     report(f"varlen packed, checks done once ({tile.short()})", vis,
            lambda: ops.forward_packed(qp, kp, vp, vpp, tile=tile))
     Bp = len(lens)

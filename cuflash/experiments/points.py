@@ -13,7 +13,7 @@ import dataclasses
 import json
 
 from ..mask import Mask
-from ..tile import TileConfig
+from ..tile import TileConfig, default_dq_deterministic
 from . import decode, layouts, ring, variants
 from .schema import Experiment, device_smem_limit, library_tile
 
@@ -240,6 +240,8 @@ def _variants(method, d: int, dtype: str, pass_: str, causal: bool, smem_limit: 
             for det in (method.deterministic if bwd else (None,)):
                 bt = (library_tile(d, dtype, True, smem_limit, causal, det, **fields)
                       if bwd else None)
+                if bwd and not fields:   # the library's default backward: its dQ mode too
+                    det = default_dq_deterministic(bt, det)
                 yield "", ft, bt, det
 
 

@@ -41,7 +41,7 @@ from typing import Callable
 import yaml
 
 from .. import iomodel
-from ..tile import default_tile
+from ..tile import default_backward, default_tile
 from . import env as envmod
 from . import files, hostmem, results
 from .measure import classify, free_device_memory, measure_point, time_point
@@ -107,10 +107,9 @@ def _predicted_problem(p: Point, args: tuple) -> iomodel.Traffic:
         total = iomodel.predict("naive", p.pass_, *args)
     else:
         if p.method_name == "torch_sdpa":
-            fwd_tile, bwd_tile, det = (default_tile(p.head_dim, p.dtype, causal=mask.causal),
-                                       default_tile(p.head_dim, p.dtype, backward=True,
-                                                    causal=mask.causal, deterministic=False),
-                                       False)
+            fwd_tile = default_tile(p.head_dim, p.dtype, causal=mask.causal)
+            bwd_tile, det = default_backward(p.head_dim, p.dtype, causal=mask.causal,
+                                             deterministic=False)
         else:
             fwd_tile, bwd_tile, det = p.fwd_tile, p.bwd_tile, bool(p.deterministic)
         total = None

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from .._xp import DTYPES
 from ..checks import SUPPORTED_HEAD_DIMS
-from ..tile import TileConfig, default_tile
+from ..tile import TileConfig, default_backward, default_tile
 from . import build, plan
 
 
@@ -33,9 +33,12 @@ def default_specs(arch: str) -> list[plan.KernelSpec]:
                 for causal in (False, True):
                     for det in ((True, False) if backward else (True,)):
                         try:
-                            tile = default_tile(d, dt, backward=backward, causal=causal,
-                                                arch=arch,
-                                                deterministic=det, smem_limit=limit)
+                            if backward:
+                                tile, det = default_backward(d, dt, causal=causal, arch=arch,
+                                                             deterministic=det, smem_limit=limit)
+                            else:
+                                tile = default_tile(d, dt, causal=causal, arch=arch,
+                                                    smem_limit=limit)
                         except ValueError:
                             continue   # nothing fits this GPU (the library says so at call time)
                         for s in plan.specs_for(dt, d, tile, causal, backward, det):
