@@ -1,6 +1,7 @@
 """Where the packed varlen batch loses against dense (issue 12): the same 65536 tokens,
 Hq=16, d=128, fp16, forward and backward, timed side by side in rounds:
   dense      (16, 16, 4096, 128) contiguous
+  dense8k    (8, 16, 8192, 128) contiguous (the same tokens in half the sequences)
   view       the (16, 4096, 16, 128) array's transposed view (packed rows, dense kernel)
   equal      attention_varlen of 16 sequences of 4096 (packed kernel, equal lengths), SeqLens
   random     attention_varlen of the seeded uniform 1..8192 lengths, SeqLens
@@ -24,6 +25,7 @@ cu_e = cp.asarray(np.arange(0, total + 1, 4096).astype(np.int32))
 sl_r, sl_e = cuflash.SeqLens(cu_r), cuflash.SeqLens(cu_e)
 view = lambda x: x.reshape(16, 4096, Hq, d).transpose(0, 2, 1, 3)
 dense = [view(x).copy() for x in (q, k, v, do)]
+dense8k = [x.reshape(8, 8192, Hq, d).transpose(0, 2, 1, 3).copy() for x in (q, k, v, do)]
 for causal in (False, True):
     fl_e = 4.0 * d * Hq * 16 * _pairs(4096, causal)
     fl_r = 4.0 * d * Hq * sum(_pairs(L, causal) for L in lens)
@@ -35,6 +37,9 @@ for causal in (False, True):
         flops[name] = fl
     add("dense", lambda rr: cuflash.attention(*dense[:3], causal=causal, return_residuals=rr),
         lambda res: cuflash.attention_backward(dense[3], res), fl_e)
+    fl_8 = 4.0 * d * Hq * 8 * _pairs(8192, causal)
+    add("dense8k", lambda rr: cuflash.attention(*dense8k[:3], causal=causal, return_residuals=rr),
+        lambda res: cuflash.attention_backward(dense8k[3], res), fl_8)
     add("view", lambda rr: cuflash.attention(view(q), view(k), view(v), causal=causal,
                                               return_residuals=rr),
         lambda res: cuflash.attention_backward(view(do), res), fl_e)
