@@ -464,3 +464,20 @@ def test_stored_experiment_yaml_round_trips(tmp_path):
     again = schema.load(tmp_path / runner.SPEC_YAML)
     assert again.axes == exp.axes and again.name == "tiny"
     assert yaml.safe_load((tmp_path / runner.SPEC_YAML).read_text())["name"] == "tiny"
+
+
+def test_summary_line_names_where_a_benchmark_ran():
+    """env.summary_line: the date, the GPU, the driver and runtime, CuPy, torch and the commit
+    (marked + when the tree had changes); on a CPU run the device says so."""
+    from cuflash.experiments import env
+    gpu = dict(date="2026-12-02T13:40:00+00:00", device="gpu", gpu_name="NVIDIA H200",
+               driver_version="580.159.04", cuda_runtime_version=13000, cupy_version="14.2.0",
+               torch_version="2.11.0+cu130", git_commit="0123456789abcdef", git_dirty=True)
+    line = env.summary_line(gpu)
+    for part in ("2026-12-02T13:40:00+00:00", "NVIDIA H200", "driver 580.159.04",
+                 "CUDA runtime 13000", "CuPy 14.2.0", "torch 2.11.0+cu130", "cuflash 0123456789+"):
+        assert part in line, (part, line)
+    cpu = env.summary_line(dict(date="d", device="cpu", cpu_count=2, cupy_version=None,
+                                torch_version=None, git_commit=None))
+    assert "cpu (2 cores)" in cpu and "driver" not in cpu and "(no commit)" in cpu
+    assert "+" not in env.summary_line(dict(gpu, git_dirty=False)).split("cuflash ")[1]

@@ -57,6 +57,9 @@ def main(argv=None):
     from ml_dtypes import bfloat16
 
     import cuflash
+    from cuflash.experiments import env as run_env
+    where = run_env.collect("gpu")
+    print("# " + run_env.summary_line(where), flush=True)   # GPU, versions, date, commit
     methods = {f"cuflash {t}": _tile(t) for t in a.tiles.split(",")}
     torch = None
     if not a.no_torch:
@@ -141,7 +144,7 @@ def main(argv=None):
                     del q, k, v, dout, res, fns
     if a.json:
         with open(a.json, "w") as f:
-            json.dump(dict(methods=names, cells=results), f, indent=1)
+            json.dump(dict(env=where, methods=names, cells=results), f, indent=1)
 
 
 if __name__ == "__main__":

@@ -117,6 +117,21 @@ def blas_info() -> list[dict]:
             if lib.get("user_api") == "blas"]
 
 
+def summary_line(env: dict) -> str:
+    """One line naming where a benchmark ran (``collect``'s dict): date, device, driver and
+    CUDA runtime versions, CuPy, torch and the commit (``+`` when the tree had changes)."""
+    commit = env.get("git_commit")
+    parts = [str(env.get("date")), device_name(env)]
+    if env.get("driver_version"):
+        parts.append(f"driver {env['driver_version']}")
+    if env.get("cuda_runtime_version"):
+        parts.append(f"CUDA runtime {env['cuda_runtime_version']}")
+    parts += [f"CuPy {env.get('cupy_version')}", f"torch {env.get('torch_version')}",
+              "cuflash " + (commit[:10] + ("+" if env.get("git_dirty") else "") if commit
+                            else "(no commit)")]
+    return ", ".join(parts)
+
+
 def device_name(env: dict) -> str:
     """A short name for the device column: the GPU's name, or 'cpu (<n> cores)'."""
     if env.get("device") == "gpu" and env.get("gpu_name"):
