@@ -14,6 +14,8 @@
 //
 // Versions (predictions and results in NOTES.md):
 //   v18  first warp-specialized dK/dV and dQ kernels: cp.async producer, 2 consumer warpgroups.
+//   v20  atomic dQ in the dK/dV kernel (deterministic=False, explicit tiles): dS to shared
+//        memory, dQ = dS·K on the consumers in turns, red.global into dq_accum.
 //
 // Grid: (key tiles, chunks·sequences·kv heads) (block.cuh, KeyBlock). Block: NT = 128·(NC + 1)
 // threads, BLOCK_N = 64·NC keys. DqWgmmaWs below: the dQ pass, warp-specialized the same way.
@@ -140,7 +142,9 @@ struct DkdvWgmmaWs {
     //    query tile the consumers add dQ_i += scale · dS_i,j K_j over the block's BLOCK_N keys j
     //    to the float accumulator dq_accum (rows of d, lse's index), which the host casts. Each
     //    element of dQ_i gets one reduction per key block, as in FlashAttention-3 (per warpgroup's
-    //    64 keys it took twice as many, and the backward ran at 0.74× the deterministic one: v19).
+    //    64 keys it took twice as many, and the backward ran at 0.67-0.75× the deterministic one:
+    //    v20, call 61). Measured in turns as below: 0.95-1.03× the deterministic pair at d = 64,
+    //    0.81-0.91× at d = 128 (call 63), so deterministic=False's default does not take it.
     // The warp's dSᵀ A fragments (keys wq·16 + 0..15 × the tile's queries) stored transposed,
     // as dS rows (queries) of the warpgroup's buffer: stmatrix .trans writes each 8 × 8 block's
     // columns as rows
