@@ -209,7 +209,16 @@ MUTANTS = [
     M("device_hopper_by_name", "cuflash/device.py",
       '    return arch in ("sm_90", "sm_90a")', '    return arch.startswith("sm_8")',
       "tests/test_device.py tests/test_kernel_plan.py", "the Hopper test names the wrong architectures"),
+    M("default_dq_atomic_on_hopper", "cuflash/tile.py",
+      '    return bool(deterministic) or tile.kernel == "wgmma"', "    return bool(deterministic)",
+      "tests/test_kernel_plan.py",
+      "deterministic=False's default on Hopper runs the slower atomic-dQ ws kernel (v20)"),
     # -- GPU-only code (run with --gpu on a GPU machine)
+    M("gpu_ds_tiles_off_the_swizzle_atom", "kernels_cu/flash_bwd_wgmma_ws.cu",
+      "    alignas(1024) T ds[2][N * BLOCK_M * 64];", "    alignas(128) T ds[2][N * BLOCK_M * 64];",
+      "tests/test_gpu_kernels.py::test_tiles_against_oracle",
+      "the atomic-dQ kernel's dS tiles off a 1024-byte swizzle atom (v20, call 61: the 3-stage "
+      "tile's dQ wrong, memcheck and racecheck clean)", gpu=True),
     M("gpu_drop_last_key", "kernels_cu/mask.cuh",
       "        bool ok = j < S_len;                            // one predicate, no branch per bound",
       "        bool ok = j < S_len - 1;",
