@@ -142,9 +142,9 @@ struct DkdvWgmmaWs {
     //    query tile the consumers add dQ_i += scale · dS_i,j K_j over the block's BLOCK_N keys j
     //    to the float accumulator dq_accum (rows of d, lse's index), which the host casts. Each
     //    element of dQ_i gets one reduction per key block, as in FlashAttention-3 (per warpgroup's
-    //    64 keys it took twice as many, and the backward ran at 0.67-0.75× the deterministic one:
+    //    64 keys it took twice as many, and the backward ran at 0.66-0.76× the deterministic one:
     //    v20, call 61). Measured in turns as below: 0.95-1.03× the deterministic pair at d = 64,
-    //    0.81-0.91× at d = 128 (call 63), so deterministic=False's default does not take it.
+    //    0.80-0.91× at d = 128 (call 63), so deterministic=False's default does not take it.
     // The warp's dSᵀ A fragments (keys wq·16 + 0..15 × the tile's queries) stored transposed,
     // as dS rows (queries) of the warpgroup's buffer: stmatrix .trans writes each 8 × 8 block's
     // columns as rows
