@@ -33,8 +33,12 @@ def _default(p):
     return default_tile(d, p.dtype, causal=p.causal, **kw)
 
 
-def _default_backward(p, deterministic):
-    """(tile, deterministic) of the default backward: ``tile.default_backward``."""
+def _backward_choice(p, tile, deterministic):
+    """(tile, deterministic) a backward runs: the tile given and its dQ mode as asked, or with
+    tile=None ``tile.default_backward``'s choice."""
+    tile, deterministic = checks.check_tile(tile), bool(deterministic)
+    if tile is not None:
+        return tile, deterministic
     d, kw = _device(p)
     return default_backward(d, p.dtype, causal=p.causal, deterministic=deterministic, **kw)
 
@@ -276,9 +280,7 @@ def attention_backward(dout, residuals, *args, tile=None, deterministic=True, **
     p = checks.check_qkv(q, k, v, **r.options())
     if not isinstance(deterministic, (bool, np.bool_)):
         raise TypeError(f"deterministic must be a bool, got {deterministic!r}")
-    tile, deterministic = checks.check_tile(tile), bool(deterministic)
-    if tile is None:
-        tile, deterministic = _default_backward(p, deterministic)
+    tile, deterministic = _backward_choice(p, tile, deterministic)
     xp = p.xp
     full = p.lead + (p.T, p.dv)
     checks.check_same("dout", dout, "the output", full, p.dtype, xp)

@@ -210,9 +210,7 @@ def attention_varlen_backward(dout, residuals, *, tile=None, deterministic=True)
                       accum_dtype(dt), xp)
     ops = api._backend(xp)
     if ops is not None:
-        det = bool(deterministic)
-        if tile is None:
-            tile, det = api._default_backward(vp, det)
+        tile, det = api._backward_choice(vp, tile, deterministic)
         return ops.backward_packed(dout, r.q, r.k, r.v, r.out, r.lse, vp, tile=tile,
                                    deterministic=det)
     dq = xp.zeros(r.q.shape, dtype=dt)

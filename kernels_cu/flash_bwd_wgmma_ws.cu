@@ -121,19 +121,15 @@ struct DkdvWgmmaWs {
             const int i0 = head.tiles.start(t, BLOCK_M);
             const StagedQuery<T, float> staged{sm.q[r.stage], sm.dout[r.stage], sm.lse2[r.stage],
                                                sm.D[r.stage]};
-            if constexpr (ATOMIC_DQ) {
-                const int parity = n++ & 1;
-                T* ds = sm.ds[parity];
-                Step::run(dK, dV, sKw, sVw, head, t, i0, kb.j0 + wkey, lane, staged,
-                          [&](const unsigned (&sa)[BLOCK_M / 16][4]) {
-                              store_ds(ds + (warp / 4) * BLOCK_M * 64, sa, warp % 4, lane);
-                          });
-                if (lane == 0) sm.q_bar.empty[r.stage].arrive();   // one arrival per warp
-                add_dq(p, head.seq, i0, ds, sm.k, parity, warp, lane);
-            } else {
-                Step::run(dK, dV, sKw, sVw, head, t, i0, kb.j0 + wkey, lane, staged);
-                if (lane == 0) sm.q_bar.empty[r.stage].arrive();   // one arrival per warp
-            }
+            const int parity = n++ & 1;   // atomic dQ: this tile's dS buffer
+            Step::run(dK, dV, sKw, sVw, head, t, i0, kb.j0 + wkey, lane, staged,
+                      [&](const unsigned (&sa)[BLOCK_M / 16][4]) {
+                          if constexpr (ATOMIC_DQ)
+                              store_ds(sm.ds[parity] + (warp / 4) * BLOCK_M * 64, sa, warp % 4,
+                                       lane);
+                      });
+            if (lane == 0) sm.q_bar.empty[r.stage].arrive();   // one arrival per warp
+            if constexpr (ATOMIC_DQ) add_dq(p, head.seq, i0, sm.ds[parity], sm.k, parity, warp, lane);
         });
         store_dkdv_fragments<T>(p, kb, dK, dV, wkey, lane);   // dK_j, dV_j summed over the group
     }
@@ -172,7 +168,6 @@ struct DkdvWgmmaWs {
                                                   const T* ds, const T* sK, int parity, int warp,
                                                   int lane) {
         using MMA_Q = Wgmma<64, T>;
-        const int wq = warp % 4, g = lane >> 2, t4 = lane & 3;
         fence_proxy_async();   // the stmatrix stores, before wgmma reads them
         const NamedBarrier ready{1 + parity, 128 * Ws::NC};
         if (warp / 4 != parity) {   // the other warpgroup's turn: hand it this one's dS
@@ -191,6 +186,7 @@ struct DkdvWgmmaWs {
             wgmma_commit();
             wgmma_wait<0>();
             wgmma_fence_regs(acc);
+            const int wq = warp % 4, g = lane >> 2, t4 = lane & 3;
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
                 const int i = i0 + wq * 16 + g + h * 8;
