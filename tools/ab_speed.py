@@ -18,10 +18,16 @@ import statistics
 import subprocess
 import sys
 
+#: This checkout's timer (cuflash/experiments/gputime.py), used for both trees' calls
+GPUTIME = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "cuflash",
+                       "experiments", "gputime.py")
+
 CELL_CODE = r"""
-import json, sys, numpy as np, cupy as cp
+import importlib.util, json, sys, numpy as np, cupy as cp
 sys.path.insert(0, sys.argv[1])
 import cuflash
+_spec = importlib.util.spec_from_file_location("gputime", sys.argv[3])
+gputime = importlib.util.module_from_spec(_spec); _spec.loader.exec_module(gputime)
 from ml_dtypes import bfloat16
 out = {}
 for spec in json.loads(sys.argv[2]):
@@ -37,14 +43,7 @@ for spec in json.loads(sys.argv[2]):
         o, lse = cuflash.attention(q, k, v, causal=causal, return_lse=True)
         bwd = lambda: cuflash.attention_backward(do, q, k, v, o, lse, causal=causal)
     fn = (lambda: cuflash.attention(q, k, v, causal=causal)) if pass_ == "fwd" else bwd
-    for _ in range(3):
-        fn()
-    times = []
-    for _ in range(10):
-        a, b = cp.cuda.Event(), cp.cuda.Event()
-        a.record(); fn(); b.record(); b.synchronize()
-        times.append(cp.cuda.get_elapsed_time(a, b))
-    ms = float(np.median(times))
+    ms = float(np.median(gputime.gpu_times(fn, 10, 3)))
     flops = 4.0 * B * H * T * T * d * (0.5 if causal else 1.0) * (2.5 if pass_ == "bwd" else 1.0)
     out[json.dumps(spec)] = flops / ms / 1e9
     del q, k, v, do, o, lse
@@ -54,7 +53,8 @@ print("RESULT " + json.dumps(out))
 
 def run_tree(tree, cells):
     env = dict(os.environ, PYTHONPATH=os.path.abspath(tree))
-    r = subprocess.run([sys.executable, "-c", CELL_CODE, os.path.abspath(tree), json.dumps(cells)],
+    r = subprocess.run([sys.executable, "-c", CELL_CODE, os.path.abspath(tree), json.dumps(cells),
+                        GPUTIME],
                        capture_output=True, text=True, env=env, timeout=900)
     line = [x for x in r.stdout.splitlines() if x.startswith("RESULT ")]
     if r.returncode or not line:

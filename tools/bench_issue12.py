@@ -15,11 +15,12 @@ cell timed in alternating rounds, so that clock drift falls on all of them alike
            outputs only, no copy; target >= 0.97 and no growth beyond out and lse).
 
 TFLOP/s: 4·d per visible score forward, 2.5 times that backward; the median over rounds of the
-mean of `calls` calls between CUDA events. A ratio is the median over rounds of the ratio within
-a round (each round times every configuration once, starting one configuration later than the
-round before), so that the GPU's clock drift, which moves every timing of a round alike, and
-the place in the round cancel; the median of the two medians moved ±3% between runs (NOTES v15).
-NOTES.md v13.
+mean of `calls` calls between CUDA events, queued behind a spin kernel so that the first
+call's host work is not timed (cuflash.experiments.gputime; NOTES v21). A ratio is the median
+over rounds of the ratio within a round (each round times every configuration once, starting
+one configuration later than the round before), so that the GPU's clock drift, which moves
+every timing of a round alike, and the place in the round cancel; the median of the two
+medians moved ±3% between runs (NOTES v15). NOTES.md v13.
 
     python3 tools/bench_issue12.py [--parts gqa,varlen,strided] [--rounds 5] [--calls 3]
                                    [--min-ms 0] [--bwd-tile 64x128x12x2]
@@ -33,17 +34,13 @@ import cupy as cp
 import numpy as np
 
 import cuflash
+from cuflash.experiments import gputime
 from bench_fwd_tiles import _tile   # tools/: 'MxNxWxS' of kernel 'wgmma'
 
 
 def _ms(fn, calls):
-    a, b = cp.cuda.Event(), cp.cuda.Event()
-    a.record()
-    for _ in range(calls):
-        fn()
-    b.record()
-    b.synchronize()
-    return cp.cuda.get_elapsed_time(a, b) / calls
+    """ms per call of `calls` calls between CUDA events, the host ahead (gputime)"""
+    return gputime.gpu_ms(fn, calls)
 
 
 def interleaved(fns: dict, rounds: int, calls: int, min_ms: float = 0.0) -> dict:

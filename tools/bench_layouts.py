@@ -2,7 +2,7 @@
 query head and against torch's SDPA with enable_gqa (when torch is installed), a (B, T, H, d)
 array's transposed view against a contiguous copy, and a packed batch of mixed lengths against
 the same batch padded to the longest. Forward and backward TFLOP/s (visible scores only),
-median of 10 timed calls between CUDA events.
+median of 10 timed calls between CUDA events, the host ahead (cuflash.experiments.gputime).
 
     python tools/bench_layouts.py [--T 4096] [--d 128]
 """
@@ -13,17 +13,10 @@ import statistics
 
 
 def _time(cp, fn, reps=10):
-    for _ in range(3):
-        fn()
-    out = []
-    for _ in range(reps):
-        a, b = cp.cuda.Event(), cp.cuda.Event()
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        out.append(cp.cuda.get_elapsed_time(a, b))
-    return statistics.median(out)
+    """Median ms per call of `reps` timings with the host ahead (cuflash.experiments.gputime;
+    `cp` is unused, kept for the callers)."""
+    from cuflash.experiments import gputime
+    return statistics.median(gputime.gpu_times(fn, reps, 3))
 
 
 def main(argv=None):

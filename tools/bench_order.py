@@ -17,17 +17,13 @@ import cupy as cp
 import numpy as np
 
 import cuflash
+from cuflash.experiments import gputime
 from cuflash.gpu import ops
 
 
 def _ms(fn, calls):
-    a, b = cp.cuda.Event(), cp.cuda.Event()
-    a.record()
-    for _ in range(calls):
-        fn()
-    b.record()
-    b.synchronize()
-    return cp.cuda.get_elapsed_time(a, b) / calls
+    """ms per call of `calls` calls between CUDA events, the host ahead (gputime)"""
+    return gputime.gpu_ms(fn, calls)
 
 
 def main():

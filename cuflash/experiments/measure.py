@@ -1,6 +1,7 @@
 """Measuring one point: time, peak memory above the inputs, and error against the float64 oracle.
 
-GPU: time from CUDA events after warm-up (``cupyx.profiler.benchmark``'s gpu_times); peak memory
+GPU: time from CUDA events after warm-up, each timed call queued behind a short spin kernel so
+that the host's work for it is not counted as GPU time (``gputime``); peak memory
 from a tracking allocator installed around one call (CuPy's pool keeps no high-water mark), minus
 the bytes in use before it (the inputs). CPU: NumPy's BLAS pinned to ``measure.threads`` threads
 (threadpoolctl; the count is recorded in the row), wall time (``time.perf_counter``) in batches
@@ -35,7 +36,7 @@ import numpy as np
 from .. import api, naive, oracle
 from .._xp import cupy_module, resolve_dtype
 from ..checks import SeqLens
-from . import decode, layouts, variants
+from . import decode, gputime, layouts, variants
 from .points import Point
 from .schema import Measure
 
@@ -171,14 +172,12 @@ STABLE_WINDOW = 3
 def time_call(call: Call, cfg: Measure) -> dict:
     """Time the call (after ``cfg.warmup`` untimed ones): ``summarize``'s columns.
 
-    GPU (CuPy, torch): ``cfg.repeats`` CUDA-event timings (fewer when ``cfg.max_seconds`` runs
-    out). CPU: ``time_until_stable``; the summary is over its last batches and adds
+    GPU (CuPy, torch): ``cfg.repeats`` CUDA-event timings with the host ahead
+    (``gputime.gpu_times``; fewer when ``cfg.max_seconds`` runs out). CPU:
+    ``time_until_stable``; the summary is over its last batches and adds
     ``time_spread``, the relative spread of their medians."""
     if call.kind in ("cupy", "torch"):
-        from cupyx.profiler import benchmark
-        res = benchmark(call.fn, (), n_repeat=cfg.repeats, n_warmup=cfg.warmup,
-                        max_duration=cfg.max_seconds, name="cuflash")
-        return summarize([float(t) * 1e3 for t in np.asarray(res.gpu_times)[0]])
+        return summarize(gputime.gpu_times(call.fn, cfg.repeats, cfg.warmup, cfg.max_seconds))
     times, spread = time_until_stable(call.fn, cfg.repeats, cfg.warmup, cfg.max_seconds,
                                       cfg.stable_spread)
     return dict(summarize(times), time_spread=spread)
