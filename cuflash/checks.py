@@ -222,8 +222,10 @@ def check_qkv(q, k, v, *, causal, scale, window=None, softcap=None, alibi_slopes
 class VarlenProblem:
     """One checked call of attention_varlen: sequence b has the query tokens
     cu_q[b]..cu_q[b+1]-1 of q (total_q, Hq, d) and the key tokens cu_k[b]..cu_k[b+1]-1 of
-    k (total_k, Hkv, d) and v (total_k, Hkv, d_v); cu_q, cu_k are host copies (int64), lens
-    the checked SeqLens they come from (cu_given: its arrays, what the kernels read)."""
+    k (total_k, Hkv, d) and v (total_k, Hkv, d_v); cu_q, cu_k are host copies (int64) of lens,
+    the SeqLens they come from (cu_given: its arrays, what the kernels read). A call given GPU
+    arrays and both max_seqlen bounds has its lens checked and read back when a host copy is
+    first asked for (checks._PendingSeqLens): until then max_seqlen_q/k are the bounds."""
 
     xp: object
     dtype: np.dtype
@@ -231,8 +233,8 @@ class VarlenProblem:
     Hkv: int
     d: int
     dv: int
-    cu_q: np.ndarray
-    cu_k: np.ndarray
+    total_q: int
+    total_k: int
     scale: float
     mask: Mask
     softcap: float | None
@@ -246,16 +248,26 @@ class VarlenProblem:
         return self.lens.cu_seqlens_q, self.lens.cu_seqlens_k
 
     @property
+    def cu_q(self) -> np.ndarray:
+        return self.lens.cu_q
+
+    @property
+    def cu_k(self) -> np.ndarray:
+        return self.lens.cu_k
+
+    @property
     def batch(self) -> int:
-        return len(self.cu_q) - 1
+        return self.lens.batch
 
     @property
-    def total_q(self) -> int:
-        return int(self.cu_q[-1])
+    def max_seqlen_q(self) -> int:
+        """The longest query length (a pending lens: the caller's bound), what the kernels'
+        grid is sized by."""
+        return self.lens.max_seqlen_q
 
     @property
-    def total_k(self) -> int:
-        return int(self.cu_k[-1])
+    def max_seqlen_k(self) -> int:
+        return self.lens.max_seqlen_k
 
     @property
     def lengths_q(self) -> np.ndarray:
@@ -290,9 +302,9 @@ def _where(dev) -> str:
     return "on the host (NumPy)" if dev is None else f"on GPU {dev} (CuPy)"
 
 
-def _read_cu_seqlens(name, a, dev, ref="q") -> np.ndarray:
-    """A host int64 copy of cu_seqlens ``a`` (a device sync on CuPy) after checking it: int32,
-    1-D with at least one entry, on device ``dev`` (``ref``'s), starting at 0, non-decreasing."""
+def _check_cu_array(name, a, dev, ref="q") -> None:
+    """What can be checked of cu_seqlens ``a`` without reading it: an int32 array, 1-D with at
+    least one entry, on device ``dev`` (``ref``'s)."""
     array_module(**{name: a})
     if _device_of(a) != dev:
         raise TypeError(f"{name} is {_where(_device_of(a))} but {ref} is {_where(dev)}: move "
@@ -303,6 +315,12 @@ def _read_cu_seqlens(name, a, dev, ref="q") -> np.ndarray:
     if a.ndim != 1 or a.shape[0] < 1:
         raise ValueError(f"{name} must be 1-D with batch + 1 entries (the first token of each "
                          f"sequence, then the total), got shape {tuple(a.shape)}")
+
+
+def _read_cu_seqlens(name, a, dev, ref="q") -> np.ndarray:
+    """A host int64 copy of cu_seqlens ``a`` (a device sync on CuPy) after checking it: int32,
+    1-D with at least one entry, on device ``dev`` (``ref``'s), starting at 0, non-decreasing."""
+    _check_cu_array(name, a, dev, ref)
     c = np.asarray(a if dev is None else a.get(), dtype=np.int64)
     if c[0] != 0:
         raise ValueError(f"{name}[0]={c[0]} must be 0 (the first sequence starts at token 0)")
@@ -364,6 +382,9 @@ class SeqLens:
                              f"({len(self.cu_k) - 1} sequences): both must have batch + 1")
         self.device = dev
 
+    def resolve(self) -> None:
+        """Nothing to do: checked when made (a call's pending SeqLens reads back here)."""
+
     @property
     def batch(self) -> int:
         return len(self.cu_q) - 1
@@ -379,6 +400,74 @@ class SeqLens:
     def __repr__(self) -> str:
         return (f"SeqLens(batch={self.batch}, total_q={int(self.cu_q[-1])}, "
                 f"total_k={int(self.cu_k[-1])}, {_where(self.device)})")
+
+
+class _PendingSeqLens(SeqLens):
+    """The SeqLens of a call given cu_seqlens arrays and both max_seqlen bounds: the arrays'
+    shapes, dtypes and devices checked now, their values read back (on the GPU a device sync)
+    and checked only when first needed (``resolve``; any host copy asked for resolves), which
+    the GPU forward leaves until its launch is prepared (ops._forward's ``before_launch``), so
+    that the sync's idle GPU waits for the checks and the launch alone, not for the preparation
+    (the twin reads them at once).
+    Until then ``max_seqlen_q`` and ``max_seqlen_k`` are the caller's bounds, which size the
+    kernels' grid (flash-attn's convention); ``resolve`` checks that they hold every length and
+    that the totals are q's and k's tokens, with the errors of the checks made at once."""
+
+    def __init__(self, cu_seqlens_q, cu_seqlens_k, dev, max_seqlen_q, max_seqlen_k, total_q,
+                 total_k):
+        _check_cu_array("cu_seqlens_q", cu_seqlens_q, dev)
+        _check_cu_array("cu_seqlens_k", cu_seqlens_k, dev)
+        nq, nk = int(cu_seqlens_q.shape[0]), int(cu_seqlens_k.shape[0])
+        if nq != nk:
+            raise ValueError(f"cu_seqlens_q has {nq} entries ({nq - 1} sequences) and "
+                             f"cu_seqlens_k {nk} ({nk - 1} sequences): both must have batch + 1")
+        self.cu_seqlens_q, self.cu_seqlens_k, self.device = cu_seqlens_q, cu_seqlens_k, dev
+        self._n = nq
+        self._bounds = (max_seqlen_q, max_seqlen_k)
+        self._totals = (total_q, total_k)
+        self._host = None
+
+    def resolve(self) -> None:
+        """Read cu_seqlens back and check them (once): every error of the immediate checks."""
+        if self._host is not None:
+            return
+        lens = SeqLens.__new__(SeqLens)
+        lens._read(self.cu_seqlens_q, self.cu_seqlens_k, self.device, "q")
+        _check_totals(lens.cu_q, lens.cu_k, *self._totals)
+        _check_bounds(lens.cu_q, lens.cu_k, *self._bounds)
+        self._host = (lens.cu_q, lens.cu_k)
+
+    @property
+    def cu_q(self):
+        self.resolve()
+        return self._host[0]
+
+    @property
+    def cu_k(self):
+        self.resolve()
+        return self._host[1]
+
+    @property
+    def batch(self) -> int:
+        return self._n - 1
+
+    @property
+    def max_seqlen_q(self) -> int:
+        return self._bounds[0] if self._host is None else super().max_seqlen_q
+
+    @property
+    def max_seqlen_k(self) -> int:
+        return self._bounds[1] if self._host is None else super().max_seqlen_k
+
+
+def _check_totals(cu_q, cu_k, total_q: int, total_k: int) -> None:
+    _check_total("cu_seqlens_q", cu_q, total_q, "q.shape[0]")
+    _check_total("cu_seqlens_k", cu_k, total_k, "k.shape[0]")
+
+
+def _check_bounds(cu_q, cu_k, max_seqlen_q, max_seqlen_k) -> None:
+    _check_max_seqlen("max_seqlen_q", max_seqlen_q, np.diff(cu_q), "cu_seqlens_q")
+    _check_max_seqlen("max_seqlen_k", max_seqlen_k, np.diff(cu_k), "cu_seqlens_k")
 
 
 def _seqlens(cu_seqlens_q, cu_seqlens_k, dev) -> SeqLens:
@@ -441,18 +530,22 @@ def check_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, max_seqlen_q=None, max_
         raise ValueError(f"q has {Hq} heads (q.shape[1]) and k, v have {Hkv} (k.shape[1]): the "
                          f"query heads must be a multiple of the kv heads, at least 1 (GQA: "
                          f"query head h reads kv head h // (Hq / Hkv))")
-    lens = _seqlens(cu_seqlens_q, cu_seqlens_k, dev)
-    cu_q, cu_k = lens.cu_q, lens.cu_k
-    _check_total("cu_seqlens_q", cu_q, int(q.shape[0]), "q.shape[0]")
-    _check_total("cu_seqlens_k", cu_k, int(k.shape[0]), "k.shape[0]")
-    _check_max_seqlen("max_seqlen_q", max_seqlen_q, np.diff(cu_q), "cu_seqlens_q")
-    _check_max_seqlen("max_seqlen_k", max_seqlen_k, np.diff(cu_k), "cu_seqlens_k")
+    for name, value in (("max_seqlen_q", max_seqlen_q), ("max_seqlen_k", max_seqlen_k)):
+        _check_max_seqlen(name, value, np.zeros(0, np.int64), "")
+    if (not isinstance(cu_seqlens_q, SeqLens) and cu_seqlens_k is not None
+            and max_seqlen_q is not None and max_seqlen_k is not None):
+        lens = _PendingSeqLens(cu_seqlens_q, cu_seqlens_k, dev, int(max_seqlen_q),
+                               int(max_seqlen_k), int(q.shape[0]), int(k.shape[0]))
+    else:
+        lens = _seqlens(cu_seqlens_q, cu_seqlens_k, dev)
+        _check_totals(lens.cu_q, lens.cu_k, int(q.shape[0]), int(k.shape[0]))
+        _check_bounds(lens.cu_q, lens.cu_k, max_seqlen_q, max_seqlen_k)
     mask = Mask.make(causal=causal, window=window)
-    slopes = check_alibi(alibi_slopes, (len(cu_q) - 1, Hq), q.dtype, xp)
+    slopes = check_alibi(alibi_slopes, (lens.batch, Hq), q.dtype, xp)
     if slopes is not None:
-        slopes = slopes.reshape(len(cu_q) - 1, Hq)
-    return VarlenProblem(xp, q.dtype, Hq, Hkv, d, d_v, cu_q, cu_k, check_scale(scale, d), mask,
-                         check_softcap(softcap), slopes, lens)
+        slopes = slopes.reshape(lens.batch, Hq)
+    return VarlenProblem(xp, q.dtype, Hq, Hkv, d, d_v, int(q.shape[0]), int(k.shape[0]),
+                         check_scale(scale, d), mask, check_softcap(softcap), slopes, lens)
 
 
 def check_num_splits(num_splits, *, allow_none=True):

@@ -105,9 +105,10 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k=None, *, max_seqlen_q=N
         cu_seqlens_q may instead be a :class:`cuflash.SeqLens` of both (cu_seqlens_k left
         out): checked once when it was made, so that this call does not read them back.
     max_seqlen_q, max_seqlen_k : int, optional
-        The longest query / key length (flash-attn's arguments, which the packed kernels will
-        size their grid by); checked to be at least every real length, otherwise unused. None:
-        taken from cu_seqlens.
+        Bounds on the longest query / key length (flash-attn's arguments), checked to hold
+        every real length. Given both with the arrays, the kernels' grid is sized by them and
+        the arrays are read back only once the launch is prepared (below); otherwise the grid
+        is sized by the real longest lengths. None: taken from cu_seqlens.
     causal, scale, window, softcap
         As in :func:`cuflash.attention`, applied per sequence with T = T_b and S = S_b: causal
         and windows are aligned to each sequence's bottom-right corner (query i sees key j iff
@@ -132,7 +133,9 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k=None, *, max_seqlen_q=N
 
     Cost beyond the kernels: cu_seqlens are read back to the host to be checked, a device sync
     on CuPy that leaves the GPU idle between calls (none with a :class:`cuflash.SeqLens`, and
-    none in the backward of these residuals, which keep the forward's); on the CPU twin, one
+    none in the backward of these residuals, which keep the forward's). Given both max_seqlen
+    bounds, the readback waits until the launch is prepared, so the GPU idles for the checks
+    and the launch only (``checks._PendingSeqLens``; NOTES v21); on the CPU twin, one
     :func:`cuflash.attention` call per group of sequences with the same (T_b, S_b)
     (``_groups``), tokens gathered and scattered (copies).
     """

@@ -40,7 +40,11 @@ class FakeKernels:
         self.calls.append(("backward" if backward else "forward", D))
         self.runs.append((r,) + arrays)
 
-    def forward(self, r, p, tile, D, num_splits=1):
+    def forward(self, r, p, tile, D, num_splits=1, before_launch=None):
+        # ops._forward: before_launch once the launch is prepared (from r), before the launch
+        self.resolved_before_launch = getattr(getattr(p, "lens", None), "_host", 0) is not None
+        if before_launch is not None:
+            before_launch()
         self._handed(r, p, tile, False, True, D)
         out, lse = r.q_like(), np.empty(r.rows()[0], dtype=np.float64 if r.q.dtype == np.float64
                                         else np.float32)

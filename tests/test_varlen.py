@@ -3,6 +3,8 @@ attention_varlen_backward against the float64 oracle (one sequence at a time) on
 through the xp fixture, the CUDA kernels: lengths 0, 1, odd and one sequence longer than all
 the others together, T_b != S_b, causal and not, windows, softcap, ALiBi, GQA/MQA, head_dim_v !=
 head_dim, strided inputs; equality with dense attention; residuals; every bad argument."""
+import contextlib
+
 import numpy as np
 import pytest
 
@@ -360,6 +362,96 @@ def test_bad_arguments(xp, case):
     if "return_lse" not in change:
         with pytest.raises(exc, match=match):
             cuflash.naive_attention_varlen(**args)
+
+
+#: The cases whose cu_seqlens values are wrong: with both max_seqlen bounds given the call
+#: reads them back late (checks._PendingSeqLens), and must still fail with the same error
+_VALUE_CASES = ("cu_start", "cu_decreasing", "cu_end_q", "cu_end_k", "cu_lengths", "cu_int64",
+                "cu_2d", "cu_empty")
+
+
+@pytest.mark.parametrize("case", _VALUE_CASES)
+@pytest.mark.parametrize("route", ["call", "kernels"])
+def test_bad_cu_seqlens_with_both_bounds(xp, case, route):
+    if route == "kernels" and xp is not np:
+        pytest.skip("the kernel route on the CPU runs NumPy arrays")
+    args, _ = _good(xp)
+    change, exc, match = _bad_cases(xp)[case]
+    args.update(change, max_seqlen_q=100, max_seqlen_k=100)
+    with contextlib.ExitStack() as stack:
+        fake = stack.enter_context(kernel_route()) if route == "kernels" else None
+        with pytest.raises(exc, match=match):
+            cuflash.attention_varlen(**args)
+    if fake is not None:
+        assert fake.calls == []   # nothing ran: the late check comes before the launch
+
+
+@pytest.mark.parametrize("bound, match", [
+    (dict(max_seqlen_q=2, max_seqlen_k=100), r"max_seqlen_q=2 is smaller than sequence 1's "
+                                             r"length 3"),
+    (dict(max_seqlen_q=100, max_seqlen_k=3), r"max_seqlen_k=3 is smaller than sequence 0's "
+                                             r"length 4"),
+    (dict(max_seqlen_q=-1, max_seqlen_k=100), r"max_seqlen_q=-1 must be >= 0"),
+    (dict(max_seqlen_q=3, max_seqlen_k=4.0), r"max_seqlen_k must be an int or None")])
+@pytest.mark.parametrize("route", ["call", "kernels"])
+def test_bounds_too_small_with_both_given(xp, bound, match, route):
+    if route == "kernels" and xp is not np:
+        pytest.skip("the kernel route on the CPU runs NumPy arrays")
+    args, _ = _good(xp)
+    with contextlib.ExitStack() as stack:
+        fake = stack.enter_context(kernel_route()) if route == "kernels" else None
+        with pytest.raises((ValueError, TypeError), match=match):
+            cuflash.attention_varlen(**args, **bound)
+    if fake is not None:
+        assert fake.calls == []
+
+
+@pytest.mark.parametrize("extra", [0, 37])
+def test_both_bounds_read_cu_seqlens_after_the_launch_is_prepared(extra):
+    """Given the arrays and both bounds (flash-attn's convention), the kernels' route prepares
+    the launch from the bounds and reads cu_seqlens back only then (before_launch); the result
+    is that of the immediate check, a bound above the longest length included (a larger grid
+    whose extra blocks have no rows)."""
+    q, k, v, dout, cq, ck = _packed(np, np.float16, ([5, 1, 40, 0, 17], [9, 3, 33, 2, 40]),
+                                    d=20, seed=8)
+    with kernel_route() as fake:
+        ref = cuflash.attention_varlen(q, k, v, cq, ck, causal=True, return_lse=True)
+        assert fake.resolved_before_launch
+        got = cuflash.attention_varlen(q, k, v, cq, ck, causal=True, return_lse=True,
+                                       max_seqlen_q=40 + extra, max_seqlen_k=40 + extra)
+        assert not fake.resolved_before_launch
+        assert fake.runs[-1][0].T == 40 + extra and fake.runs[-1][0].S == 40 + extra
+    for a, b in zip(got, ref):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.gpu
+def test_both_bounds_read_back_late_on_the_gpu(monkeypatch):
+    """The real GPU route: the readback comes after ops.ForwardLaunch is made and before the
+    launch; out, lse and the gradients equal those of a SeqLens call bit for bit."""
+    import cupy as cp
+    from cuflash import checks
+    from cuflash.gpu import ops
+    q, k, v, dout, cq, ck = _packed(cp, np.float16, ([5, 1, 140, 0, 77], [9, 3, 133, 2, 140]),
+                                    d=64, seed=9)
+    order = []
+    made = ops.ForwardLaunch.__init__
+    resolve = checks._PendingSeqLens.resolve
+    monkeypatch.setattr(ops.ForwardLaunch, "__init__",
+                        lambda self, *a, **kw: (order.append("launch made"), made(self, *a, **kw)))
+    monkeypatch.setattr(checks._PendingSeqLens, "resolve",
+                        lambda self: (order.append("read back") if self._host is None else None,
+                                      resolve(self)))
+    got = cuflash.attention_varlen(q, k, v, cq, ck, causal=True, return_lse=True,
+                                   return_residuals=True, max_seqlen_q=150, max_seqlen_k=150)
+    assert order == ["launch made", "read back"]
+    ref = cuflash.attention_varlen(q, k, v, cuflash.SeqLens(cq, ck), causal=True,
+                                   return_lse=True, return_residuals=True)
+    for a, b in zip(got[:2], ref[:2]):
+        np.testing.assert_array_equal(cp.asnumpy(a), cp.asnumpy(b))
+    for a, b in zip(cuflash.attention_varlen_backward(dout, got[2]),
+                    cuflash.attention_varlen_backward(dout, ref[2])):
+        np.testing.assert_array_equal(cp.asnumpy(a), cp.asnumpy(b))
 
 
 @pytest.mark.gpu

@@ -9,7 +9,9 @@ cell timed in alternating rounds, so that clock drift falls on all of them alike
            backward, Hq = 16, d = 128 (target >= 0.9). Two ways: "varlen" given the
            cu_seqlens arrays (each call reads them back to be checked: a device sync between
            calls; its backward timed from residuals without the forward's SeqLens, as before
-           SeqLens existed), "seqlens" given a cuflash.SeqLens (checked once; no sync).
+           SeqLens existed), "seqlens" given a cuflash.SeqLens (checked once; no sync),
+           "bounds" (forward only) given the arrays and both max_seqlen (flash-attn's call: the
+           readback waits until the launch is prepared).
   strided: a (B, T, H, d) array's transposed view (B, H, T, d) against the same values
            contiguous, forward and backward, and the pool growth of a forward on the view (the
            outputs only, no copy; target >= 0.97 and no growth beyond out and lse).
@@ -132,8 +134,11 @@ def varlen(a, rng):
         fns[("forward", "seqlens")] = lambda: cuflash.attention_varlen(q, k, v, sl,
                                                                        causal=causal)
         fns[("backward", "seqlens")] = lambda: cuflash.attention_varlen_backward(do, res)
+        # the arrays and both bounds (flash-attn's call): read back once the launch is prepared
+        fns[("forward", "bounds")] = lambda: cuflash.attention_varlen(
+            q, k, v, cu, cu, causal=causal, max_seqlen_q=max(lens), max_seqlen_k=max(lens))
         real = 4.0 * d * Hq * sum(_pairs(L, causal) for L in lens)
-        flops = {"varlen": real, "seqlens": real}
+        flops = {"varlen": real, "seqlens": real, "bounds": real}
         dres = {}
         for T in (4096, 8192):
             B = total // T
@@ -147,11 +152,12 @@ def varlen(a, rng):
         ms = interleaved(fns, a.rounds, a.calls, a.min_ms)
         for pass_ in ("forward", "backward"):
             m = 2.5 if pass_ == "backward" else 1.0
-            tf = {key: rate(m * flops[key], ms[(pass_, key)]) for key in flops}
+            hows = [h for h in ("varlen", "seqlens", "bounds") if (pass_, h) in ms]
+            tf = {key: rate(m * flops[key], ms[(pass_, key)]) for key in hows + [4096, 8192]}
             # real work per ms against dense's: the per-round speedup scaled by the FLOP ratio
             rel = {(how, T): speedup(ms[(pass_, how)], ms[(pass_, T)]) * flops[how] / flops[T]
-                   for how in ("varlen", "seqlens") for T in (4096, 8192)}
-            for how in ("varlen", "seqlens"):
+                   for how in hows for T in (4096, 8192)}
+            for how in hows:
                 print(f"  {pass_:>8} causal={causal!s:>5} {how:>7}: {tf[how]:6.1f}   " +
                       "  ".join(f"dense T={T} {tf[T]:6.1f} ({rel[(how, T)]:.3f})"
                                 for T in (4096, 8192)), flush=True)

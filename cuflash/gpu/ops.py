@@ -295,8 +295,7 @@ def _packed_run(q, k, v, vp, D):
     cp = _cp()
     cu_q, cu_k = (cp.ascontiguousarray(c) for c in vp.cu_given)
     return _Run(views.packed(q, D, cp), views.packed(k, D, cp), views.packed(v, D, cp),
-                vp.batch, vp.Hq, vp.Hq // vp.Hkv, int(vp.lengths_q.max(initial=0)),
-                int(vp.lengths_k.max(initial=0)), cu_q, cu_k)
+                vp.batch, vp.Hq, vp.Hq // vp.Hkv, vp.max_seqlen_q, vp.max_seqlen_k, cu_q, cu_k)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -458,12 +457,16 @@ class ForwardLaunch:
 
 
 def _forward(r: _Run, p, tile, D, num_splits=1, cache: CacheRows | None = None,
-             split_blocks_per_sm: int = 2):
+             split_blocks_per_sm: int = 2, before_launch=None):
     """out (shaped like r.q) and lse (r.rows()) of one run. num_splits: split-KV's splits (None:
     num_splits_for, aiming at split_blocks_per_sm blocks per SM); with more than one, each split
     writes float partials that the last of a tile's splits merges (split_combine.cuh). cache:
-    the keys come from a KV cache (r.S: its capacity per sequence)."""
+    the keys come from a KV cache (r.S: its capacity per sequence). before_launch: called once
+    the launch is prepared, before anything is allocated or launched (a varlen call's deferred
+    checks: checks._PendingSeqLens)."""
     launch = ForwardLaunch(r, p, tile, D, num_splits, cache, split_blocks_per_sm)
+    if before_launch is not None:
+        before_launch()
     if cache is None:
         return launch(r.q, r.k, r.v)
     return launch(r.q, r.k, r.v, cache.seqused_k, cache.block_table)
@@ -589,7 +592,8 @@ def forward_packed(q, k, v, vp, *, tile):
     """out (total_q, Hq, d_v) and lse (Hq, total_q) of attention_varlen's checked arrays (`vp`:
     their checks.VarlenProblem), every sequence in one launch."""
     D = checks.kernel_head_dim(max(vp.d, vp.dv))
-    out, lse = _forward(_packed_run(q, k, v, vp, D), vp, tile, D)
+    out, lse = _forward(_packed_run(q, k, v, vp, D), vp, tile, D,
+                        before_launch=vp.lens.resolve)
     return checks.unpad(out, vp.dv, _cp()), lse
 
 
