@@ -437,11 +437,18 @@ def test_both_bounds_read_back_late_on_the_gpu(monkeypatch):
     order = []
     made = ops.ForwardLaunch.__init__
     resolve = checks._PendingSeqLens.resolve
-    monkeypatch.setattr(ops.ForwardLaunch, "__init__",
-                        lambda self, *a, **kw: (order.append("launch made"), made(self, *a, **kw)))
-    monkeypatch.setattr(checks._PendingSeqLens, "resolve",
-                        lambda self: (order.append("read back") if self._host is None else None,
-                                      resolve(self)))
+
+    def make(self, *a, **kw):
+        made(self, *a, **kw)
+        order.append("launch made")
+
+    def read_back(self):
+        if self._host is None:
+            order.append("read back")
+        resolve(self)
+
+    monkeypatch.setattr(ops.ForwardLaunch, "__init__", make)
+    monkeypatch.setattr(checks._PendingSeqLens, "resolve", read_back)
     got = cuflash.attention_varlen(q, k, v, cq, ck, causal=True, return_lse=True,
                                    return_residuals=True, max_seqlen_q=150, max_seqlen_k=150)
     assert order == ["launch made", "read back"]
