@@ -217,3 +217,29 @@ def assert_matches_oracle(got, oracle_ref, naive_got, *, dtype, name, floor_scal
         assert value <= ROUNDOFF[key] * u, (
             f"{where}: {key} error {value:.3e} > {ROUNDOFF[key]:g} u = {ROUNDOFF[key] * u:.3e} "
             f"(max error {abs_err:.3e})")
+
+
+class PeakTracker:
+    """High-water mark of CuPy's memory pool during a block, above what was in use before."""
+
+    def __init__(self, cp):
+        self.cp, self.pool = cp, cp.get_default_memory_pool()
+
+    def __enter__(self):
+        self.base = self.pool.used_bytes()
+        self.peak = self.base
+        pool = self.pool
+
+        def malloc(size):
+            mem = pool.malloc(size)
+            self.peak = max(self.peak, pool.used_bytes())
+            return mem
+        self.cp.cuda.set_allocator(malloc)
+        return self
+
+    def __exit__(self, *exc):
+        self.cp.cuda.set_allocator(self.pool.malloc)
+
+    @property
+    def above(self):
+        return self.peak - self.base

@@ -12,7 +12,8 @@ from cuflash._xp import cupy_module, dtype_name, to_numpy
 from cuflash.oracle import oracle_attention, oracle_backward
 
 from helpers import (  # poison_gpu_outputs: autouse fixture
-    poison_gpu_outputs, ALL_DTYPES, assert_matches_oracle, case_seed, grad_scale, make_inputs)
+    poison_gpu_outputs, ALL_DTYPES, PeakTracker, assert_matches_oracle, case_seed, grad_scale,
+    make_inputs)
 
 pytestmark = pytest.mark.gpu
 
@@ -322,32 +323,6 @@ def test_runs_on_current_stream(cp, backward):
     assert np.array_equal(to_numpy(got), want)
 
 
-class _PeakTracker:
-    """High-water mark of CuPy's memory pool during a block, above what was in use before."""
-
-    def __init__(self, cp):
-        self.cp, self.pool = cp, cp.get_default_memory_pool()
-
-    def __enter__(self):
-        self.base = self.pool.used_bytes()
-        self.peak = self.base
-        pool = self.pool
-
-        def malloc(size):
-            mem = pool.malloc(size)
-            self.peak = max(self.peak, pool.used_bytes())
-            return mem
-        self.cp.cuda.set_allocator(malloc)
-        return self
-
-    def __exit__(self, *exc):
-        self.cp.cuda.set_allocator(self.pool.malloc)
-
-    @property
-    def above(self):
-        return self.peak - self.base
-
-
 @pytest.mark.parametrize("dtype", ALL_DTYPES[:1] + ALL_DTYPES[2:3], ids=["f16", "f32"])
 def test_flash_memory_is_linear_in_T(cp, dtype):
     """Peak device memory above the inputs grows ~4× when T grows 4× (naive would grow ~16×)."""
@@ -358,10 +333,10 @@ def test_flash_memory_is_linear_in_T(cp, dtype):
         out, lse = cuflash.attention(q, k, v, return_lse=True)       # compile outside the tracker
         cuflash.attention_backward(do, cuflash.Residuals(q, k, v, out, lse))
         cp.cuda.Device().synchronize()
-        with _PeakTracker(cp) as fwd:
+        with PeakTracker(cp) as fwd:
             out2 = cuflash.attention(q, k, v)
         del out2
-        with _PeakTracker(cp) as bwd:
+        with PeakTracker(cp) as bwd:
             grads = cuflash.attention_backward(do, cuflash.Residuals(q, k, v, out, lse))
         del grads
         peaks[T] = (fwd.above, bwd.above)

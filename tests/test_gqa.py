@@ -13,7 +13,7 @@ from cuflash.mask_mod import MaskMod
 from cuflash.oracle import oracle_attention, oracle_backward, rel_error
 
 from helpers import poison_gpu_outputs  # noqa: F401 (autouse fixture)
-from helpers import ALL_DTYPES, FLOORS, case_seed, dtype_param, randn
+from helpers import ALL_DTYPES, FLOORS, PeakTracker, case_seed, dtype_param, randn
 from issue12_helpers import check_dense, kernel_route
 
 HQ = 16
@@ -280,3 +280,27 @@ def test_k_and_v_heads_must_broadcast(xp):
     v = randn(xp, (2, 2, 7, 16), np.float32, 3)
     with pytest.raises(ValueError, match=r"do not broadcast"):
         cuflash.attention(q, k, v)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("G", [4, 8], ids=lambda g: f"G{g}")
+def test_gqa_extra_memory_is_the_outputs_only(G):
+    """Issue 12: GQA reads each kv head in place. The forward's pool growth is out and lse (each
+    rounded to the pool's 512-byte blocks), nothing the size of K or V repeated; the backward's
+    is at most its gradients, D (lse's size) and, when a kv head's blocks split its group, the
+    float dK/dV accumulators (ops._backward) and their counters, where K and V repeated per
+    query head would add (G - 1)·(k + v) bytes and G-times dK/dV."""
+    import cupy as cp
+    q, k, v, dout = _inputs(cp, np.float16, G, B=2, T=1024, S=1024, d=128, seed=case_seed(G))
+    out, res = cuflash.attention(q, k, v, causal=True, return_residuals=True)   # compiles
+    cuflash.attention_backward(dout, res)
+    cp.cuda.Device().synchronize()
+    up = lambda n: -(-n // 512) * 512
+    with PeakTracker(cp) as fwd:
+        out2, lse2 = cuflash.attention(q, k, v, causal=True, return_lse=True)
+    assert fwd.above <= up(out2.nbytes) + up(lse2.nbytes) + 512, (fwd.above, out2.nbytes)
+    del out2, lse2
+    with PeakTracker(cp) as bwd:
+        grads = cuflash.attention_backward(dout, res)
+    own = sum(up(g.nbytes) for g in grads) + up(res.lse.nbytes) + 2 * (k.nbytes + v.nbytes)
+    assert bwd.above <= own + 65536, (bwd.above, own, (G - 1) * (k.nbytes + v.nbytes))
