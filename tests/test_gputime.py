@@ -111,3 +111,33 @@ def test_the_spin_kernel_compiles(arch):
     from cuflash.gpu import build
     report = build.compile_offline(gputime._SPIN_SOURCE, "cuflash_spin", arch)
     assert report.spill_stores == 0 and report.registers is not None
+
+
+@pytest.mark.gpu
+def test_host_work_before_the_launch_is_not_timed():
+    """On the GPU: a call that sleeps 3 ms on the host, then queues 0.2 ms of GPU work, reads
+    ~0.2 ms (the host's sleep hidden behind the lead spin), where the same call between two
+    events on an idle GPU reads the sleep too; a readback inside the call still shows."""
+    import time
+    import cupy as cp
+
+    def call():
+        time.sleep(3e-3)
+        gputime.spin(0.2e-3)
+
+    ms = min(gputime.gpu_times(call, repeats=5, warmup=2))
+    assert 0.15 < ms < 0.6, ms
+    a, b = cp.cuda.Event(), cp.cuda.Event()
+    a.record()
+    call()
+    b.record()
+    b.synchronize()
+    assert cp.cuda.get_elapsed_time(a, b) > 2.5
+
+    def syncing():
+        gputime.spin(0.2e-3)
+        cp.cuda.Device().synchronize()   # a readback's sync: the GPU idles for what follows
+        time.sleep(2e-3)
+        gputime.spin(0.2e-3)
+
+    assert min(gputime.gpu_times(syncing, repeats=3, warmup=1)) > 2.0
