@@ -1,9 +1,16 @@
 #!/usr/bin/env python3
-"""Compare two trees' SASS for the kernels that differ by hash, up to a consistent renaming of
-registers, predicates and uniform registers (canonical numbering by first appearance)."""
-import json, os, re, subprocess, sys, tempfile
+"""Compare two trees' SASS for the kernels whose hashes differ (tools/sass_hashes.py), up to a
+consistent renaming of registers, predicates and uniform registers (canonical numbering by first
+appearance): equal means the same program with other register names.
+
+    python tools/sass_canon.py BASE_REPO NEW_REPO sm_80|sm_90 BASE.json NEW.json
+
+Prints per kernel: name, instruction counts, equal up to renaming, lines that differ as written.
+Needs nvcc and cuobjdump (CUOBJDUMP=, or on PATH, with nvdisasm beside it).
+"""
+import json, os, re, shutil, subprocess, sys, tempfile
 from concurrent.futures import ProcessPoolExecutor
-CUOBJ = "/tmp/wh/nvidia/cu13/bin/cuobjdump"
+CUOBJ = os.environ.get("CUOBJDUMP") or shutil.which("cuobjdump") or "cuobjdump"
 TOK = re.compile(r"\b(UR\d+|R\d+|UP\d|P\d)\b")
 
 def sass(args):
@@ -20,7 +27,8 @@ sys.stdout.write(build.source(specs[{name!r}]))
         subprocess.run(["nvcc", "-cubin", "-arch=" + ("sm_90a" if arch == "sm_90" else arch), "-std=c++17", "-O3",
                         "-I", os.path.join(repo, "kernels_cu"), "-o", f[:-3] + ".cubin", f], check=True, capture_output=True)
         out = subprocess.run([CUOBJ, "-sass", f[:-3] + ".cubin"], capture_output=True, text=True,
-                             env=dict(os.environ, PATH="/tmp/wh/nvidia/cu13/bin:" + os.environ["PATH"])).stdout
+                             env=dict(os.environ, PATH=os.path.dirname(os.path.abspath(CUOBJ)) + os.pathsep
+                             + os.environ["PATH"])).stdout
     lines = [l.split("*/", 1)[-1].split(";")[0].strip() for l in out.splitlines() if re.search(r"/\*[0-9a-f]{4}\*/", l)]
     return lines
 
