@@ -5,7 +5,7 @@ import dataclasses
 
 import numpy as np
 
-from . import checks, twin
+from . import checks, precision as _precision, twin
 from ._xp import accum_dtype, dtype_name
 from .tile import default_backward, default_tile
 
@@ -27,10 +27,30 @@ def _device(p):
     return p.kernel_d, dict(smem_limit=ops.smem_limit(), arch=ops.device_arch())
 
 
-def _default(p):
-    """Default forward tile for this problem (on the GPU, one that fits the device)."""
+def _default(p, precision="ieee"):
+    """Default forward tile for this problem (on the GPU, one that fits the device) in float32's
+    ``precision`` (cuflash.precision)."""
     d, kw = _device(p)
-    return default_tile(d, p.dtype, causal=p.causal, **kw)
+    return default_tile(d, p.dtype, causal=p.causal, precision=precision, **kw)
+
+
+def _forward_tile(p, tile, precision):
+    """(tile, precision) a forward runs: ``precision`` checked against the dtype
+    (cuflash.precision.check) and against the tile's kernel family when a tile is given (a TF32
+    tile computes its own precision; with precision=None it decides it), or the default tile
+    of that precision."""
+    prec = _precision.check(precision, p.dtype)
+    tile = checks.check_tile(tile)
+    if tile is None:
+        return _default(p, prec), prec
+    own = _precision.of_family(tile.kernel)
+    if precision is None and own != "ieee":
+        prec = own
+    elif prec in _precision.PRECISIONS and own != prec:
+        raise ValueError(f"precision={prec!r} does not match tile={tile.short()}, whose kernel "
+                         f"computes float32 as precision={own!r} (TileConfig.kernel="
+                         f"{_precision.FAMILY[prec]!r} computes {prec!r})")
+    return tile, prec
 
 
 def _backward_choice(p, tile, deterministic):
@@ -48,10 +68,11 @@ def _score_mods(p):
     return dict(softcap=p.softcap, slopes=p.alibi_slopes, mask_mod=p.mask_mod, heads=p.heads)
 
 
-def _forward(p, q, k, v, tile, num_splits=1):
+def _forward(p, q, k, v, tile, num_splits=1, precision="ieee"):
     """out (lead..., T, d_v) and lse (lead..., T): the twin on flattened copies (K/V repeated
-    per query head under GQA), or the kernels on the arrays as they are (``gpu.ops``);
-    num_splits: split-KV (None: automatic; the twin takes one split then)."""
+    per query head under GQA), or the kernels on the arrays as they are (``gpu.ops``; the tile's
+    kernel family computes ``precision``); num_splits: split-KV (None: automatic; the twin takes
+    one split then)."""
     ops = _backend(p.xp)
     if ops is not None:
         return ops.forward(q, k, v, p, tile=tile, num_splits=num_splits)
@@ -59,7 +80,8 @@ def _forward(p, q, k, v, tile, num_splits=1):
     q3 = checks.flatten(q, p.lead, xp)
     k3, v3 = checks.flatten_kv(k, p, xp), checks.flatten_kv(v, p, xp)
     out3, lse3 = twin.forward(q3, k3, v3, mask=p.mask, scale=p.scale, block_m=tile.block_m,
-                              block_n=tile.block_n, num_splits=num_splits or 1, **_score_mods(p))
+                              block_n=tile.block_n, num_splits=num_splits or 1,
+                              precision=precision, **_score_mods(p))
     return out3.reshape(p.lead + (p.T, p.dv)), lse3.reshape(p.lead + (p.T,))
 
 
@@ -82,7 +104,7 @@ def _backward(p, dout, q, k, v, out, lse, tile, deterministic):
 
 def attention(q, k, v, *, causal=False, scale=None, tile=None, return_lse=False, window=None,
               softcap=None, alibi_slopes=None, mask_mod=None, return_residuals=False,
-              num_splits=1):
+              num_splits=1, precision=None):
     """Exact attention softmax(scale · q kᵀ) v, tiled: the T×S scores never reach device memory.
 
     Parameters
@@ -119,7 +141,15 @@ def attention(q, k, v, *, causal=False, scale=None, tile=None, return_lse=False,
         the indices along the leading axes (h: axis -3, the query head under GQA; b: the axes
         before it, flattened).
     tile : TileConfig, optional
-        Tile sizes; default ``default_tile(d, dtype)``.
+        Tile sizes; default ``default_tile(d, dtype, precision=...)``.
+    precision : {'ieee', 'tf32', 'highest'} or None
+        How a float32 forward computes its two products (``cuflash.precision``): 'ieee' (the
+        default for float32) on CUDA cores; 'tf32' on TF32 tensor cores, each operand rounded to
+        a 10-bit mantissa (faster, ~1e-3 relative error); 'highest' on TF32 tensor cores with
+        each operand split in two TF32 numbers and three products (3xTF32: float32's accuracy).
+        'tf32' and 'highest' run kernel families 'tf32' and 'tf32x3' (sm_80 and later); the CPU
+        twin computes the same roundings. Other dtypes: None only. The backward runs float32 on
+        CUDA cores whatever the forward's precision.
     return_lse : bool
         Also return the log-sum-exp of each row's scores (natural log).
     return_residuals : bool
@@ -150,7 +180,7 @@ def attention(q, k, v, *, causal=False, scale=None, tile=None, return_lse=False,
     p = checks.check_qkv(q, k, v, causal=causal, scale=scale, window=window, softcap=softcap,
                          alibi_slopes=alibi_slopes, mask_mod=mask_mod)
     num_splits = checks.check_num_splits(num_splits)
-    tile = checks.check_tile(tile) or _default(p)
+    tile, prec = _forward_tile(p, tile, precision)
     xp = p.xp
     if not isinstance(return_residuals, (bool, np.bool_)):
         raise TypeError(f"return_residuals must be a bool, got {return_residuals!r}")
@@ -158,7 +188,7 @@ def attention(q, k, v, *, causal=False, scale=None, tile=None, return_lse=False,
         out = xp.empty(p.lead + (0, p.dv), dtype=p.dtype)
         lse = xp.empty(p.lead + (0,), dtype=accum_dtype(p.dtype))
     else:
-        out, lse = _forward(p, q, k, v, tile, num_splits)
+        out, lse = _forward(p, q, k, v, tile, num_splits, prec)
     res = (Residuals(q, k, v, out, lse, causal=causal, scale=scale, window=window,
                      softcap=softcap, alibi_slopes=alibi_slopes, mask_mod=mask_mod),)
     return (out,) + ((lse,) if return_lse else ()) + (res if return_residuals else ()) \
@@ -298,7 +328,7 @@ def attention_vjp(q, k, v, **kwargs):
     """``(out, vjp)`` where ``vjp(dout) -> (dq, dk, dv)``: the handle autodiff code expects.
 
     Keyword arguments: the options of :func:`attention` (causal, scale, window, softcap,
-    alibi_slopes, mask_mod, tile), backward_tile and deterministic (backward). The forward's
+    alibi_slopes, mask_mod, tile, precision), backward_tile and deterministic (backward). The forward's
     residuals are kept for the backward: references to q, k, v (not copies), out and lse;
     nothing T×S.
     """
@@ -306,10 +336,11 @@ def attention_vjp(q, k, v, **kwargs):
     deterministic = kwargs.pop("deterministic", True)
     if not isinstance(deterministic, (bool, np.bool_)):
         raise TypeError(f"deterministic must be a bool, got {deterministic!r}")
-    unknown = set(kwargs) - set(_OPTIONS) - {"tile"}
+    unknown = set(kwargs) - set(_OPTIONS) - {"tile", "precision"}
     if unknown:
         raise TypeError(f"attention_vjp got unexpected keyword arguments {sorted(unknown)}; "
-                        f"valid: {', '.join(_OPTIONS)}, tile, backward_tile, deterministic")
+                        f"valid: {', '.join(_OPTIONS)}, tile, precision, backward_tile, "
+                        f"deterministic")
     out, res = attention(q, k, v, return_residuals=True, **kwargs)
 
     def vjp(dout):

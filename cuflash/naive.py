@@ -13,13 +13,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import checks, scores
+from . import checks, precision as _precision, scores
 from ._xp import accum_dtype, dtype_name
 
 
-def _matmul(a, b, xp):
+def _matmul(a, b, xp, prec="native"):
     # NumPy has no fast 16-bit matmul, and CuPy 14.2's batched matmul sends bfloat16 to its
     # integer kernels: both multiply in float32 and round, as cuBLAS does with float32 sums.
+    # float32 in TF32 ('tf32', 'highest'): cuflash.precision's roundings of the operands.
+    if prec in ("tf32", "highest"):
+        return _precision.matmul(a, b, prec, xp)
     if a.dtype.itemsize < 4 and (xp is np or dtype_name(a.dtype) == "bfloat16"):
         return (a.astype(np.float32) @ b.astype(np.float32)).astype(a.dtype)
     out = a @ b
@@ -60,11 +63,12 @@ def _ungrouped(x, problem, tail: int):
                      + tuple(x.shape[n:]))
 
 
-def _probabilities(q, k, problem, grad=False, lead=None):
+def _probabilities(q, k, problem, grad=False, lead=None, prec="native"):
     """Materialized softmax(scores) with its lse; (…, T, S) in q's dtype and (…, T) lse; with
     ``grad`` also d s_out / d s_in of the softcap (None without one). The scores are
     score_mod(scale · q kᵀ) (``cuflash.scores``) with -inf where the mask hides them. ``lead``:
     the leading dims q, k broadcast to (the GQA view's, ``_grouped``); default the problem's.
+    ``prec``: float32's precision of q kᵀ (``cuflash.precision``).
 
     In-place steps keep the peak at one T×S matrix (two when masked). ``iomodel.naive_forward``
     counts the passes written beside each line (TS = B·T·S elements of e bytes) for dense and
@@ -81,7 +85,7 @@ def _probabilities(q, k, problem, grad=False, lead=None):
         p, lse = (xp.zeros(tuple(lead) + (problem.T, 0), dtype=dt),
                   xp.full(tuple(lead) + (problem.T,), -np.inf, dtype=acc))
         return (p, lse, None) if grad else (p, lse)
-    s = _matmul(q, xp.swapaxes(k, -1, -2), xp)          # read q, k; write TS
+    s = _matmul(q, xp.swapaxes(k, -1, -2), xp, prec)    # read q, k; write TS
     s *= xp.asarray(problem.scale, dtype=dt)            # read TS, write TS
     g = None
     if problem.softcap is not None or problem.alibi_slopes is not None:
@@ -104,19 +108,22 @@ def _probabilities(q, k, problem, grad=False, lead=None):
 
 
 def naive_attention(q, k, v, *, causal=False, scale=None, return_lse=False, window=None,
-                    softcap=None, alibi_slopes=None, mask_mod=None):
+                    softcap=None, alibi_slopes=None, mask_mod=None, precision=None):
     """softmax(scores) v with the T×S matrices written out.
 
     q: (..., Hq, T, d); k, v: (..., Hkv, S, d) and (..., Hkv, S, d_v) -> out: (..., T, d_v) in
     q's dtype; lse (..., T) float32 (float64 for float64 inputs) when ``return_lse``. Arguments
-    as in :func:`cuflash.attention` (GQA by broadcasting a view, without copying K/V).
+    as in :func:`cuflash.attention` (GQA by broadcasting a view, without copying K/V);
+    ``precision`` (float32): both products computed as ``cuflash.precision`` says ('tf32': the
+    reference of that mode's error).
     """
     problem = checks.check_qkv(q, k, v, causal=causal, scale=scale, window=window,
                                softcap=softcap, alibi_slopes=alibi_slopes, mask_mod=mask_mod)
+    prec = _precision.check(precision, problem.dtype)
     xp = problem.xp
     q, k, v, lead = _grouped(q, k, v, problem)
-    p, lse = _probabilities(q, k, problem, lead=lead)
-    out = _matmul(p, v, xp)                                  # read T·S·e + S·d, write T·d
+    p, lse = _probabilities(q, k, problem, lead=lead, prec=prec)
+    out = _matmul(p, v, xp, prec)                            # read T·S·e + S·d, write T·d
     out, lse = _ungrouped(out, problem, 2), _ungrouped(lse, problem, 1)
     # q alone may have fewer leading dims than the broadcast: only then is out a broadcast view
     if out.shape != problem.lead + (problem.T, problem.dv):

@@ -12,8 +12,9 @@ import numpy as np
 
 from .device import DEFAULT_ARCH, is_hopper
 from ._xp import dtype_name
+from .precision import FAMILY
 
-KERNELS = ("simt", "mma", "wgmma", "dmma")
+KERNELS = ("simt", "mma", "wgmma", "dmma", "tf32", "tf32x3")
 #: TileConfig's allowed warps (12: the warp-specialized wgmma forward) and stages
 NUM_WARPS = (1, 2, 4, 8, 12, 16)
 NUM_STAGES = (1, 2, 3, 4)
@@ -76,7 +77,9 @@ class TileConfig:
     with block_m = 16·num_warps - 64 runs the warp-specialized kernel, whose first warpgroup
     only loads) or
     'dmma' (float64 tensor cores through mma.sync m8n8k4, float64 only, sm_80 and later;
-    deterministic backward only)."""
+    deterministic backward only), 'tf32' and 'tf32x3' (float32 forward on TF32 tensor cores
+    through mma.sync m16n8k8, sm_80 and later: precision='tf32' and 'highest',
+    ``cuflash.precision``; the warp layout of 'mma')."""
 
     def __post_init__(self):
         for name in ("block_m", "block_n"):
@@ -170,6 +173,21 @@ def _dmma_tiles(head_dim: int, backward: bool) -> list[TileConfig]:
     return [TileConfig(16, 16, 2, 1, "dmma")]
 
 
+def tf32_tiles(head_dim: int, family: str) -> list[TileConfig]:
+    """Forward tiles of the float32 TF32 kernels (``family`` 'tf32' or 'tf32x3'; flash_fwd_mma.cu
+    with Tf32Products), preferred first. Tiles are float32 rows of d + 4: at d = 128 a 64-row
+    tile is 33 KB, so 64 query rows with 32-key tiles in two stages fit two blocks per SM on the
+    H200 (101 KB each). Not yet measured against each other (issue 15): first guesses, each warp
+    owning 16 query rows (MT = 1; O is d / 2 registers per thread)."""
+    if head_dim <= 64:
+        tiles = [(128, 64, 8, 2), (64, 64, 4, 2), (64, 32, 4, 1), (32, 32, 2, 1)]
+    elif head_dim <= 128:
+        tiles = [(64, 32, 4, 2), (128, 32, 8, 2), (64, 32, 4, 1), (32, 32, 2, 1)]
+    else:
+        tiles = [(64, 32, 4, 2), (64, 16, 4, 2), (32, 16, 2, 1)]
+    return [TileConfig(*t, family) for t in tiles]
+
+
 def wgmma_forward_tiles(head_dim: int) -> list[TileConfig]:
     """Forward tiles of the wgmma kernels, preferred first. d <= 128: the warp-specialized kernel
     (12 warps: a producer warpgroup and two consumers, flash_fwd_wgmma_ws.cu), 128 × 128 with 2
@@ -214,14 +232,20 @@ def _wgmma_backward_tiles(head_dim: int) -> list[TileConfig]:
 
 def tile_candidates(head_dim: int, dtype, *, backward: bool = False, causal: bool = False,
                     deterministic: bool = True, hopper: bool = True,
-                    wgmma: bool = False, dmma: bool = False) -> list[TileConfig]:
+                    wgmma: bool = False, dmma: bool = False,
+                    precision: str = "ieee") -> list[TileConfig]:
     """Tiles for (head_dim, dtype, pass), preferred first; ``default_tile`` takes the first that
     fits the device. The reason for each first choice sits beside it; the measurements are
     experiments/tile_ablation.yaml on the H200 (NOTES.md, v2): float16, T = 8192, FA shapes.
     No default may spill registers (``python -m cuflash compile --fail-on-spills``).
-    ``dmma``: the GPU has float64 tensor cores (has_fp64_tensor_cores).
+    ``dmma``: the GPU has float64 tensor cores (has_fp64_tensor_cores). ``precision``: float32's
+    ('tf32' and 'highest': the TF32 kernels' forward tiles alone, nothing else computes them).
     """
     name = dtype_name(dtype)
+    if precision in FAMILY and precision != "ieee":
+        if name != "float32" or backward:
+            raise ValueError(f"precision={precision!r} runs the float32 forward only")
+        return tf32_tiles(head_dim, FAMILY[precision])
     if dmma and dmma_capable(head_dim, dtype) and head_dim <= DMMA_DEFAULT_MAX_D and \
             (deterministic or not backward):
         # float64 on tensor cores (mma.sync m8n8k4): measured faster than the simt kernels at
@@ -297,14 +321,15 @@ def tile_candidates(head_dim: int, dtype, *, backward: bool = False, causal: boo
 
 def default_tile(head_dim: int, dtype, *, backward: bool = False, causal: bool = False,
                  deterministic: bool = True, smem_limit: int | None = None,
-                 arch: str | None = None) -> TileConfig:
+                 arch: str | None = None, precision: str = "ieee") -> TileConfig:
     """The tile used when ``tile=None``: the first of ``tile_candidates`` that the kernels accept
     within ``smem_limit`` bytes of shared memory per block on a GPU of architecture ``arch``
     ('sm_90', ...; Hopper-only kernels are considered only when it says sm_90, the float64
     tensor-core kernels only when it says sm_80 or sm_90). With no limit: the first candidate
-    without either (the CPU twin reads only block_m, block_n)."""
+    without either (the CPU twin reads only block_m, block_n). ``precision``: float32's
+    (``cuflash.precision``; 'tf32' and 'highest' take the TF32 kernels' tiles)."""
     return _default_tile(int(head_dim), dtype_name(dtype), bool(backward), bool(causal),
-                         bool(deterministic), smem_limit, arch)
+                         bool(deterministic), smem_limit, arch, precision)
 
 
 def default_backward(head_dim: int, dtype, *, causal: bool = False, deterministic: bool = True,
@@ -330,14 +355,15 @@ def default_dq_deterministic(tile: TileConfig, deterministic: bool) -> bool:
 
 
 @functools.lru_cache(maxsize=None)
-def _default_tile(head_dim, dtype, backward, causal, deterministic, smem_limit, arch):
+def _default_tile(head_dim, dtype, backward, causal, deterministic, smem_limit, arch,
+                  precision="ieee"):
     # cached: every attention call without a tile asks, and the checks below are not free
     known = smem_limit is not None and arch is not None   # a real (or assumed) device
     cands = tile_candidates(head_dim, dtype, backward=backward, causal=causal,
                             deterministic=deterministic,
                             hopper=is_hopper(arch or DEFAULT_ARCH),
                             wgmma=known and is_hopper(arch),
-                            dmma=known and has_fp64_tensor_cores(arch))
+                            dmma=known and has_fp64_tensor_cores(arch), precision=precision)
     if smem_limit is None:
         return cands[0]
     from .gpu.plan import check_tile  # the kernels' constraints live with the kernels

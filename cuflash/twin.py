@@ -23,6 +23,7 @@ import numpy as np
 from . import scores
 from ._xp import accum_dtype
 from .mask import Mask, split_share
+from .precision import matmul
 
 
 class ByteCounter:
@@ -105,7 +106,7 @@ class TileScores:
 
 
 def forward(q, k, v, *, mask: Mask, scale, block_m, block_n, counter=None, num_splits=1,
-            **score_mods):
+            precision="ieee", **score_mods):
     """out (batch, T, d_v) in q's dtype and lse (batch, T) in the accumulation dtype.
 
     Algorithm 1 of FlashAttention-2: for each Q tile, stream K/V tiles, keep the running row max
@@ -114,7 +115,8 @@ def forward(q, k, v, *, mask: Mask, scale, block_m, block_n, counter=None, num_s
     ``num_splits`` > 1 is split-KV as the kernels run it: each split of a Q tile's K/V tiles
     (mask.split_share) ends with its own O_s = o / l and lse_s, kept in the accumulation dtype
     (the kernels' float partials), then merged: lse = log Σ e^{lse_s}, O = Σ e^{lse_s - lse} O_s
-    (kernels_cu/split_combine.cuh).
+    (kernels_cu/split_combine.cuh). ``precision``: how float32's two products are computed
+    (``cuflash.precision.matmul``: 'ieee', or TF32 as the kernels' 'tf32' and 'highest').
     """
     counter = counter or ByteCounter()
     B, T, d = q.shape
@@ -140,14 +142,15 @@ def forward(q, k, v, *, mask: Mask, scale, block_m, block_n, counter=None, num_s
                     k_j = counter.load("k", k[:, j0:j1], acc)           # (B, bn, d)
                     v_j = counter.load("v", v[:, j0:j1], acc)
                     # -- S_ij = score_mod(scale · Q_i K_jᵀ), -inf where the mask hides it
-                    s = tile_scores(q_i @ k_j.transpose(0, 2, 1), i0, i1, j0, j1)
+                    s = tile_scores(matmul(q_i, k_j.transpose(0, 2, 1), precision),
+                                    i0, i1, j0, j1)
                     # -- update m and l; rows that have seen no key yet keep m = -inf, use 0
                     m_new = np.maximum(m, s.max(axis=-1))
                     m_safe = np.where(m_new == -np.inf, 0, m_new).astype(acc)
                     p = np.exp(s - m_safe[..., None])                   # P_ij
                     alpha = np.exp(m - m_safe)                          # rescales old l and o
                     l = alpha * l + p.sum(axis=-1)
-                    o = alpha[..., None] * o + _round(p, dt, acc) @ v_j
+                    o = alpha[..., None] * o + matmul(_round(p, dt, acc), v_j, precision)
                     m = m_new
                 # -- O_i = o / l, lse_i = m + log l (rows that saw no key: O = 0, lse = -inf)
                 parts.append((np.where(l[..., None] == 0, 0, o / l[..., None]).astype(acc),

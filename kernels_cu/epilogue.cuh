@@ -25,14 +25,14 @@ __device__ __forceinline__ void store_rows_staged(T* __restrict__ g_out, int d, 
     for_each_frag_row<MT>(wrow, lane, [&](int mt, int h, int r) {
 #pragma unroll
         for (int n = 0; n < NO; ++n)
-            *reinterpret_cast<unsigned*>(stage + off(r, n * 8 + 2 * t4)) =
-                pack2<T>(acc[mt][n][2 * h] * factor[mt][h], acc[mt][n][2 * h + 1] * factor[mt][h]);
+            store2<T>(stage + off(r, n * 8 + 2 * t4), acc[mt][n][2 * h] * factor[mt][h],
+                      acc[mt][n][2 * h + 1] * factor[mt][h]);
     });
     __syncwarp();
-    constexpr int CPR = DP / 8;   // 16-byte chunks per row
+    constexpr int EPC = 16 / sizeof(T), CPR = DP / EPC;   // elements per 16-byte chunk; per row
 #pragma unroll
     for (int c = lane; c < 16 * MT * CPR; c += 32) {
-        const int r = wrow + c / CPR, col = (c % CPR) * 8;
+        const int r = wrow + c / CPR, col = (c % CPR) * EPC;
         if (r < rows_valid && col < d)
             *reinterpret_cast<uint4*>(g_out + size_t(r) * ld + col) =
                 *reinterpret_cast<const uint4*>(stage + off(r, col));

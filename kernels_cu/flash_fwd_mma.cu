@@ -1,4 +1,6 @@
-// cuflash: FlashAttention forward on tensor cores (float16 / bfloat16), mma.sync m16n8k16.
+// cuflash: FlashAttention forward on tensor cores through mma.sync: float16 / bfloat16 (m16n8k16,
+// HalfProducts in mma.cuh) and float32 on TF32 tensor cores (m16n8k8, Tf32Products in tf32.cuh:
+// precision 'tf32', one product, or 'highest', three). Products is the only part that differs.
 // The algorithm is flash_fwd.cu's (and cuflash/twin.py's); this file keeps S, P and O in
 // registers: each warp owns 16·MT query rows, so row max and row sum need only the 4 lanes of a
 // quad, and P goes from the S accumulators straight into the A operand of P·V. The mask, score
@@ -24,10 +26,12 @@
 // w·BLOCK_N / warps .. of each tile.
 #pragma once
 #include "mainloop.cuh"
+#include "tf32.cuh"
 
 namespace cuflash {
 
-template <typename T, int DP, int BLOCK_M, int BLOCK_N, int NT, int STAGES, class V>
+template <typename T, int DP, int BLOCK_M, int BLOCK_N, int NT, int STAGES, class V,
+          class Products = HalfProducts<T>>
 struct FwdMma {
     using Params = FwdParams<T, float>;
     static constexpr int NW = NT / 32;
@@ -36,13 +40,13 @@ struct FwdMma {
     static constexpr int WN = BLOCK_N / KW;                 // keys of a tile per warp
     static constexpr int NS = WN / 8;                       // 8-column n-tiles of S
     static constexpr int NO = DP / 8;                       // 8-column n-tiles of O
-    static constexpr int LDS = DP + 8;              // row stride (elements) of every tile: +16 bytes
+    static constexpr int LDS = Products::template kLds<DP>;   // row stride (elements) of every tile
     static_assert((MT == 1 || MT == 2) && BLOCK_M == 16 * MT * (NW / KW),
                   "BLOCK_M must be 16·MT·warps, or 16·MT when the warps split the keys");
     static_assert(WN % 16 == 0 && DP % 16 == 0, "tiles must be multiples of 16 (per warp)");
     static_assert(STAGES >= 1 && STAGES <= 4, "1 to 4 stages");
 
-    using Tiles = MmaTiles<DP, LDS, NT>;   // how a tile is staged (pipeline.cuh)
+    using Tiles = CpAsyncTiles<DP, NT, RowMajor<LDS>, 16 / sizeof(T)>;   // staging (pipeline.cuh)
     using Merge = KeyWarpMerge<KW, MT>;
     static constexpr int kRingBytes = 2 * STAGES * BLOCK_N * LDS * int(sizeof(T));
     static constexpr int kMergeBytes = 4 * Merge::template kMergeFloats<DP>;
@@ -84,22 +88,7 @@ struct FwdMma {
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt)
                 zero_fragments(s[mt]);
-#pragma unroll
-            for (int kk = 0; kk < DP / 16; ++kk) {
-                unsigned a[MT][4];
-#pragma unroll
-                for (int mt = 0; mt < MT; ++mt) ldmatrix_x4(a[mt], frag_a_addr<LDS>(sm.q, wrow + mt * 16, kk * 16, lane));
-#pragma unroll
-                for (int nn = 0; nn < WN / 16; ++nn) {
-                    unsigned bk[4];
-                    ldmatrix_x4(bk, frag_b_addr<LDS>(Ks, wkey + nn * 16, kk * 16, lane));
-#pragma unroll
-                    for (int mt = 0; mt < MT; ++mt) {
-                        mma16816<T>(s[mt][2 * nn], a[mt], bk[0], bk[1]);
-                        mma16816<T>(s[mt][2 * nn + 1], a[mt], bk[2], bk[3]);
-                    }
-                }
-            }
+            Products::template scores<MT, WN, DP, LDS>(s, sm.q, wrow, Ks, wkey, lane);
 
             // -- u = score_mod(S), -inf where hidden; online softmax; O rescaled by alpha
             auto frag = [&](int r, int e) -> float& { return s[r >> 1][e >> 1][2 * (r & 1) + (e & 1)]; };
@@ -118,11 +107,9 @@ struct FwdMma {
 #pragma unroll
                     for (int e = 0; e < 4; ++e) o[mt][n][e] *= alpha[2 * mt + (e >> 1)];
 
-            // -- P rounded to T and packed as A fragments now, so the float S registers die here;
-            //    O += P V_j
-            unsigned pa[MT][WN / 16][4];
-            c_to_a_tile<T>(pa, s);
-            mma_rows<T, MT, WN / 16, DP, LDS>(o, pa, Vs + wkey * LDS, lane);
+            // -- O += P V_j (16-bit: P rounded to T and packed as A fragments first, so the float S
+            //    registers die here)
+            Products::template add_pv<MT, WN, DP, LDS>(o, s, Vs + wkey * LDS, lane);
             keys.release();
         }
         keys.drain();

@@ -72,6 +72,15 @@ template <> __device__ __forceinline__ unsigned pack2<__nv_bfloat16>(float lo, f
     return *reinterpret_cast<unsigned*>(&h);
 }
 
+// Two floats to dst[0], dst[1] in T (16-bit: rounded and packed into one 4-byte store)
+template <typename T>
+__device__ __forceinline__ void store2(T* dst, float lo, float hi) {
+    if constexpr (sizeof(T) == 4)
+        *reinterpret_cast<float2*>(dst) = make_float2(lo, hi);
+    else
+        *reinterpret_cast<unsigned*>(dst) = pack2<T>(lo, hi);
+}
+
 // The A fragment of k-step kk from the C fragments of n-tiles 2kk and 2kk+1 (see the header).
 // Every value of an array of C fragments set to 0 (an accumulator before its first product)
 template <int N>
@@ -133,6 +142,50 @@ __device__ __forceinline__ void mma_rows(float (&acc)[MT][DP / 8][4], const unsi
         }
     }
 }
+
+// The forward's two products on 16-bit tensor cores (flash_fwd_mma.cu takes its products from
+// a policy; tf32.cuh's Tf32Products is the float32 one): tiles in rows of kLds<DP> elements, Q·Kᵀ
+// through ldmatrix, P rounded to T and packed as A fragments right after the softmax (the float S
+// registers die before P·V, mma_rows).
+template <typename T>
+struct HalfProducts {
+    template <int DP>
+    static constexpr int kLds = DP + 8;   // +16 bytes a row: ldmatrix's rows in distinct banks
+
+    // s[mt][n] += Q_mt · K_nᵀ over DP columns: Q rows wrow + 16·mt.., K rows wkey + 8·n.. of
+    // tiles in rows of LDS elements
+    template <int MT, int WN, int DP, int LDS>
+    static __device__ __forceinline__ void scores(float (&s)[MT][WN / 8][4], const T* Qs, int wrow,
+                                                  const T* Ks, int wkey, int lane) {
+#pragma unroll
+        for (int kk = 0; kk < DP / 16; ++kk) {
+            unsigned a[MT][4];
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) ldmatrix_x4(a[mt], frag_a_addr<LDS>(Qs, wrow + mt * 16, kk * 16, lane));
+#pragma unroll
+            for (int nn = 0; nn < WN / 16; ++nn) {
+                unsigned bk[4];
+                ldmatrix_x4(bk, frag_b_addr<LDS>(Ks, wkey + nn * 16, kk * 16, lane));
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt) {
+                    mma16816<T>(s[mt][2 * nn], a[mt], bk[0], bk[1]);
+                    mma16816<T>(s[mt][2 * nn + 1], a[mt], bk[2], bk[3]);
+                }
+            }
+        }
+    }
+
+    // o[mt] += P_mt · V: P the softmax's output in s (C fragments), V rows of LDS elements from
+    // this warp's first key
+    template <int MT, int WN, int DP, int LDS>
+    static __device__ __forceinline__ void add_pv(float (&o)[MT][DP / 8][4],
+                                                  const float (&s)[MT][WN / 8][4], const T* Vs,
+                                                  int lane) {
+        unsigned pa[MT][WN / 16][4];
+        c_to_a_tile<T>(pa, s);
+        mma_rows<T, MT, WN / 16, DP, LDS>(o, pa, Vs, lane);
+    }
+};
 
 // The 16-byte chunks each thread copies of a ROWS × DP tile (NT threads) of elements EPC to a
 // chunk (8: 16-bit elements; 2: doubles, the dmma kernels). When NT is a multiple of the chunks

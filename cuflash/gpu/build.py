@@ -16,6 +16,7 @@ import re
 from pathlib import Path
 
 from .._xp import accum_dtype, resolve_dtype
+from ..precision import PRODUCTS
 from .plan import _CTYPE, _SHORT, KernelSpec
 
 _INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"\s*$', re.M)
@@ -64,6 +65,8 @@ _KERNELS = {
     ("fwd", "dmma"): ("FwdDmma", "flash_fwd_dmma.cu"),
     ("bwd_dkdv", "dmma"): ("DkdvDmma", "flash_bwd_dmma.cu"),
     ("bwd_dq", "dmma"): ("DqDmma", "flash_bwd_dmma.cu"),
+    ("fwd", "tf32"): ("FwdMma", "flash_fwd_mma.cu"),     # with Tf32Products<1>
+    ("fwd", "tf32x3"): ("FwdMma", "flash_fwd_mma.cu"),   # with Tf32Products<3>
 }
 
 
@@ -75,7 +78,8 @@ def kernel_type(spec: KernelSpec) -> str:
     """The C++ kernel struct of one specialization, e.g.
     ``cuflash::FwdMma<__half, 128, 128, 32, 128, 2, cuflash::Variant<false, false, false>>``:
     its template parameters are the kernel's (simt: no stages; dK/dV of simt, mma and the
-    warp-specialized wgmma kernel: the dQ mode)."""
+    warp-specialized wgmma kernel: the dQ mode; the TF32 families: the mma forward with their
+    products last)."""
     t, fam = spec.tile, spec.family
     struct, _ = _KERNELS[_kernel_key(spec)]
     args = [spec.ctype, spec.head_dim, t.block_m, t.block_n, spec.threads()]
@@ -84,6 +88,8 @@ def kernel_type(spec: KernelSpec) -> str:
     if spec.role == "bwd_dkdv" and (fam in ("simt", "mma") or spec.warp_specialized):
         args.append(str(spec.atomic_dq).lower())
     args.append(spec.variant.cpp())
+    if fam in PRODUCTS:   # float32 on TF32 tensor cores: the products of a precision (tf32.cuh)
+        args.append(f"cuflash::Tf32Products<{PRODUCTS[fam]}>")
     return f"cuflash::{struct}<{', '.join(map(str, args))}>"
 
 

@@ -14,6 +14,7 @@ import math
 
 from .. import device
 from .._xp import accum_dtype, dtype_name, resolve_dtype
+from ..precision import PRODUCTS, of_family
 from ..tile import TileConfig, dmma_capable, mma_capable, wgmma_forward_tiles
 
 ROLES = ("fwd", "bwd_dkdv", "bwd_dq")
@@ -35,10 +36,12 @@ def head_dim_pad(d: int, family: str) -> int:
 
 #: Architecture each kernel family is compiled for; None = the device's own (CuPy chooses).
 #: wgmma exists only on sm_90a, whose code runs on compute capability 9.0 devices alone.
-FAMILY_ARCH = {"simt": None, "mma": None, "wgmma": "sm_90a", "dmma": None}
+FAMILY_ARCH = {"simt": None, "mma": None, "wgmma": "sm_90a", "dmma": None, "tf32": None,
+               "tf32x3": None}
 
-#: The oldest architecture each family runs on (mma.sync m16n8k16 and m8n8k4 .f64: sm_80)
-FAMILY_MIN_SM = {"simt": 0, "mma": 80, "wgmma": 90, "dmma": 80}
+#: The oldest architecture each family runs on (mma.sync m16n8k16, m16n8k8 .tf32 and m8n8k4 .f64:
+#: sm_80)
+FAMILY_MIN_SM = {"simt": 0, "mma": 80, "wgmma": 90, "dmma": 80, "tf32": 80, "tf32x3": 80}
 
 
 #: Variant.cache -> the C++ CacheKind (kernels_cu/mask.cuh)
@@ -216,6 +219,8 @@ def validate(spec: KernelSpec, smem_limit: int | None = None, arch: str | None =
             raise ValueError(f"{where}: {'; '.join(problems)}")
     elif spec.family == "dmma":
         _validate_dmma(spec, where, arch)
+    elif spec.family in PRODUCTS:
+        _validate_tf32(spec, where, arch)
     else:
         if spec.dtype not in ("float16", "bfloat16"):
             raise ValueError(f"{where}: the mma kernels need float16 or bfloat16 inputs")
@@ -321,6 +326,21 @@ def _validate_dmma(spec: KernelSpec, where: str, arch: str | None) -> None:
         raise ValueError(f"{where}: the dmma kernels use 1 or 2 stages")
 
 
+def _validate_tf32(spec: KernelSpec, where: str, arch: str | None) -> None:
+    """The TF32 families: flash_fwd_mma.cu with Tf32Products (float32, forward only), whose
+    warps own 16·MT query rows as the 16-bit mma forward's."""
+    prec = of_family(spec.family)
+    if spec.dtype != "float32":
+        raise ValueError(f"{where}: kernel={spec.family!r} (precision={prec!r}) takes float32 "
+                         f"inputs only")
+    if spec.role != "fwd":
+        raise ValueError(f"{where}: precision={prec!r} has a forward kernel only; the float32 "
+                         f"backward runs on CUDA cores (kernel='simt')")
+    if arch is not None and _sm(arch) < FAMILY_MIN_SM[spec.family]:
+        raise ValueError(f"{where}: mma.sync .tf32 needs sm_80 or later, this GPU is {arch}")
+    _validate_mma(spec, where)
+
+
 def _validate_mma(spec: KernelSpec, where: str) -> None:
     t = spec.tile
     if spec.role == "fwd" and t.block_m < 16 * t.num_warps and t.block_m in (16, 32):
@@ -359,6 +379,10 @@ def specs_for(dtype, head_dim: int, tile: TileConfig, variant, backward: bool,
                          f"got {name}")
     if tile.kernel == "dmma" and not dmma_capable(head_dim, dtype):
         raise ValueError(f"TileConfig.kernel='dmma' needs float64 inputs, got {name}")
+    if tile.kernel in PRODUCTS and (name != "float32" or backward):
+        raise ValueError(f"TileConfig.kernel={tile.kernel!r} (precision="
+                         f"{of_family(tile.kernel)!r}) runs the float32 forward only, got "
+                         f"{name}{' and a backward' if backward else ''}")
     if tile.kernel == "wgmma" and backward and not deterministic and \
             not tile.warp_specialized_dkdv:
         raise ValueError(f"TileConfig {tile.short()}: {_WGMMA_ATOMIC}")

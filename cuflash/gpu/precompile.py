@@ -43,6 +43,17 @@ def default_specs(arch: str) -> list[plan.KernelSpec]:
                             continue   # nothing fits this GPU (the library says so at call time)
                         for s in plan.specs_for(dt, d, tile, causal, backward, det):
                             specs[s.name] = s
+    # float32's forward in TF32 (precision='tf32', 'highest': cuflash.precision)
+    for prec in ("tf32", "highest"):
+        for d in SUPPORTED_HEAD_DIMS:
+            for causal in (False, True):
+                try:
+                    tile = default_tile(d, "float32", causal=causal, arch=arch, smem_limit=limit,
+                                        precision=prec)
+                except ValueError:
+                    continue
+                for s in plan.specs_for("float32", d, tile, causal, False):
+                    specs[s.name] = s
     for s in list(specs.values()):
         for v in register_tight_variants(s):
             vs = dataclasses.replace(s, variant=v)

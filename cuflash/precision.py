@@ -1,0 +1,77 @@
+"""How float32 attention's two products (S = Q·Kᵀ, O = P·V) are computed: the ``precision=``
+argument, written once for the kernels, the CPU twin, naive attention and the tools.
+
+    'ieee'     float32 products on CUDA cores (the simt kernels): the reference.
+    'tf32'     each operand rounded to TF32 (float32 with a 10-bit mantissa: to nearest, ties away
+               from zero, as PTX's cvt.rna.tf32.f32), one tensor-core product with float32
+               sums. Faster, about 1e-3 relative error (NOTES.md, issue 15).
+    'highest'  each operand split x = big + small (big = tf32(x), small = tf32(x - big), both
+               exact), a·b = small_a·big_b + big_a·small_b + big_a·big_b on TF32 tensor cores
+               (CUTLASS's 3xTF32; small·small is below float32's rounding): float32's accuracy.
+
+The GPU runs 'tf32' and 'highest' in the mma forward (kernels_cu/tf32.cuh) as the kernel
+families 'tf32' and 'tf32x3' (``FAMILY``); on the CPU the twin and naive attention compute the
+same roundings in NumPy (:func:`matmul`). A product of two TF32 numbers is exact in float32
+(11 + 11 significant bits), so a float32 matmul of TF32-rounded operands stands for the tensor
+core's (the order of the sums differs).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ._xp import dtype_name
+
+PRECISIONS = ("ieee", "tf32", "highest")
+
+#: precision -> the kernel family that runs it on the GPU ('ieee': the simt kernels)
+FAMILY = {"ieee": "simt", "tf32": "tf32", "highest": "tf32x3"}
+
+#: kernel family -> TF32 products per operand pair (kernels_cu/tf32.cuh, Tf32Products<N>)
+PRODUCTS = {"tf32": 1, "tf32x3": 3}
+
+
+def check(precision, dtype) -> str:
+    """The precision a call runs: ``precision`` checked against the inputs' dtype. None is the
+    default ('ieee' for float32); float16, bfloat16 and float64 have one precision each, so
+    only None is accepted for them."""
+    name = dtype_name(dtype)
+    if precision is None:
+        return "ieee" if name == "float32" else "native"
+    if not isinstance(precision, str) or precision not in PRECISIONS:
+        raise ValueError(f"precision={precision!r} must be one of {PRECISIONS} (or None)")
+    if name != "float32":
+        raise ValueError(f"precision={precision!r} applies to float32 inputs; these are {name} "
+                         f"(leave precision=None)")
+    return precision
+
+
+def of_family(family: str) -> str:
+    """The precision a kernel family computes float32 in ('ieee' for the others)."""
+    return next((p for p, f in FAMILY.items() if f == family and p != "ieee"), "ieee")
+
+
+def tf32(x, xp=np):
+    """float32 -> the nearest TF32 value (ties away from zero), as float32 (NumPy or CuPy)."""
+    b = xp.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
+    return ((b + np.uint32(0x1000)) & np.uint32(0xFFFFE000)).view(np.float32)
+
+
+def split(x, xp=np):
+    """(big, small): x = big + small to float32's precision, both TF32."""
+    big = tf32(x, xp)
+    return big, tf32(xp.asarray(x, dtype=np.float32) - big, xp)
+
+
+def matmul(a, b, precision: str, xp=np):
+    """a @ b of float32 arrays as ``precision`` computes it: 'ieee' (and 'native'): plainly;
+    'tf32': TF32-rounded operands; 'highest': the split's three products, small terms first."""
+    if precision in ("ieee", "native"):
+        return a @ b
+    f = np.float32
+    if precision == "tf32":
+        return (tf32(a, xp) @ tf32(b, xp)).astype(f, copy=False)
+    if precision != "highest":
+        raise ValueError(f"precision={precision!r} must be one of {PRECISIONS}")
+    (ab, as_), (bb, bs) = split(a, xp), split(b, xp)
+    small = ((as_ @ bb).astype(f, copy=False) + (ab @ bs).astype(f, copy=False)).astype(f)
+    return ((ab @ bb).astype(f, copy=False) + small).astype(f, copy=False)

@@ -1,0 +1,236 @@
+"""float32 on TF32 tensor cores (issue 15): ``precision='tf32'`` (one product of TF32-rounded
+operands) and ``'highest'`` (3xTF32) in cuflash.precision, the CPU twin, naive attention, the
+API's checks, the kernel plan, and the kernels (flash_fwd_mma.cu with Tf32Products, gpu-marked).
+
+The criterion is the library's: error against the float64 oracle <= 2x naive's in the same
+precision (naive float32 for 'highest', naive with TF32 products for 'tf32'). And 'highest' must
+be clearly better than 'tf32', so a kernel that runs one product where three were asked fails."""
+import numpy as np
+import pytest
+
+import cuflash
+from cuflash import TileConfig, precision
+from cuflash._xp import cupy_module, to_numpy
+from cuflash.gpu import build, plan
+from cuflash.oracle import normwise_error, oracle_attention, rel_error
+from cuflash.tile import default_tile, tf32_tiles
+
+from helpers import (  # poison_gpu_outputs: autouse fixture
+    poison_gpu_outputs, assert_matches_oracle, case_seed, make_inputs)
+
+F32 = np.float32
+
+
+# -- the roundings ------------------------------------------------------------------------------
+
+def test_tf32_rounds_to_nearest_ties_away():
+    one = F32(1.0)
+    ulp = F32(2.0 ** -10)   # TF32's ulp at 1
+    x = np.array([1 + 2.0 ** -11, 1 + 2.0 ** -12, 1 + 3 * 2.0 ** -12, -(1 + 2.0 ** -11), 0.0,
+                  3.0e-39], dtype=F32)
+    got = precision.tf32(x)
+    assert got[0] == one + ulp            # a tie: away from zero
+    assert got[1] == one                  # below half an ulp: down
+    assert got[2] == one + ulp            # above half: up
+    assert got[3] == -(one + ulp)         # ties away from zero for negatives too
+    assert got[4] == 0
+    bits = got.view(np.uint32)
+    assert not (bits & np.uint32(0x1FFF)).any(), "TF32 keeps 10 mantissa bits: low 13 bits zero"
+
+
+def test_split_recovers_float32():
+    x = np.random.default_rng(0).standard_normal(10000).astype(F32) * F32(100)
+    big, small = precision.split(x)
+    for part in (big, small):
+        assert not (part.view(np.uint32) & np.uint32(0x1FFF)).any()
+    err_split = np.abs((big.astype(np.float64) + small) - x) / np.abs(x)
+    err_one = np.abs(big.astype(np.float64) - x) / np.abs(x)
+    assert err_split.max() <= 2.0 ** -21          # 22 significant bits kept
+    assert err_one.max() > 2.0 ** -12             # one TF32 number keeps 11
+
+
+def test_matmul_precisions_order():
+    rng = np.random.default_rng(1)
+    a, b = rng.standard_normal((64, 128)).astype(F32), rng.standard_normal((128, 48)).astype(F32)
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    errs = {p: rel_error(precision.matmul(a, b, p), ref) for p in ("ieee", "tf32", "highest")}
+    assert errs["highest"] <= 4 * errs["ieee"]
+    assert errs["tf32"] >= 100 * errs["highest"]
+    with pytest.raises(ValueError, match="precision='bf16'"):
+        precision.matmul(a, b, "bf16")
+
+
+@pytest.mark.parametrize("bad", ["TF32", "fp32", 3, True])
+def test_precision_must_be_known(bad):
+    q = np.ones((1, 4, 8), F32)
+    with pytest.raises(ValueError, match="precision="):
+        cuflash.attention(q, q, q, precision=bad)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float64])
+def test_precision_is_float32s(dtype):
+    q = np.ones((1, 4, 8), dtype)
+    with pytest.raises(ValueError, match="applies to float32"):
+        cuflash.attention(q, q, q, precision="highest")
+    cuflash.attention(q, q, q, precision=None)   # None: the dtype's own
+
+
+def test_tile_and_precision_must_agree():
+    q = np.random.default_rng(2).standard_normal((1, 32, 16)).astype(F32)
+    with pytest.raises(ValueError, match="does not match tile"):
+        cuflash.attention(q, q, q, tile=TileConfig(64, 32, 4, 2, "tf32"), precision="highest")
+    with pytest.raises(ValueError, match="does not match tile"):
+        cuflash.attention(q, q, q, tile=TileConfig(64, 64, 4, 1), precision="tf32")
+    # a TF32 tile without precision computes its own precision (the twin too)
+    a = cuflash.attention(q, q, q, tile=TileConfig(64, 32, 4, 2, "tf32"))
+    b = cuflash.attention(q, q, q, tile=TileConfig(64, 32, 4, 2, "tf32"), precision="tf32")
+    c = cuflash.attention(q, q, q, tile=TileConfig(64, 32, 4, 2))
+    np.testing.assert_array_equal(a, b)
+    assert np.abs(a - c).max() > 0   # and not the 'ieee' result
+
+
+def test_plan_refuses_what_tf32_kernels_cannot_run():
+    t = TileConfig(64, 32, 4, 2, "tf32x3")
+    with pytest.raises(ValueError, match="float32 forward only"):
+        plan.specs_for("float16", 64, t, False, backward=False)
+    with pytest.raises(ValueError, match="float32 forward only"):
+        plan.specs_for("float32", 64, t, False, backward=True)
+    with pytest.raises(ValueError, match="sm_80 or later"):
+        plan.check_tile(t, 64, "float32", arch="sm_75")
+    with pytest.raises(ValueError, match="16 or 32 rows per warp"):
+        plan.check_tile(TileConfig(64, 32, 1, 2, "tf32"), 64, "float32", arch="sm_90")
+    with pytest.raises(ValueError, match="float32 forward only"):
+        default_tile(64, "float32", backward=True, precision="tf32")
+
+
+@pytest.mark.parametrize("prec,family,n", [("tf32", "tf32", 1), ("highest", "tf32x3", 3)])
+def test_default_tiles_and_kernel_type(prec, family, n):
+    for arch, limit in (("sm_90", plan.SMEM_LIMIT["sm_90"]), ("sm_80", plan.SMEM_LIMIT["sm_80"])):
+        for d in (16, 64, 100, 128, 256):
+            tile = default_tile(d, "float32", arch=arch, smem_limit=limit, precision=prec)
+            assert tile.kernel == family
+            assert tile in tf32_tiles(d, family)
+    spec = plan.specs_for("float32", 128, tf32_tiles(128, family)[0], True, False)[0]
+    assert spec.name.startswith(f"cuflash_{family}_fwd_f32_d128")
+    assert build.kernel_type(spec).endswith(f"cuflash::Tf32Products<{n}>>")
+    assert precision.of_family(family) == prec
+
+
+def test_tf32_kernels_in_the_compile_check():
+    from cuflash.gpu.precompile import default_specs
+    names = {s.name for s in default_specs("sm_90")}
+    for fam in ("tf32", "tf32x3"):
+        for d in (64, 128, 256):
+            assert any(n.startswith(f"cuflash_{fam}_fwd_f32_d{d}_") for n in names), (fam, d)
+
+
+# -- the CPU twin and naive ----------------------------------------------------------------------
+
+def _inputs(xp, B, H, T, S, d, seed, std=1.0):
+    rng = np.random.default_rng(seed)
+    q = (rng.standard_normal((B, H, T, d)) * std).astype(F32)
+    k = (rng.standard_normal((B, H, S, d)) * std).astype(F32)
+    v = rng.standard_normal((B, H, S, d)).astype(F32)
+    return tuple(xp.asarray(x) for x in (q, k, v))
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_twin_precisions_against_oracle(causal):
+    q, k, v = _inputs(np, 2, 2, 77, 130, 64, seed=3)
+    ref, ref_lse = oracle_attention(q, k, v, causal=causal)
+    got = {p: cuflash.attention(q, k, v, causal=causal, precision=p, return_lse=True)
+           for p in ("ieee", "tf32", "highest")}
+    naive = {p: cuflash.naive_attention(q, k, v, causal=causal, precision=p)
+             for p in ("ieee", "tf32")}
+    for p, ref_prec in (("ieee", "ieee"), ("highest", "ieee"), ("tf32", "tf32")):
+        assert_matches_oracle(got[p][0], ref, naive[ref_prec], dtype="float32",
+                              name=f"out ({p})")
+    assert rel_error(got["tf32"][0], ref) >= 50 * rel_error(got["highest"][0], ref)
+
+
+# -- the kernels ----------------------------------------------------------------------------------
+
+@pytest.fixture
+def cp():
+    return cupy_module()
+
+
+TF32_TILES = [TileConfig(64, 32, 4, 2, "tf32x3"), TileConfig(128, 64, 8, 2, "tf32x3"),
+              TileConfig(128, 32, 4, 2, "tf32x3"), TileConfig(32, 32, 2, 1, "tf32x3"),
+              TileConfig(64, 32, 4, 2, "tf32"), TileConfig(128, 64, 8, 2, "tf32"),
+              TileConfig(32, 64, 4, 2, "tf32x3")]   # last: warps split the keys (MT = 1 rows)
+
+
+def _check_kernel(cp, out, lse, q, k, v, prec, *, name, **opts):
+    """out and lse of a TF32 kernel against the oracle, beside naive in its precision (naive
+    float32 for 'highest')."""
+    qn, kn, vn = (to_numpy(x) for x in (q, k, v))
+    ref_out, ref_lse = oracle_attention(qn, kn, vn, **opts)
+    naive_prec = "tf32" if prec == "tf32" else "ieee"
+    n_out, n_lse = cuflash.naive_attention(q, k, v, precision=naive_prec, return_lse=True, **opts)
+    assert_matches_oracle(out, ref_out, n_out, dtype="float32", name=f"out {name}")
+    assert_matches_oracle(lse, ref_lse, n_lse, dtype="float32", name=f"lse {name}")
+    return rel_error(to_numpy(out), ref_out)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("tile", TF32_TILES, ids=lambda t: t.short())
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("T,S,d", [(97, 257, 64), (257, 97, 128), (1000, 1000, 40), (17, 1, 96),
+                                   (130, 300, 256), (1, 77, 16)])
+def test_tf32_tiles_against_oracle(cp, tile, causal, T, S, d):
+    from cuflash.gpu.ops import device_arch, smem_limit
+    try:
+        plan.check_tile(tile, d, "float32", smem_limit=smem_limit(), arch=device_arch())
+    except ValueError as exc:
+        pytest.skip(f"tile not valid here: {exc}")
+    seed = case_seed("tf32", tile, causal, T, S, d)
+    q, k, v = make_inputs(cp, (2, 3, T, d), (2, 3, S, d), np.float32, seed=seed)
+    out, lse = cuflash.attention(q, k, v, causal=causal, tile=tile, return_lse=True)
+    _check_kernel(cp, out, lse, q, k, v, precision.of_family(tile.kernel), name=tile.short(),
+                  causal=causal)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("opts", [dict(window=(40, 7)), dict(softcap=5.0), dict(causal=True, window=(30, None)),
+                                  dict(alibi="slopes"), dict(causal=True, softcap=3.0, alibi="slopes")],
+                         ids=["window", "softcap", "causal-window", "alibi", "causal-softcap-alibi"])
+@pytest.mark.parametrize("prec", ["tf32", "highest"])
+def test_tf32_variants_against_oracle(cp, opts, prec):
+    q, k, v = make_inputs(cp, (2, 4, 150, 64), (2, 4, 203, 64), np.float32,
+                          seed=case_seed("tf32v", prec, sorted(opts)))
+    opts = dict(opts)
+    if opts.get("alibi"):
+        del opts["alibi"]
+        opts["alibi_slopes"] = cp.asarray(np.linspace(0.05, 0.5, 4), dtype=cp.float32)
+    out, lse = cuflash.attention(q, k, v, precision=prec, return_lse=True, **opts)
+    _check_kernel(cp, out, lse, q, k, v, prec, name=prec, **opts)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("prec", ["tf32", "highest"])
+def test_tf32_gqa_and_split_kv(cp, prec):
+    q, _, _ = make_inputs(cp, (2, 8, 33, 128), (2, 8, 1, 128), np.float32, seed=21)
+    _, k, v = make_inputs(cp, (2, 2, 1, 128), (2, 2, 999, 128), np.float32, seed=22)
+    for splits in (1, 3, None):
+        out, lse = cuflash.attention(q, k, v, causal=True, precision=prec, return_lse=True,
+                                     num_splits=splits)
+        _check_kernel(cp, out, lse, q, k, v, prec, name=f"GQA splits={splits}", causal=True)
+
+
+@pytest.mark.gpu
+def test_highest_is_three_products(cp):
+    """'highest' keeps float32's accuracy where one TF32 product does not: the same inputs
+    through both, the error of 'highest' at least 50x below 'tf32's, and at float32's level
+    (within 2x naive float32's normwise error). A kernel that ran one product (or none split)
+    under 'highest' fails here."""
+    q, k, v = make_inputs(cp, (2, 4, 512, 128), (2, 4, 512, 128), np.float32, seed=31)
+    qn, kn, vn = (to_numpy(x) for x in (q, k, v))
+    ref, _ = oracle_attention(qn, kn, vn)
+    hi = to_numpy(cuflash.attention(q, k, v, precision="highest"))
+    lo = to_numpy(cuflash.attention(q, k, v, precision="tf32"))
+    naive = to_numpy(cuflash.naive_attention(q, k, v))
+    assert rel_error(lo, ref) >= 50 * rel_error(hi, ref)
+    assert normwise_error(hi, ref) <= 2 * normwise_error(naive, ref)
+    # and the default float32 precision still runs the CUDA cores ('ieee')
+    assert cuflash.tile.default_tile(128, "float32").kernel == "simt"

@@ -1,0 +1,182 @@
+"""float32 attention forward on one GPU (issue 15): cuflash in each precision ('ieee': the CUDA
+cores; 'highest': 3xTF32; 'tf32': one TF32 product; cuflash.precision) against torch's SDPA
+EFFICIENT_ATTENTION backend in float32 (torch is the yardstick only, cuflash never imports it).
+FlashAttention's benchmark shapes (B·T = 16384, H·d = 2048); TFLOP/s 4·B·H·T²·d, halved when
+causal; each timing the median of --reps calls with the host ahead (cuflash.experiments.gputime),
+every method of a cell in the same process. --tiles adds the TF32 tile ablation at T = 4096;
+--errors the error of each method against the float64 oracle (max-norm and normwise) beside
+naive float32 and naive with TF32 products, at B = 1, H = 4, T = S = 1024. A table last.
+
+    python tools/bench_f32.py [--d 64 128 256] [--T 2048 4096 8192 16384] [--tiles] [--errors]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_f64 import precompile  # noqa: E402  (kernels compiled by worker processes first)
+
+PRECISIONS = ("ieee", "highest", "tf32")
+
+
+def ablation_tiles(d: int):
+    from cuflash import TileConfig as TC
+    out = []
+    for fam in ("tf32x3", "tf32"):
+        if d <= 64:
+            shapes = [(128, 64, 8, 2), (64, 64, 4, 2), (128, 64, 4, 2), (64, 32, 4, 2),
+                      (128, 32, 8, 2)]
+        elif d <= 128:
+            shapes = [(64, 32, 4, 2), (128, 32, 8, 2), (128, 64, 8, 2), (64, 64, 4, 2),
+                      (128, 32, 4, 2), (64, 32, 4, 1)]
+        else:
+            shapes = [(64, 32, 4, 2), (64, 16, 4, 2), (128, 16, 8, 2), (64, 32, 4, 1)]
+        out += [TC(*s, fam) for s in shapes]
+    return out
+
+
+def errors(cp, d, causal):
+    """{method: (max-norm rel. error, normwise error)} of out against the float64 oracle."""
+    import cuflash
+    from cuflash.oracle import normwise_error, oracle_attention, rel_error
+    rng = np.random.default_rng(d + 7 * causal)
+    q, k, v = (rng.standard_normal((1, 4, 1024, d)).astype(np.float32) for _ in range(3))
+    ref, _ = oracle_attention(q, k, v, causal=causal)
+    qc, kc, vc = (cp.asarray(x) for x in (q, k, v))
+    got = {f"cuflash_{p}": cuflash.attention(qc, kc, vc, causal=causal, precision=p)
+           for p in PRECISIONS}
+    got["naive_f32"] = cuflash.naive_attention(qc, kc, vc, causal=causal)
+    got["naive_tf32"] = cuflash.naive_attention(qc, kc, vc, causal=causal, precision="tf32")
+    try:
+        import torch
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+        with sdpa_kernel(SDPBackend.EFFICIENT_ATTENTION):
+            o = torch.nn.functional.scaled_dot_product_attention(
+                *(torch.as_tensor(x, device="cuda") for x in (q, k, v)), is_causal=causal)
+        got["torch_efficient"] = o.cpu().numpy()
+        for x in (np.float16, "bfloat16"):
+            dt = torch.float16 if x is np.float16 else torch.bfloat16
+            with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+                o = torch.nn.functional.scaled_dot_product_attention(
+                    *(torch.as_tensor(y, device="cuda").to(dt) for y in (q, k, v)),
+                    is_causal=causal)
+            got[f"torch_flash_{'f16' if x is np.float16 else 'bf16'}"] = o.float().cpu().numpy()
+    except ImportError:
+        pass
+    return {name: (rel_error(cp.asnumpy(x) if hasattr(x, "device") else x, ref),
+                   normwise_error(cp.asnumpy(x) if hasattr(x, "device") else x, ref))
+            for name, x in got.items()}
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--d", type=int, nargs="+", default=[64, 128])
+    ap.add_argument("--T", type=int, nargs="+", default=[2048, 4096, 8192, 16384])
+    ap.add_argument("--causal", choices=["no", "yes", "both"], default="both")
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--tiles", action="store_true", help="the TF32 tile ablation at T = 4096")
+    ap.add_argument("--errors", action="store_true")
+    ap.add_argument("--no-torch", action="store_true")
+    ap.add_argument("--jobs", type=int, default=8, help="processes compiling the kernels first")
+    a = ap.parse_args(argv)
+    import cupy as cp
+
+    import cuflash
+    from cuflash.experiments import env, gputime
+    from cuflash.gpu import ops, plan
+    from cuflash.tile import default_tile
+    torch = None
+    if not a.no_torch:
+        try:
+            import torch
+            from torch.nn.attention import SDPBackend, sdpa_kernel
+        except ImportError:
+            torch = None
+    print("# " + env.summary_line(env.collect("gpu")), flush=True)   # GPU, versions, date, commit
+    causals = {"no": [False], "yes": [True], "both": [False, True]}[a.causal]
+    kw = dict(smem_limit=ops.smem_limit(), arch=ops.device_arch())
+    specs = {}
+    for d in a.d:
+        for causal in causals:
+            tiles = [default_tile(d, "float32", causal=causal, precision=p, **kw)
+                     for p in PRECISIONS]
+            if a.tiles and not causal:
+                tiles += ablation_tiles(d)
+            for t in tiles:
+                try:
+                    plan.check_tile(t, d, "float32", **kw)
+                except ValueError:
+                    continue
+                for sp in plan.specs_for("float32", d, t, causal, False):
+                    specs[sp.name] = sp
+    precompile(list(specs.values()), a.jobs)
+
+    def ms(fn):
+        return statistics.median(gputime.gpu_times(fn, a.reps, 2))
+
+    rows = []
+
+    def emit(*row):
+        rows.append(row)
+        print(" ".join(map(str, row)), flush=True)
+
+    for d in a.d:
+        for T in a.T:
+            B, H = max(1, 16384 // T), max(1, 2048 // d)
+            rng = np.random.default_rng(T + d)
+            q, k, v = (cp.asarray(rng.standard_normal((B, H, T, d)).astype(np.float32))
+                       for _ in range(3))
+            for causal in causals:
+                flops = 4.0 * B * H * T * T * d * (0.5 if causal else 1.0)
+                cell = {}
+                runs = [(p, None, p) for p in PRECISIONS]
+                if a.tiles and T == 4096 and not causal:
+                    runs += [(t.short(), t, None) for t in ablation_tiles(d)]
+                for name, tile, prec in runs:
+                    try:
+                        if tile is not None:
+                            plan.check_tile(tile, d, "float32", **kw)
+                        t_ms = ms(lambda: cuflash.attention(q, k, v, causal=causal, tile=tile,
+                                                            precision=prec))
+                    except Exception as exc:   # a tile that does not fit: say so, go on
+                        print(f"# {name} d={d} T={T}: {str(exc)[:200]}", flush=True)
+                        continue
+                    cell[name] = flops / t_ms / 1e9
+                if torch is not None:
+                    tq, tk, tv = (torch.as_tensor(x, device="cuda") for x in (q, k, v))
+
+                    def t_fwd():
+                        with torch.no_grad(), sdpa_kernel(SDPBackend.EFFICIENT_ATTENTION):
+                            torch.nn.functional.scaled_dot_product_attention(tq, tk, tv,
+                                                                             is_causal=causal)
+                    try:
+                        cell["torch_eff"] = flops / ms(t_fwd) / 1e9
+                    except RuntimeError as exc:
+                        print(f"# torch d={d} T={T}: {str(exc)[:200]}", flush=True)
+                    del tq, tk, tv
+                    torch.cuda.empty_cache()
+                ref = cell.get("torch_eff")
+                for name, tf in cell.items():
+                    emit("fwd", d, T, int(causal), name, f"{tf:.1f}",
+                         f"{tf / ref:.2f}" if ref else "-")
+            del q, k, v
+            cp.get_default_memory_pool().free_all_blocks()
+    if a.errors:
+        print("# out's error vs the float64 oracle (B=1, H=4, T=S=1024): max-norm normwise")
+        for d in a.d:
+            for causal in causals:
+                for name, (e, n) in errors(cp, d, causal).items():
+                    emit("err", d, 1024, int(causal), name, f"{e:.2e}", f"{n:.2e}")
+    print("# pass d T causal method TFLOP/s ratio_to_torch_efficient (err: max-norm normwise)")
+    for r in rows:
+        print(" ".join(map(str, r)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
