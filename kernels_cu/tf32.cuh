@@ -7,7 +7,8 @@
 //   Tf32Products<3>  precision="highest": each operand split x = big + small, big = tf32(x),
 //                    small = tf32(x - big) (x - big is exact in float32), and a·b summed as
 //                    small_a·big_b + big_a·small_b + big_a·big_b (CUTLASS's 3xTF32; small·small
-//                    is below float32's rounding). Emulated on the CPU (tools/tf32_study.py,
+//                    is below float32's rounding), each k-step's sum added to the running one
+//                    on the FMA pipe (mma1688). Emulated on the CPU (tools/tf32_study.py,
 //                    NOTES.md) it keeps naive float32's normwise error.
 //
 // Fragment layouts of mma.m16n8k8 with .tf32 (PTX ISA, "Matrix Fragments for mma.m16n8k8"), for
@@ -25,6 +26,12 @@
 //          kernels, so their softmax, merge and epilogue serve unchanged.
 #pragma once
 #include "mma.cuh"
+#ifndef CUFLASH_FRESH_QK
+#define CUFLASH_FRESH_QK 1
+#endif
+#ifndef CUFLASH_FRESH_PV
+#define CUFLASH_FRESH_PV 1
+#endif
 
 namespace cuflash {
 
@@ -55,15 +62,31 @@ __device__ __forceinline__ void mma1688_tf32(float (&c)[4], unsigned a0, unsigne
                  : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-// c += a · b with a, b float32 values split for N products (the header): the small terms first
-template <int N>
+// c += a · b with a, b float32 values split for N products (the header). N = 3: the three
+// products of one k-step summed by the tensor core from zero (small terms first), then added to c
+// by an FADD. The tensor core adds to its accumulator with truncation, not float32's rounding to
+// nearest (products exact, addends aligned and cut), so a running sum kept in it drifts by about
+// an ulp per k-step, always toward zero: on the H200 that put 3xTF32 at 7-10× naive float32's
+// error (NOTES.md v22) where the CPU emulation, which rounds to nearest, had it at 0.7-1.5×. One
+// k-step's sum from zero is cut once; the running sum rounds to nearest on the FMA pipe.
+// N = 1 ('tf32') accumulates in the tensor core: its operand rounding (2^-11) dwarfs the cut.
+template <int N, bool FRESH = true>
 __device__ __forceinline__ void mma1688(float (&c)[4], const Tf32Operand<N> (&a)[4],
                                         const Tf32Operand<N> (&b)[2]) {
-    if constexpr (N == 3) {
+    if constexpr (N == 3 && !FRESH) {
         mma1688_tf32(c, a[0].small, a[1].small, a[2].small, a[3].small, b[0].big, b[1].big);
         mma1688_tf32(c, a[0].big, a[1].big, a[2].big, a[3].big, b[0].small, b[1].small);
+        mma1688_tf32(c, a[0].big, a[1].big, a[2].big, a[3].big, b[0].big, b[1].big);
+    } else if constexpr (N == 3) {
+        float t[4] = {0.f, 0.f, 0.f, 0.f};
+        mma1688_tf32(t, a[0].small, a[1].small, a[2].small, a[3].small, b[0].big, b[1].big);
+        mma1688_tf32(t, a[0].big, a[1].big, a[2].big, a[3].big, b[0].small, b[1].small);
+        mma1688_tf32(t, a[0].big, a[1].big, a[2].big, a[3].big, b[0].big, b[1].big);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) c[e] += t[e];
+    } else {
+        mma1688_tf32(c, a[0].big, a[1].big, a[2].big, a[3].big, b[0].big, b[1].big);
     }
-    mma1688_tf32(c, a[0].big, a[1].big, a[2].big, a[3].big, b[0].big, b[1].big);
 }
 
 template <int N>
@@ -95,7 +118,7 @@ struct Tf32Products {
                 const float* r = k + 8 * n * LDS + 8 * kk;
                 const Tf32Operand<N> b[2] = {Tf32Operand<N>(r[0]), Tf32Operand<N>(r[4])};
 #pragma unroll
-                for (int mt = 0; mt < MT; ++mt) mma1688<N>(s[mt][n], a[mt], b);
+                for (int mt = 0; mt < MT; ++mt) mma1688<N, CUFLASH_FRESH_QK>(s[mt][n], a[mt], b);
             }
         }
     }
@@ -106,6 +129,17 @@ struct Tf32Products {
                                                   const float (&s)[MT][WN / 8][4], const float* Vs,
                                                   int lane) {
         const int g = lane >> 2, t = lane & 3;
+#if CUFLASH_FRESH_PV == 2
+        float acc[MT][DP / 8][4];
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int c = 0; c < DP / 8; ++c)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) acc[mt][c][e] = 0.f;
+#else
+        auto& acc = o;
+#endif
 #pragma unroll
         for (int n = 0; n < WN / 8; ++n) {
             Tf32Operand<N> a[MT][4] = {};
@@ -121,9 +155,17 @@ struct Tf32Products {
             for (int c = 0; c < DP / 8; ++c) {
                 const Tf32Operand<N> b[2] = {Tf32Operand<N>(r[8 * c]), Tf32Operand<N>(r[LDS + 8 * c])};
 #pragma unroll
-                for (int mt = 0; mt < MT; ++mt) mma1688<N>(o[mt][c], a[mt], b);
+                for (int mt = 0; mt < MT; ++mt) mma1688<N, CUFLASH_FRESH_PV == 1>(acc[mt][c], a[mt], b);
             }
         }
+#if CUFLASH_FRESH_PV == 2
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int c = 0; c < DP / 8; ++c)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) o[mt][c][e] += acc[mt][c][e];
+#endif
     }
 };
 
