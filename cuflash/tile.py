@@ -175,16 +175,27 @@ def _dmma_tiles(head_dim: int, backward: bool) -> list[TileConfig]:
 
 def tf32_tiles(head_dim: int, family: str) -> list[TileConfig]:
     """Forward tiles of the float32 TF32 kernels (``family`` 'tf32' or 'tf32x3'; flash_fwd_mma.cu
-    with Tf32Products), preferred first. Tiles are float32 rows of d + 4: at d = 128 a 64-row
-    tile is 33 KB, so 64 query rows with 32-key tiles in two stages fit two blocks per SM on the
-    H200 (101 KB each). Not yet measured against each other (issue 15): first guesses, each warp
-    owning 16 query rows (MT = 1; O is d / 2 registers per thread)."""
-    if head_dim <= 64:
-        tiles = [(128, 64, 8, 2), (64, 64, 4, 2), (64, 32, 4, 1), (32, 32, 2, 1)]
+    with Tf32Products), preferred first. Tiles are float32 rows of d + 4 (a 64-row tile at
+    d = 128 is 33 KB). H200, float32, T = 4096, FlashAttention's shapes, non-causal
+    (tools/bench_f32.py --tiles, NOTES.md v22, call 74), TFLOP/s: 'tf32' d = 64: 128 × 64 with 4
+    warps (32 query rows per warp) 145, with 8 warps 108; d = 128: 128 × 64 × 8 warps 115, 128 × 32
+    × 4 warps 110, 64 × 32 × 4 warps 99; d = 256: 128 × 16 × 8 warps 93, 64 × 16 68. 'tf32x3' keeps
+    16 rows per warp: 32 (128 × 64 × 4 warps) spill under its per-k-step sums (tf32.cuh); its
+    order is from call 76 (NOTES.md v22). Before Hopper (163 KB of shared memory) the later
+    entries fit."""
+    if family == "tf32":
+        if head_dim <= 64:
+            tiles = [(128, 64, 4, 2), (128, 64, 8, 2), (64, 32, 4, 2), (32, 32, 2, 1)]
+        elif head_dim <= 128:
+            tiles = [(128, 64, 8, 2), (128, 32, 4, 2), (64, 32, 4, 2), (32, 32, 2, 1)]
+        else:
+            tiles = [(128, 16, 8, 2), (64, 16, 4, 2), (32, 16, 2, 1)]
+    elif head_dim <= 64:
+        tiles = [(128, 64, 8, 2), (64, 32, 4, 2), (32, 32, 2, 1)]
     elif head_dim <= 128:
-        tiles = [(64, 32, 4, 2), (128, 32, 8, 2), (64, 32, 4, 1), (32, 32, 2, 1)]
+        tiles = [(128, 64, 8, 2), (128, 32, 8, 2), (64, 32, 4, 2), (32, 32, 2, 1)]
     else:
-        tiles = [(64, 32, 4, 2), (64, 16, 4, 2), (32, 16, 2, 1)]
+        tiles = [(64, 32, 4, 2), (64, 32, 4, 1), (32, 16, 2, 1)]
     return [TileConfig(*t, family) for t in tiles]
 
 

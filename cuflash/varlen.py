@@ -83,7 +83,8 @@ def _bool(name, value):
 
 def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k=None, *, max_seqlen_q=None,
                      max_seqlen_k=None, causal=False, scale=None, window=None, softcap=None,
-                     alibi_slopes=None, return_lse=False, return_residuals=False, tile=None):
+                     alibi_slopes=None, return_lse=False, return_residuals=False, tile=None,
+                     precision=None):
     """Exact attention of a packed batch of sequences of different lengths, without padding.
 
     Parameters
@@ -123,6 +124,8 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k=None, *, max_seqlen_q=N
         :func:`attention_varlen_backward` takes.
     tile : TileConfig, optional
         As in :func:`cuflash.attention` (used for every sequence).
+    precision : {'ieee', 'tf32', 'highest'} or None
+        float32's products, as in :func:`cuflash.attention` (``cuflash.precision``).
 
     Returns
     -------
@@ -142,13 +145,13 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k=None, *, max_seqlen_q=N
     vp = checks.check_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q=max_seqlen_q,
                              max_seqlen_k=max_seqlen_k, causal=causal, scale=scale,
                              window=window, softcap=softcap, alibi_slopes=alibi_slopes)
-    tile = checks.check_tile(tile)
+    tile, prec = api._forward_tile(vp, tile, precision)
     _bool("return_lse", return_lse)
     _bool("return_residuals", return_residuals)
     xp = vp.xp
     ops = api._backend(xp)
     if ops is not None:   # the kernels: every sequence in one launch, tokens read in place
-        out, lse = ops.forward_packed(q, k, v, vp, tile=tile or api._default(vp))
+        out, lse = ops.forward_packed(q, k, v, vp, tile=tile)
     else:
         out = xp.empty((vp.total_q, vp.Hq, vp.dv), dtype=vp.dtype)
         lse = xp.empty((vp.Hq, vp.total_q), dtype=accum_dtype(vp.dtype))
@@ -158,7 +161,8 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k=None, *, max_seqlen_q=N
             rq, rk = _rows(vp.cu_q, idx, T, xp), _rows(vp.cu_k, idx, S, xp)
             slopes = None if vp.alibi_slopes is None else vp.alibi_slopes[xp.asarray(idx)]
             o, l = attention(_gather(q, rq), _gather(k, rk), _gather(v, rk), tile=tile,
-                             alibi_slopes=slopes, return_lse=True, **opts)
+                             alibi_slopes=slopes, return_lse=True,
+                             precision=None if prec == "native" else prec, **opts)
             _scatter(out, rq, o)
             _scatter_lse(lse, rq, l)
     res = VarlenResiduals(q, k, v, out, lse, causal=causal, scale=scale, window=window,

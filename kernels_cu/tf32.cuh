@@ -26,12 +26,6 @@
 //          kernels, so their softmax, merge and epilogue serve unchanged.
 #pragma once
 #include "mma.cuh"
-#ifndef CUFLASH_FRESH_QK
-#define CUFLASH_FRESH_QK 1
-#endif
-#ifndef CUFLASH_FRESH_PV
-#define CUFLASH_FRESH_PV 1
-#endif
 
 namespace cuflash {
 
@@ -102,7 +96,9 @@ struct Tf32Products {
         const int g = lane >> 2, t = lane & 3;
         const float* q = Qs + (wrow + g) * LDS + t;
         const float* k = Ks + (wkey + g) * LDS + t;
-#pragma unroll
+        // N = 3: one k-step's products in flight at a time (unrolled, ptxas keeps every k-step's
+        // partial sums live at once and spills: NVRTC 13.0, sm_90, 4-28 B at d = 64-256)
+#pragma unroll (N == 3 ? 1 : DP / 8)
         for (int kk = 0; kk < DP / 8; ++kk) {
             Tf32Operand<N> a[MT][4] = {};
 #pragma unroll
@@ -118,54 +114,49 @@ struct Tf32Products {
                 const float* r = k + 8 * n * LDS + 8 * kk;
                 const Tf32Operand<N> b[2] = {Tf32Operand<N>(r[0]), Tf32Operand<N>(r[4])};
 #pragma unroll
-                for (int mt = 0; mt < MT; ++mt) mma1688<N, CUFLASH_FRESH_QK>(s[mt][n], a[mt], b);
+                for (int mt = 0; mt < MT; ++mt) mma1688<N, true>(s[mt][n], a[mt], b);
             }
         }
     }
 
-    // o[mt] += P_mt · V (HalfProducts::add_pv's contract): P split from the S fragments per k-step
+    // o[mt] += P_mt · V (HalfProducts::add_pv's contract): P split from the S fragments once;
+    // N = 3: for each 8-column n-tile of O, the tile's keys summed by the tensor core from zero
+    // and added to O by FADDs (mma1688's reason), so the running sum of O never sits in the
+    // tensor core's accumulator; N = 1 accumulates there (mma1688)
     template <int MT, int WN, int DP, int LDS>
     static __device__ __forceinline__ void add_pv(float (&o)[MT][DP / 8][4],
                                                   const float (&s)[MT][WN / 8][4], const float* Vs,
                                                   int lane) {
         const int g = lane >> 2, t = lane & 3;
-#if CUFLASH_FRESH_PV == 2
-        float acc[MT][DP / 8][4];
+        Tf32Operand<N> a[MT][WN / 8][4];
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-            for (int c = 0; c < DP / 8; ++c)
-#pragma unroll
-                for (int e = 0; e < 4; ++e) acc[mt][c][e] = 0.f;
-#else
-        auto& acc = o;
-#endif
-#pragma unroll
-        for (int n = 0; n < WN / 8; ++n) {
-            Tf32Operand<N> a[MT][4] = {};
-#pragma unroll
-            for (int mt = 0; mt < MT; ++mt) {
-                a[mt][0] = Tf32Operand<N>(s[mt][n][0]);
-                a[mt][1] = Tf32Operand<N>(s[mt][n][2]);
-                a[mt][2] = Tf32Operand<N>(s[mt][n][1]);
-                a[mt][3] = Tf32Operand<N>(s[mt][n][3]);
+            for (int n = 0; n < WN / 8; ++n) {
+                a[mt][n][0] = Tf32Operand<N>(s[mt][n][0]);
+                a[mt][n][1] = Tf32Operand<N>(s[mt][n][2]);
+                a[mt][n][2] = Tf32Operand<N>(s[mt][n][1]);
+                a[mt][n][3] = Tf32Operand<N>(s[mt][n][3]);
             }
-            const float* r = Vs + (8 * n + 2 * t) * LDS + g;
+        const float* r = Vs + 2 * t * LDS + g;
 #pragma unroll
-            for (int c = 0; c < DP / 8; ++c) {
-                const Tf32Operand<N> b[2] = {Tf32Operand<N>(r[8 * c]), Tf32Operand<N>(r[LDS + 8 * c])};
+        for (int c = 0; c < DP / 8; ++c) {
+            float sum[MT][4] = {};
 #pragma unroll
-                for (int mt = 0; mt < MT; ++mt) mma1688<N, CUFLASH_FRESH_PV == 1>(acc[mt][c], a[mt], b);
+            for (int n = 0; n < WN / 8; ++n) {
+                const float* rn = r + 8 * n * LDS + 8 * c;
+                const Tf32Operand<N> b[2] = {Tf32Operand<N>(rn[0]), Tf32Operand<N>(rn[LDS])};
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt)
+                    mma1688<N, false>(N == 3 ? sum[mt] : o[mt][c], a[mt][n], b);
+            }
+            if constexpr (N == 3) {
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) o[mt][c][e] += sum[mt][e];
             }
         }
-#if CUFLASH_FRESH_PV == 2
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-            for (int c = 0; c < DP / 8; ++c)
-#pragma unroll
-                for (int e = 0; e < 4; ++e) o[mt][c][e] += acc[mt][c][e];
-#endif
     }
 };
 

@@ -35,6 +35,10 @@ FP64_TC_CASES = [  # sm_80 / sm_90: the float64 tensor-core kernels (no atomic-d
 KEY_SPLIT_CASES = [  # the mma forward's key-split layout (flash_fwd_mma.cu v10)
     ("float16", 128, TileConfig(16, 64, 4, 2, "mma"), TileConfig(64, 64, 4, 2, "mma")),
 ]
+TF32_CASES = [  # sm_80+: float32's forward on TF32 tensor cores ('tf32', 'highest'; simt backward)
+    ("float32", 96, TileConfig(128, 64, 8, 2, "tf32x3"), TileConfig(32, 64, 4, 1)),
+    ("float32", 64, TileConfig(32, 64, 4, 2, "tf32"), TileConfig(32, 64, 4, 1)),
+]
 HOPPER_CASES = [  # sm_90 only: the wgmma kernels (no atomic-dQ mode)
     ("float16", 128, TileConfig(128, 128, 8, 3, "wgmma"), TileConfig(64, 64, 4, 2, "wgmma")),
     ("bfloat16", 72, TileConfig(128, 64, 8, 4, "wgmma"), TileConfig(64, 128, 8, 1, "wgmma")),
@@ -62,7 +66,7 @@ def main():
     from cuflash.tile import has_fp64_tensor_cores
     from cuflash.gpu.ops import device_arch
     arch = device_arch()
-    extra = KEY_SPLIT_CASES + (FP64_TC_CASES if has_fp64_tensor_cores(arch) else [])
+    extra = KEY_SPLIT_CASES + TF32_CASES + (FP64_TC_CASES if has_fp64_tensor_cores(arch) else [])
     if args == ["kv"]:
         cases = extra
     else:

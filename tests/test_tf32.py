@@ -234,3 +234,24 @@ def test_highest_is_three_products(cp):
     assert normwise_error(hi, ref) <= 2 * normwise_error(naive, ref)
     # and the default float32 precision still runs the CUDA cores ('ieee')
     assert cuflash.tile.default_tile(128, "float32").kernel == "simt"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("prec", ["tf32", "highest"])
+def test_tf32_packed_batch(cp, prec):
+    """attention_varlen in a TF32 precision against the oracle of each sequence (naive in the
+    same precision over the same sequences as the yardstick)."""
+    from cuflash.oracle import oracle_attention_varlen
+    lens = np.array([1, 130, 0, 77, 300], dtype=np.int32)
+    cu = np.concatenate([[0], np.cumsum(lens)]).astype(np.int32)
+    n = int(cu[-1])
+    q, k, v = make_inputs(cp, (n, 4, 64), (n, 2, 64), np.float32, seed=41)
+    cuc = cp.asarray(cu)
+    out, lse = cuflash.attention_varlen(q, k, v, cuc, cuc, causal=True, precision=prec,
+                                        return_lse=True)
+    ref_out, ref_lse = oracle_attention_varlen(*(to_numpy(x) for x in (q, k, v)), cu, cu,
+                                               causal=True)
+    naive_prec = "tf32" if prec == "tf32" else "ieee"
+    n_out = cuflash.attention_varlen(*(to_numpy(x) for x in (q, k, v)), cu, cu, causal=True,
+                                     precision=naive_prec)
+    assert_matches_oracle(out, ref_out, n_out, dtype="float32", name=f"out packed {prec}")

@@ -24,20 +24,21 @@ from bench_f64 import precompile  # noqa: E402  (kernels compiled by worker proc
 PRECISIONS = ("ieee", "highest", "tf32")
 
 
-def ablation_tiles(d: int):
+def ablation_tiles(d: int, families=("tf32x3", "tf32")):
+    """The TF32 tiles --tiles times at T = 4096 (every one free of spills where NOTES v22 says)."""
     from cuflash import TileConfig as TC
-    out = []
-    for fam in ("tf32x3", "tf32"):
-        if d <= 64:
-            shapes = [(128, 64, 8, 2), (64, 64, 4, 2), (128, 64, 4, 2), (64, 32, 4, 2),
-                      (128, 32, 8, 2)]
-        elif d <= 128:
-            shapes = [(64, 32, 4, 2), (128, 32, 8, 2), (128, 64, 8, 2), (64, 64, 4, 2),
-                      (128, 32, 4, 2), (64, 32, 4, 1)]
-        else:
-            shapes = [(64, 32, 4, 2), (64, 16, 4, 2), (128, 16, 8, 2), (64, 32, 4, 1)]
-        out += [TC(*s, fam) for s in shapes]
-    return out
+    shapes = {
+        "tf32x3": {64: [(128, 64, 8, 2), (64, 32, 4, 2), (64, 64, 4, 2), (128, 32, 8, 2)],
+                   128: [(128, 64, 8, 2), (128, 32, 8, 2), (64, 32, 4, 2), (64, 64, 4, 2),
+                         (64, 32, 4, 1)],
+                   256: [(64, 32, 4, 2), (64, 32, 4, 1), (64, 16, 4, 2), (128, 16, 8, 2)]},
+        "tf32": {64: [(128, 64, 8, 2), (64, 64, 4, 2), (128, 64, 4, 2), (64, 32, 4, 2),
+                      (128, 32, 8, 2)],
+                 128: [(64, 32, 4, 2), (128, 32, 8, 2), (128, 64, 8, 2), (64, 64, 4, 2),
+                       (128, 32, 4, 2), (64, 32, 4, 1)],
+                 256: [(64, 32, 4, 2), (64, 16, 4, 2), (128, 16, 8, 2), (64, 32, 4, 1)]}}
+    pad = 64 if d <= 64 else 128 if d <= 128 else 256
+    return [TC(*t, fam) for fam in families for t in shapes[fam][pad]]
 
 
 def errors(cp, d, causal):
@@ -80,6 +81,7 @@ def main(argv=None):
     ap.add_argument("--causal", choices=["no", "yes", "both"], default="both")
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--tiles", action="store_true", help="the TF32 tile ablation at T = 4096")
+    ap.add_argument("--families", default="tf32x3,tf32", help="the families --tiles times")
     ap.add_argument("--errors", action="store_true")
     ap.add_argument("--no-torch", action="store_true")
     ap.add_argument("--jobs", type=int, default=8, help="processes compiling the kernels first")
@@ -106,7 +108,7 @@ def main(argv=None):
             tiles = [default_tile(d, "float32", causal=causal, precision=p, **kw)
                      for p in PRECISIONS]
             if a.tiles and not causal:
-                tiles += ablation_tiles(d)
+                tiles += ablation_tiles(d, a.families.split(","))
             for t in tiles:
                 try:
                     plan.check_tile(t, d, "float32", **kw)
@@ -136,7 +138,7 @@ def main(argv=None):
                 cell = {}
                 runs = [(p, None, p) for p in PRECISIONS]
                 if a.tiles and T == 4096 and not causal:
-                    runs += [(t.short(), t, None) for t in ablation_tiles(d)]
+                    runs += [(t.short(), t, None) for t in ablation_tiles(d, a.families.split(","))]
                 for name, tile, prec in runs:
                     try:
                         if tile is not None:
