@@ -36,17 +36,17 @@ def _default(p, precision="ieee"):
 
 def _forward_tile(p, tile, precision):
     """(tile, precision) a forward runs: ``precision`` checked against the dtype
-    (cuflash.precision.check) and against the tile's kernel family when a tile is given (a TF32
-    tile computes its own precision; with precision=None it decides it), or the default tile
-    of that precision."""
+    (cuflash.precision.check) and against the tile's kernel family when a tile is given (with
+    precision=None the tile decides: 'tf32', 'highest' for the TF32 families, 'ieee' for the
+    others), or the default tile of that precision."""
     prec = _precision.check(precision, p.dtype)
     tile = checks.check_tile(tile)
     if tile is None:
         return _default(p, prec), prec
     own = _precision.of_family(tile.kernel)
-    if precision is None and own != "ieee":
-        prec = own
-    elif prec in _precision.PRECISIONS and own != prec:
+    if precision is None:
+        prec = own if prec in _precision.PRECISIONS else prec
+    elif own != prec:
         raise ValueError(f"precision={prec!r} does not match tile={tile.short()}, whose kernel "
                          f"computes float32 as precision={own!r} (TileConfig.kernel="
                          f"{_precision.FAMILY[prec]!r} computes {prec!r})")
@@ -142,14 +142,15 @@ def attention(q, k, v, *, causal=False, scale=None, tile=None, return_lse=False,
         before it, flattened).
     tile : TileConfig, optional
         Tile sizes; default ``default_tile(d, dtype, precision=...)``.
-    precision : {'ieee', 'tf32', 'highest'} or None
-        How a float32 forward computes its two products (``cuflash.precision``): 'ieee' (the
-        default for float32) on CUDA cores; 'tf32' on TF32 tensor cores, each operand rounded to
-        a 10-bit mantissa (faster, ~1e-3 relative error); 'highest' on TF32 tensor cores with
-        each operand split in two TF32 numbers and three products (3xTF32: float32's accuracy).
-        'tf32' and 'highest' run kernel families 'tf32' and 'tf32x3' (sm_80 and later); the CPU
-        twin computes the same roundings. Other dtypes: None only. The backward runs float32 on
-        CUDA cores whatever the forward's precision.
+    precision : {'highest', 'tf32', 'ieee'} or None
+        How a float32 forward computes its two products (``cuflash.precision``). 'highest' (the
+        default, None): on TF32 tensor cores with each operand split in two TF32 numbers and
+        three products (3xTF32), float32's accuracy; 'tf32': one TF32 product, each operand
+        rounded to a 10-bit mantissa (faster, ~5e-4 relative error, about float16's); 'ieee':
+        float32 products on the CUDA cores. 'tf32' and 'highest' run the kernel families 'tf32'
+        and 'tf32x3' (sm_80 and later; before, 'highest' runs on the CUDA cores); the CPU twin
+        computes the same roundings. With a tile given and precision None, the tile's family
+        decides. Other dtypes: None only. The backward runs float32 on the CUDA cores.
     return_lse : bool
         Also return the log-sum-exp of each row's scores (natural log).
     return_residuals : bool

@@ -347,7 +347,8 @@ def _decode_tile(c: _Call, dtype, rows: int):
     """The tile of a decode step with `rows` query rows per (sequence, head): 16-bit inputs take
     the mma kernel with 16 or 32 rows and 64 keys per tile (tools/bench_kvcache.py, NOTES v10),
     or a page's keys when pages hold fewer (16 or 32: every tile lies in one page, so pages of
-    any size the layout allows are read in place); float32/float64 the default tile. None when
+    any size the layout allows are read in place); float64 the default tile, float32 the CUDA
+    cores' (precision 'ieee'). None when
     no tile fits the paged cache's pages or the device (the caller falls back to the reference
     path)."""
     from .gpu import ops
@@ -372,7 +373,9 @@ def _tile_for(dtype: str, d: int, rows: int, forced, page_size: int, arch: str,
             tile = (TileConfig(16, keys, 1, 2, "mma") if rows <= 16 else
                     TileConfig(32, keys, 2, 2, "mma"))
         else:
-            tile = default_tile(d, dtype, smem_limit=smem_limit, arch=arch)
+            # float32: the CUDA cores (attention_with_kvcache has no precision argument yet)
+            tile = default_tile(d, dtype, smem_limit=smem_limit, arch=arch,
+                                precision="ieee" if dtype == "float32" else None)
         plan.check_tile(tile, d, dtype, smem_limit=smem_limit, arch=arch)
     except ValueError:
         return None

@@ -5,9 +5,12 @@ argument, written once for the kernels, the CPU twin, naive attention and the to
     'tf32'     each operand rounded to TF32 (float32 with a 10-bit mantissa: to nearest, ties away
                from zero, as PTX's cvt.rna.tf32.f32), one tensor-core product with float32
                sums. Faster, about 1e-3 relative error (NOTES.md, issue 15).
-    'highest'  each operand split x = big + small (big = tf32(x), small = tf32(x - big), both
-               exact), a·b = small_a·big_b + big_a·small_b + big_a·big_b on TF32 tensor cores
-               (CUTLASS's 3xTF32; small·small is below float32's rounding): float32's accuracy.
+    'highest'  the default. Each operand split x = big + small (big = tf32(x), small =
+               tf32(x - big), both exact), a·b = small_a·big_b + big_a·small_b + big_a·big_b on
+               TF32 tensor cores (CUTLASS's 3xTF32; small·small is below float32's rounding),
+               each k-step's sum added to the running one in float32 (the tensor core's own
+               accumulator truncates): float32's accuracy. The backward, and GPUs before sm_80,
+               compute it on the CUDA cores ('ieee', as accurate).
 
 The GPU runs 'tf32' and 'highest' in the mma forward (kernels_cu/tf32.cuh) as the kernel
 families 'tf32' and 'tf32x3' (``FAMILY``); on the CPU the twin and naive attention compute the
@@ -30,13 +33,19 @@ FAMILY = {"ieee": "simt", "tf32": "tf32", "highest": "tf32x3"}
 PRODUCTS = {"tf32": 1, "tf32x3": 3}
 
 
+#: float32's default: float32's accuracy (as 'ieee') at the TF32 tensor cores' speed where there
+#: are some (sm_80 and later; before, 'highest' runs on the CUDA cores). H200 (NOTES.md v22):
+#: 1.4-1.6x the CUDA-core forward at d = 64-256, error within naive float32's.
+DEFAULT = "highest"
+
+
 def check(precision, dtype) -> str:
     """The precision a call runs: ``precision`` checked against the inputs' dtype. None is the
-    default ('ieee' for float32); float16, bfloat16 and float64 have one precision each, so
-    only None is accepted for them."""
+    default (``DEFAULT`` for float32); float16, bfloat16 and float64 have one precision each
+    ('native'), so only None is accepted for them."""
     name = dtype_name(dtype)
-    if precision is None:
-        return "ieee" if name == "float32" else "native"
+    if precision is None or (precision == "native" and name != "float32"):   # (resolved already)
+        return DEFAULT if name == "float32" else "native"
     if not isinstance(precision, str) or precision not in PRECISIONS:
         raise ValueError(f"precision={precision!r} must be one of {PRECISIONS} (or None)")
     if name != "float32":

@@ -12,7 +12,7 @@ import numpy as np
 
 from .device import DEFAULT_ARCH, is_hopper
 from ._xp import dtype_name
-from .precision import FAMILY
+from .precision import FAMILY, check as _check_precision
 
 KERNELS = ("simt", "mma", "wgmma", "dmma", "tf32", "tf32x3")
 #: TileConfig's allowed warps (12: the warp-specialized wgmma forward) and stages
@@ -244,19 +244,28 @@ def _wgmma_backward_tiles(head_dim: int) -> list[TileConfig]:
 def tile_candidates(head_dim: int, dtype, *, backward: bool = False, causal: bool = False,
                     deterministic: bool = True, hopper: bool = True,
                     wgmma: bool = False, dmma: bool = False,
-                    precision: str = "ieee") -> list[TileConfig]:
+                    precision: str | None = None) -> list[TileConfig]:
     """Tiles for (head_dim, dtype, pass), preferred first; ``default_tile`` takes the first that
     fits the device. The reason for each first choice sits beside it; the measurements are
     experiments/tile_ablation.yaml on the H200 (NOTES.md, v2): float16, T = 8192, FA shapes.
     No default may spill registers (``python -m cuflash compile --fail-on-spills``).
     ``dmma``: the GPU has float64 tensor cores (has_fp64_tensor_cores). ``precision``: float32's
-    ('tf32' and 'highest': the TF32 kernels' forward tiles alone, nothing else computes them).
+    (``cuflash.precision``; None: its default): the forward of 'tf32' takes the TF32 kernels'
+    tiles alone (nothing else computes it), of 'highest' those first, then the CUDA-core tiles
+    (as accurate: GPUs before sm_80); the backward has CUDA cores only ('highest' and 'ieee';
+    'tf32' is refused).
     """
     name = dtype_name(dtype)
-    if precision in FAMILY and precision != "ieee":
-        if name != "float32" or backward:
-            raise ValueError(f"precision={precision!r} runs the float32 forward only")
-        return tf32_tiles(head_dim, FAMILY[precision])
+    prec = _check_precision(precision, dtype)
+    if prec == "tf32" and backward:
+        raise ValueError("precision='tf32' runs the float32 forward only: the float32 backward "
+                         "computes on the CUDA cores")
+    if prec in ("tf32", "highest") and not backward:
+        tiles = tf32_tiles(head_dim, FAMILY[prec])
+        if prec == "highest":
+            tiles += tile_candidates(head_dim, dtype, causal=causal, hopper=hopper,
+                                     precision="ieee")
+        return tiles
     if dmma and dmma_capable(head_dim, dtype) and head_dim <= DMMA_DEFAULT_MAX_D and \
             (deterministic or not backward):
         # float64 on tensor cores (mma.sync m8n8k4): measured faster than the simt kernels at
@@ -332,13 +341,13 @@ def tile_candidates(head_dim: int, dtype, *, backward: bool = False, causal: boo
 
 def default_tile(head_dim: int, dtype, *, backward: bool = False, causal: bool = False,
                  deterministic: bool = True, smem_limit: int | None = None,
-                 arch: str | None = None, precision: str = "ieee") -> TileConfig:
+                 arch: str | None = None, precision: str | None = None) -> TileConfig:
     """The tile used when ``tile=None``: the first of ``tile_candidates`` that the kernels accept
     within ``smem_limit`` bytes of shared memory per block on a GPU of architecture ``arch``
     ('sm_90', ...; Hopper-only kernels are considered only when it says sm_90, the float64
     tensor-core kernels only when it says sm_80 or sm_90). With no limit: the first candidate
     without either (the CPU twin reads only block_m, block_n). ``precision``: float32's
-    (``cuflash.precision``; 'tf32' and 'highest' take the TF32 kernels' tiles)."""
+    (``cuflash.precision``, None its default 'highest': the TF32 kernels' tiles first)."""
     return _default_tile(int(head_dim), dtype_name(dtype), bool(backward), bool(causal),
                          bool(deterministic), smem_limit, arch, precision)
 
@@ -367,7 +376,7 @@ def default_dq_deterministic(tile: TileConfig, deterministic: bool) -> bool:
 
 @functools.lru_cache(maxsize=None)
 def _default_tile(head_dim, dtype, backward, causal, deterministic, smem_limit, arch,
-                  precision="ieee"):
+                  precision=None):
     # cached: every attention call without a tile asks, and the checks below are not free
     known = smem_limit is not None and arch is not None   # a real (or assumed) device
     cands = tile_candidates(head_dim, dtype, backward=backward, causal=causal,

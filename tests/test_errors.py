@@ -161,7 +161,7 @@ _BAD_TILES = [
     ("num_stages", 0, "TileConfig.num_stages=0 must be one of 1, 2, 3, 4"),
     ("num_stages", 5, "TileConfig.num_stages=5 must be one of"),
     ("num_stages", True, "TileConfig.num_stages=True must be one of"),
-    ("kernel", "foo", "TileConfig.kernel='foo' must be one of \\('simt', 'mma', 'wgmma', 'dmma'\\)"),
+    ("kernel", "foo", "TileConfig.kernel='foo' must be one of \\('simt', 'mma', 'wgmma', 'dmma', 'tf32', 'tf32x3'\\)"),
     ("kernel", "SIMT", "TileConfig.kernel='SIMT' must be one of"),
 ]
 
@@ -260,7 +260,7 @@ def test_backward_checks_q_k_v_too(xp):
 def test_vjp_unknown_keywords(xp, kwargs, bad):
     with pytest.raises(TypeError, match=rf"unexpected keyword arguments {_esc(bad)}.*valid: "
                                         rf"causal, scale, window, softcap, alibi_slopes, mask_mod, tile, "
-                                        rf"backward_tile, deterministic"):
+                                        rf"precision, backward_tile, deterministic"):
         cuflash.attention_vjp(*qkv(xp), **kwargs)
 
 

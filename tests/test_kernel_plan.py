@@ -101,7 +101,14 @@ def test_default_tiles_per_architecture(dtype, causal):
         assert default_tile(128, dtype, causal=causal, smem_limit=limit, arch=arch).kernel == "mma"
     # no device (the CPU twin): never a Hopper-only tile
     assert default_tile(128, dtype, causal=causal).kernel == "mma"
-    assert default_tile(128, np.float32, smem_limit=HOPPER, arch="sm_90").kernel == "simt"
+    # float32: 'highest' (3xTF32) by default, the CUDA cores when asked ('ieee') or before sm_80
+    assert default_tile(128, np.float32, smem_limit=HOPPER, arch="sm_90").kernel == "tf32x3"
+    assert default_tile(128, np.float32, smem_limit=HOPPER, arch="sm_90",
+                        precision="ieee").kernel == "simt"
+    assert default_tile(128, np.float32, smem_limit=plan.SMEM_LIMIT["sm_86"],
+                        arch="sm_75").kernel == "simt"
+    assert default_tile(128, np.float32, backward=True, smem_limit=HOPPER,
+                        arch="sm_90").kernel == "simt"
 
 
 def test_wgmma_compiles_for_sm90a_without_spills_or_serialized_products():
@@ -209,7 +216,8 @@ def test_float64_default_tiles_per_architecture(causal):
         assert default_tile(64, "float64", causal=causal, smem_limit=plan.SMEM_LIMIT[arch],
                             arch=arch).kernel == "simt"
     assert default_tile(64, "float64", causal=causal).kernel == "simt"
-    assert default_tile(64, "float32", smem_limit=HOPPER, arch="sm_90").kernel == "simt"
+    assert default_tile(64, "float32", smem_limit=HOPPER, arch="sm_90",
+                        precision="ieee").kernel == "simt"
 
 
 def test_dmma_compiles_without_spills():

@@ -247,6 +247,23 @@ MUTANTS = [
       "tests/test_gpu_kernels.py::test_tiles_against_oracle",
       "each consumer arrives on its own turn barrier: the first sync never completes (the test "
       "must end by the mutant runner's timeout, not pass)", gpu=True),
+    # -- float32's precisions (issue 15)
+    M("highest_drops_small_terms", "cuflash/precision.py",
+      "small = ((as_ @ bb).astype(f, copy=False) + (ab @ bs).astype(f, copy=False)).astype(f)",
+      "small = 0 * (as_ @ bb)",
+      "tests/test_tf32.py", "'highest' computes one TF32 product (the twin's and naive's)"),
+    M("tf32_rounds_toward_zero", "cuflash/precision.py",
+      "((b + np.uint32(0x1000)) & np.uint32(0xFFFFE000))", "(b & np.uint32(0xFFFFE000))",
+      "tests/test_tf32.py", "TF32 operands truncated, not rounded to nearest as cvt.rna"),
+    M("gpu_tf32x3_one_product", "kernels_cu/tf32.cuh",
+      "mma1688_tf32(t, a[0].small, a[1].small, a[2].small, a[3].small, b[0].big, b[1].big);",
+      "mma1688_tf32(t, a[0].small, a[1].small, a[2].small, a[3].small, 0u, 0u);",
+      "tests/test_tf32.py::test_highest_is_three_products",
+      "the 3xTF32 Q·Kᵀ loses its small·big term", gpu=True),
+    M("gpu_tf32x3_chained_sums", "kernels_cu/tf32.cuh",
+      "mma1688<N, true>(s[mt][n], a[mt], b);", "mma1688<N, false>(s[mt][n], a[mt], b);",
+      "tests/test_tf32.py::test_tf32_tiles_against_oracle",
+      "Q·Kᵀ's k-steps summed in the tensor core's truncating accumulator", gpu=True),
 ]
 
 
