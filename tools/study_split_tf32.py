@@ -23,16 +23,11 @@ import argparse
 
 import numpy as np
 
-
-def tf32(x):
-    """x rounded to TF32 (10 explicit mantissa bits, nearest, ties away from zero), as float32."""
-    b = np.asarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
-    return ((b + 0x1000) & 0xFFFFE000).astype(np.uint32).view(np.float32)
+from cuflash import precision
 
 
-def split(x):
-    big = tf32(x)
-    return big, tf32(np.float32(x) - big)
+# the roundings, as the library computes them (cuflash.precision)
+tf32, split = precision.tf32, precision.split
 
 
 def matmul(a, b, mode):

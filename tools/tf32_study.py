@@ -25,18 +25,12 @@ import sys
 
 import numpy as np
 
+from cuflash import precision
 from cuflash.oracle import normwise_error, oracle_attention, rel_error
 
 
-def tf32(x: np.ndarray) -> np.ndarray:
-    """float32 -> the nearest TF32 value (ties away from zero), as float32."""
-    b = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
-    return ((b + np.uint32(0x1000)) & np.uint32(0xFFFFE000)).view(np.float32)
-
-
-def split(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    big = tf32(x)
-    return big, tf32(x.astype(np.float32) - big)
+# the roundings, as the library computes them (cuflash.precision: the kernels' and the twin's)
+tf32, split = precision.tf32, precision.split
 
 
 def product(a: np.ndarray, b: np.ndarray, scheme: str) -> np.ndarray:
