@@ -279,3 +279,11 @@ def test_tf32_kernels_agree_with_twin(cp, tile):
     fin = np.isfinite(to_numpy(lse_c))
     dl = np.abs(to_numpy(lse_g)[fin] - to_numpy(lse_c)[fin]).max()
     assert dl <= 256 * 2.0 ** -23 * np.abs(to_numpy(lse_c)[fin]).max()
+
+
+def test_tf32x3_wide_heads_compile_at_256():
+    """'tf32x3' compiles head dims above plan.TF32X3_WIDE for 256 (narrower wide tiles spill)."""
+    tile = tf32_tiles(200, "tf32x3")[0]
+    assert plan.specs_for("float32", 200, tile, False, False)[0].head_dim == 256
+    assert plan.specs_for("float32", 160, tf32_tiles(160, "tf32x3")[0], False, False)[0].head_dim == 160
+    assert plan.specs_for("float32", 200, tf32_tiles(200, "tf32")[0], False, False)[0].head_dim == 224

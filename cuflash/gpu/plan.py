@@ -26,10 +26,18 @@ _CTYPE = {"float16": "__half", "bfloat16": "__nv_bfloat16", "float32": "float", 
 SMEM_LIMIT = {arch: dev.smem_per_block for arch, dev in device.ASSUMED.items()}
 
 
+#: 'tf32x3' compiles head dims above this for 256: at 192 and 224 every tile of 64 query rows
+#: spills a few bytes (NVRTC 13.0: 4-16 B, sm_80 and sm_90; 255 registers), at 256 64 × 32 does not
+TF32X3_WIDE = 160
+
+
 def head_dim_pad(d: int, family: str) -> int:
     """Head dim the kernel is compiled for: d rounded up to a multiple of 32 (the extra columns are
     zero), so one specialization serves up to four head dims; 64 for 'wgmma', whose swizzled
-    shared-memory panels are 64 elements (128 bytes) wide."""
+    shared-memory panels are 64 elements (128 bytes) wide; 256 for 'tf32x3' above
+    TF32X3_WIDE."""
+    if family == "tf32x3" and d > TF32X3_WIDE:
+        return 256
     unit = 64 if family == "wgmma" else 32
     return unit * math.ceil(d / unit)
 
