@@ -7,9 +7,10 @@
 //   Tf32Products<3>  precision="highest": each operand split x = big + small, big = tf32(x),
 //                    small = tf32(x - big) (x - big is exact in float32), and a·b summed as
 //                    small_a·big_b + big_a·small_b + big_a·big_b (CUTLASS's 3xTF32; small·small
-//                    is below float32's rounding), each k-step's sum added to the running one
-//                    on the FMA pipe (mma1688). Emulated on the CPU (tools/tf32_study.py,
-//                    NOTES.md) it keeps naive float32's normwise error.
+//                    is below float32's rounding); the tensor core's accumulator truncates, so
+//                    no running sum stays in it: each k-step of Q·Kᵀ and each key tile of P·V
+//                    is summed there from zero and added to S and O on the FMA pipe (mma1688,
+//                    add_pv; NOTES.md v22: 1.3-1.5× naive float32's error, 7-19× without).
 //
 // Fragment layouts of mma.m16n8k8 with .tf32 (PTX ISA, "Matrix Fragments for mma.m16n8k8"), for
 // lane l with g = l / 4 and t = l % 4:
@@ -56,9 +57,9 @@ __device__ __forceinline__ void mma1688_tf32(float (&c)[4], unsigned a0, unsigne
                  : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-// c += a · b with a, b float32 values split for N products (the header). N = 3: the three
+// c += a · b with a, b float32 values split for N products (the header). N = 3, FRESH: the three
 // products of one k-step summed by the tensor core from zero (small terms first), then added to c
-// by an FADD. The tensor core adds to its accumulator with truncation, not float32's rounding to
+// by an FADD (Q·Kᵀ); not FRESH: into c itself (P·V's per-tile sums from zero, add_pv). The tensor core adds to its accumulator with truncation, not float32's rounding to
 // nearest (products exact, addends aligned and cut), so a running sum kept in it drifts by about
 // an ulp per k-step, always toward zero: on the H200 that put 3xTF32 at 7-10× naive float32's
 // error (NOTES.md v22) where the CPU emulation, which rounds to nearest, had it at 0.7-1.5×. One
