@@ -287,3 +287,15 @@ def test_tf32x3_wide_heads_compile_at_256():
     assert plan.specs_for("float32", 200, tile, False, False)[0].head_dim == 256
     assert plan.specs_for("float32", 160, tf32_tiles(160, "tf32x3")[0], False, False)[0].head_dim == 160
     assert plan.specs_for("float32", 200, tf32_tiles(200, "tf32")[0], False, False)[0].head_dim == 224
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("d", [40, 96, 160, 200, 256])
+@pytest.mark.parametrize("prec", ["tf32", "highest"])
+def test_tf32_default_tiles_every_width(cp, d, prec):
+    """The default tile of each precision at head dims of every tf32_tiles branch (d = 200 runs
+    tf32x3's kernel compiled for 256) against the oracle."""
+    q, k, v = make_inputs(cp, (2, 2, 133, d), (2, 2, 170, d), np.float32,
+                          seed=case_seed("tf32w", d, prec))
+    out, lse = cuflash.attention(q, k, v, causal=True, precision=prec, return_lse=True)
+    _check_kernel(cp, out, lse, q, k, v, prec, name=f"{prec} d={d}", causal=True)
