@@ -44,7 +44,9 @@ def _forward_tile(p, tile, precision):
     if tile is None:
         return _default(p, prec), prec
     own = _precision.of_family(tile.kernel)
-    if precision is None:
+    if precision is None or (prec == "highest" and own == "ieee"):
+        # the tile decides ('highest' on a CUDA-core tile: float32 products, as accurate; what
+        # default_tile gives 'highest' before sm_80)
         prec = own if prec in _precision.PRECISIONS else prec
     elif own != prec:
         raise ValueError(f"precision={prec!r} does not match tile={tile.short()}, whose kernel "
@@ -150,7 +152,8 @@ def attention(q, k, v, *, causal=False, scale=None, tile=None, return_lse=False,
         float32 products on the CUDA cores. 'tf32' and 'highest' run the kernel families 'tf32'
         and 'tf32x3' (sm_80 and later; before, 'highest' runs on the CUDA cores); the CPU twin
         computes the same roundings. With a tile given and precision None, the tile's family
-        decides. Other dtypes: None only. The backward runs float32 on the CUDA cores.
+        decides ('highest' with a CUDA-core tile runs float32 products there). Other dtypes: None
+        only. The backward runs float32 on the CUDA cores.
     return_lse : bool
         Also return the log-sum-exp of each row's scores (natural log).
     return_residuals : bool

@@ -3,7 +3,7 @@
 # Each experiment's results directory and log are packed into $OUT/<step>.tgz as soon as the
 # step ends (a device call returns at most 8 files), so a later step that times out loses
 # nothing. A short summary prints last.
-#   STEPS="env fast tests sanitize ab ablation speed memory io variants gqa varlen" \
+#   STEPS="env fast tests sanitize ab ablation speed memory io variants gqa varlen precision" \
 #     bash tests/gpu_session.sh
 # fast: the fast GPU tier; tests: the full GPU suite (both with pytest-xdist, JOBS processes,
 # when it is installed: compiling kernels is most of their time); ab: tools/ab_speed.py against
@@ -46,6 +46,7 @@ for s in $STEPS; do
     variants) experiment variants experiments/variants.yaml "${LIMIT_VARIANTS:-580}" ${SET_VARIANTS:-} ;;
     gqa) experiment gqa experiments/gqa.yaml "${LIMIT_GQA:-300}" ${SET_GQA:-} ;;
     varlen) experiment varlen experiments/varlen.yaml "${LIMIT_VARLEN:-300}" ${SET_VARLEN:-} ;;
+    precision) experiment precision experiments/precision.yaml "${LIMIT_PRECISION:-420}" ${SET_PRECISION:-} ;;
     sanitize) # compiled first without the sanitizer (CuPy's disk cache), so that its time
               # goes to the kernels: NVRTC under memcheck took most of the 75 s limit before
               step sanitize-warm 120 $PY tests/sanitize.py

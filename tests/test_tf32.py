@@ -81,6 +81,12 @@ def test_tile_and_precision_must_agree():
         cuflash.attention(q, q, q, tile=TileConfig(64, 32, 4, 2, "tf32"), precision="highest")
     with pytest.raises(ValueError, match="does not match tile"):
         cuflash.attention(q, q, q, tile=TileConfig(64, 64, 4, 1), precision="tf32")
+    with pytest.raises(ValueError, match="does not match tile"):
+        cuflash.attention(q, q, q, tile=TileConfig(64, 32, 4, 2, "tf32x3"), precision="ieee")
+    # 'highest' on a CUDA-core tile (default_tile's choice before sm_80): float32 products
+    np.testing.assert_array_equal(
+        cuflash.attention(q, q, q, tile=TileConfig(64, 64, 4, 1), precision="highest"),
+        cuflash.attention(q, q, q, tile=TileConfig(64, 64, 4, 1), precision="ieee"))
     # a TF32 tile without precision computes its own precision (the twin too)
     a = cuflash.attention(q, q, q, tile=TileConfig(64, 32, 4, 2, "tf32"))
     b = cuflash.attention(q, q, q, tile=TileConfig(64, 32, 4, 2, "tf32"), precision="tf32")

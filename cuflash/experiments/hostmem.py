@@ -10,7 +10,8 @@ compares ``needed_bytes`` with ``available_bytes`` before it runs a CPU point an
 matrices alive in its backward (P, dP and a product of them), each in its dtype and, for 16-bit
 inputs, a float32 copy for the matrix products; the tiled twin keeps a few per-tile blocks and
 float32/float64 copies of its inputs and outputs; the float64 oracle behind ``error_rel`` runs
-naive in float64 when the point is within ``measure.error_limit``.
+naive in float64 when the point is within ``measure.error_limit`` (on ``measure.error_heads``'
+sample alone when one is taken: ``measure.error_sample``).
 """
 from __future__ import annotations
 
@@ -49,10 +50,13 @@ def _tiled_peak(point, itemsize: int) -> int:
     return 6 * rows * acc + 16 * bh * blocks * acc
 
 
-def needed_bytes(point, error: bool = True, error_limit: int = 2 ** 24) -> int:
+def needed_bytes(point, error: bool = True, error_limit: int = 2 ** 24,
+                 error_heads: int = 0) -> int:
     """Upper bound on the host bytes measuring ``point`` on the CPU allocates: its inputs, then
     the larger of the measured call's peak and (when ``error`` and the point is within
-    ``error_limit`` scores) the float64 oracle's. A KV-cache point: ``decode.needed_bytes``."""
+    ``error_limit`` scores) the float64 oracle's, on ``error_heads`` heads of one batch entry
+    when that samples the point (``measure.error_sample``). A KV-cache point:
+    ``decode.needed_bytes``."""
     if getattr(point, "cache", None):
         from .decode import needed_bytes as step_bytes
         return step_bytes(point, error, error_limit)
@@ -65,8 +69,11 @@ def needed_bytes(point, error: bool = True, error_limit: int = 2 ** 24) -> int:
         peak = _naive_peak(bh, T, S, d, e, point.pass_)
     else:
         peak = _tiled_peak(point, e)
-    if error and point.run_scores <= error_limit:
-        peak = max(peak, _naive_peak(bh, T, S, d, 8, point.pass_) + 2 * inputs * 8 // e)
+    from .measure import error_sample, error_scores
+    if error and error_scores(point, error_heads) <= error_limit:
+        sample = error_sample(point, error_heads)
+        obh = bh if sample is None else sample[0]
+        peak = max(peak, _naive_peak(obh, T, S, d, 8, point.pass_) + 2 * inputs * 8 // e)
     return inputs + peak + SLACK_BYTES
 
 

@@ -15,7 +15,11 @@ window, softcap, ALiBi slopes, a documents mask_mod), on the arrays of its layou
 (``layouts.input_shapes``: GQA's k and v with Hkv heads, a packed varlen batch with its
 cu_seqlens, the padded batch) through the layout's functions (``layouts.functions``:
 attention or attention_varlen; materialized repeats K/V inside the forward and sums dK/dV over
-each group after the backward). A KV-cache point (``decode``) is one decode step on the
+each group after the backward). float32's precision (``Point.precision``,
+:func:`precision_option`) goes to the forward calls of naive, flash and twin (a backward
+point's: the forward that makes its residuals; the backward takes none); the error can be
+checked on a sample of heads (``measure.error_heads``, :func:`error_sample`). A KV-cache point
+(``decode``) is one decode step on the
 arrays ``decode.make_inputs`` allocates (whose bytes, tokens, slots and pages its row records),
 through ``decode.build_call``.
 """
@@ -107,6 +111,22 @@ def _to_numpy(x) -> np.ndarray:
 
 # -- the measured call ----------------------------------------------------------------------------
 
+def precision_option(point: Point) -> dict:
+    """``{'precision': ...}`` for the point's forward calls, or {} for None (the dtype's
+    default). A packed varlen batch's naive forward (``naive_attention_varlen``) takes no
+    precision: such a point is Unavailable unless it asks for float32's default."""
+    if point.precision is None:
+        return {}
+    if point.method_name == "naive" and layouts.packed_varlen(point):
+        from ..precision import DEFAULT
+        if point.precision != DEFAULT:
+            raise Unavailable(f"naive_attention_varlen takes no precision (it runs float32's "
+                              f"default, {DEFAULT!r}), so precision={point.precision!r} is not "
+                              f"measured for naive on a packed varlen batch")
+        return {}
+    return {"precision": point.precision}
+
+
 def build_call(point: Point, inputs: dict) -> Call:
     """The callable measured at this point (setup such as the forward's out/lse done here)."""
     if point.cache:
@@ -119,6 +139,7 @@ def build_call(point: Point, inputs: dict) -> Call:
     dout = inputs.get("dout")
     xp = cupy_module() if point.device == "gpu" else np
     opts = variants.call_options(point, xp)        # causal and the variant, on q's device
+    prec = precision_option(point)                 # float32's, for the forward calls
 
     def as_numpy(result):
         return tuple(_to_numpy(x) for x in (result if isinstance(result, tuple) else (result,)))
@@ -129,7 +150,7 @@ def build_call(point: Point, inputs: dict) -> Call:
 
     if point.method_name == "naive":
         nfwd, nbwd = layouts.functions(point, "naive")
-        fwd = lambda: nfwd(q, *kv(), *pos, **opts)                                  # noqa: E731
+        fwd = lambda: nfwd(q, *kv(), *pos, **opts, **prec)                          # noqa: E731
         if point.pass_ == "forward":
             return Call(fwd, kind, as_numpy)
         k2, v2 = kv()                  # as the forward left them (not measured)
@@ -146,15 +167,17 @@ def build_call(point: Point, inputs: dict) -> Call:
         pos = (SeqLens(*pos),)
     det = bool(point.deterministic)
     if point.pass_ == "forward":
-        return Call(lambda: attend(q, *kv(), *pos, tile=point.fwd_tile, **opts), kind, as_numpy)
+        return Call(lambda: attend(q, *kv(), *pos, tile=point.fwd_tile, **opts, **prec), kind,
+                    as_numpy)
     if point.pass_ == "backward":
-        # the forward with the default tile, not measured
-        _, res = attend(q, *kv(), *pos, return_residuals=True, **opts)
+        # the forward with the default tile of the point's precision, not measured
+        _, res = attend(q, *kv(), *pos, return_residuals=True, **opts, **prec)
         return Call(lambda: fold(api.attention_backward(dout, res, tile=point.bwd_tile,
                                                         deterministic=det)), kind, as_numpy)
 
     def both():
-        o, res_ = attend(q, *kv(), *pos, tile=point.fwd_tile, return_residuals=True, **opts)
+        o, res_ = attend(q, *kv(), *pos, tile=point.fwd_tile, return_residuals=True, **opts,
+                         **prec)
         return (o,) + fold(api.attention_backward(dout, res_, tile=point.bwd_tile,
                                                   deterministic=det))
     return Call(both, kind, as_numpy)
@@ -298,14 +321,61 @@ def peak_memory(call: Call):
 
 # -- error ----------------------------------------------------------------------------------------
 
-def oracle_error(point: Point, inputs: dict, outputs: tuple) -> float:
+def error_sample(point: Point, heads: int) -> tuple[int, int] | None:
+    """(query heads, kv heads) of the first batch entry that the oracle checks with
+    ``measure.error_heads = heads`` (whole GQA groups, so that dK and dV are complete), or None
+    for the whole problem: heads 0, nothing left out, or a point it does not sample (a packed
+    varlen batch, a KV-cache step; a ring checks its own)."""
+    if not heads or point.cache or layouts.packed_varlen(point) or point.method_name == "ring":
+        return None
+    batch, hq, _, _ = point.run_shape
+    nq = min(hq, -(-heads // point.group) * point.group)
+    if batch == 1 and nq == hq:
+        return None
+    return nq, nq // point.group
+
+
+def error_scores(point: Point, heads: int = 0) -> int:
+    """Score entries the float64 oracle materializes for the point (``error_sample``'s heads of
+    one batch entry, or ``Point.run_scores``): what ``measure.error_limit`` bounds."""
+    sample = error_sample(point, heads)
+    if sample is None:
+        return point.run_scores
+    _, _, T, S = point.run_shape
+    return sample[0] * T * S
+
+
+def _sampled(point: Point, inputs: dict, outputs: tuple, opts: dict, heads: int):
+    """(inputs, outputs, options) cut to ``error_sample``'s heads of the first batch entry (the
+    ALiBi slopes of those heads); as they are for the whole problem. Arrays are (batch, heads,
+    T|S, d), on any device; the outputs (out,), (dq, dk, dv) or both, shaped like q, k, v."""
+    sample = error_sample(point, heads)
+    if sample is None:
+        return inputs, outputs, opts
+    nq, nkv = sample
+    n_out = (nq,) * (point.pass_ in ("forward", "both")) + (
+        (nq, nkv, nkv) if point.pass_ in ("backward", "both") else ())
+    if len(outputs) != len(n_out):         # oracle_error says what is wrong
+        return inputs, outputs, opts
+    cut = {"q": nq, "dout": nq, "k": nkv, "v": nkv}
+    inputs = {n: a[:1, :cut[n]] for n, a in inputs.items()}
+    outputs = tuple(x[:1, :n] for x, n in zip(outputs, n_out))
+    if "alibi_slopes" in opts:
+        opts = dict(opts, alibi_slopes=opts["alibi_slopes"][:nq])
+    return inputs, outputs, opts
+
+
+def oracle_error(point: Point, inputs: dict, outputs: tuple, heads: int = 0) -> float:
     """Largest rel_error of the outputs against the float64 oracle (backward: over dq, dk, dv),
     with the point's variant, on the point's own arrays (GQA's Hkv heads, a packed batch one
-    sequence at a time; a KV-cache step: ``decode.oracle_error``)."""
+    sequence at a time; a KV-cache step: ``decode.oracle_error``). ``heads`` > 0: only the
+    first ``heads`` query heads (whole GQA groups) of the first batch entry (``error_sample``,
+    ``measure.error_heads``), so that the oracle's T x S matrices fit at large batch·heads."""
     if point.cache:
         return decode.oracle_error(point, inputs, outputs)
-    host = {n: _to_numpy(a) for n, a in inputs.items()}
-    opts = variants.call_options(point, np)
+    inputs, outputs, opts = _sampled(point, inputs, outputs, variants.call_options(point, np),
+                                     heads)
+    host = {n: _to_numpy(a) for n, a in inputs.items()}       # (only the sample copied)
     pos = layouts.positional(point, host)
     fwd, bwd = layouts.functions(point, "oracle")
     refs: tuple = ()
@@ -382,7 +452,7 @@ def _measure(point: Point, cfg: Measure) -> dict:
     if point.cache:
         row.update(decode.allocation_columns(point, inputs))
     call = build_call(point, inputs)
-    want_error = (cfg.error and point.run_scores <= cfg.error_limit
+    want_error = (cfg.error and error_scores(point, cfg.error_heads) <= cfg.error_limit
                   and (not point.cache or decode.has_oracle(point)))
     if point.cache and cfg.memory:
         # one call first (its append rewrites the same slots): what a process allocates on its
@@ -395,7 +465,8 @@ def _measure(point: Point, cfg: Measure) -> dict:
         else:
             result = call.fn()
         if want_error:
-            row["error_rel"] = oracle_error(point, inputs, call.outputs(result))
+            row["error_rel"] = oracle_error(point, inputs, call.outputs(result),
+                                            cfg.error_heads)
         del result
     if cfg.time:
         row.update(time_call(call, cfg))

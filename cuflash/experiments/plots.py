@@ -19,6 +19,7 @@ from matplotlib import ticker
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from ..precision import PRECISIONS
 from .points import KEY_COLUMNS
 from .results import human_bytes
 from .schema import AXIS_COLUMNS, PASSES, VARIANT_COLUMNS, Plot
@@ -28,6 +29,7 @@ from .variants import parse_window
 LABELS = {
     "seq_len": "sequence length T (queries)", "kv_len": "key length S", "head_dim": "head dim d",
     "batch": "batch", "heads": "heads", "dtype": "dtype", "causal": "causal", "pass": "pass",
+    "precision": "float32 precision (cuflash.precision)",
     "method": "method", "block_m": "block_m (query rows per tile)",
     "block_n": "block_n (key rows per tile)", "num_warps": "warps per block",
     "num_stages": "pipeline stages",
@@ -100,23 +102,25 @@ def fmt_value(column: str, v) -> str:
 
 #: Columns a legend names with their value ('window=255,0', 'group=4', 'varlen=none').
 NAMED_COLUMNS = VARIANT_COLUMNS + ("group", "kv_heads", "varlen", "page_size", "cache_lengths",
-                                   "world_size")
+                                   "world_size", "precision")
+#: How a blank cell of a named column is shown, where not 'none' (precision: the dtype's own).
+_BLANK_TEXT = {"precision": "default"}
 
 
 def _facet_text(keys, values) -> str:
-    return ", ".join(f"{k}={_none(v)}" if k in NAMED_COLUMNS else f"{k}={v}"
+    return ", ".join(f"{k}={_none(v, k)}" if k in NAMED_COLUMNS else f"{k}={v}"
                      for k, v in zip(keys, values))
 
 
-def _none(v):
-    """A variant column's value as shown: 'none' for no variant."""
-    return "none" if v is None else v
+def _none(v, column: str | None = None):
+    """A variant column's value as shown: 'none' for no variant ('default' for no precision)."""
+    return _BLANK_TEXT.get(column, "none") if v is None else v
 
 
 def series_text(column: str, value) -> str:
     """A line's name in the legend from one series column: the value ('flash'), or for a variant
     or layout column 'window=255,0' / 'window=none' / 'group=4'."""
-    return f"{column}={_none(value)}" if column in NAMED_COLUMNS else str(value)
+    return f"{column}={_none(value, column)}" if column in NAMED_COLUMNS else str(value)
 
 
 def _baseline_text(base) -> str:
@@ -140,24 +144,30 @@ def with_ratio(rows: list[dict], plot: Plot) -> list[dict]:
     """Rows whose y is replaced by the ratio to the baseline method at the same point.
 
     numerator=B: y := y(B) / y(row) (a speedup when y is a time); denominator=B: y := y(row) / y(B).
-    B is a method label (matched on the axis columns) or (column, value) pairs (the row with
-    those values and the same values in every other key column: same method, tile, shapes and
-    other variants). The baseline's own rows are dropped; rows with no baseline at their point
-    too."""
+    B is a method label (matched on the axis columns; on all but ``precision`` when B's rows have
+    none, as torch_sdpa's: one baseline for every precision) or (column, value) pairs (the row
+    with those values and the same values in every other key column: same method, tile, shapes
+    and other variants; but for the tile when the pairs fix ``precision``, whose kernel family
+    decides the default tile). The baseline's own rows are dropped; rows with no baseline at
+    their point too."""
     base = plot.ratio_numerator or plot.ratio_denominator
     if base is None:
         return rows
     if isinstance(base, tuple):
         fixed = dict(base)
-        match = [c for c in KEY_COLUMNS if c not in fixed]
+        # a precision baseline runs its own kernel family: its default tile is another one
+        match = [c for c in KEY_COLUMNS if c not in fixed
+                 and not (c == "tile" and "precision" in fixed)]
 
         def is_base(r):
             return all(r.get(c) == v for c, v in fixed.items())
     else:
-        match = AXIS_COLUMNS
-
         def is_base(r):
             return r.get("method") == base
+
+        match = AXIS_COLUMNS
+        if all(r.get("precision") is None for r in rows if is_base(r)):
+            match = tuple(c for c in AXIS_COLUMNS if c != "precision")
 
     def at(r):
         return tuple(r.get(c) for c in match)
@@ -207,12 +217,15 @@ def split_columns(rows: list[dict], fixed: set, cell) -> list[str]:
 
 
 def _rank(column: str, value, order: dict):
-    """Sort key of one value: methods in experiment order, passes in pipeline order, windows by
-    their sizes, None last, everything else by value."""
+    """Sort key of one value: methods in experiment order, passes in pipeline order, precisions
+    as ``cuflash.precision.PRECISIONS`` lists them, windows by their sizes, None last,
+    everything else by value."""
     if column == "method" and value in order:
         return (0, order[value])
     if column == "pass" and value in PASSES:
         return (0, PASSES.index(value))
+    if column == "precision" and value in PRECISIONS:
+        return (0, PRECISIONS.index(value))
     if column == "window" and isinstance(value, str):
         try:
             return (0, tuple(-1 if w is None else w for w in parse_window(value)))
@@ -493,7 +506,8 @@ def _mark_oom(ax, failed, plot: Plot, pts, fit, color, with_label: bool, name: s
 #: Settings a title names when every plotted row shares one value (and the plot does not vary
 #: them): how to write each.
 _SETTINGS = (("head_dim", "d={}"), ("heads", "heads={}"), ("batch", "batch={}"),
-             ("dtype", "{}"), ("causal", "causal={}"), ("window", "window={}"),
+             ("dtype", "{}"), ("precision", "precision={}"), ("causal", "causal={}"),
+             ("window", "window={}"),
              ("softcap", "softcap={}"), ("alibi", "ALiBi={}"), ("mask", "{}"),
              ("group", "G={}"), ("varlen", "varlen {}"),
              ("threads", "BLAS threads={}"), ("device_name", "{}"))
@@ -508,7 +522,7 @@ def fixed_settings(rows: list[dict], plot: Plot) -> str:
     parts = []
     for col, form in _SETTINGS:
         values = {r.get(col) for r in rows}
-        if col in VARIANT_COLUMNS or col in _PLAIN or col == "varlen":
+        if col in VARIANT_COLUMNS or col in _PLAIN or col in ("varlen", "precision"):
             # named only when every row has it (None, no ALiBi, G = 1: no variant)
             if values == {None} or values in _PLAIN.get(col, ()):
                 continue

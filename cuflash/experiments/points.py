@@ -1,6 +1,7 @@
 """Points: one measurement each. An experiment expands into an ordered list of them.
 
-A point fixes the shapes (seq_len T, kv_len S, head_dim d, batch, heads), the dtype, causal, the
+A point fixes the shapes (seq_len T, kv_len S, head_dim d, batch, heads), the dtype and float32's
+precision (of the methods that take one: :func:`takes_precision`), causal, the
 attention variant (window, softcap, alibi, mask: ``variants``), the layout axes (GQA group,
 varlen mix: ``layouts``), the KV cache of a decode step (cache, page_size, cache_lengths:
 ``decode``; there T is Tq and S the context), the pass, the method variant (tile,
@@ -22,8 +23,13 @@ BASE_KEY_COLUMNS = ("method", "backend", "tile", "deterministic", "seq_len", "kv
                     "head_dim", "batch", "heads", "dtype", "causal", "pass")
 #: Columns that identify a point; a results row with the same values is the same point. Rows of
 #: files written before a column existed lack it and match its default (``KEY_DEFAULTS``).
-KEY_COLUMNS = (BASE_KEY_COLUMNS + variants.VARIANT_COLUMNS + layouts.LAYOUT_KEY_COLUMNS
+KEY_COLUMNS = (BASE_KEY_COLUMNS + ("precision",) + variants.VARIANT_COLUMNS
+               + layouts.LAYOUT_KEY_COLUMNS
                + decode.AXIS_COLUMNS + ("sweep",) + ring.KEY_COLUMNS)
+#: Methods whose calls take ``precision=`` (``cuflash.precision``); the others' points have
+#: none whatever the axis says (torch_sdpa: its own backends; ring_attention and
+#: attention_with_kvcache: no such argument).
+PRECISION_METHODS = ("naive", "flash", "twin")
 #: Key text of a column when its cell is blank or missing (otherwise '').
 KEY_DEFAULTS = {"alibi": "false", "group": "1"}
 
@@ -38,6 +44,15 @@ def fmt(value) -> str:
     if isinstance(value, float):
         return f"{value:.6g}" if abs(value) < 1e15 else repr(value)
     return str(value)
+
+
+def takes_precision(method_name: str, pass_: str) -> bool:
+    """Whether a method's point depends on float32's precision: naive's forward (its backward
+    recomputes the scores without one), flash and twin in every pass (a backward point: the
+    forward that makes its residuals)."""
+    if method_name == "naive":
+        return pass_ != "backward"
+    return method_name in PRECISION_METHODS
 
 
 def key_text(row: dict, column: str) -> str:
@@ -81,6 +96,8 @@ class Point:
     ring_split: bool | None = None       # ring: also time compute-only and comm-only
     ring_serial: bool | None = None      # ring: also time the ring without overlap
     ring_timeout_s: float | None = None  # ring: seconds its workers may take
+    precision: str | None = None         # float32's products: 'ieee', 'tf32', 'highest'
+                                         # (cuflash.precision); None: the dtype's default
 
     @property
     def bh(self) -> int:
@@ -144,7 +161,8 @@ class Point:
             "num_stages": one.num_stages if one and not twin else None,
             "deterministic": self.deterministic,
             "seq_len": self.seq_len, "kv_len": self.kv_len, "head_dim": self.head_dim,
-            "batch": self.batch, "heads": self.heads, "dtype": self.dtype, "causal": self.causal,
+            "batch": self.batch, "heads": self.heads, "dtype": self.dtype,
+            "precision": self.precision, "causal": self.causal,
             "pass": self.pass_, "device": self.device,
             "window": variants.window_text(self.window), "softcap": self.softcap,
             "alibi": self.alibi, "mask": self.mask, "layout": self.layout, "sweep": self.sweep,
@@ -167,6 +185,7 @@ class Point:
         text = (f"{self.method} {self.pass_} T={self.seq_len}"
                 + (f" S={self.kv_len}" if self.kv_len != self.seq_len else "")
                 + f" d={self.head_dim} b={self.batch} h={self.heads} {self.dtype}"
+                + (f" precision={self.precision}" if self.precision else "")
                 + (" causal" if self.causal else "") + variants.describe(self)
                 + layouts.describe(self) + decode.describe(self) + ring.describe(self))
         if self.method_name in ("flash", "twin") and self.tiles_used():
@@ -210,7 +229,8 @@ def point_of_row(row: dict) -> Point:
                  page_size=int(t("page_size")) if t("page_size") else None,
                  cache_lengths=t("cache_lengths") or None,
                  world_size=int(t("world_size")) if t("world_size") else None,
-                 slicing=t("slicing") or None, launch=t("launch") or None)
+                 slicing=t("slicing") or None, launch=t("launch") or None,
+                 precision=t("precision") or None)
 
 
 def resolve_device(exp: Experiment) -> str:
@@ -221,9 +241,12 @@ def resolve_device(exp: Experiment) -> str:
     return "gpu" if gpu_available() else "cpu"
 
 
-def _variants(method, d: int, dtype: str, pass_: str, causal: bool, smem_limit: int | None):
+def _variants(method, d: int, dtype: str, pass_: str, causal: bool, smem_limit: int | None,
+              precision: str | None = None):
     """(backend, fwd_tile, bwd_tile, deterministic) for one method entry at one (d, dtype, pass).
-    Tile fields a grid leaves out are the library's defaults for a device with ``smem_limit``."""
+    Tile fields a grid leaves out are the library's defaults for a device with ``smem_limit``;
+    the forward's are those of float32's ``precision`` (its kernel family: a default tile of
+    another family would decide the precision itself, ``cuflash.attention``)."""
     if method.name in ("naive", decode.CEILING):
         yield "", None, None, None
     elif method.name == ring.METHOD:      # the local calls pick their tiles; dQ deterministic
@@ -236,7 +259,8 @@ def _variants(method, d: int, dtype: str, pass_: str, causal: bool, smem_limit: 
         bwd = pass_ in ("backward", "both")
         for partial in method.tiles:
             fields = dict(partial or ())
-            ft = library_tile(d, dtype, False, smem_limit, causal, **fields) if fwd else None
+            ft = (library_tile(d, dtype, False, smem_limit, causal, precision=precision,
+                               **fields) if fwd else None)
             for det in (method.deterministic if bwd else (None,)):
                 bt = (library_tile(d, dtype, True, smem_limit, causal, det, **fields)
                       if bwd else None)
@@ -259,7 +283,8 @@ def enumerate_points(exp: Experiment, device: str | None = None,
                      smem_limit: int | None | str = "device") -> list[Point]:
     """Every point of the experiment, in run order: sweep by sweep; per configuration, T
     ascending, then methods (so an interrupted run has every method at the smaller sizes, and
-    OOM skipping sees sizes grow). Duplicates (e.g. deterministic on a forward pass) are dropped.
+    OOM skipping sees sizes grow). Duplicates (e.g. deterministic on a forward pass, or the
+    point of a method without precision at each precision: :func:`takes_precision`) are dropped.
     A method with a ``layout`` has points only where it applies (``layouts.applies``: padded
     where the mask is documents or varlen is set, and causal; materialized where group > 1).
     KV-cache sweeps cross their caches (each page size of the paged one) and length mixes; there
@@ -271,7 +296,7 @@ def enumerate_points(exp: Experiment, device: str | None = None,
     seen, points = set(), []
     for ax in exp.sweeps:
         for pass_ in ax.passes:
-            for dtype in ax.dtype:
+            for dtype, precision in _dtypes(ax):
                 for d in ax.head_dim:
                     for causal in ax.causal:
                         for var, tiled_causal in _attention_variants(ax, causal):
@@ -283,8 +308,16 @@ def enumerate_points(exp: Experiment, device: str | None = None,
                                                 _add_points(points, seen, exp, ax, device,
                                                             smem_limit, pass_, dtype, d, causal,
                                                             tiled_causal, var, lay, heads, T, S,
-                                                            batch)
+                                                            batch, precision)
     return points
+
+
+def _dtypes(ax):
+    """(dtype, precision) of every dtype a sweep crosses with its precisions (the schema allows
+    precisions other than None with float32 only)."""
+    for dtype in ax.dtype:
+        for precision in ax.precision:
+            yield dtype, precision
 
 
 def _layouts(ax, heads: int):
@@ -298,8 +331,9 @@ def _layouts(ax, heads: int):
 
 
 def _add_points(points, seen, exp, ax, device, smem_limit, pass_, dtype, d, causal,
-                tiled_causal, var, lay, heads, T, S, batch) -> None:
-    """The points of every method at one configuration."""
+                tiled_causal, var, lay, heads, T, S, batch, precision=None) -> None:
+    """The points of every method at one configuration (``precision``: of the methods that take
+    one, :func:`takes_precision`; the others' points have None)."""
     window, softcap, alibi, mask = var
     group, varlen, cache, page_size, mix = lay
     for m in exp.methods:
@@ -314,8 +348,9 @@ def _add_points(points, seen, exp, ax, device, smem_limit, pass_, dtype, d, caus
         if m.ring is not None:           # processes: one GPU each, wherever the run is
             where = "gpu" if m.ring.launch == "processes" else device
             extra = m.ring.point_fields()
+        prec = precision if takes_precision(m.name, pass_) else None
         found = (_variants(m, d, dtype, pass_, tiled_causal,
-                           None if m.name == "twin" else smem_limit)
+                           None if m.name == "twin" else smem_limit, prec)
                  if cache is None else [("", None, None, None)])
         for backend, ft, bt, det in found:
             label = f"{m.label}_{backend}" if backend else m.label
@@ -323,7 +358,7 @@ def _add_points(points, seen, exp, ax, device, smem_limit, pass_, dtype, d, caus
                       ft, bt, det, window=window, softcap=softcap, alibi=alibi, mask=mask,
                       layout=None if m.layout == "packed" else m.layout, sweep=ax.name,
                       group=group, varlen=varlen, cache=cache, page_size=page_size,
-                      cache_lengths=mix, **extra)
+                      cache_lengths=mix, precision=prec, **extra)
             if p.key() not in seen:
                 seen.add(p.key())
                 points.append(p)

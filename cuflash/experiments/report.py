@@ -11,6 +11,7 @@
     python -m cuflash.experiments.report varlen results/varlen/results.csv
     python -m cuflash.experiments.report kv_cache results/kv_cache/results.csv
     python -m cuflash.experiments.report ring results/ring/results.csv
+    python -m cuflash.experiments.report precision results/precision/results.csv
 
 ``speed``: TFLOP/s of cuflash's flash, torch SDPA's flash (FlashAttention-2) and cuDNN backends
 per (pass, d, dtype, causal, T), with the ratios, all from rows of one run.
@@ -43,6 +44,11 @@ and flash / ceiling.
 and each ring method's: time, TFLOP/s per GPU, ring / single, compute-only and comm-only time,
 the ring's time above its kernels and the share of communication hidden, peak memory per GPU;
 then per method the largest T that ran and the first T that ran out of memory.
+``precision``: experiments/precision.yaml: per (pass, d, causal, T), each dtype and float32
+precision of the tiled method (flash, or twin on the CPU): TFLOP/s and error against the float64
+oracle, naive's error at the same precision (where the run has naive), and torch SDPA's
+efficient backend at the same point and dtype (torch has no precision axis), with cuflash /
+torch. A blank precision is the dtype's default (``cuflash.precision.check``).
 (``io`` and ``ratios`` model a packed varlen row as one row of its tokens: they are for the
 experiments that measure DRAM bytes, which these two do not.)
 """
@@ -499,6 +505,64 @@ def ring_table(path) -> str:
     return table(path)
 
 
+_DTYPE_ORDER = ("float32", "float16", "bfloat16", "float64")
+
+
+def _precision_text(r) -> str:
+    """The row's precision: as swept, or the dtype's default ('highest (default)', 'native')."""
+    from ..precision import check
+    if r.get("precision"):
+        return r["precision"]
+    found = check(None, r["dtype"])
+    return f"{found} (default)" if r["dtype"] == "float32" else found
+
+
+def _precision_rank(r) -> tuple:
+    from ..precision import PRECISIONS
+    dt, prec = r["dtype"], r.get("precision") or ""
+    return (_DTYPE_ORDER.index(dt) if dt in _DTYPE_ORDER else len(_DTYPE_ORDER), dt,
+            PRECISIONS.index(prec) if prec in PRECISIONS else len(PRECISIONS))
+
+
+def precision_table(path) -> str:
+    """Speed and error of each dtype and float32 precision, one line per (pass, d, causal, T,
+    dtype, precision) of the tiled method: TFLOP/s, error_rel, naive's error_rel at the same
+    precision, torch efficient's TFLOP/s and error_rel at the same (pass, d, causal, T, dtype)
+    and the TFLOP/s ratio (naive's and torch's columns only when the run has such rows), and
+    the tile."""
+    tiled = _tiled(path)
+    mine, naive, torch = {}, {}, {}
+    for r in _all_ok(path):
+        at = (r["pass"], int(r["head_dim"]), r["causal"], int(r["seq_len"]))
+        if r["method_name"] == tiled and r.get("layout") in (None, ""):
+            mine[at + _precision_rank(r)] = r
+        elif r["method_name"] == "naive":
+            naive[at + _precision_rank(r)] = r
+        elif r["method_name"] == "torch_sdpa" and r.get("backend") == "efficient":
+            torch[at + (r["dtype"],)] = r
+    head = ["pass", "d", "causal", "T", "dtype", "precision", f"{tiled} TFLOP/s", "error"]
+    head += ["naive error"] if naive else []
+    head += ["torch efficient TFLOP/s", "torch efficient error",
+             f"{tiled} / torch efficient"] if torch else []
+    head += ["tile"]
+    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    for key in sorted(mine, key=_ORDER):
+        r = mine[key]
+        mt = _f(r, "tflops")
+        row = [key[0], str(key[1]), key[2], str(key[3]), r["dtype"], _precision_text(r),
+               _num(mt), _num(_f(r, "error_rel"), "{:.2g}")]
+        if naive:
+            row.append(_num(_f(naive.get(key), "error_rel"), "{:.2g}"))
+        if torch:
+            t = torch.get(key[:4] + (r["dtype"],))
+            tt = _f(t, "tflops")
+            row += [_num(tt), _num(_f(t, "error_rel"), "{:.2g}"),
+                    f"{mt / tt:.2f}" if mt and tt else "–"]
+        row.append(r.get("tile") or "–")
+        lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines)
+
+
 def variants_tables(path) -> str:
     """The three tables of a variants run (sweeps 'windows', 'scores', 'documents')."""
     return "\n\n".join([windows_table(path), scores_table(path), documents_table(path)])
@@ -509,7 +573,7 @@ def main(argv=None) -> int:
     tables = {"speed": speed_table, "io": io_table, "naive": naive_table,
               "slopes": slopes_table, "ratios": ratios_table, "tiles": tiles_table,
               "variants": variants_tables, "gqa": gqa_table, "varlen": varlen_table,
-              "kv_cache": kv_cache_table, "ring": ring_table}
+              "kv_cache": kv_cache_table, "ring": ring_table, "precision": precision_table}
     extra = len(argv) == 3 and argv[0] in ("slopes", "ratios")
     if not (len(argv) == 2 or extra) or argv[0] not in tables:
         print(__doc__, file=sys.stderr)

@@ -107,7 +107,8 @@ def _predicted_problem(p: Point, args: tuple) -> iomodel.Traffic:
         total = iomodel.predict("naive", p.pass_, *args)
     else:
         if p.method_name == "torch_sdpa":
-            fwd_tile = default_tile(p.head_dim, p.dtype, causal=mask.causal)
+            fwd_tile = default_tile(p.head_dim, p.dtype, causal=mask.causal,
+                                    precision=p.precision)
             bwd_tile, det = default_backward(p.head_dim, p.dtype, causal=mask.causal,
                                              deterministic=False)
         else:
@@ -187,7 +188,7 @@ def _host_oom(p: Point, cfg) -> str | None:
     """Why a CPU point cannot fit in the memory available now, or None when it can."""
     if p.device != "cpu":
         return None
-    need = hostmem.needed_bytes(p, cfg.error, cfg.error_limit)
+    need = hostmem.needed_bytes(p, cfg.error, cfg.error_limit, cfg.error_heads)
     room = hostmem.available_bytes()
     if room is None or need <= room:
         return None

@@ -14,6 +14,7 @@ the key path (``methods[1].grid.block_m``) and the valid choices, raised before 
       batch: 1                     # ints, or {tokens: 16384} for batch = tokens // seq_len
       heads: 8                     # ints, or {model_dim: 2048} for heads = model_dim // head_dim
       dtype: float16               # float16 | bfloat16 | float32 | float64
+      precision: [ieee, tf32, highest]   # float32's products (null: the dtype's default)
       causal: false
       pass: [forward, backward]    # forward | backward | both
       window: [null, [255, 0]]     # sliding windows [left, right] (-1 or null: unbounded)
@@ -35,7 +36,7 @@ the key path (``methods[1].grid.block_m``) and the valid choices, raised before 
       - {name: flash, label: flash_mat, layout: materialized}   # K/V repeated per query head
       - read_ceiling               # KV-cache sweeps: a read-only pass over the step's K+V bytes
       - {name: ring, world_size: 2, slicing: zigzag, launch: processes}   # context parallel
-    measure: {repeats: 10, warmup: 3}
+    measure: {repeats: 10, warmup: 3, error_heads: 1}   # error_heads: the oracle on 1 head
     plots:
       - {x: seq_len, y: peak_mem_bytes, logx: true, logy: true, col: pass}
       - {x: seq_len, y: tflops_per_gpu, ratio_panel: {denominator: flash, target: 0.9}}
@@ -43,6 +44,13 @@ the key path (``methods[1].grid.block_m``) and the valid choices, raised before 
 ``axes`` as a list: each entry is one sweep, named by its key ``sweep`` (a column of the
 results), with its own shapes and variants; the experiment's points are the union of the
 sweeps' points. A point two sweeps share is measured in each (its rows differ in ``sweep``).
+``precision`` is the ``precision=`` of ``cuflash.precision`` (how float32's two products are
+computed; the kernel family of the default forward tile follows it): only float32 has a choice,
+so a sweep with a precision other than null has dtype float32 alone (put the other dtypes in a
+sweep of their own, with precision null). naive, flash and twin take it (a backward point: the
+forward that makes its residuals; the backward has none); torch_sdpa, ring and read_ceiling
+have no such argument, so their points have none (one row, not one per precision), and
+KV-cache sweeps take none (attention_with_kvcache runs float32 on the CUDA cores).
 The variant axes and the padded layout are defined in ``cuflash.experiments.variants``; GQA's
 group, varlen batches and the materialized layout in ``cuflash.experiments.layouts``; KV-cache
 sweeps (``cache``, ``page_size``, ``cache_lengths``, the method ``read_ceiling``) in
@@ -65,6 +73,7 @@ from .. import device
 from .. import kvcache as kvcache_mod
 from .._xp import BFLOAT16_HINT, DTYPE_NAMES, DTYPES
 from ..checks import KERNEL_HEAD_DIMS
+from ..precision import PRECISIONS, of_family
 from ..tile import KERNELS, NUM_STAGES, NUM_WARPS, TileConfig, default_tile
 from . import decode as decode_mod
 from . import layouts as layouts_mod
@@ -87,7 +96,8 @@ DEFAULT_ARCH = device.DEFAULT_ARCH
 VARIANT_COLUMNS = variants_mod.VARIANT_COLUMNS
 LAYOUT_COLUMNS = layouts_mod.LAYOUT_COLUMNS
 CACHE_AXIS_COLUMNS = decode_mod.AXIS_COLUMNS
-AXIS_COLUMNS = (("seq_len", "kv_len", "head_dim", "batch", "heads", "dtype", "causal", "pass")
+AXIS_COLUMNS = (("seq_len", "kv_len", "head_dim", "batch", "heads", "dtype", "precision",
+                 "causal", "pass")
                 + VARIANT_COLUMNS + LAYOUT_COLUMNS + CACHE_AXIS_COLUMNS + ("sweep",))
 METHOD_COLUMNS = ("method", "method_name", "backend", "tile", "kernel", "block_m", "block_n",
                   "num_warps", "num_stages", "deterministic", "layout") + ring_mod.KEY_COLUMNS
@@ -120,12 +130,16 @@ class SchemaError(ValueError):
 
 
 def library_tile(head_dim: int, dtype: str, backward: bool, smem_limit: int | None,
-                 causal: bool = False, deterministic: bool = True, **fields) -> TileConfig:
+                 causal: bool = False, deterministic: bool = True,
+                 precision: str | None = None, **fields) -> TileConfig:
     """The library's default tile for (head_dim, dtype, pass, causal, dQ mode) on a device with
-    ``smem_limit`` bytes of shared memory per block (None: no device), with ``fields`` replaced."""
+    ``smem_limit`` bytes of shared memory per block (None: no device), with ``fields`` replaced.
+    ``precision``: float32's forward precision (``cuflash.precision``; None: the default), whose
+    kernel family the forward tile is of; the backward has none (CUDA cores)."""
     tile = default_tile(head_dim, dtype, backward=backward, causal=causal,
                         deterministic=deterministic, smem_limit=smem_limit,
-                        arch=None if smem_limit is None else device_arch())
+                        arch=None if smem_limit is None else device_arch(),
+                        precision=None if backward else precision)
     return tile.replace(**fields) if fields else tile
 
 
@@ -146,6 +160,9 @@ class Axes:
     heads_model_dim: int | None = None
     """When set, heads = heads_model_dim // head_dim (``heads: {model_dim: N}``)."""
     dtype: tuple[str, ...] = ("float16",)
+    precision: tuple[str | None, ...] = (None,)
+    """float32's precisions ('ieee', 'tf32', 'highest': ``cuflash.precision``); None: the
+    dtype's default (the only value of a sweep with a dtype other than float32)."""
     causal: tuple[bool, ...] = (False,)
     passes: tuple[str, ...] = ("forward",)
     window: tuple[tuple | None, ...] = (None,)
@@ -247,7 +264,13 @@ class Measure:
     memory: bool = True
     error: bool = True
     error_limit: int = 2 ** 24
-    """Largest batch·heads·T·S for which the float64 oracle is run; above it error_rel is blank."""
+    """Largest batch·heads·T·S for which the float64 oracle is run; above it error_rel is blank
+    (with ``error_heads``: the sample's heads·T·S)."""
+    error_heads: int = 0
+    """> 0: the float64 oracle (on the host) checks only the first error_heads query heads
+    (whole GQA groups) of the first batch entry, so that error_rel is measured at batch·heads
+    too large for its T x S matrices; 0: the whole problem. Packed varlen batches, KV-cache
+    steps and ring points are checked whole (``measure.error_sample``)."""
     hbm_bytes: bool = False
     """Measure DRAM bytes with Nsight Compute (one ncu process per batch of up to 20 points; GPU
     only; rows without ncu say so in their note)."""
@@ -467,9 +490,9 @@ def _choices_text(choices) -> str:
 # -- sections -------------------------------------------------------------------------------------
 
 _TOP_KEYS = ("name", "description", "device", "axes", "methods", "measure", "plots")
-_AXES_KEYS = ("seq_len", "kv_len", "head_dim", "batch", "heads", "dtype", "causal", "pass",
-              "window", "softcap", "alibi", "mask", "group", "varlen", "cache", "page_size",
-              "cache_lengths", "sweep")
+_AXES_KEYS = ("seq_len", "kv_len", "head_dim", "batch", "heads", "dtype", "precision", "causal",
+              "pass", "window", "softcap", "alibi", "mask", "group", "varlen", "cache",
+              "page_size", "cache_lengths", "sweep")
 _METHOD_KEYS = {"naive": ("name", "label", "pass", "layout"),
                 "flash": ("name", "label", "pass", "grid", "deterministic", "layout"),
                 "twin": ("name", "label", "pass", "grid", "deterministic", "layout"),
@@ -539,6 +562,14 @@ def _softcap(r: _Reader, value, path: str):
         r.fail(path, f"expected a finite number > 0 (the cap c of c·tanh(s/c)) or null for none, "
                      f"got {_show(value)}")
     return float(value)
+
+
+def _precision(r: _Reader, value, path: str):
+    """One precision: null (the dtype's default) or one of ``cuflash.precision.PRECISIONS``."""
+    if value is None or (isinstance(value, str) and value in PRECISIONS):
+        return value
+    r.fail(path, f"{_show(value)} is not a precision; valid: {list(PRECISIONS)} (how float32's "
+                 f"products are computed, cuflash.precision) or null for the dtype's default")
 
 
 def _mask(r: _Reader, value, path: str):
@@ -675,6 +706,8 @@ def _axes(r: _Reader, raw, path: str = "axes") -> Axes:
         kw["dtype"] = r.choices(raw["dtype"], f"{path}.dtype", DTYPE_NAMES)
         if "bfloat16" in kw["dtype"] and "bfloat16" not in DTYPES:
             r.fail(f"{path}.dtype", BFLOAT16_HINT)
+    if "precision" in raw:
+        kw["precision"] = _variant_list(r, raw, "precision", path, _precision)
     if "causal" in raw:
         kw["causal"] = r.bools(raw["causal"], f"{path}.causal")
     if "pass" in raw:
@@ -711,7 +744,21 @@ def _axes(r: _Reader, raw, path: str = "axes") -> Axes:
         r.fail(f"{path}.mask", f"documents are packed into rows of seq_len tokens and need "
                                f"kv_len: seq_len, got kv_len {list(axes.kv_len)}")
     _check_layout_axes(r, axes, path)
+    _check_precision_axes(r, axes, path)
     return axes
+
+
+def _check_precision_axes(r: _Reader, axes: Axes, path: str) -> None:
+    """A precision other than null is float32's: such a sweep has dtype float32 alone (the
+    cross-product would hold points no call can run)."""
+    chosen = [p for p in axes.precision if p is not None]
+    others = [d for d in axes.dtype if d != "float32"]
+    if chosen and others:
+        r.fail(f"{path}.precision", f"precision {chosen} applies to float32 only, and this "
+                                    f"sweep's dtype has {others} (one precision each: leave it "
+                                    f"null); sweep float32 with its precisions and the other "
+                                    f"dtypes with precision: null in two sweeps (axes as a list "
+                                    f"of sweeps, each with 'sweep: NAME')")
 
 
 def _check_layout_axes(r: _Reader, axes: Axes, path: str) -> None:
@@ -739,8 +786,9 @@ def _check_layout_axes(r: _Reader, axes: Axes, path: str) -> None:
 def _check_cache_axes(r: _Reader, axes: Axes, raw: dict, path: str) -> None:
     """A KV-cache sweep (``cache``) is forward decode steps of attention_with_kvcache: explicit
     context lengths (kv_len ints), every sequence at least Tq = seq_len tokens, pages of a power
-    of two >= 16 tokens, none of the variants or layouts it does not take here; page_size and
-    cache_lengths belong to such sweeps (page_size to one with the paged layout)."""
+    of two >= 16 tokens, none of the variants, layouts or precisions it does not take here;
+    page_size and cache_lengths belong to such sweeps (page_size to one with the paged
+    layout)."""
     if not axes.cache:
         for key in ("page_size", "cache_lengths"):
             if key in raw:
@@ -766,6 +814,10 @@ def _check_cache_axes(r: _Reader, axes: Axes, raw: dict, path: str) -> None:
     if axes.batch_tokens:
         r.fail(f"{path}.batch", "batch: {tokens: N} divides by seq_len, which is Tq in a "
                                 "KV-cache sweep; give the batch sizes as ints")
+    if axes.precision != (None,):
+        r.fail(f"{path}.precision", "attention_with_kvcache takes no precision (its float32 "
+                                    "runs on the CUDA cores): leave precision null in a sweep "
+                                    "with cache, and sweep it in one without")
     unwired = [k for k, default in (("window", (None,)), ("softcap", (None,)),
                                     ("alibi", (False,)), ("mask", (None,)), ("varlen", (None,)))
                if getattr(axes, k) != default]
@@ -915,8 +967,10 @@ def _check_ring_axes(r: _Reader, method: Method, i: int, sweeps: tuple[Axes, ...
 
 def _check_tiles(r: _Reader, method: Method, i: int, axes: Axes, smem_limit: int) -> None:
     """Every tile of a flash/twin grid must make a TileConfig (and, for flash, pass
-    ``cuflash.gpu.plan.check_tile``) at every head_dim, dtype and pass of ``axes`` (one sweep;
-    ``build`` checks each)."""
+    ``cuflash.gpu.plan.check_tile``) at every head_dim, dtype, precision and pass of ``axes``
+    (one sweep; ``build`` checks each); a grid's kernel must compute float32 in the sweep's
+    precision (``cuflash.precision.of_family``: 'simt' is 'ieee', 'tf32' 'tf32', 'tf32x3'
+    'highest')."""
     if method.tiles == (None,):
         return
     grid_path = f"methods[{i}].grid"
@@ -924,25 +978,38 @@ def _check_tiles(r: _Reader, method: Method, i: int, axes: Axes, smem_limit: int
     if method.name == "flash":
         from ..gpu.plan import check_tile as check
     passes = method.passes or axes.passes
-    for j, partial in enumerate(method.tiles):
-        fields = dict(partial)
+    for partial in method.tiles:
         for d in axes.head_dim:
             for dt in axes.dtype:
                 for p in passes:
                     for backward in {"forward": (False,), "backward": (True,),
                                      "both": (False, True)}[p]:
-                        try:
-                            tile = library_tile(d, dt, backward, smem_limit, **fields)
-                            if check is not None:
-                                check(tile, d, dt, backward=backward, smem_limit=smem_limit,
-                                      arch=device_arch())
-                        except ValueError as exc:
-                            which = "backward" if backward else "forward"
-                            given = ", ".join(f"{k}={v}" for k, v in partial)
-                            r.fail(grid_path,
-                                   f"tile {{{given}}} cannot run the {which} pass at head_dim={d}, "
-                                   f"dtype={dt} (smem limit {smem_limit} bytes): {exc}. Remove it "
-                                   f"from the grid or split the grid into a list of valid grids")
+                        for prec in (None,) if backward else axes.precision:
+                            _check_tile(r, grid_path, partial, check, d, dt, backward, prec,
+                                        smem_limit)
+
+
+def _check_tile(r: _Reader, grid_path: str, partial, check, d: int, dt: str, backward: bool,
+                prec: str | None, smem_limit: int) -> None:
+    """One grid tile at one (head_dim, dtype, pass, precision): see ``_check_tiles``."""
+    fields = dict(partial)
+    which = "backward" if backward else "forward"
+    given = ", ".join(f"{k}={v}" for k, v in partial)
+    where = f"head_dim={d}, dtype={dt}" + (f", precision={prec}" if prec else "")
+    if prec is not None and "kernel" in fields and of_family(fields["kernel"]) != prec:
+        own = of_family(fields["kernel"])
+        r.fail(grid_path, f"tile {{{given}}} computes float32 as precision={own!r}, not the "
+                          f"sweep's precision={prec!r}: leave 'kernel' out of the grid (each "
+                          f"precision's own family is taken) or sweep precision: {own}")
+    try:
+        tile = library_tile(d, dt, backward, smem_limit, precision=prec, **fields)
+        if check is not None:
+            check(tile, d, dt, backward=backward, smem_limit=smem_limit, arch=device_arch())
+    except ValueError as exc:
+        r.fail(grid_path,
+               f"tile {{{given}}} cannot run the {which} pass at {where} (smem limit "
+               f"{smem_limit} bytes): {exc}. Remove it from the grid or split the grid into a "
+               f"list of valid grids")
 
 
 def _measure(r: _Reader, raw) -> Measure:
@@ -952,7 +1019,7 @@ def _measure(r: _Reader, raw) -> Measure:
         path = f"measure.{key}"
         if key in ("repeats", "threads", "rounds"):
             kw[key] = r.int_(val, path, minimum=1)
-        elif key in ("warmup", "seed"):
+        elif key in ("warmup", "seed", "error_heads"):
             kw[key] = r.int_(val, path, minimum=0)
         elif key == "error_limit":
             kw[key] = r.int_(val, path, minimum=1)
