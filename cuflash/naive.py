@@ -185,12 +185,14 @@ def _heads_first(x, rows, xp):
 
 def naive_attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k=None, *, max_seqlen_q=None,
                            max_seqlen_k=None, causal=False, scale=None, window=None,
-                           softcap=None, alibi_slopes=None, return_lse=False):
+                           softcap=None, alibi_slopes=None, return_lse=False, precision=None):
     """:func:`cuflash.attention_varlen` materialized, one sequence at a time: out
-    (total_q, Hq, d_v) and, with ``return_lse``, lse (Hq, total_q). Arguments as there."""
+    (total_q, Hq, d_v) and, with ``return_lse``, lse (Hq, total_q). Arguments as there
+    (``precision``: float32's products, as :func:`naive_attention` takes it)."""
     vp = checks.check_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q=max_seqlen_q,
                              max_seqlen_k=max_seqlen_k, causal=causal, scale=scale,
                              window=window, softcap=softcap, alibi_slopes=alibi_slopes)
+    _precision.check(precision, vp.dtype)
     xp, dt = vp.xp, vp.dtype
     out = xp.zeros((vp.total_q, vp.Hq, vp.dv), dtype=dt)
     lse = xp.full((vp.Hq, vp.total_q), -np.inf, dtype=accum_dtype(dt))
@@ -200,7 +202,7 @@ def naive_attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k=None, *, max_seql
                                    _heads_first(v, rk, xp), causal=causal, scale=vp.scale,
                                    window=window, softcap=softcap, return_lse=True,
                                    alibi_slopes=None if vp.alibi_slopes is None
-                                   else vp.alibi_slopes[b])
+                                   else vp.alibi_slopes[b], precision=precision)
             out[rq] = xp.swapaxes(o, 0, 1)
             lse[:, rq] = l
     return (out, lse) if return_lse else out

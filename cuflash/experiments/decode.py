@@ -456,7 +456,10 @@ def naive_step(q, k_cache, v_cache, k_new, v_new, seqlens, table=None, *, causal
         sel = np.flatnonzero(total == n)
         k = _gather(k_cache, sel, int(n), table, P, xp)
         v = _gather(v_cache, sel, int(n), table, P, xp)
-        out[xp.asarray(sel)] = naive_attention(q[xp.asarray(sel)], k, v, causal=causal)
+        # float32 as attention_with_kvcache computes it: products on the CUDA cores ('ieee')
+        prec = "ieee" if q.dtype == np.float32 else None
+        out[xp.asarray(sel)] = naive_attention(q[xp.asarray(sel)], k, v, causal=causal,
+                                               precision=prec)
     return out
 
 

@@ -112,19 +112,9 @@ def _to_numpy(x) -> np.ndarray:
 # -- the measured call ----------------------------------------------------------------------------
 
 def precision_option(point: Point) -> dict:
-    """``{'precision': ...}`` for the point's forward calls, or {} for None (the dtype's
-    default). A packed varlen batch's naive forward (``naive_attention_varlen``) takes no
-    precision: such a point is Unavailable unless it asks for float32's default."""
-    if point.precision is None:
-        return {}
-    if point.method_name == "naive" and layouts.packed_varlen(point):
-        from ..precision import DEFAULT
-        if point.precision != DEFAULT:
-            raise Unavailable(f"naive_attention_varlen takes no precision (it runs float32's "
-                              f"default, {DEFAULT!r}), so precision={point.precision!r} is not "
-                              f"measured for naive on a packed varlen batch")
-        return {}
-    return {"precision": point.precision}
+    """``{'precision': ...}`` for the point's forward calls (flash, twin, naive; a packed varlen
+    batch's naive_attention_varlen too), or {} for None (the dtype's default)."""
+    return {} if point.precision is None else {"precision": point.precision}
 
 
 def build_call(point: Point, inputs: dict) -> Call:
