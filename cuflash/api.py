@@ -27,7 +27,7 @@ def _device(p):
     return p.kernel_d, dict(smem_limit=ops.smem_limit(), arch=ops.device_arch())
 
 
-def _default(p, precision="ieee"):
+def _default(p, precision=None):
     """Default forward tile for this problem (on the GPU, one that fits the device) in float32's
     ``precision`` (cuflash.precision)."""
     d, kw = _device(p)

@@ -57,31 +57,30 @@ __device__ __forceinline__ void mma1688_tf32(float (&c)[4], unsigned a0, unsigne
                  : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-// c += a · b with a, b float32 values split for N products (the header). N = 3, FRESH: the three
-// products of one k-step summed by the tensor core from zero (small terms first), then added to c
-// by an FADD (Q·Kᵀ); not FRESH: into c itself (P·V's per-tile sums from zero, add_pv). The tensor core adds to its accumulator with truncation, not float32's rounding to
+// c += a · b with a, b float32 values split for N products (the header), the small terms first.
+// FRESH (N = 3, Q·Kᵀ's k-steps): the products summed by the tensor core from zero, then added to
+// c by FADDs. The tensor core adds to its accumulator with truncation, not float32's rounding to
 // nearest (products exact, addends aligned and cut), so a running sum kept in it drifts by about
-// an ulp per k-step, always toward zero: on the H200 that put 3xTF32 at 7-10× naive float32's
+// an ulp per k-step, always toward zero: on the H200 that put 3xTF32 at 7-19× naive float32's
 // error (NOTES.md v22) where the CPU emulation, which rounds to nearest, had it at 0.7-1.5×. One
-// k-step's sum from zero is cut once; the running sum rounds to nearest on the FMA pipe.
-// N = 1 ('tf32') accumulates in the tensor core: its operand rounding (2^-11) dwarfs the cut.
-template <int N, bool FRESH = true>
+// k-step's sum from zero is cut once; the running sum rounds to nearest on the FMA pipe. (P·V's
+// key tiles are summed from zero by add_pv itself; N = 1, 'tf32', accumulates in the tensor
+// core: its operand rounding, 2^-11, dwarfs the cut.)
+template <int N, bool FRESH = false>
 __device__ __forceinline__ void mma1688(float (&c)[4], const Tf32Operand<N> (&a)[4],
                                         const Tf32Operand<N> (&b)[2]) {
-    if constexpr (N == 3 && !FRESH) {
-        mma1688_tf32(c, a[0].small, a[1].small, a[2].small, a[3].small, b[0].big, b[1].big);
-        mma1688_tf32(c, a[0].big, a[1].big, a[2].big, a[3].big, b[0].small, b[1].small);
-        mma1688_tf32(c, a[0].big, a[1].big, a[2].big, a[3].big, b[0].big, b[1].big);
-    } else if constexpr (N == 3) {
+    if constexpr (N == 3 && FRESH) {
         float t[4] = {0.f, 0.f, 0.f, 0.f};
-        mma1688_tf32(t, a[0].small, a[1].small, a[2].small, a[3].small, b[0].big, b[1].big);
-        mma1688_tf32(t, a[0].big, a[1].big, a[2].big, a[3].big, b[0].small, b[1].small);
-        mma1688_tf32(t, a[0].big, a[1].big, a[2].big, a[3].big, b[0].big, b[1].big);
+        mma1688<N>(t, a, b);
 #pragma unroll
         for (int e = 0; e < 4; ++e) c[e] += t[e];
-    } else {
-        mma1688_tf32(c, a[0].big, a[1].big, a[2].big, a[3].big, b[0].big, b[1].big);
+        return;
     }
+    if constexpr (N == 3) {
+        mma1688_tf32(c, a[0].small, a[1].small, a[2].small, a[3].small, b[0].big, b[1].big);
+        mma1688_tf32(c, a[0].big, a[1].big, a[2].big, a[3].big, b[0].small, b[1].small);
+    }
+    mma1688_tf32(c, a[0].big, a[1].big, a[2].big, a[3].big, b[0].big, b[1].big);
 }
 
 template <int N>
@@ -149,7 +148,7 @@ struct Tf32Products {
                 const Tf32Operand<N> b[2] = {Tf32Operand<N>(rn[0]), Tf32Operand<N>(rn[LDS])};
 #pragma unroll
                 for (int mt = 0; mt < MT; ++mt)
-                    mma1688<N, false>(N == 3 ? sum[mt] : o[mt][c], a[mt][n], b);
+                    mma1688<N>(N == 3 ? sum[mt] : o[mt][c], a[mt][n], b);
             }
             if constexpr (N == 3) {
 #pragma unroll

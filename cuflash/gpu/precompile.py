@@ -43,8 +43,8 @@ def default_specs(arch: str) -> list[plan.KernelSpec]:
                             continue   # nothing fits this GPU (the library says so at call time)
                         for s in plan.specs_for(dt, d, tile, causal, backward, det):
                             specs[s.name] = s
-    # float32's forward in TF32 (precision='tf32', 'highest': cuflash.precision)
-    for prec in ("tf32", "highest"):
+    # float32's opt-in precision='tf32' (its default, 'highest', is in the loop above)
+    for prec in ("tf32",):
         for d in SUPPORTED_HEAD_DIMS:
             for causal in (False, True):
                 try:
