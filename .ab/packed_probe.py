@@ -4,6 +4,10 @@ sequences of 4096 (call 71). The packed kernel's Seq::of, rewritten in the sourc
   lens   lengths from the parameters (p.T_len, p.S_len), q0/k0 from cu_seqlens
   starts q0 = b·T_len, k0 = b·S_len from the parameters, lengths from cu_seqlens
   none   everything from the parameters (the packed kernel doing the dense kernel's arithmetic)
+  tq/sk  only the query / only the key length from cu_seqlens
+  shfl   as base, each value broadcast from lane 0
+  maskp  as base, but the Mask takes the parameters' lengths
+  blockp as base, but QueryBlock's rows and active take the parameters' T_len
 Each run: dense on the (B, H, T, d) copy, the packed arrays' view through the dense kernel, and
 the packed kernel, one causal forward each inside the profiler range (3 times).
     ncu --profile-from-start off --metrics gpu__time_duration.sum python .ab/packed_probe.py VARIANT"""
@@ -14,18 +18,34 @@ import numpy as np
 import cuflash
 from cuflash.gpu import build
 
-OLD = """            s.q0 = p.cu_seqlens_q[b];
+SEQ = """            s.q0 = p.cu_seqlens_q[b];
             s.T_len = p.cu_seqlens_q[b + 1] - s.q0;
             s.k0 = p.cu_seqlens_k[b];
             s.S_len = p.cu_seqlens_k[b + 1] - s.k0;"""
-NEW = {
-    "base": OLD,
-    "lens": """            s.q0 = p.cu_seqlens_q[b]; s.T_len = p.T_len;
-            s.k0 = p.cu_seqlens_k[b]; s.S_len = p.S_len;""",
-    "starts": """            s.q0 = b * p.T_len; s.T_len = p.cu_seqlens_q[b + 1] - p.cu_seqlens_q[b];
-            s.k0 = b * p.S_len; s.S_len = p.cu_seqlens_k[b + 1] - p.cu_seqlens_k[b];""",
-    "none": """            s.q0 = b * p.T_len; s.T_len = p.T_len;
-            s.k0 = b * p.S_len; s.S_len = p.S_len;""",
+MASK = """T_len(seq.T_len), S_len(seq.S_len),
+          diag(seq.S_len - seq.T_len),"""
+BLOCK = "rows(min(BLOCK_M, seq.T_len - i0)), active(at.in_grid && i0 < seq.T_len)"
+NEW = {   # variant: [(text, replacement), ...]
+    "base": [],
+    "lens": [(SEQ, """            s.q0 = p.cu_seqlens_q[b]; s.T_len = p.T_len;
+            s.k0 = p.cu_seqlens_k[b]; s.S_len = p.S_len;""")],
+    "starts": [(SEQ, """            s.q0 = b * p.T_len; s.T_len = p.cu_seqlens_q[b + 1] - p.cu_seqlens_q[b];
+            s.k0 = b * p.S_len; s.S_len = p.cu_seqlens_k[b + 1] - p.cu_seqlens_k[b];""")],
+    "none": [(SEQ, """            s.q0 = b * p.T_len; s.T_len = p.T_len;
+            s.k0 = b * p.S_len; s.S_len = p.S_len;""")],
+    "tq": [(SEQ, """            s.q0 = p.cu_seqlens_q[b];
+            s.T_len = p.cu_seqlens_q[b + 1] - s.q0;
+            s.k0 = p.cu_seqlens_k[b]; s.S_len = p.S_len;""")],
+    "sk": [(SEQ, """            s.q0 = p.cu_seqlens_q[b]; s.T_len = p.T_len;
+            s.k0 = p.cu_seqlens_k[b];
+            s.S_len = p.cu_seqlens_k[b + 1] - s.k0;""")],
+    "shfl": [(SEQ, """            s.q0 = __shfl_sync(0xffffffffu, p.cu_seqlens_q[b], 0);
+            s.T_len = __shfl_sync(0xffffffffu, p.cu_seqlens_q[b + 1], 0) - s.q0;
+            s.k0 = __shfl_sync(0xffffffffu, p.cu_seqlens_k[b], 0);
+            s.S_len = __shfl_sync(0xffffffffu, p.cu_seqlens_k[b + 1], 0) - s.k0;""")],
+    "maskp": [(MASK, """T_len(params.T_len), S_len(params.S_len),
+          diag(params.S_len - params.T_len),""")],
+    "blockp": [(BLOCK, "rows(min(BLOCK_M, p.T_len - i0)), active(at.in_grid && i0 < p.T_len)")],
 }
 variant = sys.argv[1] if len(sys.argv) > 1 else "base"
 _source = build.source
@@ -33,8 +53,12 @@ _source = build.source
 
 def source(spec):
     src = _source(spec)
-    assert src.count(OLD) <= 1
-    return src.replace(OLD, NEW[variant])
+    if not spec.variant.packed:
+        return src
+    for old, new in NEW[variant]:
+        assert src.count(old) == 1, (variant, old)
+        src = src.replace(old, new)
+    return src
 
 
 build.source = source
