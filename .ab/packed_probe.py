@@ -7,6 +7,8 @@ sequences of 4096 (call 71). The packed kernel's Seq::of, rewritten in the sourc
   tq/sk  only the query / only the key length from cu_seqlens
   shfl   as base, each value broadcast from lane 0
   maskp  as base, but the Mask takes the parameters' lengths
+  diagp  as base, but the Mask's diagonal from the parameters' lengths
+  lenp   as base, but the Mask's T_len and S_len from the parameters
   blockp as base, but QueryBlock's rows and active take the parameters' T_len
 Each run: dense on the (B, H, T, d) copy, the packed arrays' view through the dense kernel, and
 the packed kernel, one causal forward each inside the profiler range (3 times).
@@ -45,6 +47,10 @@ NEW = {   # variant: [(text, replacement), ...]
             s.S_len = __shfl_sync(0xffffffffu, p.cu_seqlens_k[b + 1], 0) - s.k0;""")],
     "maskp": [(MASK, """T_len(params.T_len), S_len(params.S_len),
           diag(params.S_len - params.T_len),""")],
+    "diagp": [(MASK, """T_len(seq.T_len), S_len(seq.S_len),
+          diag(params.S_len - params.T_len),""")],
+    "lenp": [(MASK, """T_len(params.T_len), S_len(params.S_len),
+          diag(seq.S_len - seq.T_len),""")],
     "blockp": [(BLOCK, "rows(min(BLOCK_M, p.T_len - i0)), active(at.in_grid && i0 < p.T_len)")],
 }
 variant = sys.argv[1] if len(sys.argv) > 1 else "base"
