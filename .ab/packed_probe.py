@@ -9,6 +9,7 @@ sequences of 4096 (call 71). The packed kernel's Seq::of, rewritten in the sourc
   maskp  as base, but the Mask takes the parameters' lengths
   diagp  as base, but the Mask's diagonal from the parameters' lengths
   lenp   as base, but the Mask's T_len and S_len from the parameters
+  self   keys as the queries (one pair of offsets loaded; the diagonal folds to 0)
   blockp as base, but QueryBlock's rows and active take the parameters' T_len
 Each run: dense on the (B, H, T, d) copy, the packed arrays' view through the dense kernel, and
 the packed kernel, one causal forward each inside the profiler range (3 times).
@@ -51,6 +52,9 @@ NEW = {   # variant: [(text, replacement), ...]
           diag(params.S_len - params.T_len),""")],
     "lenp": [(MASK, """T_len(params.T_len), S_len(params.S_len),
           diag(seq.S_len - seq.T_len),""")],
+    "self": [(SEQ, """            s.q0 = p.cu_seqlens_q[b];
+            s.T_len = p.cu_seqlens_q[b + 1] - s.q0;
+            s.k0 = s.q0; s.S_len = s.T_len;""")],
     "blockp": [(BLOCK, "rows(min(BLOCK_M, p.T_len - i0)), active(at.in_grid && i0 < p.T_len)")],
 }
 variant = sys.argv[1] if len(sys.argv) > 1 else "base"

@@ -31,16 +31,16 @@ enum MaskKind { kDense = 0, kCausal = 1, kWindow = 2 };
 enum CacheKind { kNoCache = 0, kCache = 1, kPagedCache = 2 };
 
 // The features a kernel is compiled with. MASK: a MaskKind. SOFTCAP: scores become c·tanh(s / c).
-// ALIBI: scores lose slope·|i + diag - j|. PACKED: sequence lengths come from cu_seqlens
-// (seq.cuh). MOD: a custom mask_mod (cuflash/mask_mod.py). SPLIT: the forward's split-KV
+// ALIBI: scores lose slope·|i + diag - j|. PACKED: a PackKind, whether and how sequence lengths
+// come from cu_seqlens (seq.cuh). MOD: a custom mask_mod (cuflash/mask_mod.py). SPLIT: the forward's split-KV
 // (params.cuh, block.cuh QueryBlock). CACHE: a CacheKind (the forward's).
-template <int MASK_, bool SOFTCAP_, bool ALIBI_, bool PACKED_ = false, class MOD_ = NoMaskMod,
+template <int MASK_, bool SOFTCAP_, bool ALIBI_, int PACKED_ = kUnpacked, class MOD_ = NoMaskMod,
           bool SPLIT_ = false, int CACHE_ = kNoCache>
 struct Variant {
     static constexpr int MASK = MASK_;
     static constexpr bool BAND = MASK_ != kDense, SOFTCAP = SOFTCAP_, ALIBI = ALIBI_;
-    static constexpr bool PACKED = PACKED_, SPLIT = SPLIT_;
-    static constexpr int CACHE = CACHE_;
+    static constexpr bool SPLIT = SPLIT_;
+    static constexpr int PACKED = PACKED_, CACHE = CACHE_;
     using Mod = MOD_;
 };
 using Dense = Variant<kDense, false, false>;

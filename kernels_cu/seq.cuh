@@ -46,25 +46,39 @@ struct PagedRows {
     }
 };
 
+// How a kernel finds its sequences (a compile-time fact, plan.Variant.packed / same_lens):
+// kUnpacked, every sequence T_len queries and S_len keys at offset 0; kPacked, offsets and lengths
+// from cu_seqlens_q and cu_seqlens_k; kPackedSelf, the keys' offsets are the queries'
+// (cu_seqlens_k is cu_seqlens_q: packed self-attention), so each sequence's causal diagonal is
+// the main one at compile time. Measured (NOTES v23): with the diagonal S_len - T_len read from
+// cu_seqlens the Hopper causal forward ran 5% slower on the same work, its tensor-core waits
+// longer with the same instructions; folded to 0 it runs as the dense kernel does.
+enum PackKind { kUnpacked = 0, kPacked = 1, kPackedSelf = 2 };
+
 struct Seq {
     int b, h, hk;        // sequence, query head, kv head
     int T_len, S_len;    // this sequence's queries and keys
     int q0, k0;          // its first query and key row (packed batches; 0 otherwise)
     long long lse0;      // where its (b, h) rows start in lse, D and dq_accum
 
-    // Sequence b, query head h; PACKED (a compile-time fact, so that kernels of equal lengths
-    // keep nothing of this in registers that the parameters do not hold)
-    template <bool PACKED, class P>
+    // Sequence b, query head h; PACKED a PackKind (a compile-time fact, so that kernels of equal
+    // lengths keep nothing of this in registers that the parameters do not hold)
+    template <int PACKED, class P>
     static __device__ __forceinline__ Seq of(const P& p, int b, int h) {
         Seq s;
         s.b = b;
         s.h = h;
         s.hk = h / p.group;
-        if constexpr (PACKED) {
+        if constexpr (PACKED != kUnpacked) {
             s.q0 = p.cu_seqlens_q[b];
             s.T_len = p.cu_seqlens_q[b + 1] - s.q0;
-            s.k0 = p.cu_seqlens_k[b];
-            s.S_len = p.cu_seqlens_k[b + 1] - s.k0;
+            if constexpr (PACKED == kPackedSelf) {
+                s.k0 = s.q0;
+                s.S_len = s.T_len;
+            } else {
+                s.k0 = p.cu_seqlens_k[b];
+                s.S_len = p.cu_seqlens_k[b + 1] - s.k0;
+            }
         } else {
             s.q0 = s.k0 = 0;
             s.T_len = p.T_len;

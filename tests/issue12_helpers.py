@@ -37,6 +37,7 @@ class FakeKernels:
             plan.validate(spec, plan.SMEM_LIMIT[ARCH], ARCH)
             assert spec.variant.packed == r.packed, spec.name   # lengths from cu_seqlens
             assert ("_varlen" in spec.name) == r.packed, spec.name
+            assert spec.variant.same_lens == r.same_lens, spec.name  # one array for both
         self.calls.append(("backward" if backward else "forward", D))
         self.runs.append((r,) + arrays)
 

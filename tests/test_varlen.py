@@ -24,6 +24,9 @@ from issue12_helpers import check_varlen, cu_seqlens, kernel_route
 #: no keys (out 0, lse -inf), one with keys and no queries (dk, dv 0), 40 > 15 and 47 > 21.
 BATCHES = {
     "self": ([1, 7, 3, 64, 0, 7, 5], [1, 7, 3, 64, 0, 7, 5]),
+    # "self" with one array for both: cu_seqlens_k is cu_seqlens_q, so the kernels of packed
+    # self-attention run (plan.Variant.same_lens: one array read, the diagonal the main one)
+    "shared": ([1, 7, 3, 64, 0, 7, 5], [1, 7, 3, 64, 0, 7, 5]),
     "cross": ([1, 9, 3, 0, 40, 2], [5, 9, 1, 6, 47, 0]),
 }
 HQ, D = 4, 24
@@ -40,7 +43,8 @@ def _packed(xp, dtype, batch, *, Hq=HQ, Hkv=HQ, d=D, d_v=None, seed=0):
     k = randn(xp, (sum(lk), Hkv, d), dtype, seed + 1)
     v = randn(xp, (sum(lk), Hkv, d_v), dtype, seed + 2)
     dout = randn(xp, (sum(lq), Hq, d_v), dtype, seed + 3)
-    return q, k, v, dout, cu_seqlens(lq, xp), cu_seqlens(lk, xp)
+    cq = cu_seqlens(lq, xp)
+    return q, k, v, dout, cq, cq if batch == "shared" else cu_seqlens(lk, xp)
 
 
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
@@ -111,6 +115,17 @@ def test_varlen_kernel_route():
     with kernel_route() as fake:
         check_varlen(np, q, k, v, cq, ck, dout, dtype=np.float16, name="route", causal=True)
     assert fake.calls == [("forward", 24), ("backward", 24)]
+
+
+@pytest.mark.parametrize("batch", ["self", "shared"])
+def test_varlen_shared_offsets_pick_their_kernels(batch):
+    """One cu_seqlens array for queries and keys (self-attention) runs the kernels that read it
+    alone (plan.Variant.same_lens); two arrays, even of equal values, run the general ones. Both
+    against the oracle."""
+    q, k, v, dout, cq, ck = _packed(np, np.float16, batch, d=24, seed=7)
+    with kernel_route() as fake:
+        check_varlen(np, q, k, v, cq, ck, dout, dtype=np.float16, name=batch, causal=True)
+    assert [r.same_lens for r, *_ in fake.runs] == [batch == "shared"] * 2
 
 
 # -- what packed means --------------------------------------------------------------------------

@@ -264,6 +264,10 @@ MUTANTS = [
       "mma1688<N, true>(s[mt][n], a[mt], b);", "mma1688<N>(s[mt][n], a[mt], b);",
       "tests/test_tf32.py::test_tf32_tiles_against_oracle",
       "Q·Kᵀ's k-steps summed in the tensor core's truncating accumulator", gpu=True),
+    M("gpu_packed_self_keys_at_zero", "kernels_cu/seq.cuh",
+      "                s.k0 = s.q0;", "                s.k0 = 0;",
+      "tests/test_varlen.py::test_varlen_matches_oracle",
+      "packed self-attention reads every sequence's keys from the batch's first rows", gpu=True),
 ]
 
 

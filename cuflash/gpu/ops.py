@@ -222,14 +222,16 @@ def num_splits_for(n_query_tiles: int, rows: int, key_tiles: int, device_id: int
     return max(1, min(max_splits, math.ceil(target / max(blocks, 1)), key_tiles // 2))
 
 
-def variant_of(p, packed: bool = False) -> plan.Variant:
-    """The kernel variant a problem needs (mask kind, score modifiers, mask_mod, packed)."""
+def variant_of(p, packed: bool = False, same_lens: bool = False) -> plan.Variant:
+    """The kernel variant a problem needs (mask kind, score modifiers, mask_mod, packed, and
+    whether a packed batch's keys share the queries' cu_seqlens)."""
     m = p.mask
     kind = "dense" if m.dense else "causal" if (m.left is None and m.right == 0) else "window"
     mod = getattr(p, "mask_mod", None)
     return plan.Variant(kind, p.softcap is not None, p.alibi_slopes is not None,
                         None if mod is None else mod.key(),
-                        None if mod is None else mod.cuda_source(), packed)
+                        None if mod is None else mod.cuda_source(), packed,
+                        same_lens=packed and same_lens)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -253,12 +255,19 @@ class _Run:
     def packed(self) -> bool:
         return self.cu_q is not None
 
+    @property
+    def same_lens(self) -> bool:
+        """Packed, and the keys' cu_seqlens are the queries' (the same device array: the kernels
+        then read one; plan.Variant.same_lens). Equal values in two arrays are not looked at."""
+        return (self.packed and self.cu_q.size == self.cu_k.size
+                and views.address(self.cu_q) == views.address(self.cu_k))
+
     def strides(self, x) -> list:
         return views.strides(x, self.packed)
 
     def variant(self, p) -> plan.Variant:
         """The kernel variant of this run: the problem's, packed or not."""
-        return variant_of(p, self.packed)
+        return variant_of(p, self.packed, self.same_lens)
 
     def q_like(self):
         """A new array shaped like q (C-contiguous, q's dtype)."""

@@ -61,9 +61,11 @@ _CACHE_KINDS = {"": "cuflash::kNoCache", "cache": "cuflash::kCache",
 class Variant:
     """What a kernel is compiled for beyond its tile: the mask's kind (the band's bounds are
     run-time values), the score modifiers, a custom mask_mod (its key and C++ source), whether
-    the batch is packed (sequence lengths read from cu_seqlens: kernels_cu/seq.cuh) and, for the
+    the batch is packed (sequence lengths read from cu_seqlens: kernels_cu/seq.cuh), for the
     forward, split-KV and a KV cache ('cache': sequence b holds seqused_k[b] keys; 'paged': in
-    pages through block_table; kernels_cu/params.cuh)."""
+    pages through block_table; kernels_cu/params.cuh), and whether a packed batch's keys share the
+    queries' offsets (``same_lens``: cu_seqlens_k is cu_seqlens_q, self-attention; the kernels
+    read one array and each sequence's diagonal is the main one at compile time)."""
 
     mask: str = "dense"          # 'dense', 'causal' or 'window'
     softcap: bool = False
@@ -73,8 +75,12 @@ class Variant:
     packed: bool = False
     split: bool = False
     cache: str = ""              # '', 'cache' or 'paged'
+    same_lens: bool = False      # packed, cu_seqlens_k is cu_seqlens_q
 
     def __post_init__(self):
+        if self.same_lens and not self.packed:
+            raise ValueError("Variant.same_lens=True needs packed=True (it says where a packed "
+                             "batch's keys start)")
         if self.mask not in ("dense", "causal", "window"):
             raise ValueError(f"Variant.mask={self.mask!r} must be 'dense', 'causal' or 'window'")
         if self.cache not in _CACHE_KINDS:
@@ -90,7 +96,7 @@ class Variant:
         out = "" if self.mask == "dense" else f"_{self.mask}"
         out += "_softcap" if self.softcap else ""
         out += "_alibi" if self.alibi else ""
-        out += "_varlen" if self.packed else ""
+        out += ("_varlen_self" if self.same_lens else "_varlen") if self.packed else ""
         out += "_split" if self.split else ""
         out += {"": "", "cache": "_kvcache", "paged": "_paged"}[self.cache]
         return out + (f"_mm{self.mod_key}" if self.mod_key else "")
@@ -103,8 +109,10 @@ class Variant:
                 "window": "cuflash::kWindow"}[self.mask]
         split = f", {b(self.split)}" if self.split or self.cache else ""
         cache = f", {_CACHE_KINDS[self.cache]}" if self.cache else ""
+        pack = ("cuflash::kUnpacked" if not self.packed else
+                "cuflash::kPackedSelf" if self.same_lens else "cuflash::kPacked")
         return (f"cuflash::Variant<{kind}, {b(self.softcap)}, {b(self.alibi)}, "
-                f"{b(self.packed)}, {mod}{split}{cache}>")
+                f"{pack}, {mod}{split}{cache}>")
 
 
 @dataclasses.dataclass(frozen=True)

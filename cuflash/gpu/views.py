@@ -33,10 +33,11 @@ def kernel_ok(x) -> bool:
         return False
     if any(s < 0 or s % 16 for s, n in zip(x.strides[:-1], x.shape[:-1]) if n > 1):
         return False
-    return _address(x) % 16 == 0
+    return address(x) % 16 == 0
 
 
-def _address(x) -> int:
+def address(x) -> int:
+    """The address of x's first element (a CuPy array's device pointer, a NumPy array's)."""
     data = x.data
     return int(data.ptr) if hasattr(data, "ptr") else int(x.__array_interface__["data"][0])
 
