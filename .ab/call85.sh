@@ -3,7 +3,7 @@
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT
 for c in 0 1; do for l in view contiguous; do
-  timeout 60 ncu --csv --print-units base --profile-from-start off --metrics gpu__time_duration.sum \
+  timeout 100 ncu --csv --print-units base --profile-from-start off --metrics gpu__time_duration.sum \
       python .ab/strided_ncu.py $l $c > $OUT/strided_${l}_$c.csv 2>/dev/null
   python3 - $OUT/strided_${l}_$c.csv $l $c <<'PY'
 import csv, sys, collections
