@@ -243,3 +243,53 @@ class PeakTracker:
     @property
     def above(self):
         return self.peak - self.base
+
+
+# -- every kernel family on the GPU -------------------------------------------------------------
+# (forward tile, backward tile) of each family, the dtypes it runs and the dQ modes of its
+# backward (True: deterministic dQ in its own pass; False: dQ by atomics). test_variants runs
+# the mask variants through them, test_layout_families issue 12's layouts.
+
+def _families():
+    from cuflash import TileConfig as C
+    simt = (C(64, 64, 8, 1), C(32, 64, 4, 1))
+    return {
+        "simt": ((np.float32, np.float64, np.float16), simt, (True, False)),
+        "mma": (("float16", "bfloat16"), (C(64, 32, 4, 2, "mma"), C(64, 64, 4, 1, "mma")),
+                (True,)),
+        "mma_atomic": (("float16", "bfloat16"),
+                       (C(64, 32, 4, 1, "mma"), C(64, 128, 8, 2, "mma")), (False,)),
+        "wgmma": (("float16", "bfloat16"),
+                  (C(128, 64, 8, 3, "wgmma"), C(64, 64, 4, 2, "wgmma")), (True,)),
+        # the warp-specialized forward and dK/dV kernels (a producer warpgroup, two consumers)
+        "wgmma_ws": (("float16", "bfloat16"),
+                     (C(128, 128, 12, 2, "wgmma"), C(64, 128, 12, 2, "wgmma")), (True, False)),
+        "dmma": ((np.float64,), (C(64, 32, 4, 2, "dmma"), C(32, 32, 4, 2, "dmma")), (True,)),
+    }
+
+
+KERNEL_FAMILIES = _families()
+
+
+def family_cases():
+    """pytest params (family, dtype, (forward tile, backward tile), dQ modes) of every family
+    and dtype it runs (dtype None: bfloat16 without ml_dtypes)."""
+    out = []
+    for fam, (dts, tiles, dets) in KERNEL_FAMILIES.items():
+        for dt in dts:
+            dt = DTYPES[dt] if isinstance(dt, str) else np.dtype(dt)
+            out.append(pytest.param(fam, dt, tiles, dets,
+                                    id=f"{fam}-{dtype_name(dt) if dt is not None else 'bf16'}"))
+    return out
+
+
+def skip_family_here(fam, dtype):
+    """Skip what this GPU cannot run: wgmma before sm_90, dmma before sm_80, bfloat16 without
+    ml_dtypes."""
+    from cuflash.gpu.ops import device_arch
+    if fam.startswith("wgmma") and device_arch() != "sm_90":
+        pytest.skip("wgmma kernels need an sm_90 GPU")
+    if fam == "dmma" and int(device_arch()[3:5]) < 80:
+        pytest.skip("dmma kernels need an sm_80 or later GPU")
+    if dtype is None:
+        pytest.skip("no bfloat16 (ml_dtypes)")

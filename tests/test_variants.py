@@ -11,7 +11,8 @@ from cuflash import TileConfig
 from cuflash._xp import dtype_name, to_numpy
 from cuflash.mask_mod import MaskMod
 from cuflash.oracle import oracle_attention, oracle_backward, rel_error
-from helpers import ALL_DTYPES, assert_matches_oracle, grad_scale, make_inputs
+from helpers import (ALL_DTYPES, assert_matches_oracle, family_cases, grad_scale, make_inputs,
+                     skip_family_here)
 
 LEAD = (2, 3)    # (batch, heads)
 
@@ -102,46 +103,13 @@ def test_twin_variants(dtype, T, S, d, name):
 
 # -- every kernel family on the GPU -------------------------------------------------------------
 
-SIMT = (TileConfig(64, 64, 8, 1), TileConfig(32, 64, 4, 1))
-MMA = (TileConfig(64, 32, 4, 2, "mma"), TileConfig(64, 64, 4, 1, "mma"))
-MMA_ATOMIC = (TileConfig(64, 32, 4, 1, "mma"), TileConfig(64, 128, 8, 2, "mma"))
-WGMMA = (TileConfig(128, 64, 8, 3, "wgmma"), TileConfig(64, 64, 4, 2, "wgmma"))
-DMMA = (TileConfig(64, 32, 4, 2, "dmma"), TileConfig(32, 32, 4, 2, "dmma"))
-# the warp-specialized forward and dK/dV kernels (a producer warpgroup, two consumers)
-WGMMA_WS = (TileConfig(128, 128, 12, 2, "wgmma"), TileConfig(64, 128, 12, 2, "wgmma"))
-FAMILIES = {
-    "simt": ((np.float32, np.float64, np.float16), SIMT, (True, False)),
-    "mma": (("float16", "bfloat16"), MMA, (True,)),
-    "mma_atomic": (("float16", "bfloat16"), MMA_ATOMIC, (False,)),
-    "wgmma": (("float16", "bfloat16"), WGMMA, (True,)),
-    "wgmma_ws": (("float16", "bfloat16"), WGMMA_WS, (True, False)),
-    "dmma": ((np.float64,), DMMA, (True,)),
-}
-
-
-def _family_cases():
-    from helpers import DTYPES
-    out = []
-    for fam, (dts, tiles, dets) in FAMILIES.items():
-        for dt in dts:
-            dt = DTYPES[dt] if isinstance(dt, str) else np.dtype(dt)
-            out.append(pytest.param(fam, dt, tiles, dets, id=f"{fam}-{dtype_name(dt)}"))
-    return out
-
-
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", VARIANT_NAMES)
 @pytest.mark.parametrize("T,S,d", SHAPES, ids=lambda x: str(x))
-@pytest.mark.parametrize("fam,dtype,tiles,dets", _family_cases())
+@pytest.mark.parametrize("fam,dtype,tiles,dets", family_cases())
 def test_kernel_variants(fam, dtype, tiles, dets, T, S, d, name):
     import cupy as cp
-    from cuflash.gpu.ops import device_arch
-    if fam.startswith("wgmma") and device_arch() != "sm_90":
-        pytest.skip("wgmma kernels need an sm_90 GPU")
-    if fam == "dmma" and int(device_arch()[3:5]) < 80:
-        pytest.skip("dmma kernels need an sm_80 or later GPU")
-    if dtype is None:
-        pytest.skip("no bfloat16 (ml_dtypes)")
+    skip_family_here(fam, dtype)
     _check(cp, dtype, T, S, d, name, fwd_tile=tiles[0], bwd_tile=tiles[1], dets=dets,
            seed=hash((fam, name, T)) % 1000)
 
