@@ -32,8 +32,8 @@ enum CacheKind { kNoCache = 0, kCache = 1, kPagedCache = 2 };
 
 // The features a kernel is compiled with. MASK: a MaskKind. SOFTCAP: scores become c·tanh(s / c).
 // ALIBI: scores lose slope·|i + diag - j|. PACKED: a PackKind, whether and how sequence lengths
-// come from cu_seqlens (seq.cuh). MOD: a custom mask_mod (cuflash/mask_mod.py). SPLIT: the forward's split-KV
-// (params.cuh, block.cuh QueryBlock). CACHE: a CacheKind (the forward's).
+// come from cu_seqlens (seq.cuh). MOD: a custom mask_mod (cuflash/mask_mod.py). SPLIT: the
+// forward's split-KV (params.cuh, block.cuh QueryBlock). CACHE: a CacheKind (the forward's).
 template <int MASK_, bool SOFTCAP_, bool ALIBI_, int PACKED_ = kUnpacked, class MOD_ = NoMaskMod,
           bool SPLIT_ = false, int CACHE_ = kNoCache>
 struct Variant {

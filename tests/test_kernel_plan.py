@@ -293,3 +293,17 @@ def test_warp_specialized_dkdv_specs():
     with pytest.raises(ValueError, match="2 to 4 stages"):
         plan.check_tile(TileConfig(64, 128, 12, 1, "wgmma"), 64, "float16", backward=True,
                         smem_limit=HOPPER, arch="sm_90")
+
+
+def test_packed_variants_name_and_type():
+    """The three ways a kernel finds its sequences (kernels_cu/seq.cuh, PackKind): dense, packed
+    (cu_seqlens_q and cu_seqlens_k), packed self-attention (one array: same_lens)."""
+    dense, packed, self_ = (plan.Variant("causal"), plan.Variant("causal", packed=True),
+                            plan.Variant("causal", packed=True, same_lens=True))
+    assert [v.suffix() for v in (dense, packed, self_)] == [
+        "_causal", "_causal_varlen", "_causal_varlen_self"]
+    assert [v.cpp().split(", ")[3] for v in (dense, packed, self_)] == [
+        "cuflash::kUnpacked", "cuflash::kPacked", "cuflash::kPackedSelf"]
+    assert len({dense, packed, self_}) == 3   # three kernels, cached apart
+    with pytest.raises(ValueError, match="same_lens=True needs packed=True"):
+        plan.Variant("causal", same_lens=True)
