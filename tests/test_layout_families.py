@@ -131,22 +131,16 @@ def test_layouts_through_every_family(fam, dtype, tiles, dets, layout):
 TF32_FORWARD = [TileConfig(64, 32, 4, 2, "tf32"), TileConfig(64, 32, 4, 2, "tf32x3")]
 
 
-@pytest.mark.gpu
-@pytest.mark.parametrize("layout", LAYOUTS)
-@pytest.mark.parametrize("tile", TF32_FORWARD, ids=lambda t: t.kernel)
-def test_layouts_through_tf32_forward(tile, layout):
-    """float32's TF32 forward kernels ('tf32': one product, naive with TF32 products the
-    yardstick; 'highest': three, naive float32's), out and lse."""
-    from cuflash._xp import cupy_module
-    from cuflash.gpu.ops import device_arch
-    if int(device_arch()[3:5]) < 80:
-        pytest.skip("TF32 tensor cores need sm_80 or later")
-    xp, prec = cupy_module(), precision.of_family(tile.kernel)
+def run_tf32_layout(xp, tile, layout, seed):
+    """One layout's forward through a TF32 tile, out and lse against the oracle with naive in
+    the kernel's precision as the yardstick ('tf32': naive with TF32 products; 'highest': naive
+    float32)."""
+    prec = precision.of_family(tile.kernel)
     naive_prec = "tf32" if prec == "tf32" else "ieee"
-    seed = case_seed("layout-tf32", tile.kernel, layout)
     if layout.startswith("packed"):
         q, k, v, _, cu_q, cu_k = _packed_case(xp, np.float32, layout, seed)
-        _check_tiles((tile,), q, k, v, np.float32)
+        if xp is not np:
+            _check_tiles((tile,), q, k, v, np.float32)
         ref = oracle_attention_varlen(q, k, v, cu_q, cu_k, causal=True)
         got = cuflash.attention_varlen(q, k, v, cu_q, cu_k, causal=True, tile=tile,
                                        precision=prec, return_lse=True)
@@ -154,7 +148,8 @@ def test_layouts_through_tf32_forward(tile, layout):
                                                precision=naive_prec, return_lse=True)
     else:
         q, k, v, _, opts = _dense_case(xp, np.float32, layout, seed)
-        _check_tiles((tile,), q, k, v, np.float32)
+        if xp is not np:
+            _check_tiles((tile,), q, k, v, np.float32)
         ref = oracle_attention(q, k, v, **opts)
         got = cuflash.attention(q, k, v, tile=tile, precision=prec, return_lse=True, **opts)
         naive = cuflash.naive_attention(q, k, v, precision=naive_prec, return_lse=True, **opts)
@@ -162,3 +157,23 @@ def test_layouts_through_tf32_forward(tile, layout):
         assert_matches_oracle(g, r, n, dtype="float32", name=f"{what} {layout} {tile.kernel}",
                               kind=what)
     assert not np.isnan(to_numpy(got[0])).any()
+
+
+def test_tf32_layouts_on_the_twin():
+    """The TF32 cases' set-up on the CPU twin (which rounds products as the kernels do)."""
+    for i, layout in enumerate(LAYOUTS):
+        for tile in TF32_FORWARD:
+            run_tf32_layout(np, tile, layout, seed=case_seed("layout-tf32-twin", i))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("tile", TF32_FORWARD, ids=lambda t: t.kernel)
+def test_layouts_through_tf32_forward(tile, layout):
+    """float32's TF32 forward kernels ('tf32': one product; 'highest': three), out and lse; the
+    backward of these runs on the CUDA cores (the simt family above)."""
+    from cuflash._xp import cupy_module
+    from cuflash.gpu.ops import device_arch
+    if int(device_arch()[3:5]) < 80:
+        pytest.skip("TF32 tensor cores need sm_80 or later")
+    run_tf32_layout(cupy_module(), tile, layout, seed=case_seed("layout-tf32", tile.kernel, layout))
