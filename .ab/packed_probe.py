@@ -1,4 +1,7 @@
-"""Issue 12: which part of the packed kernel's Seq costs the causal forward its ~4.7% on 16 equal
+"""(Written for the tree before 7b206c3, whose Seq::of it rewrites: its variants other than base no
+longer apply to main; calls 79-82 ran it; NOTES v23. The follow-up on main: packed_probe2.py.)
+
+Issue 12: which part of the packed kernel's Seq costs the causal forward its ~4.7% on 16 equal
 sequences of 4096 (call 71). The packed kernel's Seq::of, rewritten in the source text:
   base   as on main
   lens   lengths from the parameters (p.T_len, p.S_len), q0/k0 from cu_seqlens
