@@ -21,3 +21,5 @@ PY
 done
 rm -f $OUT/probe2_*.err
 timeout 200 python3 .ab/f32_longT.py > $OUT/f32_longT.txt 2>&1; echo "f32 longT rc=$?"; cat $OUT/f32_longT.txt | tail -25
+timeout 120 python3 tools/bench_issue12.py --parts varlen --rounds 5 --min-ms 20 > $OUT/issue12_varlen.txt 2>&1; echo "issue12 varlen rc=$?"
+grep -v "^ *$" $OUT/issue12_varlen.txt | tail -14

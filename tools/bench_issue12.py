@@ -11,7 +11,9 @@ cell timed in alternating rounds, so that clock drift falls on all of them alike
            calls; its backward timed from residuals without the forward's SeqLens, as before
            SeqLens existed), "seqlens" given a cuflash.SeqLens (checked once; no sync),
            "bounds" (forward only) given the arrays and both max_seqlen (flash-attn's call: the
-           readback waits until the launch is prepared).
+           readback waits until the launch is prepared), "two_cu" (forward only) the same with
+           a copy of cu_seqlens for the keys (the general packed kernels; the others pass one
+           array and run the self-attention ones: NOTES v23).
   strided: a (B, T, H, d) array's transposed view (B, H, T, d) against the same values
            contiguous, forward and backward, and the pool growth of a forward on the view (the
            outputs only, no copy; target >= 0.97 and no growth beyond out and lse).
@@ -116,6 +118,7 @@ def varlen(a, rng):
         lens.append(L)
         left -= L
     cu = cp.asarray(np.concatenate([[0], np.cumsum(lens)]).astype(np.int32))
+    cu_k = cu.copy()
     print(f"\nvarlen: {len(lens)} sequences, {total} tokens, lengths uniform in 1..8192 "
           f"(min {min(lens)}, max {max(lens)}), Hq={Hq}, d={d}, float16; TFLOP/s of real work "
           f"(ratio to dense)")
@@ -137,8 +140,12 @@ def varlen(a, rng):
         # the arrays and both bounds (flash-attn's call): read back once the launch is prepared
         fns[("forward", "bounds")] = lambda: cuflash.attention_varlen(
             q, k, v, cu, cu, causal=causal, max_seqlen_q=max(lens), max_seqlen_k=max(lens))
+        # the same with a copy of cu for the keys: the general packed kernels (the keys' offsets
+        # read from their own array) in place of the self-attention ones (NOTES v23)
+        fns[("forward", "two_cu")] = lambda: cuflash.attention_varlen(
+            q, k, v, cu, cu_k, causal=causal, max_seqlen_q=max(lens), max_seqlen_k=max(lens))
         real = 4.0 * d * Hq * sum(_pairs(L, causal) for L in lens)
-        flops = {"varlen": real, "seqlens": real, "bounds": real}
+        flops = {"varlen": real, "seqlens": real, "bounds": real, "two_cu": real}
         dres = {}
         for T in (4096, 8192):
             B = total // T
@@ -152,7 +159,7 @@ def varlen(a, rng):
         ms = interleaved(fns, a.rounds, a.calls, a.min_ms)
         for pass_ in ("forward", "backward"):
             m = 2.5 if pass_ == "backward" else 1.0
-            hows = [h for h in ("varlen", "seqlens", "bounds") if (pass_, h) in ms]
+            hows = [h for h in ("varlen", "seqlens", "bounds", "two_cu") if (pass_, h) in ms]
             tf = {key: rate(m * flops[key], ms[(pass_, key)]) for key in hows + [4096, 8192]}
             # real work per ms against dense's: the per-round speedup scaled by the FLOP ratio
             rel = {(how, T): speedup(ms[(pass_, how)], ms[(pass_, T)]) * flops[how] / flops[T]
