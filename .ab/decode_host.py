@@ -2,10 +2,14 @@
 float16, d = 128, validate=False, no append): wall time per call over 10,000 calls, then
 cProfile's top functions by own time, and the times of the parts measured alone (launch only,
 the output allocations, a bare RawKernel launch of the same kernel)."""
-import cProfile, pstats, time
+import cProfile, pstats, sys
+from pathlib import Path
 import numpy as np
 import cupy as cp
 from cuflash import kvcache
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+from bench_kvcache import _host_us   # noqa: E402 (warm-up 100 calls, then n timed)
 
 rng = np.random.default_rng(0)
 q = cp.asarray(rng.standard_normal((1, 32, 1, 128)).astype(np.float16))
@@ -15,14 +19,7 @@ fn = lambda: kvcache.attention_with_kvcache(q, k, v, cache_seqlens=seqlens, vali
 
 
 def us(f, n=10000):
-    for _ in range(200):
-        f()
-    cp.cuda.Device().synchronize()
-    t0 = time.perf_counter()
-    for _ in range(n):
-        f()
-    cp.cuda.Device().synchronize()
-    return (time.perf_counter() - t0) / n * 1e6
+    return _host_us(cp, f, n)
 
 
 print(f"decode step: {us(fn):.1f} us per call")

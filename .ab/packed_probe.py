@@ -18,11 +18,8 @@ Each run: dense on the (B, H, T, d) copy, the packed arrays' view through the de
 the packed kernel, one causal forward each inside the profiler range (3 times).
     ncu --profile-from-start off --metrics gpu__time_duration.sum python .ab/packed_probe.py VARIANT"""
 import sys
-import cupy as cp
-import numpy as np
 
-import cuflash
-from cuflash.gpu import build
+from packed_case import check, profile, rewrite_packed_source, runs
 
 SEQ = """            s.q0 = p.cu_seqlens_q[b];
             s.T_len = p.cu_seqlens_q[b + 1] - s.q0;
@@ -61,40 +58,7 @@ NEW = {   # variant: [(text, replacement), ...]
     "blockp": [(BLOCK, "rows(min(BLOCK_M, p.T_len - i0)), active(at.in_grid && i0 < p.T_len)")],
 }
 variant = sys.argv[1] if len(sys.argv) > 1 else "base"
-_source = build.source
-
-
-def source(spec):
-    src = _source(spec)
-    if not spec.variant.packed:
-        return src
-    for old, new in NEW[variant]:
-        assert src.count(old) == 1, (variant, old)
-        src = src.replace(old, new)
-    return src
-
-
-build.source = source
-rng = np.random.default_rng(0)
-Hq, d, n, L = 16, 128, 16, 4096
-r = lambda shape: cp.asarray(rng.standard_normal(shape).astype(np.float16))
-q, k, v = (r((n * L, Hq, d)) for _ in range(3))
-view = lambda x: x.reshape(n, L, Hq, d).transpose(0, 2, 1, 3)
-dense = [view(x).copy() for x in (q, k, v)]
-lens = cuflash.SeqLens(cp.asarray(np.arange(0, n * L + 1, L).astype(np.int32)))
-runs = {"dense": lambda: cuflash.attention(*dense, causal=True),
-        "view": lambda: cuflash.attention(view(q), view(k), view(v), causal=True),
-        "packed": lambda: cuflash.attention_varlen(q, k, v, lens, causal=True)}
-ref = runs["dense"]()
-out = runs["packed"]()
-err = float(cp.abs(view(out).astype(cp.float32) - ref.astype(cp.float32)).max())
-print(f"{variant}: packed vs dense max|diff| {err:.3g}", file=sys.stderr)
-for f in runs.values():
-    f()
-cp.cuda.Device().synchronize()
-cp.cuda.profiler.start()
-for _ in range(3):
-    for name, f in runs.items():
-        f()
-cp.cuda.Device().synchronize()
-cp.cuda.profiler.stop()
+rewrite_packed_source(NEW[variant])
+fns = runs("seqlens")
+check(fns, variant)
+profile(fns, times=3)

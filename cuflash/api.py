@@ -44,9 +44,8 @@ def _forward_tile(p, tile, precision):
     if tile is None:
         return _default(p, prec), prec
     own = _precision.of_family(tile.kernel)
-    if precision is None or (prec == "highest" and own == "ieee"):
-        # the tile decides ('highest' on a CUDA-core tile: float32 products, as accurate; what
-        # default_tile gives 'highest' before sm_80)
+    if precision is None or _precision.STANDS_IN.get(prec) == own:
+        # the tile decides (cuflash.precision.STANDS_IN: 'highest' on a CUDA-core tile)
         prec = own if prec in _precision.PRECISIONS else prec
     elif own != prec:
         raise ValueError(f"precision={prec!r} does not match tile={tile.short()}, whose kernel "

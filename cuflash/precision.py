@@ -29,6 +29,11 @@ PRECISIONS = ("ieee", "tf32", "highest")
 #: precision -> the kernel family that runs it on the GPU ('ieee': the simt kernels)
 FAMILY = {"ieee": "simt", "tf32": "tf32", "highest": "tf32x3"}
 
+#: precision -> the precision whose kernels may run it in place of its own family's: 'highest' on
+#: the CUDA cores ('ieee': float32 products, as accurate; GPUs before sm_80 have no TF32). A tile
+#: given for 'highest' may be a CUDA-core tile (cuflash.api), and default_tile falls back to one.
+STANDS_IN = {"highest": "ieee"}
+
 #: kernel family -> TF32 products per operand pair (kernels_cu/tf32.cuh, Tf32Products<N>)
 PRODUCTS = {"tf32": 1, "tf32x3": 3}
 

@@ -12,7 +12,7 @@ import numpy as np
 
 from .device import DEFAULT_ARCH, is_hopper
 from ._xp import dtype_name
-from .precision import FAMILY, check as _check_precision
+from .precision import FAMILY, STANDS_IN, check as _check_precision
 
 KERNELS = ("simt", "mma", "wgmma", "dmma", "tf32", "tf32x3")
 #: TileConfig's allowed warps (12: the warp-specialized wgmma forward) and stages
@@ -266,9 +266,9 @@ def tile_candidates(head_dim: int, dtype, *, backward: bool = False, causal: boo
                          "computes on the CUDA cores")
     if prec in ("tf32", "highest") and not backward:
         tiles = tf32_tiles(head_dim, FAMILY[prec])
-        if prec == "highest":
+        if prec in STANDS_IN:
             tiles += tile_candidates(head_dim, dtype, causal=causal, hopper=hopper,
-                                     precision="ieee")
+                                     precision=STANDS_IN[prec])
         return tiles
     if dmma and dmma_capable(head_dim, dtype) and head_dim <= DMMA_DEFAULT_MAX_D and \
             (deterministic or not backward):

@@ -231,7 +231,7 @@ def variant_of(p, packed: bool = False, same_lens: bool = False) -> plan.Variant
     return plan.Variant(kind, p.softcap is not None, p.alibi_slopes is not None,
                         None if mod is None else mod.key(),
                         None if mod is None else mod.cuda_source(), packed,
-                        same_lens=packed and same_lens)
+                        same_lens=same_lens)
 
 
 @dataclasses.dataclass(frozen=True)
