@@ -50,6 +50,8 @@ template <> struct Num<float> {
     static __device__ __forceinline__ float log2(float x) { return log2f(x); }
     static __device__ __forceinline__ float inf() { return __int_as_float(0x7f800000); }
     static __device__ __forceinline__ float max(float a, float b) { return fmaxf(a, b); }
+    // a·b rounded once, never fused into a later add (softmax.cuh's running max)
+    static __device__ __forceinline__ float mul_rn(float a, float b) { return __fmul_rn(a, b); }
     static __device__ __forceinline__ float tanh(float x) { return tanhf(x); }
     static __device__ __forceinline__ float abs(float x) { return fabsf(x); }
 };
@@ -58,6 +60,7 @@ template <> struct Num<double> {
     static __device__ __forceinline__ double log2(double x) { return ::log2(x); }
     static __device__ __forceinline__ double inf() { return __longlong_as_double(0x7ff0000000000000LL); }
     static __device__ __forceinline__ double max(double a, double b) { return fmax(a, b); }
+    static __device__ __forceinline__ double mul_rn(double a, double b) { return __dmul_rn(a, b); }
     static __device__ __forceinline__ double tanh(double x) { return ::tanh(x); }
     static __device__ __forceinline__ double abs(double x) { return ::fabs(x); }
 };

@@ -68,7 +68,7 @@ __device__ __forceinline__ void store_out(const P& p, const QB& blk, const float
 
 // Warps that split each tile's keys (flash_fwd_mma.cu, KW > 1) hold O, m and l of all 16·MT rows
 // over their own keys; merge them into warp 0's, as split-KV's merge does across blocks:
-// M = max_w m_w, scale_w = 2^((m_w - M)·mul) (0 for a warp that saw no key), O = Σ_w scale_w·O_w,
+// M = max_w m_w, scale_w = 2^(m_w - M) (m in log2 units; 0 for a warp that saw no key), O = Σ_w scale_w·O_w,
 // l = Σ_w scale_w·l_w. buf: free shared memory (the K/V ring after the loop) of kMergeFloats.
 // Every warp of the block calls it; it returns true in warp 0, which then holds the result (its
 // l whole on lane t = 0 of each quad, so OnlineSoftmax::finalize's quad sum gives it).
@@ -79,7 +79,7 @@ struct KeyWarpMerge {
     static constexpr int kMergeFloats = KW > 1 ? 2 * KW * ROWS + (KW - 1) * ROWS * DP : 0;
 
     template <int NO, class Softmax>
-    static __device__ __forceinline__ bool run(float (&o)[MT][NO][4], Softmax& sm, float mul,
+    static __device__ __forceinline__ bool run(float (&o)[MT][NO][4], Softmax& sm,
                                                float* buf, int warp, int lane) {
         float* m_buf = buf;                  // [KW][ROWS]
         float* l_buf = buf + KW * ROWS;      // [KW][ROWS]
@@ -96,7 +96,7 @@ struct KeyWarpMerge {
         }
         __syncthreads();
         auto scale_of = [&](float m, float M) {
-            return m == -Num<float>::inf() ? 0.f : Num<float>::exp2(m * mul - M * mul);
+            return m == -Num<float>::inf() ? 0.f : Num<float>::exp2(m - M);
         };
         float scale[2 * MT], M[2 * MT], L[2 * MT];
 #pragma unroll

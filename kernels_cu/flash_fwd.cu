@@ -83,7 +83,7 @@ struct FwdSimt {
 #pragma unroll
         for (int r = 0; r < STile::TR; ++r) {
             Acc lse;
-            const Acc inv = softmax.finalize(r, blk.score.mul, lse);
+            const Acc inv = softmax.finalize(r, lse);
             if (S.tx == 0) {
                 sm.l[S.row(r)] = inv;
                 if (S.row(r) < blk.rows) blk.lse_dst(p)[blk.seq.row(i0 + S.row(r))] = lse;

@@ -85,7 +85,7 @@ struct FwdDmma : DmmaShape<T, BLOCK_M, BLOCK_N, DP, NT, STAGES> {
 #pragma unroll
         for (int m = 0; m < MT; ++m) {
             double lse;
-            inv[m] = softmax.finalize(m, blk.score.mul, lse);
+            inv[m] = softmax.finalize(m, lse);
             const int r = wrow + 8 * m + g;
             if (t4 == 0 && r < blk.rows) blk.lse_dst(p)[blk.seq.row(i0 + r)] = lse;
         }

@@ -115,7 +115,7 @@ struct FwdMma {
         keys.drain();
         // the key warps' results into warp 0's, which alone writes them
         const bool owner = KW == 1 ||
-            Merge::run(o, softmax, blk.score.mul, reinterpret_cast<float*>(sm.kv.k), warp, lane);
+            Merge::run(o, softmax, reinterpret_cast<float*>(sm.kv.k), warp, lane);
         if (owner) epilogue(p, blk, o, softmax, sm, wrow, lane);
         if constexpr (V::SPLIT) finish_split<NT, BLOCK_M>(p, blk);
     }
@@ -131,7 +131,7 @@ struct FwdMma {
         float inv[MT][2];
         for_each_frag_row<MT>(wrow, lane, [&](int mt, int h, int r) {
             float lse;
-            inv[mt][h] = softmax.finalize(2 * mt + h, blk.score.mul, lse);
+            inv[mt][h] = softmax.finalize(2 * mt + h, lse);
             if (t4 == 0 && r < blk.rows) blk.lse_dst(p)[blk.seq.row(i0 + r)] = lse;
         });
         store_out<T, MT, NO, DP>(p, blk, o, inv, sm.q, [](int r, int c) { return r * LDS + c; },

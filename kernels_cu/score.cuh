@@ -2,8 +2,9 @@
 // rule for the twin, naive and the oracle). With s = scale·(q·k):
 //   softcap c > 0:  s <- c·tanh(s / c)                        (Gemma-2)
 //   ALiBi slope:    s <- s - slope·|i + S - T - j|            (FlashAttention-2's alibi_slopes)
-// Kernels keep scores in "u units", where p = 2^(u·mul - m·mul), and choose the units that cost
-// the fewest instructions per score (mul folds into the exp's FFMA):
+// Kernels keep scores in "u units", where p = 2^(u·mul - m) with m = max u·mul (softmax.cuh),
+// and choose the units that cost the fewest instructions per score (mul folds into the exp's
+// FFMA):
 //   plain:    u = x = q·k                                  mul = scale·log2 e
 //   ALiBi:    u = x - (slope / scale)·|dist|               mul = scale·log2 e
 //   softcap:  u = tanh(x·scale / c) - (slope / c)·|dist|   mul = c·log2 e

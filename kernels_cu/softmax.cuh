@@ -11,7 +11,7 @@
 //
 // Steps, in FlashAttention-2's notation (Algorithm 1 lines 8-10, Algorithm 2 lines 11-16):
 //   modify_and_mask  u = score_mod(q·k) in u units (score.cuh), -inf where the mask hides it
-//   OnlineSoftmax    m, l running max and sum; P = 2^(u·mul - m·mul); alpha rescales O and l
+//   OnlineSoftmax    m, l running max (log2 units) and sum; P = 2^(u·mul - m); alpha rescales O and l
 //   bwd_probs        P = 2^(u·mul - lse·log2 e) (0 where hidden), dS = P ∘ (dP - D) · g
 #pragma once
 #include "common.cuh"
@@ -69,7 +69,13 @@ __device__ __forceinline__ void modify_and_mask(Frag&& s, At&& at, const M& mask
         modify_and_mask_tile<false, Acc, R, E>(s, at, mask, score);
 }
 
-// -- the online softmax: running max m (u units) and this thread's part of the running sum l
+// -- the online softmax: running max m and this thread's part of the running sum l. m is kept in
+//    log2 units, max(u)·mul rounded once: the reference every P of the row is taken against, so
+//    alpha = 2^(m_old - m_new) is exactly 1 while the max stands and exact where it moves (the
+//    difference of two close floats). Kept in u units with alpha = 2^(m_old·mul - m_new·mul),
+//    the compiler fused one product into the subtraction and alpha was 2^δ (δ: m·mul's rounding,
+//    up to half an ulp) on every key tile: l and lse drifted by n_tiles·δ, 9e-5 at S = 32768 in
+//    float32, 100× the naive lse's error (NOTES v24).
 template <typename Acc, int R, int LANES>
 struct OnlineSoftmax {
     Acc m[R], l[R];
@@ -79,24 +85,25 @@ struct OnlineSoftmax {
         for (int r = 0; r < R; ++r) { m[r] = -Num<Acc>::inf(); l[r] = Acc(0); }
     }
 
-    // m_new = max(m, rowmax(u)); P = 2^(u·mul - m_new·mul) in place of u; alpha = 2^((m - m_new)·mul)
+    // m_new = max(m, rowmax(u)·mul); P = 2^(u·mul - m_new) in place of u; alpha = 2^(m - m_new)
     // rescales the old l (here) and O (by the caller). A row that has seen no key yet keeps
-    // m = -inf and uses 0 in its place, so P = 0 and nothing becomes NaN.
+    // m = -inf and takes P against 0, so P = 0, alpha = 0 and nothing becomes NaN.
     template <int E, class Frag, class Exp2>
     __device__ __forceinline__ void update(Frag&& s, Acc mul, Acc (&alpha)[R], Exp2 exp2) {
 #pragma unroll
         for (int r = 0; r < R; ++r) {
-            Acc mx = m[r];
+            Acc mx = -Num<Acc>::inf();
 #pragma unroll
             for (int e = 0; e < E; ++e) mx = Num<Acc>::max(mx, s(r, e));
             mx = lanes_max<LANES>(mx);
-            const Acc m_scaled = mx == -Num<Acc>::inf() ? Acc(0) : mx * mul;
-            alpha[r] = exp2(m[r] * mul - m_scaled);
-            m[r] = mx;
+            const Acc m_new = Num<Acc>::max(m[r], Num<Acc>::mul_rn(mx, mul));
+            const Acc ref = m_new == -Num<Acc>::inf() ? Acc(0) : m_new;
+            alpha[r] = exp2(m[r] - ref);
+            m[r] = m_new;
             Acc row_sum = Acc(0);
 #pragma unroll
             for (int e = 0; e < E; ++e) {
-                const Acc p = exp2(fma(s(r, e), mul, -m_scaled));
+                const Acc p = exp2(fma(s(r, e), mul, -ref));
                 s(r, e) = p;
                 row_sum += p;
             }
@@ -104,11 +111,11 @@ struct OnlineSoftmax {
         }
     }
 
-    // O = O / l and lse = (m·mul + log2 l)·ln 2 of row r; a row that saw no key: 1/l = 0 (O = 0)
+    // O = O / l and lse = (m + log2 l)·ln 2 of row r; a row that saw no key: 1/l = 0 (O = 0)
     // and lse = -inf. Every lane of the row gets both.
-    __device__ __forceinline__ Acc finalize(int r, Acc mul, Acc& lse) const {
+    __device__ __forceinline__ Acc finalize(int r, Acc& lse) const {
         const Acc sum = lanes_sum<LANES>(l[r]);
-        lse = sum == Acc(0) ? -Num<Acc>::inf() : (m[r] * mul + Num<Acc>::log2(sum)) * Acc(kLn2);
+        lse = sum == Acc(0) ? -Num<Acc>::inf() : (m[r] + Num<Acc>::log2(sum)) * Acc(kLn2);
         return sum == Acc(0) ? Acc(0) : Acc(1) / sum;
     }
 };

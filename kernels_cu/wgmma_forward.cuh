@@ -122,7 +122,7 @@ struct WgmmaFwdRows {
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
             float lse;
-            inv[0][h] = softmax.finalize(h, blk.score.mul, lse);
+            inv[0][h] = softmax.finalize(h, lse);
             const int r = wrow + g + h * 8;
             if (t4 == 0 && r < blk.rows) blk.lse_dst(p)[blk.seq.row(blk.i0 + r)] = lse;
         }

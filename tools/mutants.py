@@ -264,6 +264,13 @@ MUTANTS = [
       "mma1688<N, true>(s[mt][n], a[mt], b);", "mma1688<N>(s[mt][n], a[mt], b);",
       "tests/test_tf32.py::test_tf32_tiles_against_oracle",
       "Q·Kᵀ's k-steps summed in the tensor core's truncating accumulator", gpu=True),
+    M("gpu_alpha_an_ulp_off", "kernels_cu/softmax.cuh",
+      "            alpha[r] = exp2(m[r] - ref);",
+      "            alpha[r] = exp2(m[r] - ref) * Acc(1.0000001);",
+      "tests/test_long_keys.py::test_long_keys_through_every_family[simt-float32-full] "
+      "tests/test_long_keys.py::test_long_keys_tf32_forward",
+      "alpha an ulp above 1 while the max stands: l and lse drift by an ulp per key tile, as "
+      "before NOTES v24", gpu=True),
     M("gpu_packed_self_keys_at_zero", "kernels_cu/seq.cuh",
       "                s.k0 = s.q0;", "                s.k0 = 0;",
       "tests/test_varlen.py::test_varlen_matches_oracle",
