@@ -100,10 +100,14 @@ def scale_bias(x, ref) -> float:
     return float((a - r) @ r) / rr if rr > 0 else 0.0
 
 
-def row_error(x, ref, tau: float) -> float:
-    """max over rows (last axis) of ||x_i - ref_i|| / (||ref_i|| + tau · max_i ||ref_i||): each
-    row against its own size, so a small row that is wrong (a key dropped from the one query that
-    sees it) is not hidden by the largest row; tau keeps rows near 0 from dividing by 0."""
+def row_error(x, ref, tau: float, tiny: float = 0.0) -> float:
+    """max over rows (last axis) of ||x_i - ref_i|| / (||ref_i|| + tau · max_i ||ref_i|| +
+    tiny · sqrt(n)), n the row length: each row against its own size, so a small row that is
+    wrong (a key dropped from the one query that sees it) is not hidden by the largest row; tau
+    keeps rows near 0 from dividing by 0. ``tiny`` is the smallest normal number of the dtype x
+    was stored in: rounding to a dtype with gradual underflow is fl(y) = y(1 + δ) + η with
+    |δ| <= u and |η| <= u · tiny, so a row whose entries lie among the subnormals (float16 below
+    6.1e-5) carries up to u · tiny · sqrt(n) of error that its norm does not measure."""
     a, r = _f64(x), np.asarray(ref, dtype=np.float64)
     if a.ndim == 0 or r.size == 0:
         return 0.0
@@ -111,7 +115,7 @@ def row_error(x, ref, tau: float) -> float:
         return float("inf")
     a, r = a.reshape(-1, r.shape[-1]), r.reshape(-1, r.shape[-1])
     err, norm = np.linalg.norm(a - r, axis=-1), np.linalg.norm(r, axis=-1)
-    denom = norm + tau * norm.max()
+    denom = norm + tau * norm.max() + tiny * np.sqrt(r.shape[-1])
     if not denom.max() > 0:
         return float(err.max())
     return float((err / np.where(denom > 0, denom, np.inf)).max())

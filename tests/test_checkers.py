@@ -55,6 +55,21 @@ def test_row_error_sees_a_small_wrong_row():
     assert row_error(np.zeros((2, 3)), np.zeros((2, 3)), tau=1e-3) == 0
 
 
+def test_row_error_underflow_term():
+    """float16 rows among the subnormals: rounding the exact answer is within the model
+    (u · (||row|| + tiny · sqrt(n))), which the row norm alone says is many u; a row that lost
+    half its value still fails (45 u here, the bound is 4 u)."""
+    u, tiny = 2.0 ** -11, 2.0 ** -14
+    rng = np.random.default_rng(7)
+    ref = rng.standard_normal((64, 64)) * np.logspace(-2, -5.5, 64)[:, None]
+    rounded = ref.astype(np.float16)
+    assert row_error(rounded, ref, tau=u) > 4 * u                  # subnormal rows, no term
+    assert row_error(rounded, ref, tau=u, tiny=tiny) <= u           # the model's bound
+    halved = rounded.copy()
+    halved[-1] /= 2                                                 # the smallest row, half lost
+    assert row_error(halved, ref, tau=u, tiny=tiny) > 20 * u        # the bound is 4 u
+
+
 # -- the criterion against wrong answers ----------------------------------------------------------
 
 class DropLastKey:

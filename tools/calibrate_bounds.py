@@ -27,7 +27,8 @@ from cuflash import twin  # noqa: E402
 from cuflash.mask import Mask  # noqa: E402
 from cuflash.oracle import (normwise_error, oracle_attention, oracle_backward,  # noqa: E402
                             rel_error, row_error, scale_bias)
-from helpers import ACCUM, DTYPES, UNIT_ROUNDOFF, make_inputs, randn  # noqa: E402
+from helpers import (ACCUM, DTYPES, SMALLEST_NORMAL, UNIT_ROUNDOFF, make_inputs,  # noqa: E402
+                     randn)
 from test_checkers import DropLastKey, ScaledD  # noqa: E402
 
 SHAPES = [(1, 257, 32), (17, 97, 64), (97, 17, 128), (97, 97, 256), (257, 1000, 16),
@@ -37,14 +38,14 @@ SHAPES = [(1, 257, 32), (17, 97, 64), (97, 17, 128), (97, 97, 256), (257, 1000, 
 MEASURES = ("max", "normwise", "bias", "row", "zero")
 
 
-def measures(x, ref, u, u_acc, grad_scale):
+def measures(x, ref, u, u_acc, grad_scale, tiny=0.0):
     """Each measure of x against ref in units of u; 'row' only for out, dq, dk, dv (lse has
     -inf), 'zero' (rows where ref is exactly 0: max |x| / grad_scale, in units of u_acc) for
     gradients."""
     got = {"max": rel_error(x, ref) / u, "normwise": normwise_error(x, ref) / u,
            "bias": abs(scale_bias(x, ref)) / u}
     if grad_scale is not None or ref.ndim == 3 and np.isfinite(ref).all():
-        got["row"] = row_error(x, ref, tau=u) / u
+        got["row"] = row_error(x, ref, tau=u, tiny=tiny) / u
     if grad_scale is not None:
         zero = (np.asarray(ref) == 0).all(axis=-1)
         got["zero"] = (float(np.abs(np.asarray(x, np.float64)[zero]).max()) / grad_scale / u_acc
@@ -83,7 +84,7 @@ def one_case(dtype, T, S, d, causal, seed):
                                         *((n, g, r, u, gs) for n, g, r in zip(("dq", "dk", "dv"),
                                                                               grads, refs))):
             if x is not None:
-                res[(who, tensor)] = measures(x, ref, unit, u_acc, g)
+                res[(who, tensor)] = measures(x, ref, unit, u_acc, g, SMALLEST_NORMAL.get(name, 0.0))
     return res
 
 
