@@ -84,13 +84,12 @@ struct DkdvSimt {
                 __syncthreads();
 
                 // -- dV_j += P_ijᵀ dO_i, dK_j += dS_ijᵀ Q_i
-                dV.template accumulate<false, LDQ, LD, BLOCK_M>(sm.pt, sm.dout);
-                dK.template accumulate<false, LDQ, LD, BLOCK_M>(sm.dst, sm.q);
+                dV.template add_tile<false, LDQ, LD, BLOCK_M>(sm.pt, sm.dout);
+                dK.template add_tile<false, LDQ, LD, BLOCK_M>(sm.dst, sm.q);
                 if constexpr (ATOMIC_DQ) {
                     // -- dQ_i += dS_ij K_j · scale, summed over key tiles by atomics
                     QTile dQ;
-                    dQ.zero();
-                    dQ.template accumulate<true, LDQ, LD, BLOCK_N>(sm.dst, sm.k);
+                    dQ.template set_tile<true, LDQ, LD, BLOCK_N>(sm.dst, sm.k);
                     dQ.atomic_add(p.dq_accum + head.seq.row(i0) * d, min(BLOCK_M, head.seq.T_len - i0), d, p.scale);
                 }
             });
@@ -168,7 +167,7 @@ struct DqSimt {
                 for (int e = 0; e < STile::TN; ++e) sm.ds[S.row(r) * LDP + S.col(e)] = round_to<T>(dP.c[r][e]);
             __syncthreads();
             // -- dQ_i += dS_ij K_j
-            dQ.template accumulate<false, LDP, LD, BLOCK_N>(sm.ds, sm.kv.k[0]);
+            dQ.template add_tile<false, LDP, LD, BLOCK_N>(sm.ds, sm.kv.k[0]);
             keys.release();
         }
         dQ.store(blk.seq.q_row(p.dq, p.dq_stride, i0), blk.rows, d, p.dq_stride[2], [&](int) { return p.scale; });

@@ -74,8 +74,7 @@ struct FwdSimt {
             __syncthreads();
 
             // -- O_i = diag(alpha) O_i + P_ij V_j
-            O.scale_rows(sm.alpha);
-            O.template accumulate<false, LDP, LD, BLOCK_N>(sm.p, sm.kv.v[0]);
+            O.template add_tile<false, LDP, LD, BLOCK_N>(sm.p, sm.kv.v[0], sm.alpha);
             keys.release();
         }
 

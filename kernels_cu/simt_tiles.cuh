@@ -137,31 +137,65 @@ struct OuterAcc {
             for (int c = 0; c < J * VEC; ++c) o[i][c] = Acc(0);
     }
 
-    // o[r][:] *= f[r] (the online-softmax rescale by alpha)
-    __device__ __forceinline__ void scale_rows(const Acc* f) {
+    // t = P X over this thread's column chunks j0 .. j0 + JN - 1, summed from zero over N
+    template <bool TRANS_P, int LDP, int LDX, int N, int JN>
+    __device__ __forceinline__ void sum_cols(const Acc* P, const Acc* X, int j0, Acc (&t)[TR][JN * VEC]) const {
 #pragma unroll
-        for (int i = 0; i < TR; ++i) {
-            const Acc s = f[row(i)];
+        for (int i = 0; i < TR; ++i)
 #pragma unroll
-            for (int c = 0; c < J * VEC; ++c) o[i][c] *= s;
-        }
-    }
-
-    template <bool TRANS_P, int LDP, int LDX, int N>
-    __device__ __forceinline__ void accumulate(const Acc* P, const Acc* X) {
+            for (int c = 0; c < JN * VEC; ++c) t[i][c] = Acc(0);
 #pragma unroll 2
         for (int n = 0; n < N; ++n) {
-            Acc p[TR], x[J][VEC];
+            Acc p[TR], x[JN][VEC];
 #pragma unroll
             for (int i = 0; i < TR; ++i) p[i] = TRANS_P ? P[n * LDP + row(i)] : P[row(i) * LDP + n];
 #pragma unroll
-            for (int j = 0; j < J; ++j) lds16(X + n * LDX + col(j), x[j]);
+            for (int j = 0; j < JN; ++j) lds16(X + n * LDX + col(j0 + j), x[j]);
 #pragma unroll
             for (int i = 0; i < TR; ++i)
 #pragma unroll
-                for (int j = 0; j < J; ++j)
+                for (int j = 0; j < JN; ++j)
 #pragma unroll
-                    for (int e = 0; e < VEC; ++e) o[i][j * VEC + e] += p[i] * x[j][e];
+                    for (int e = 0; e < VEC; ++e) t[i][j * VEC + e] += p[i] * x[j][e];
+        }
+    }
+
+    // o = P X (one tile's sum)
+    template <bool TRANS_P, int LDP, int LDX, int N>
+    __device__ __forceinline__ void set_tile(const Acc* P, const Acc* X) {
+        sum_cols<TRANS_P, LDP, LDX, N, J>(P, X, 0, o);
+    }
+
+    // column chunks of one add_tile pass (P is read from shared memory once per pass): all J
+    // while the tile sum takes <= 64 registers, else at most 32 where o itself is larger (float64
+    // at d = 256 spilled 64 B with 64)
+    static constexpr int kSumBytes = TR * J * VEC * int(sizeof(Acc)) > 256 ? 128 : 256;
+    __host__ __device__ static constexpr int chunk(int jc) {
+        return jc > 1 && (TR * jc * VEC * int(sizeof(Acc)) > kSumBytes || J % jc) ? chunk(jc - 1) : jc;
+    }
+    static constexpr int JC = chunk(J);
+
+    // o = diag(f) o + P X; f = nullptr: o += P X. This tile's N products are summed from zero
+    // first and added to o once: a running sum fed one product at a time is an FFMA chain over
+    // every key (or query) the block visits, whose rounding grows with its length (the
+    // forward's out at S = 16384 was 3x naive float32's error, NOTES v25); tile sums of N terms
+    // added S / N times keep it at naive's, as the twin's per-tile matmuls and the tensor-core
+    // kernels' per-tile sums (tf32.cuh) do.
+    template <bool TRANS_P, int LDP, int LDX, int N>
+    __device__ __forceinline__ void add_tile(const Acc* P, const Acc* X, const Acc* f = nullptr) {
+#pragma unroll
+        for (int j0 = 0; j0 < J; j0 += JC) {
+            Acc t[TR][JC * VEC];
+            sum_cols<TRANS_P, LDP, LDX, N, JC>(P, X, j0, t);
+#pragma unroll
+            for (int i = 0; i < TR; ++i) {
+                const Acc s = f ? f[row(i)] : Acc(1);
+#pragma unroll
+                for (int c = 0; c < JC * VEC; ++c) {
+                    Acc& y = o[i][j0 * VEC + c];
+                    y = f ? fma(y, s, t[i][c]) : y + t[i][c];
+                }
+            }
         }
     }
 

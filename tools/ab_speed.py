@@ -1,6 +1,7 @@
 """Side-by-side speed of two cuflash trees on one GPU, in one run: FlashAttention's benchmark
 shapes (batch·T = 16384, heads·d = 2048), forward and backward, float16/bfloat16, d = 64/128,
-causal and not, the default tiles of each tree. Each tree runs in its own process (its own
+causal and not, the default tiles of each tree (--dtypes may name float32 and a float32
+precision: float32:ieee). Each tree runs in its own process (its own
 import of cuflash); the rounds alternate A, B, A, B so that drift of the GPU's clocks hits both,
 and each cell keeps its best round. TFLOP/s by 4·B·H·T²·d forward (halved when causal), ×2.5
 backward.
@@ -33,16 +34,18 @@ out = {}
 for spec in json.loads(sys.argv[2]):
     T, d, dt, causal, pass_ = spec
     H = 2048 // d; B = max(1, 16384 // T)
-    dtype = {"float16": np.float16, "bfloat16": bfloat16}[dt]
+    dt, _, prec = dt.partition(":")         # "float32:ieee": a float32 precision mode
+    kw = dict(causal=causal, **({"precision": prec} if prec else {}))
+    dtype = {"float16": np.float16, "bfloat16": bfloat16, "float32": np.float32}[dt]
     rng = np.random.default_rng(0)
     q, k, v, do = (cp.asarray(rng.standard_normal((B, H, T, d)).astype(dtype)) for _ in range(4))
     if hasattr(cuflash, "Residuals"):   # the backward takes the forward's residuals
-        o, lse = cuflash.attention(q, k, v, causal=causal, return_residuals=True)
+        o, lse = cuflash.attention(q, k, v, return_residuals=True, **kw)
         bwd = lambda: cuflash.attention_backward(do, lse)
     else:                               # trees before 2026-12-01: arrays and settings again
         o, lse = cuflash.attention(q, k, v, causal=causal, return_lse=True)
         bwd = lambda: cuflash.attention_backward(do, q, k, v, o, lse, causal=causal)
-    fn = (lambda: cuflash.attention(q, k, v, causal=causal)) if pass_ == "fwd" else bwd
+    fn = (lambda: cuflash.attention(q, k, v, **kw)) if pass_ == "fwd" else bwd
     ms = float(np.median(gputime.gpu_times(fn, 10, 3)))
     flops = 4.0 * B * H * T * T * d * (0.5 if causal else 1.0) * (2.5 if pass_ == "bwd" else 1.0)
     out[json.dumps(spec)] = flops / ms / 1e9
