@@ -271,6 +271,32 @@ MUTANTS = [
       "tests/test_long_keys.py::test_long_keys_tf32_forward",
       "alpha an ulp above 1 while the max stands: l and lse drift by an ulp per key tile, as "
       "before NOTES v24", gpu=True),
+    M("gpu_simt_running_sum", "kernels_cu/simt_tiles.cuh",
+      """            Acc t[TR][JC * VEC];
+            sum_cols<TRANS_P, LDP, LDX, N, JC>(P, X, j0, t);
+#pragma unroll
+            for (int i = 0; i < TR; ++i) {
+                const Acc s = f ? f[row(i)] : Acc(1);
+#pragma unroll
+                for (int c = 0; c < JC * VEC; ++c) {
+                    Acc& y = o[i][j0 * VEC + c];
+                    y = f ? fma(y, s, t[i][c]) : y + t[i][c];
+                }
+            }""",
+      """#pragma unroll
+            for (int i = 0; i < TR; ++i)
+#pragma unroll
+                for (int c = 0; c < JC * VEC; ++c) if (f) o[i][j0 * VEC + c] *= f[row(i)];
+            for (int n = 0; n < N; ++n)
+#pragma unroll
+                for (int i = 0; i < TR; ++i)
+#pragma unroll
+                    for (int c = 0; c < JC * VEC; ++c)
+                        o[i][j0 * VEC + c] += (TRANS_P ? P[n * LDP + row(i)] : P[row(i) * LDP + n])
+                                              * X[n * LDX + col(j0 + c / VEC) + c % VEC];""",
+      "tests/test_long_keys.py::test_long_sequence_float32",
+      "the CUDA-core kernels' sums fed one product at a time into the running accumulator, as "
+      "before NOTES v25", gpu=True),
     M("gpu_packed_self_keys_at_zero", "kernels_cu/seq.cuh",
       "                s.k0 = s.q0;", "                s.k0 = 0;",
       "tests/test_varlen.py::test_varlen_matches_oracle",
