@@ -13,9 +13,10 @@ from cuflash.oracle import normwise_error, rel_error, row_error, scale_bias
 
 #: Absolute slack added to 2 · err(naive), per dtype (a few units in the last place relative to
 #: the largest output entry): it only matters where the naive error happens to be ~0, e.g. the
-#: float64 naive path, which *is* the oracle. float32: the CUDA-core kernels sum P·V over the keys
-#: one after another, so long rows collect more rounding than cuBLAS's blocked sums: 1.48e-6 at
-#: S = 1000, d = 16 on the H200 (2026-12-01), hence 2e-6.
+#: float64 naive path, which *is* the oracle. float32: the CUDA-core kernels summed P·V over the
+#: keys one after another, so long rows collected more rounding than cuBLAS's blocked sums:
+#: 1.48e-6 at S = 1000, d = 16 on the H200 (2026-12-01), hence 2e-6. Since NOTES v25 they sum
+#: each tile from zero; whether the floor can come down is not measured yet.
 FLOORS = {"float64": 1e-12, "float32": 2e-6, "float16": 1e-3, "bfloat16": 8e-3}
 
 _NO_BF16 = pytest.mark.skipif(bfloat16 is None, reason="ml_dtypes not installed (no bfloat16)")
