@@ -15,6 +15,7 @@
 // Versions (details and predictions in NOTES.md):
 //   v1  SIMT tiles as in flash_fwd.cu v1; Pᵀ and dSᵀ pass through shared memory.
 //   v6  written on the shared mainloop parts; any mask band, softcap, ALiBi.
+//   v25 each tile's products summed from zero, then added to dK, dV, dQ (OuterAcc::add_tile).
 #pragma once
 #include "mainloop.cuh"
 #include "simt_tiles.cuh"

@@ -7,6 +7,7 @@
 //   v1  one Q tile per block, K/V tiles loaded (converted to Acc) into shared memory, S in
 //       registers (DotTile), P through shared memory, O in registers (OuterAcc).
 //   v6  written on the shared mainloop parts; any mask band, softcap, ALiBi.
+//   v25 each key tile's P V summed from zero, then O = alpha O + it (OuterAcc::add_tile).
 //
 // Grid: (ceil(T / BLOCK_M), sequences·heads) (block.cuh, QueryBlock). Block: NT threads.
 #pragma once

@@ -177,10 +177,10 @@ struct OuterAcc {
 
     // o = diag(f) o + P X; f = nullptr: o += P X. This tile's N products are summed from zero
     // first and added to o once: a running sum fed one product at a time is an FFMA chain over
-    // every key (or query) the block visits, whose rounding grows with its length (the
-    // forward's out at S = 16384 was 3x naive float32's error, NOTES v25); tile sums of N terms
-    // added S / N times keep it at naive's, as the twin's per-tile matmuls and the tensor-core
-    // kernels' per-tile sums (tf32.cuh) do.
+    // every key (or query) the block visits, whose rounding grows with its length (at
+    // T = S = 16384, out, dk and dv read 2-4.5x naive float32's error, NOTES v25); tile sums
+    // of N terms added S / N times keep it at naive's, as the twin's per-tile matmuls and the
+    // tensor-core kernels' per-tile sums (tf32.cuh) do.
     template <bool TRANS_P, int LDP, int LDX, int N>
     __device__ __forceinline__ void add_tile(const Acc* P, const Acc* X, const Acc* f = nullptr) {
 #pragma unroll
