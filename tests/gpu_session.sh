@@ -7,7 +7,7 @@
 #     bash tests/gpu_session.sh
 # fast: the fast GPU tier; tests: the full GPU suite (both with pytest-xdist, JOBS processes,
 # when it is installed: compiling kernels is most of their time); ab: tools/ab_speed.py against
-# the tree in .ab/base (carry .ab; see README, Development).
+# the tree in .ab/base (carry .ab/base, which git ignores; see README, Development).
 # Limits (seconds): LIMIT_<STEP>; extra `cuflash run` arguments: SET_<STEP>.
 set -u
 OUT=${OUT:-/tmp/cuflash_out}
