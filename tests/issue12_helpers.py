@@ -160,7 +160,8 @@ def _rows(x, kind):
     return x
 
 
-def _criterion(got, ref, naive, *, dtype, name, kind, floor_scale=None):
+def criterion(got, ref, naive, *, dtype, name, kind, floor_scale=None):
+    """assert_matches_oracle on host copies of got, ref and naive, short rows joined (SHORT_ROW)."""
     from helpers import assert_matches_oracle
     from cuflash._xp import to_numpy
 
@@ -178,7 +179,7 @@ def _check_grads(backward, inputs, refs, naive, dets, *, dtype, name) -> dict:
         g = backward(det)
         for x, gx, r, n, gname in zip(inputs, g, refs, naive, ("dq", "dk", "dv")):
             assert gx.shape == x.shape and gx.dtype == x.dtype and gx.flags.c_contiguous, gname
-            _criterion(gx, r, n, dtype=dtype, name=f"{gname} {name} (det={det})", kind=gname,
+            criterion(gx, r, n, dtype=dtype, name=f"{gname} {name} (det={det})", kind=gname,
                        floor_scale=grad_scale(*refs))
         grads[det] = g
     return grads
@@ -197,8 +198,8 @@ def check_dense(xp, q, k, v, dout, *, dtype, name, fwd_tile=None, bwd_tile=None,
                                       return_residuals=True, **kw)
     naive_out, naive_lse = cuflash.naive_attention(q, k, v, return_lse=True, **kw)
     assert out.flags.c_contiguous
-    _criterion(out, ref_out, naive_out, dtype=dtype, name=f"out {name}", kind="out")
-    _criterion(lse, ref_lse, naive_lse, dtype=dtype, name=f"lse {name}", kind="lse")
+    criterion(out, ref_out, naive_out, dtype=dtype, name=f"out {name}", kind="out")
+    criterion(lse, ref_lse, naive_lse, dtype=dtype, name=f"lse {name}", kind="lse")
     refs = oracle_backward(dout, q, k, v, **kw)
     naive = cuflash.naive_attention_backward(dout, q, k, v, **kw)
     grads = _check_grads(lambda det: cuflash.attention_backward(dout, res, tile=bwd_tile,
@@ -221,8 +222,8 @@ def check_varlen(xp, q, k, v, cu_q, cu_k, dout, *, dtype, name, tile=None, bwd_t
                                                           **kw)
     assert out.shape == q.shape[:2] + (v.shape[2],) and out.flags.c_contiguous
     assert lse.shape == (q.shape[1], q.shape[0])
-    _criterion(out, ref_out, naive_out, dtype=dtype, name=f"out {name}", kind="out")
-    _criterion(lse, ref_lse, naive_lse, dtype=dtype, name=f"lse {name}", kind="lse")
+    criterion(out, ref_out, naive_out, dtype=dtype, name=f"out {name}", kind="out")
+    criterion(lse, ref_lse, naive_lse, dtype=dtype, name=f"lse {name}", kind="lse")
     refs = oracle_backward_varlen(dout, q, k, v, cu_q, cu_k, **kw)
     naive = cuflash.naive_attention_varlen_backward(dout, q, k, v, cu_q, cu_k, **kw)
     grads = _check_grads(lambda det: cuflash.attention_varlen_backward(dout, res, tile=bwd_tile,

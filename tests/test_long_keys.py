@@ -94,7 +94,7 @@ def test_long_sequence_float32(d, causal, precision):
     oracle would need ~10 GB and a minute here)."""
     from cuflash._xp import cupy_module, to_numpy
     from helpers import grad_scale
-    from issue12_helpers import _criterion
+    from issue12_helpers import criterion
     xp = cupy_module()
     n = 16384
     seed = case_seed("long-f32", d, causal, precision)
@@ -112,5 +112,5 @@ def test_long_sequence_float32(d, causal, precision):
     got = [out, lse, *cuflash.attention_backward(dout, res)]
     scale = grad_scale(*ref[2:])
     for what, g, r, y in zip(("out", "lse", "dq", "dk", "dv"), got, ref, yard):
-        _criterion(g, r, y, dtype="float32", name=f"{what} long float32 {precision}", kind=what,
+        criterion(g, r, y, dtype="float32", name=f"{what} long float32 {precision}", kind=what,
                    floor_scale=scale if what.startswith("d") else None)

@@ -84,7 +84,8 @@ def one_case(dtype, T, S, d, causal, seed):
                                         *((n, g, r, u, gs) for n, g, r in zip(("dq", "dk", "dv"),
                                                                               grads, refs))):
             if x is not None:
-                res[(who, tensor)] = measures(x, ref, unit, u_acc, g, SMALLEST_NORMAL.get(name, 0.0))
+                res[(who, tensor)] = measures(x, ref, unit, u_acc, g,
+                                              SMALLEST_NORMAL.get(name, 0.0))
     return res
 
 
