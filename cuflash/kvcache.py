@@ -391,9 +391,23 @@ class _KernelPlan:
     signature (_signature: shapes, strides, dtypes, device, alignment and options) reuse it: a
     decode step then costs one launch and little else on the host."""
 
-    def __init__(self, c: _Call, launch, copy_seqlens: bool, copy_table: bool, copy_new: bool):
+    def __init__(self, c: _Call, launch, copy_seqlens: bool, copy_table: bool, copy_new: bool,
+                 spans=None):
         self.call, self.launch = c, launch
         self.copy_seqlens, self.copy_table, self.copy_new = copy_seqlens, copy_table, copy_new
+        self.copies = copy_seqlens or copy_table or copy_new
+        # an append's caches: each one's byte extent relative to its address (the same for every
+        # array of the signature), so that the overlap check costs two comparisons per call
+        self.spans = spans
+
+    def check_writable(self, k_cache, v_cache) -> None:
+        """_check_writable of an append (CuPy arrays of this signature), without their extents."""
+        if self.spans is None:
+            return
+        (klo, khi), (vlo, vhi) = self.spans
+        kp, vp = k_cache.data.ptr, v_cache.data.ptr
+        if kp + klo < vp + vhi and vp + vlo < kp + khi:
+            _check_writable(k_cache, v_cache, self.call.xp)   # raises, naming the arrays
 
     @classmethod
     def make(cls, c: _Call, q, k_cache, v_cache, cache_seqlens, block_table, k_new, v_new):
@@ -434,18 +448,26 @@ class _KernelPlan:
                                     max_splits=DECODE_MAX_SPLITS,
                                     out_shape=(c.B, c.Hq, c.Tq, c.d),
                                     lse_shape=(c.B, c.Hq, c.Tq))
-        return cls(c, launch, copy_seqlens, copy_table, copy_new)
+        spans = None
+        if c.Tnew and k_cache.size and v_cache.size:
+            spans = tuple((lo - x.data.ptr, hi - x.data.ptr)
+                          for x, (lo, hi) in ((x, _extent(x)) for x in (k_cache, v_cache)))
+        return cls(c, launch, copy_seqlens, copy_table, copy_new, spans)
 
-    def __call__(self, q, k_cache, v_cache, cache_seqlens, block_table, k_new, v_new):
-        """(out (B, Hq, Tq, d), lse (B, Hq, Tq)), k_new and v_new (if any) appended."""
-        xp = self.call.xp
-        if self.copy_seqlens:
-            cache_seqlens = xp.ascontiguousarray(cache_seqlens)
-        if self.copy_table:
-            block_table = xp.ascontiguousarray(block_table)
-        if self.copy_new:
-            k_new, v_new = xp.ascontiguousarray(k_new), xp.ascontiguousarray(v_new)
-        return self.launch(q, k_cache, v_cache, cache_seqlens, block_table, k_new, v_new)
+    def __call__(self, q, k_cache, v_cache, cache_seqlens, block_table, k_new, v_new,
+                 with_lse=True):
+        """(out (B, Hq, Tq, d), lse (B, Hq, Tq) or None without with_lse), k_new and v_new (if
+        any) appended."""
+        if self.copies:
+            xp = self.call.xp
+            if self.copy_seqlens:
+                cache_seqlens = xp.ascontiguousarray(cache_seqlens)
+            if self.copy_table:
+                block_table = xp.ascontiguousarray(block_table)
+            if self.copy_new:
+                k_new, v_new = xp.ascontiguousarray(k_new), xp.ascontiguousarray(v_new)
+        return self.launch(q, k_cache, v_cache, cache_seqlens, block_table, k_new, v_new,
+                           with_lse=with_lse)
 
 
 #: Prepared calls by signature (at most _MAX_PLANS; the oldest go first), and the mark of a
@@ -459,25 +481,37 @@ def _signature(q, k_cache, v_cache, cache_seqlens, block_table, k_new, v_new, ca
                softcap, scale, return_lse, num_splits):
     """What a prepared call (_KernelPlan) depends on, hashable; None when the call has arrays
     that are not CuPy's. Options enter with their types, so that a value the checks refuse
-    never meets the plan of an equal value they accept (1 and True). (Every call of a decode
-    loop computes this: it is written for speed.)"""
-    nd = _cupy_ndarray()
-    arrays = (q, k_cache, v_cache, cache_seqlens, block_table, k_new, v_new)
-    sig, align = [], 0
-    for i, a in enumerate(arrays):
-        if a is None:
-            sig.append(None)
-            continue
-        if type(a) is not nd:
-            return None
-        data = a.data
-        if i != 3 and i != 4:
-            align |= data.ptr & 15
-        sig.append((a.shape, a.strides, a.dtype, data.device_id))
+    never meets the plan of an equal value they accept (1 and True); the current device
+    enters too (the plan's kernel belongs to its context). (Every call of a decode loop
+    computes this: it is written for speed, NOTES v26.)"""
+    nd = _ND[0] or _cupy_ndarray()
+    if type(q) is not nd or type(k_cache) is not nd or type(v_cache) is not nd or \
+            type(cache_seqlens) is not nd:
+        return None
+    qd, kd, vd, sd = q.data, k_cache.data, v_cache.data, cache_seqlens.data
+    align = (qd.ptr | kd.ptr | vd.ptr) & 15
+    optional = None
+    if block_table is not None or k_new is not None or v_new is not None:
+        optional = []
+        for i, a in enumerate((block_table, k_new, v_new)):
+            if a is None:
+                optional.append(None)
+                continue
+            if type(a) is not nd:
+                return None
+            data = a.data
+            if i:
+                align |= data.ptr & 15
+            optional.append((a.shape, a.strides, a.dtype, data.device_id))
+        optional = tuple(optional)
     if type(window) is list:
         window = tuple(window)
     window_types = tuple(map(type, window)) if type(window) is tuple else ()
-    return (tuple(sig), align, type(causal), causal, type(window), window, window_types,
+    return (q.shape, q.strides, q.dtype, qd.device_id,
+            k_cache.shape, k_cache.strides, k_cache.dtype, kd.device_id,
+            v_cache.shape, v_cache.strides, v_cache.dtype, vd.device_id,
+            cache_seqlens.shape, cache_seqlens.strides, cache_seqlens.dtype, sd.device_id,
+            optional, align, _ND[1](), type(causal), causal, type(window), window, window_types,
             type(softcap), softcap, type(scale), scale, type(return_lse), return_lse,
             type(num_splits), num_splits, _IN_KERNEL, DECODE_TILE, DECODE_BLOCKS_PER_SM,
             DECODE_MAX_SPLITS)
@@ -486,7 +520,13 @@ def _signature(q, k_cache, v_cache, cache_seqlens, block_table, k_new, v_new, ca
 @functools.lru_cache(maxsize=None)
 def _cupy_ndarray():
     cp = _cupy_module()
+    if cp is not None:
+        _ND[:] = [cp.ndarray, cp.cuda.runtime.getDevice]
     return None if cp is None else cp.ndarray
+
+
+#: [cupy.ndarray, cupy's current-device query] once _cupy_ndarray has run (None without CuPy)
+_ND = [None, None]
 
 
 @functools.lru_cache(maxsize=None)
@@ -498,24 +538,22 @@ def _cupy_module():
     return cupy
 
 
+def _options(causal, window, softcap, alibi_slopes, scale, return_lse, num_splits) -> dict:
+    return dict(causal=causal, window=window, softcap=softcap, alibi_slopes=alibi_slopes,
+                scale=scale, return_lse=return_lse, num_splits=num_splits)
+
+
 def _prepared(key, q, k_cache, v_cache, cache_seqlens, block_table, k_new, v_new, options):
-    """The _KernelPlan of a signature, made (after every structural check) on its first call;
-    None when the kernels do not take it."""
-    try:
-        plan = _PLANS.get(key)
-    except TypeError:            # an option that is not hashable: no prepared call
-        return None
-    if plan is None:
-        c = _check_call(q, k_cache, v_cache, cache_seqlens, block_table, k_new, v_new,
-                        **options)
-        plan = None
-        if c.B and c.Tq and c.Hq:
-            plan = _KernelPlan.make(c, q, k_cache, v_cache, cache_seqlens, block_table, k_new,
-                                    v_new)
-        if len(_PLANS) >= _MAX_PLANS:
-            _PLANS.pop(next(iter(_PLANS)))
-        _PLANS[key] = _NO_PLAN if plan is None else plan
-    return None if plan is _NO_PLAN else plan
+    """The _KernelPlan of a signature not met before, made after every structural check and
+    kept (_NO_PLAN when the kernels do not take it)."""
+    c = _check_call(q, k_cache, v_cache, cache_seqlens, block_table, k_new, v_new, **options)
+    plan = None
+    if c.B and c.Tq and c.Hq:
+        plan = _KernelPlan.make(c, q, k_cache, v_cache, cache_seqlens, block_table, k_new, v_new)
+    if len(_PLANS) >= _MAX_PLANS:
+        _PLANS.pop(next(iter(_PLANS)))
+    _PLANS[key] = plan = _NO_PLAN if plan is None else plan
+    return plan
 
 
 # -- attention over one length -------------------------------------------------------------------
@@ -646,23 +684,32 @@ def attention_with_kvcache(q, k_cache, v_cache, *, cache_seqlens, block_table=No
     checks of shapes, dtypes and options run with validate=False too, once per call signature:
     later calls with arrays of the same layout and the same options reuse the prepared launch).
     """
-    options = dict(causal=causal, window=window, softcap=softcap, alibi_slopes=alibi_slopes,
-                   scale=scale, return_lse=return_lse, num_splits=num_splits)
-    if not isinstance(validate, (bool, np.bool_)):
+    if validate is not False and validate is not True and \
+            not isinstance(validate, (bool, np.bool_)):
         raise TypeError(f"validate must be a bool, got {validate!r}")
     key = None if alibi_slopes is not None else _signature(
         q, k_cache, v_cache, cache_seqlens, block_table, k_new, v_new, causal, window, softcap,
         scale, return_lse, num_splits)
-    plan = None if key is None else _prepared(key, q, k_cache, v_cache, cache_seqlens,
-                                              block_table, k_new, v_new, options)
-    if plan is not None:
+    options = None
+    try:
+        plan = _PLANS.get(key) if key is not None else None
+    except TypeError:            # an option that is not hashable: no prepared call
+        key = plan = None
+    if plan is None and key is not None:
+        options = _options(causal, window, softcap, alibi_slopes, scale, return_lse, num_splits)
+        plan = _prepared(key, q, k_cache, v_cache, cache_seqlens, block_table, k_new, v_new,
+                         options)
+    if plan is not None and plan is not _NO_PLAN:   # the prepared one-launch path
         c = plan.call
         if validate:
             _read_indices(c, cache_seqlens, block_table)
         if c.Tnew:
-            _check_writable(k_cache, v_cache, c.xp)
-        out, lse = plan(q, k_cache, v_cache, cache_seqlens, block_table, k_new, v_new)
+            plan.check_writable(k_cache, v_cache)
+        out, lse = plan(q, k_cache, v_cache, cache_seqlens, block_table, k_new, v_new,
+                        bool(return_lse))
         return (out, lse) if return_lse else out
+    if options is None:
+        options = _options(causal, window, softcap, alibi_slopes, scale, return_lse, num_splits)
     c = _check_call(q, k_cache, v_cache, cache_seqlens, block_table, k_new, v_new, **options)
     xp = c.xp
     if xp is not np and c.B and c.Tq and c.Hq and key is None:   # ALiBi: one launch, unkept

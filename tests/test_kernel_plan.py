@@ -153,6 +153,28 @@ def test_kernel_getters_are_cached():
         assert hasattr(getattr(build, name), "cache_info"), f"build.{name} is not cached"
 
 
+@pytest.mark.parametrize("role", ["fwd", "bwd"])
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+def test_word_slots_write_what_pack_writes(role, dtype):
+    """The forward's per-call path (ops.ForwardLaunch) writes each address into the packed
+    struct as a 64-bit word at Layout.word_slots: for every pointer field, the bytes must be
+    those Layout.pack gives for the same address (a wrong slot would hand a kernel another
+    field's pointer)."""
+    import ctypes
+    from cuflash.gpu import params
+    layout = params.layout(role, dtype)
+    base = {f.name: [0] * f.count if f.count > 1 else None if f.kind == "Q" else 0
+            for f in layout.fields}
+    template = layout.pack(base).tobytes()
+    slots = layout.word_slots
+    assert len(slots) >= 10 and len(set(slots.values())) == len(slots)
+    for n, (name, slot) in enumerate(sorted(slots.items())):
+        addr = 0x7F00_0000_0000 + 256 * (n + 1) + 16
+        words = (ctypes.c_uint64 * (len(template) // 8)).from_buffer_copy(template)
+        words[slot] = addr
+        assert bytes(words) == layout.pack(dict(base, **{name: addr})).tobytes(), name
+
+
 # -- the float64 tensor-core kernels (dmma) ---------------------------------------------------
 
 DM = TileConfig(64, 32, 4, 2, "dmma")

@@ -118,16 +118,15 @@ def _launch(kern, smem, threads, grid_x, batch, args, stream=None):
     Function.__call__), so the kernel would run on empty arrays (tests/empty_grid_probe.py: a
     zero-size batch ended in CUDA_ERROR_ILLEGAL_ADDRESS and a dead context).
 
-    ``args``: the packed parameter struct, a NumPy array (Layout.pack) or a ctypes buffer
-    (Layout.patch). Each kernel takes that one struct, so the launch goes straight to the driver
-    (cuLaunchKernel copies the bytes before it returns): CuPy's Function.__call__, which
-    converts every argument, costs several microseconds more per launch. stream: the address
-    of CuPy's current stream when the caller has it already."""
+    ``args``: the packed parameter struct, a NumPy array (Layout.pack; ForwardLaunch's per-call
+    path launches its own). Each kernel takes that one struct, so the launch goes straight to
+    the driver (cuLaunchKernel copies the bytes before it returns): CuPy's Function.__call__,
+    which converts every argument, costs several microseconds more per launch. stream: the
+    address of CuPy's current stream when the caller has it already."""
     if grid_x <= 0 or batch <= 0:
         return
     gx, gy, gz = _grid(grid_x, batch)
-    addr = ctypes.addressof(args) if isinstance(args, ctypes.Array) else args.ctypes.data
-    params = (ctypes.c_void_p * 1)(addr)
+    params = _ONE_POINTER(args.ctypes.data)
     fn = getattr(kern, "kernel", kern)   # a RawKernel's Function (on the current device)
     if stream is None:
         stream = _cp().cuda.get_current_stream().ptr
@@ -139,6 +138,10 @@ def _launch(kern, smem, threads, grid_x, batch, args, stream=None):
 def _driver():
     from cupy_backends.cuda.api import driver
     return driver
+
+
+#: cuLaunchKernel's kernelParams: one pointer (each kernel takes one struct)
+_ONE_POINTER = ctypes.c_void_p * 1
 
 
 def _mask_mod_fields(mod) -> dict:
@@ -424,45 +427,79 @@ class ForwardLaunch:
         self.mod = getattr(p, "mask_mod", None)
         self.T, self.S = r.T, r.S
         self.template = self.layout.pack(self.fields).tobytes()
+        # the per-call path (__call__): the struct as 64-bit words, the slots of the addresses
+        # it takes per call, the kernel's function (kept, so its module stays loaded) and grid
+        self.words = ctypes.c_uint64 * (len(self.template) // 8)
+        slot = self.layout.word_slots
+        self.slots = tuple(slot[n] for n in ("q", "k", "v", "out", "lse"))
+        self.split_slots = tuple(slot[n] for n in ("out_accum", "lse_accum", "split_counter"))
+        self.cache_slots = tuple(slot[n] for n in ("seqused_k", "block_table", "k_new", "v_new"))
+        self.fn = getattr(self.kern, "kernel", self.kern)
+        self.launch_kernel = _driver().launchKernel
+        self.grid = _grid(self.q_tiles * self.num_splits, self.rows)
 
-    def __call__(self, q, k, v, seqused_k=None, block_table=None, k_new=None, v_new=None):
+    def __call__(self, q, k, v, seqused_k=None, block_table=None, k_new=None, v_new=None, *,
+                 with_lse=True):
         """(out, lse) of arrays laid out as the ones this launch was made from (the kernels'
         views: r.q, r.k, r.v; a cache's seqused_k and block_table, and the keys and values it
-        appends)."""
+        appends). with_lse=False: lse is written (the kernels need its room) but not returned
+        as an array (None): one ndarray fewer per decode step. (A decode loop runs this per
+        step: every line counts, NOTES v26.)"""
         if self.idle:
             return _empty(self.out_shape, self.dtype), _empty(self.lse_shape, self.acc)
         cp = _cp()
         mem = cp.cuda.alloc(self.nbytes)
         base = mem.ptr
-        out = cp.ndarray(self.out_shape, self.dtype, memptr=mem)
-        lse = cp.ndarray(self.lse_shape, self.acc, memptr=mem + self.offsets[1])
-        ptrs = dict(q=q, k=k, v=v, out=out, lse=lse)
+        out = cp.ndarray(self.out_shape, self.dtype, mem)
+        lse_at = base + self.offsets[1]
+        lse = cp.ndarray(self.lse_shape, self.acc, mem + self.offsets[1]) if with_lse else None
         stream = cp.cuda.get_current_stream().ptr
-        if self.num_splits > 1:
-            ptrs["out_accum"] = base + self.offsets[2]
-            ptrs["lse_accum"] = base + self.offsets[3]
-            counter = self.counters.get(stream)
-            if counter is None:
-                counter = self.counters[stream] = cp.zeros(self.rows * self.q_tiles, np.int32)
-            ptrs["split_counter"] = counter
         if _POISON[-1]:   # everything the kernels should write, NaN first
+            rest = (self.nbytes - self.offsets[1]) // self.acc.itemsize
             out.fill(float("nan"))
-            lse.fill(float("nan"))
-            if self.num_splits > 1:
-                rest = (self.nbytes - self.offsets[2]) // self.acc.itemsize
-                cp.ndarray((rest,), self.acc, memptr=mem + self.offsets[2]).fill(float("nan"))
+            cp.ndarray((rest,), self.acc, mem + self.offsets[1]).fill(float("nan"))
+        if self.mod is not None:
+            return out, self._launch_mod(q, k, v, seqused_k, block_table, k_new, v_new, out,
+                                         lse_at, base, stream, lse)
+        w = self.words.from_buffer_copy(self.template)
+        iq, ik, iv, io, il = self.slots
+        w[iq], w[ik], w[iv], w[io], w[il] = q.data.ptr, k.data.ptr, v.data.ptr, base, lse_at
+        if self.num_splits > 1:
+            ia, ib, ic = self.split_slots
+            w[ia], w[ib] = base + self.offsets[2], base + self.offsets[3]
+            w[ic] = self._counter(stream)
+        if seqused_k is not None:
+            i0, i1, i2, i3 = self.cache_slots
+            w[i0] = seqused_k.data.ptr
+            w[i1], w[i2], w[i3] = (params.address(x) for x in (block_table, k_new, v_new))
+        gx, gy, gz = self.grid
+        arg = _ONE_POINTER(ctypes.addressof(w))
+        self.launch_kernel(self.fn.ptr, gx, gy, gz, self.threads, 1, 1, self.smem, stream,
+                           ctypes.addressof(arg), 0)
+        return out, lse
+
+    def _counter(self, stream: int) -> int:
+        """The address of split-KV's tile counters for a stream (made zero on first use)."""
+        counter = self.counters.get(stream)
+        if counter is None:
+            counter = self.counters[stream] = _cp().zeros(self.rows * self.q_tiles, np.int32)
+        return counter.data.ptr
+
+    def _launch_mod(self, q, k, v, seqused_k, block_table, k_new, v_new, out, lse_at, base,
+                    stream, lse):
+        """A mask_mod's launch (its captures travel as extra kernel arguments: _args)."""
+        ptrs = dict(q=q, k=k, v=v, out=out, lse=lse_at)
+        if self.num_splits > 1:
+            ptrs.update(out_accum=base + self.offsets[2], lse_accum=base + self.offsets[3],
+                        split_counter=self._counter(stream))
         if seqused_k is not None:
             ptrs.update(seqused_k=seqused_k, block_table=block_table, k_new=k_new, v_new=v_new)
-        if self.mod is None:
-            packed = self.layout.patch(self.template, ptrs)
-            args, keep = packed, None
-        else:
-            fields = dict(self.fields, **ptrs)
-            packed, keep = self.layout.pack(fields), []
-            args = _args(self.spec, packed, self.layout, fields, self.mod, self.T, self.S, keep)
+        fields = dict(self.fields, **ptrs)
+        packed, keep = self.layout.pack(fields), []
+        args = _args(self.spec, packed, self.layout, fields, self.mod, self.T, self.S, keep)
         _launch(self.kern, self.smem, self.threads, self.q_tiles * self.num_splits, self.rows,
                 args, stream)
-        return out, lse
+        return lse
 
 
 def _forward(r: _Run, p, tile, D, num_splits=1, cache: CacheRows | None = None,

@@ -10,7 +10,6 @@ the two sides cannot drift apart silently.
 """
 from __future__ import annotations
 
-import ctypes
 import dataclasses
 import functools
 import re
@@ -101,32 +100,26 @@ class Layout:
                 v = list(v)
                 if len(v) != count:
                     raise ValueError(f"{self.name}.{name} takes {count} values, got {len(v)}")
-                extend([_address(x) for x in v] if ptr else v)
+                extend([address(x) for x in v] if ptr else v)
             else:
-                add(_address(v) if ptr else v)
+                add(address(v) if ptr else v)
         return np.frombuffer(self._packer.pack(*flat), dtype=dtype)
-
 
     @functools.cached_property
     def _offsets(self) -> dict:
         return {f.name: f.offset for f in self.fields if f.kind == "Q" and f.count == 1}
 
-    def patch(self, template: bytes, pointers: dict):
-        """A struct packed once (``pack(...).tobytes()``) with the pointer fields in `pointers`
-        (name -> CuPy array, MemoryPointer, int address or None) replaced: what a launch prepared
-        ahead of time (ops.ForwardLaunch) does per call instead of packing every field again.
-        Returns a ctypes buffer (ops._launch hands its address to the driver)."""
-        buf = ctypes.create_string_buffer(template, len(template))
-        offsets = self._offsets
-        for name, x in pointers.items():
-            _POINTER.pack_into(buf, offsets[name], _address(x))
-        return buf
+    @functools.cached_property
+    def word_slots(self) -> dict:
+        """Each pointer field's index in the struct read as 64-bit words (pointers sit on 8-byte
+        boundaries, and a struct holding one is a whole number of words): what a prepared launch
+        (ops.ForwardLaunch) writes addresses into, one word each, per call."""
+        if self.size % 8 or any(off % 8 for off in self._offsets.values()):
+            raise AssertionError(f"{self.name}: pointers not on 64-bit words")
+        return {name: off // 8 for name, off in self._offsets.items()}
 
 
-_POINTER = struct.Struct("<Q")
-
-
-def _address(x) -> int:
+def address(x) -> int:
     """The device address of a CuPy array, a MemoryPointer (``.ptr``) or an int; 0 for None."""
     if x is None:
         return 0
