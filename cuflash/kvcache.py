@@ -395,7 +395,9 @@ class _KernelPlan:
                  spans=None):
         self.call, self.launch = c, launch
         self.copy_seqlens, self.copy_table, self.copy_new = copy_seqlens, copy_table, copy_new
-        self.copies = copy_seqlens or copy_table or copy_new
+        # run(q, k_cache, v_cache, cache_seqlens, block_table, k_new, v_new, with_lse): the
+        # launch itself when the kernels read every array in place (a decode loop's case)
+        self.run = self._copy_and_launch if (copy_seqlens or copy_table or copy_new) else launch
         # an append's caches: each one's byte extent relative to its address (the same for every
         # array of the signature), so that the overlap check costs two comparisons per call
         self.spans = spans
@@ -458,14 +460,18 @@ class _KernelPlan:
                  with_lse=True):
         """(out (B, Hq, Tq, d), lse (B, Hq, Tq) or None without with_lse), k_new and v_new (if
         any) appended."""
-        if self.copies:
-            xp = self.call.xp
-            if self.copy_seqlens:
-                cache_seqlens = xp.ascontiguousarray(cache_seqlens)
-            if self.copy_table:
-                block_table = xp.ascontiguousarray(block_table)
-            if self.copy_new:
-                k_new, v_new = xp.ascontiguousarray(k_new), xp.ascontiguousarray(v_new)
+        return self.run(q, k_cache, v_cache, cache_seqlens, block_table, k_new, v_new,
+                        with_lse=with_lse)
+
+    def _copy_and_launch(self, q, k_cache, v_cache, cache_seqlens, block_table, k_new, v_new,
+                         with_lse=True):
+        xp = self.call.xp
+        if self.copy_seqlens:
+            cache_seqlens = xp.ascontiguousarray(cache_seqlens)
+        if self.copy_table:
+            block_table = xp.ascontiguousarray(block_table)
+        if self.copy_new:
+            k_new, v_new = xp.ascontiguousarray(k_new), xp.ascontiguousarray(v_new)
         return self.launch(q, k_cache, v_cache, cache_seqlens, block_table, k_new, v_new,
                            with_lse=with_lse)
 
@@ -705,8 +711,8 @@ def attention_with_kvcache(q, k_cache, v_cache, *, cache_seqlens, block_table=No
             _read_indices(c, cache_seqlens, block_table)
         if c.Tnew:
             plan.check_writable(k_cache, v_cache)
-        out, lse = plan(q, k_cache, v_cache, cache_seqlens, block_table, k_new, v_new,
-                        bool(return_lse))
+        out, lse = plan.run(q, k_cache, v_cache, cache_seqlens, block_table, k_new, v_new,
+                            with_lse=bool(return_lse))
         return (out, lse) if return_lse else out
     if options is None:
         options = _options(causal, window, softcap, alibi_slopes, scale, return_lse, num_splits)

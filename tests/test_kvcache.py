@@ -706,6 +706,43 @@ def test_prepared_call_is_reused_with_new_arrays(monkeypatch, layout, page_size,
     assert len(calls) == 1, f"{len(calls)} launches prepared for one signature"
 
 
+@pytest.mark.gpu
+def test_prepared_call_from_threads_at_once(monkeypatch):
+    """ForwardLaunch's per-call path writes each call's addresses into a parameter struct kept
+    per thread: threads calling one prepared launch at the same time, each on its own arrays
+    (one signature), must each get exactly what the same call gives alone, and the launch must
+    hold one struct per thread."""
+    import threading
+    cp = _gpu_or_skip()
+    monkeypatch.setattr(kvcache, "_PLANS", {})
+    scs = [Scenario(cp, DTYPES["float16"], "contiguous", Hq=8, Hkv=2, Tq=1, Tnew=0, d=64,
+                    seqlens=(200, 1, 77), seed=case_seed("threads", i)) for i in range(4)]
+    alone = [sc.call(validate=False) for sc in scs]
+    cp.cuda.Device().synchronize()
+    got, errors, start = {}, [], threading.Barrier(len(scs))
+
+    def work(i):
+        try:
+            start.wait()
+            for _ in range(50):
+                out = scs[i].call(validate=False)
+            cp.cuda.get_current_stream().synchronize()
+            got[i] = out
+        except Exception as exc:   # reported below, with the thread
+            errors.append((i, exc))
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(scs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    for i, out in enumerate(alone):
+        assert cp.array_equal(got[i], out), f"thread {i} got another call's answer"
+    (plan,) = [p for p in kvcache._PLANS.values() if p is not kvcache._NO_PLAN]
+    assert len(plan.launch.structs) >= 2, "one parameter struct shared by every thread"
+
+
 def _reshape_like(cp, sc, shapes):
     """The scenario's cache (and block_table) grown to `shapes` (NaN / -1 in the new room)."""
     (cache_shape, table_shape) = shapes

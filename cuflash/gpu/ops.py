@@ -12,6 +12,7 @@ import ctypes
 import dataclasses
 import functools
 import math
+import threading
 
 import numpy as np
 
@@ -430,12 +431,15 @@ class ForwardLaunch:
         # the per-call path (__call__): the struct as 64-bit words, the slots of the addresses
         # it takes per call, the kernel's function (kept, so its module stays loaded) and grid
         self.words = ctypes.c_uint64 * (len(self.template) // 8)
+        self.structs = {}   # per thread: the struct's words, kernelParams' address, kernelParams
         slot = self.layout.word_slots
         self.slots = tuple(slot[n] for n in ("q", "k", "v", "out", "lse"))
         self.split_slots = tuple(slot[n] for n in ("out_accum", "lse_accum", "split_counter"))
         self.cache_slots = tuple(slot[n] for n in ("seqused_k", "block_table", "k_new", "v_new"))
         self.fn = getattr(self.kern, "kernel", self.kern)
         self.launch_kernel = _driver().launchKernel
+        cp = _cp()
+        self.cupy = (cp.cuda.alloc, cp.ndarray, cp.cuda.get_current_stream)
         self.grid = _grid(self.q_tiles * self.num_splits, self.rows)
 
     def __call__(self, q, k, v, seqused_k=None, block_table=None, k_new=None, v_new=None, *,
@@ -447,21 +451,26 @@ class ForwardLaunch:
         step: every line counts, NOTES v26.)"""
         if self.idle:
             return _empty(self.out_shape, self.dtype), _empty(self.lse_shape, self.acc)
-        cp = _cp()
-        mem = cp.cuda.alloc(self.nbytes)
+        alloc, ndarray, current_stream = self.cupy
+        mem = alloc(self.nbytes)
         base = mem.ptr
-        out = cp.ndarray(self.out_shape, self.dtype, mem)
+        out = ndarray(self.out_shape, self.dtype, mem)
         lse_at = base + self.offsets[1]
-        lse = cp.ndarray(self.lse_shape, self.acc, mem + self.offsets[1]) if with_lse else None
-        stream = cp.cuda.get_current_stream().ptr
+        lse = ndarray(self.lse_shape, self.acc, mem + self.offsets[1]) if with_lse else None
+        stream = current_stream().ptr
         if _POISON[-1]:   # everything the kernels should write, NaN first
             rest = (self.nbytes - self.offsets[1]) // self.acc.itemsize
             out.fill(float("nan"))
-            cp.ndarray((rest,), self.acc, mem + self.offsets[1]).fill(float("nan"))
+            ndarray((rest,), self.acc, mem + self.offsets[1]).fill(float("nan"))
         if self.mod is not None:
             return out, self._launch_mod(q, k, v, seqused_k, block_table, k_new, v_new, out,
                                          lse_at, base, stream, lse)
-        w = self.words.from_buffer_copy(self.template)
+        # this thread's copy of the struct: every word but the addresses is the template's, and
+        # every address slot is written below (cuLaunchKernel copies the struct when called)
+        held = self.structs.get(threading.get_ident())
+        if held is None:
+            held = self._struct()
+        w, arg = held[0], held[1]
         iq, ik, iv, io, il = self.slots
         w[iq], w[ik], w[iv], w[io], w[il] = q.data.ptr, k.data.ptr, v.data.ptr, base, lse_at
         if self.num_splits > 1:
@@ -473,10 +482,16 @@ class ForwardLaunch:
             w[i0] = seqused_k.data.ptr
             w[i1], w[i2], w[i3] = (params.address(x) for x in (block_table, k_new, v_new))
         gx, gy, gz = self.grid
-        arg = _ONE_POINTER(ctypes.addressof(w))
-        self.launch_kernel(self.fn.ptr, gx, gy, gz, self.threads, 1, 1, self.smem, stream,
-                           ctypes.addressof(arg), 0)
+        self.launch_kernel(self.fn.ptr, gx, gy, gz, self.threads, 1, 1, self.smem, stream, arg, 0)
         return out, lse
+
+    def _struct(self):
+        """(the calling thread's struct words, the address of its kernelParams array), made from
+        the template on the thread's first call and kept (both alive in self.structs)."""
+        w = self.words.from_buffer_copy(self.template)
+        ptr = _ONE_POINTER(ctypes.addressof(w))
+        held = self.structs[threading.get_ident()] = (w, ctypes.addressof(ptr), ptr)
+        return held
 
     def _counter(self, stream: int) -> int:
         """The address of split-KV's tile counters for a stream (made zero on first use)."""
