@@ -54,6 +54,11 @@ _IN_KERNEL = True
 DECODE_BLOCKS_PER_SM = 8
 #: ... and its most splits per query tile
 DECODE_MAX_SPLITS = 128
+#: ... and no more than 32 splits where more would put over 2 blocks per SM in all (ops.
+#: num_splits_for's few_splits): the merge of many partials by one block cost steps of a few
+#: rows more than the extra blocks gained (H200, NOTES v26: B·Hkv = 8, S = 8192…131072,
+#: +20-51% K/V bandwidth; B·Hkv = 1 and >= 64 unchanged). None: no such cap.
+DECODE_FEW_SPLITS = (32, 2)
 
 
 def _is_int(x) -> bool:
@@ -448,6 +453,7 @@ class _KernelPlan:
                                     group=1 if fold else G, num_splits=c.options["num_splits"],
                                     split_blocks_per_sm=DECODE_BLOCKS_PER_SM,
                                     max_splits=DECODE_MAX_SPLITS,
+                                    few_splits=DECODE_FEW_SPLITS,
                                     out_shape=(c.B, c.Hq, c.Tq, c.d),
                                     lse_shape=(c.B, c.Hq, c.Tq))
         spans = None
@@ -520,7 +526,7 @@ def _signature(q, k_cache, v_cache, cache_seqlens, block_table, k_new, v_new, ca
             optional, align, _ND[1](), type(causal), causal, type(window), window, window_types,
             type(softcap), softcap, type(scale), scale, type(return_lse), return_lse,
             type(num_splits), num_splits, _IN_KERNEL, DECODE_TILE, DECODE_BLOCKS_PER_SM,
-            DECODE_MAX_SPLITS)
+            DECODE_MAX_SPLITS, DECODE_FEW_SPLITS)
 
 
 @functools.lru_cache(maxsize=None)

@@ -719,15 +719,16 @@ def test_prepared_call_from_threads_at_once(monkeypatch):
                     seqlens=(200, 1, 77), seed=case_seed("threads", i)) for i in range(4)]
     alone = [sc.call(validate=False) for sc in scs]
     cp.cuda.Device().synchronize()
-    got, errors, start = {}, [], threading.Barrier(len(scs))
+    (plan,) = [p for p in kvcache._PLANS.values() if p is not kvcache._NO_PLAN]
+    got, structs, errors, start = {}, {}, [], threading.Barrier(len(scs))
 
-    def work(i):
+    def work(i):   # a thread whose first CUDA call is the prepared launch
         try:
             start.wait()
             for _ in range(50):
                 out = scs[i].call(validate=False)
             cp.cuda.get_current_stream().synchronize()
-            got[i] = out
+            got[i], structs[i] = out, plan.launch.local.held   # kept: ids stay distinct
         except Exception as exc:   # reported below, with the thread
             errors.append((i, exc))
 
@@ -739,8 +740,8 @@ def test_prepared_call_from_threads_at_once(monkeypatch):
     assert not errors, errors
     for i, out in enumerate(alone):
         assert cp.array_equal(got[i], out), f"thread {i} got another call's answer"
-    (plan,) = [p for p in kvcache._PLANS.values() if p is not kvcache._NO_PLAN]
-    assert len(plan.launch.structs) >= 2, "one parameter struct shared by every thread"
+    assert len({id(held[0]) for held in structs.values()}) == len(scs), \
+        "threads shared a parameter struct"
 
 
 def _reshape_like(cp, sc, shapes):

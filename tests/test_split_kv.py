@@ -121,3 +121,19 @@ def test_automatic_splits_rule(monkeypatch):
     assert ops.num_splits_for(1, 1, 1000, 0) == 128          # capped
     assert ops.num_splits_for(1, 1, 10, 0) == 5              # two key tiles per split
     assert ops.num_splits_for(1, 1, 3, 0) == 1               # too few key tiles to split
+
+
+def test_few_splits_rule(monkeypatch):
+    """The decode steps' few_splits = (32, 2) (kvcache.DECODE_FEW_SPLITS, blocks_per_sm 8):
+    over 2 blocks per SM in all, no more than 32 splits; rows of 1 keep their 128, many rows
+    their one or two (pure arithmetic on a 132-SM device: no GPU needed)."""
+    from cuflash.gpu import ops
+    monkeypatch.setattr(ops, "_sm_count", lambda dev: 132)
+    rule = dict(blocks_per_sm=8, max_splits=128, few_splits=(32, 2))
+    assert ops.num_splits_for(1, 8, 128, 0, **rule) == 33       # 264 // 8 blocks: 33 > 32
+    assert ops.num_splits_for(1, 8, 128, 0, 8, 128) == 64       # without: 1056 / 8, 128 // 2
+    assert ops.num_splits_for(1, 16, 2048, 0, **rule) == 32     # 264 // 16 = 16 < 32
+    assert ops.num_splits_for(1, 1, 2048, 0, **rule) == 128     # one row: 264, capped at 128
+    assert ops.num_splits_for(1, 64, 2048, 0, **rule) == 17     # 1056 / 64: under the cap
+    assert ops.num_splits_for(1, 512, 2048, 0, **rule) == 3     # 1056 / 512
+    assert ops.num_splits_for(1, 8, 16, 0, **rule) == 8         # two key tiles per split

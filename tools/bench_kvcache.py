@@ -15,6 +15,8 @@ reads the same copies in the same order.
 
 Columns "MxN/bN" (with --tiles, --bps): decode tiles (kvcache.DECODE_TILE; mma kernel) and
 split-KV targets (kvcache.DECODE_BLOCKS_PER_SM); by default the library's own choice ("auto").
+Columns ".../cN" (with --max-splits): split caps (kvcache.DECODE_MAX_SPLITS), which then replace
+the library's few-splits rule (kvcache.DECODE_FEW_SPLITS).
 
     python tools/bench_kvcache.py [--grid 1x1,1x8,8x8,64x8] [--S 1024,8192,32768,131072]
                                   [--pages 256,16] [--tiles 16x64x1x2] [--bps 8]
@@ -180,6 +182,8 @@ def main(argv=None):
 
     from cuflash import TileConfig, kvcache
     from cuflash.experiments.readbw import DeviceRead
+    defaults = (kvcache.DECODE_TILE, kvcache.DECODE_BLOCKS_PER_SM, kvcache.DECODE_MAX_SPLITS)
+    default_few = kvcache.DECODE_FEW_SPLITS
     tiles = [TileConfig(*(int(x) for x in t.split("x")), "mma") for t in a.tiles.split(",") if t]
     bps = [int(x) for x in a.bps.split(",") if x]
     caps = [int(x) for x in a.max_splits.split(",") if x] or [kvcache.DECODE_MAX_SPLITS]
@@ -227,6 +231,8 @@ def main(argv=None):
                 for t, n, m in combos:
                     kvcache.DECODE_TILE, kvcache.DECODE_BLOCKS_PER_SM = t, n
                     kvcache.DECODE_MAX_SPLITS = m
+                    # an explicit cap replaces the library's few-splits rule
+                    kvcache.DECODE_FEW_SPLITS = None if a.max_splits else default_few
                     calls = [lambda i=i, c=c: kvcache.attention_with_kvcache(
                         qs[i % len(qs)], c[0], c[1], cache_seqlens=seqlens, block_table=c[2],
                         validate=False) for i, c in enumerate(caches)]
@@ -243,7 +249,8 @@ def main(argv=None):
                 del caches
             del bufs, readers
             cp.get_default_memory_pool().free_all_blocks()
-    kvcache.DECODE_TILE, kvcache.DECODE_BLOCKS_PER_SM, kvcache.DECODE_MAX_SPLITS = None, 8, 128
+    kvcache.DECODE_TILE, kvcache.DECODE_BLOCKS_PER_SM, kvcache.DECODE_MAX_SPLITS = defaults
+    kvcache.DECODE_FEW_SPLITS = default_few
     if a.no_host:
         print("\n" + head)
         for line in rows:

@@ -216,14 +216,21 @@ def _common(p, *, batch, heads, group, T, S, d, acc, cu_q=None, cu_k=None, lse_s
 
 
 def num_splits_for(n_query_tiles: int, rows: int, key_tiles: int, device_id: int,
-                   blocks_per_sm: int = 2, max_splits: int = 128) -> int:
+                   blocks_per_sm: int = 2, max_splits: int = 128, few_splits=None) -> int:
     """Split-KV's splits when the caller leaves them open: one while the query tiles of every
     (sequence, head) fill the GPU (blocks_per_sm blocks per SM), else enough to fill it, at least
-    two key tiles per split, at most max_splits."""
-    blocks, target = n_query_tiles * rows, blocks_per_sm * _sm_count(device_id)
+    two key tiles per split, at most max_splits. few_splits = (n, per_sm): no more than n splits
+    where more would put over per_sm blocks per SM in all (each split leaves a partial that the
+    tile's last block merges alone; decode steps of a few rows lost more to that merge than the
+    extra blocks gained, NOTES v26)."""
+    sms = _sm_count(device_id)
+    blocks, target = max(n_query_tiles * rows, 1), blocks_per_sm * sms
     if blocks >= target or key_tiles < 4:
         return 1
-    return max(1, min(max_splits, math.ceil(target / max(blocks, 1)), key_tiles // 2))
+    if few_splits is not None:
+        n, per_sm = few_splits
+        max_splits = min(max_splits, max(n, per_sm * sms // blocks))
+    return max(1, min(max_splits, math.ceil(target / blocks), key_tiles // 2))
 
 
 def variant_of(p, packed: bool = False, same_lens: bool = False) -> plan.Variant:
@@ -369,7 +376,7 @@ class ForwardLaunch:
 
     def __init__(self, r: _Run, p, tile, D, num_splits=1, cache: CacheRows | None = None,
                  split_blocks_per_sm: int = 2, out_shape=None, lse_shape=None,
-                 max_splits: int = 128):
+                 max_splits: int = 128, few_splits=None):
         dt = dtype_name(r.q.dtype)
         self.dtype, self.acc = r.q.dtype, accum_dtype(r.q.dtype)
         kernel_lse_shape, lse_stride = r.rows()
@@ -388,7 +395,7 @@ class ForwardLaunch:
         self.q_tiles = math.ceil(r.T / tile.block_m)
         if num_splits is None:
             num_splits = num_splits_for(self.q_tiles, self.rows, math.ceil(r.S / tile.block_n),
-                                        dev, split_blocks_per_sm, max_splits)
+                                        dev, split_blocks_per_sm, max_splits, few_splits)
         self.num_splits = num_splits
         (self.spec,) = _specs(dt, D, tile, dataclasses.replace(variant, split=num_splits > 1),
                               False)
@@ -431,7 +438,7 @@ class ForwardLaunch:
         # the per-call path (__call__): the struct as 64-bit words, the slots of the addresses
         # it takes per call, the kernel's function (kept, so its module stays loaded) and grid
         self.words = ctypes.c_uint64 * (len(self.template) // 8)
-        self.structs = {}   # per thread: the struct's words, kernelParams' address, kernelParams
+        self.local = threading.local()   # .held: this thread's _struct()
         slot = self.layout.word_slots
         self.slots = tuple(slot[n] for n in ("q", "k", "v", "out", "lse"))
         self.split_slots = tuple(slot[n] for n in ("out_accum", "lse_accum", "split_counter"))
@@ -467,7 +474,7 @@ class ForwardLaunch:
                                          lse_at, base, stream, lse)
         # this thread's copy of the struct: every word but the addresses is the template's, and
         # every address slot is written below (cuLaunchKernel copies the struct when called)
-        held = self.structs.get(threading.get_ident())
+        held = getattr(self.local, "held", None)
         if held is None:
             held = self._struct()
         w, arg = held[0], held[1]
@@ -486,11 +493,16 @@ class ForwardLaunch:
         return out, lse
 
     def _struct(self):
-        """(the calling thread's struct words, the address of its kernelParams array), made from
-        the template on the thread's first call and kept (both alive in self.structs)."""
+        """(the calling thread's struct words, the address of its kernelParams array, that
+        array), made from the template on the thread's first call. That call also makes the
+        device's context current on the thread: cuLaunchKernel takes the thread's current
+        context, and a thread whose first CUDA call is this launch has none
+        (CUDA_ERROR_INVALID_CONTEXT; CuPy's own calls bind it through the runtime)."""
+        rt = _cp().cuda.runtime
+        rt.setDevice(rt.getDevice())   # binds the device's primary context to this thread
         w = self.words.from_buffer_copy(self.template)
         ptr = _ONE_POINTER(ctypes.addressof(w))
-        held = self.structs[threading.get_ident()] = (w, ctypes.addressof(ptr), ptr)
+        self.local.held = held = (w, ctypes.addressof(ptr), ptr)
         return held
 
     def _counter(self, stream: int) -> int:
@@ -604,15 +616,16 @@ def forward(q, k, v, p, *, tile, num_splits=1):
 
 
 def kvcache_launch(q, k, v, p, cache: CacheRows, *, tile, group: int, num_splits=None,
-                   split_blocks_per_sm: int = 2, max_splits: int = 128, out_shape=None,
-                   lse_shape=None) -> ForwardLaunch:
+                   split_blocks_per_sm: int = 2, max_splits: int = 128, few_splits=None,
+                   out_shape=None, lse_shape=None) -> ForwardLaunch:
     """The ForwardLaunch of decode queries q (B, H, T, d) over a KV cache: k, v (B, H / group,
     capacity, d), or a page pool (pages, H / group, page_size, d) read in place through
     cache.block_table; sequence b has cache_keys (seqused_k[b] + seqused_add, clamped) keys and
     its T queries are the last T of them (masks bottom-right aligned per sequence). ``p``: the
     options as checks.Problem holds them (mask, scale, softcap, alibi_slopes of the (b, h) pairs
     in order b·H + h, or None). Called with (q, k, v, seqused_k, block_table) it returns out
-    (B, H, T, d) in q's dtype and lse (B, H, T) (or out_shape, lse_shape)."""
+    (B, H, T, d) in q's dtype and lse (B, H, T) (or out_shape, lse_shape). Automatic splits:
+    num_splits_for's, with split_blocks_per_sm, max_splits and few_splits."""
     B, H, T, D = q.shape
     if cache.block_table is not None and (cache.page_size & (cache.page_size - 1) or
                                           cache.page_size % tile.block_n):
@@ -621,7 +634,7 @@ def kvcache_launch(q, k, v, p, cache: CacheRows, *, tile, group: int, num_splits
                          f"key tiles (TileConfig block_n={tile.block_n})")
     S = k.shape[2] if cache.block_table is None else cache.block_table.shape[1] * cache.page_size
     return ForwardLaunch(_Run(q, k, v, B, H, group, T, S), p, tile, D, num_splits, cache,
-                         split_blocks_per_sm, out_shape, lse_shape, max_splits)
+                         split_blocks_per_sm, out_shape, lse_shape, max_splits, few_splits)
 
 
 def forward_kvcache(q, k, v, p, cache: CacheRows, *, tile, group: int, num_splits=None,
