@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# call 96 (NOTES v26): the KV-cache GPU tests (threads at once), then issue 14's grid with the
+# library's own split choice (DECODE_FEW_SPLITS) beside the read kernel and cuDNN, contiguous
+# and paged (256); host time last
+export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD
+OUT=${OUT:-/tmp/out}; mkdir -p $OUT
+timeout 200 python3 -m pytest -q -m gpu tests/test_kvcache.py tests/test_split_kv.py tests/test_decode_tiles.py -n 8 -rfE -p no:cacheprovider > $OUT/kv_tests.log 2>&1; echo "kv tests rc=$?"; tail -2 $OUT/kv_tests.log
+timeout 300 python3 tools/bench_kvcache.py --grid 1x1,1x8,8x8,64x8 --S 1024,8192,32768,131072 \
+   --layouts contiguous,paged --pages 256 > $OUT/bench_kvcache.txt 2>&1
+echo "bench rc=$?"; grep -E "host |reference" $OUT/bench_kvcache.txt; tail -34 $OUT/bench_kvcache.txt | grep -v "^ *[0-9]* *[0-9.]* *[0-9.]* *[0-9.]* *[0-9.]* [a-z/(]" | tail -34
