@@ -24,7 +24,7 @@ namespace cuflash {
 
 // One K/V tile (BLOCK_N keys) per block; rows of the score tile are keys: Sᵀ = K Qᵀ.
 template <typename T, int DP, int BLOCK_M, int BLOCK_N, int NT, bool ATOMIC_DQ, class V>
-struct DkdvSimt {
+struct DkdvSimt : TileKernel<DkdvSimt<T, DP, BLOCK_M, BLOCK_N, NT, ATOMIC_DQ, V>> {
     using Acc = typename Accum<T>::type;
     using Params = BwdParams<T, Acc>;
     static constexpr int VEC = 16 / sizeof(Acc);
@@ -46,11 +46,9 @@ struct DkdvSimt {
         Acc D[BLOCK_M];
     };
     static constexpr int kSmemBytes = sizeof(Smem);
+    using Block = KeyBlock<BLOCK_N, V, Params>;
 
-    static __device__ __forceinline__ void run(const Params& p) {
-        const KeyBlock<BLOCK_N, V, Params> kb(p);
-        if (!kb.active) return;
-        Smem& sm = smem_as<Smem>(kSmemBytes);
+    static __device__ __forceinline__ void body(const Params& p, const Block& kb, Smem& sm) {
         const int j0 = kb.j0, d = p.d;                // first blocks see the most queries
 
         zero_smem<NT>(&sm, sizeof(Smem));
@@ -110,7 +108,7 @@ struct DkdvSimt {
 
 // Deterministic dQ: one Q tile per block, K/V tiles streamed in order, as the forward.
 template <typename T, int DP, int BLOCK_M, int BLOCK_N, int NT, class V>
-struct DqSimt {
+struct DqSimt : TileKernel<DqSimt<T, DP, BLOCK_M, BLOCK_N, NT, V>> {
     using Acc = typename Accum<T>::type;
     using Params = BwdParams<T, Acc>;
     static constexpr int VEC = 16 / sizeof(Acc);
@@ -129,11 +127,9 @@ struct DqSimt {
         Acc D[BLOCK_M];
     };
     static constexpr int kSmemBytes = sizeof(Smem);
+    using Block = QueryBlock<BLOCK_M, V, Params, Acc>;
 
-    static __device__ __forceinline__ void run(const Params& p) {
-        const QueryBlock<BLOCK_M, V, Params, Acc> blk(p);
-        if (!blk.active) return;
-        Smem& sm = smem_as<Smem>(kSmemBytes);
+    static __device__ __forceinline__ void body(const Params& p, const Block& blk, Smem& sm) {
         const int i0 = blk.i0, d = p.d;
 
         zero_smem<NT>(&sm, sizeof(Smem));

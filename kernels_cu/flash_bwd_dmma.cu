@@ -23,8 +23,10 @@
 namespace cuflash {
 
 template <typename T, int DP, int BLOCK_M, int BLOCK_N, int NT, int STAGES, class V>
-struct DkdvDmma : DmmaShape<T, BLOCK_N, BLOCK_M, DP, NT, STAGES> {
+struct DkdvDmma : DmmaShape<T, BLOCK_N, BLOCK_M, DP, NT, STAGES>,
+    TileKernel<DkdvDmma<T, DP, BLOCK_M, BLOCK_N, NT, STAGES, V>> {
     using Params = BwdParams<T, double>;
+    using Block = KeyBlock<BLOCK_N, V, Params>;
     using Shape = DmmaShape<T, BLOCK_N, BLOCK_M, DP, NT, STAGES>;   // resident keys (dmma.cuh)
     static constexpr int MK = Shape::MT;   // 8-key m-tiles per warp
     static constexpr int NQ = Shape::NS;   // 8-query n-tiles of Sᵀ
@@ -34,14 +36,9 @@ struct DkdvDmma : DmmaShape<T, BLOCK_N, BLOCK_M, DP, NT, STAGES> {
     using Smem = DkdvTiles<T, LDS, BLOCK_M, BLOCK_N, STAGES, double>;   // pipeline.cuh
     static constexpr int kSmemBytes = sizeof(Smem);
 
-    static __device__ __forceinline__ void run(const Params& p) {
-        const KeyBlock<BLOCK_N, V, Params> kb(p);
-        if (!kb.active) return;
-        Smem& sm = smem_as<Smem>(kSmemBytes);
-        const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-        const int g = lane >> 2, t4 = lane & 3;
-        const int j0 = kb.j0, d = p.d;
-        const int wkey = warp * 8 * MK;   // this warp's first key in the tile
+    static __device__ __forceinline__ void body(const Params& p, const Block& kb, Smem& sm) {
+        const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t4 = lane & 3;
+        const int j0 = kb.j0, d = p.d, wkey = warp * 8 * MK;   // this warp's first key in the tile
         load_key_rows<BLOCK_N, Tiles>(sm.k, kb, p.k, p.k_stride, d);
         load_key_rows<BLOCK_N, Tiles>(sm.v, kb, p.v, p.v_stride, d);
 
@@ -95,8 +92,10 @@ struct DkdvDmma : DmmaShape<T, BLOCK_N, BLOCK_M, DP, NT, STAGES> {
 
 // Deterministic dQ: one Q/dO tile resident (warp owns 8·MT query rows), K/V tiles streamed.
 template <typename T, int DP, int BLOCK_M, int BLOCK_N, int NT, int STAGES, class V>
-struct DqDmma : DmmaShape<T, BLOCK_M, BLOCK_N, DP, NT, STAGES> {
+struct DqDmma : DmmaShape<T, BLOCK_M, BLOCK_N, DP, NT, STAGES>,
+    TileKernel<DqDmma<T, DP, BLOCK_M, BLOCK_N, NT, STAGES, V>> {
     using Params = BwdParams<T, double>;
+    using Block = QueryBlock<BLOCK_M, V, Params, double>;
     using Shape = DmmaShape<T, BLOCK_M, BLOCK_N, DP, NT, STAGES>;   // resident queries (dmma.cuh)
     using Shape::MT, Shape::NS, Shape::NO, Shape::LDS;
     using typename Shape::Tiles;
@@ -104,19 +103,11 @@ struct DqDmma : DmmaShape<T, BLOCK_M, BLOCK_N, DP, NT, STAGES> {
     using Smem = DqTiles<T, LDS, BLOCK_M, BLOCK_N, STAGES>;   // pipeline.cuh
     static constexpr int kSmemBytes = sizeof(Smem);
 
-    static __device__ __forceinline__ void run(const Params& p) {
-        const QueryBlock<BLOCK_M, V, Params, double> blk(p);
-        if (!blk.active) return;
-        Smem& sm = smem_as<Smem>(kSmemBytes);
-        const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-        const int g = lane >> 2, t4 = lane & 3;
-        const int i0 = blk.i0, d = p.d;
-        const int wrow = warp * 8 * MT;
+    static __device__ __forceinline__ void body(const Params& p, const Block& blk, Smem& sm) {
+        const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t4 = lane & 3;
+        const int i0 = blk.i0, d = p.d, wrow = warp * 8 * MT;
 
-        auto keys = key_tiles<BLOCK_N, Tiles, CpAsyncPipeline<STAGES>>(blk, p, sm.kv);
-        load_query_rows<BLOCK_M, Tiles>(sm.q, blk, p.q, p.q_stride, d);
-        load_query_rows<BLOCK_M, Tiles>(sm.dout, blk, p.dout, p.dout_stride, d);
-        keys.prologue();
+        auto keys = start_dq_tile<BLOCK_M, BLOCK_N, Tiles, CpAsyncPipeline<STAGES>>(blk, p, sm);
 
         double lse2[MT], Dr[MT], dQ[MT][NO][2];
 #pragma unroll

@@ -23,8 +23,9 @@
 namespace cuflash {
 
 template <typename T, int DP, int BLOCK_M, int BLOCK_N, int NT, int STAGES, bool ATOMIC_DQ, class V>
-struct DkdvMma {
+struct DkdvMma : TileKernel<DkdvMma<T, DP, BLOCK_M, BLOCK_N, NT, STAGES, ATOMIC_DQ, V>> {
     using Params = BwdParams<T, float>;
+    using Block = KeyBlock<BLOCK_N, V, Params>;
     static constexpr int NW = NT / 32;
     static constexpr int MS = BLOCK_M / 8;     // 8-query n-tiles of Sᵀ
     static constexpr int NO = DP / 8;          // 8-column n-tiles of dK, dV, dQ
@@ -48,14 +49,9 @@ struct DkdvMma {
     };
     static constexpr int kSmemBytes = sizeof(Smem);
 
-    static __device__ __forceinline__ void run(const Params& p) {
-        const KeyBlock<BLOCK_N, V, Params> kb(p);
-        if (!kb.active) return;
-        Smem& sm = smem_as<Smem>(kSmemBytes);
-        const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-        const int g = lane >> 2, t4 = lane & 3;
-        const int j0 = kb.j0, d = p.d;                // first blocks see the most queries
-        const int wkey = warp * 16;                   // this warp's first key in the tile
+    static __device__ __forceinline__ void body(const Params& p, const Block& kb, Smem& sm) {
+        const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t4 = lane & 3;
+        const int j0 = kb.j0, d = p.d, wkey = warp * 16;   // this warp's first key in the tile
         load_key_rows<BLOCK_N, Tiles>(sm.k, kb, p.k, p.k_stride, d);
         load_key_rows<BLOCK_N, Tiles>(sm.v, kb, p.v, p.v_stride, d);
 
@@ -164,8 +160,9 @@ struct DkdvMma {
 
 // Deterministic dQ: one Q tile resident (warp owns 16·MT query rows), K/V tiles streamed.
 template <typename T, int DP, int BLOCK_M, int BLOCK_N, int NT, int STAGES, class V>
-struct DqMma {
+struct DqMma : TileKernel<DqMma<T, DP, BLOCK_M, BLOCK_N, NT, STAGES, V>> {
     using Params = BwdParams<T, float>;
+    using Block = QueryBlock<BLOCK_M, V, Params, float>;
     static constexpr int NW = NT / 32;
     static constexpr int MT = BLOCK_M / (16 * NW);
     static constexpr int NS = BLOCK_N / 8;
@@ -179,19 +176,11 @@ struct DqMma {
     using Smem = DqTiles<T, LDS, BLOCK_M, BLOCK_N, STAGES>;   // pipeline.cuh
     static constexpr int kSmemBytes = sizeof(Smem);
 
-    static __device__ __forceinline__ void run(const Params& p) {
-        const QueryBlock<BLOCK_M, V, Params, float> blk(p);
-        if (!blk.active) return;
-        Smem& sm = smem_as<Smem>(kSmemBytes);
-        const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-        const int g = lane >> 2, t4 = lane & 3;
-        const int i0 = blk.i0, d = p.d;
-        const int wrow = warp * 16 * MT;
+    static __device__ __forceinline__ void body(const Params& p, const Block& blk, Smem& sm) {
+        const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t4 = lane & 3;
+        const int i0 = blk.i0, d = p.d, wrow = warp * 16 * MT;
 
-        auto keys = key_tiles<BLOCK_N, Tiles, CpAsyncPipeline<STAGES>>(blk, p, sm.kv);
-        load_query_rows<BLOCK_M, Tiles>(sm.q, blk, p.q, p.q_stride, d);
-        load_query_rows<BLOCK_M, Tiles>(sm.dout, blk, p.dout, p.dout_stride, d);
-        keys.prologue();
+        auto keys = start_dq_tile<BLOCK_M, BLOCK_N, Tiles, CpAsyncPipeline<STAGES>>(blk, p, sm);
 
         float lse2[MT][2], Dr[MT][2], dQ[MT][NO][4];
 #pragma unroll

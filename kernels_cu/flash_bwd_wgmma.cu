@@ -82,10 +82,8 @@ struct DqWgmma {
         const int i0 = blk.i0, d = p.d;
         const int wrow = warp * 16;
 
-        auto keys = key_tiles<BLOCK_N, Tiles, CpAsyncPipeline<STAGES, STAGES - 1, true>>(blk, p, sm.kv);
-        load_query_rows<BLOCK_M, Tiles>(sm.q, blk, p.q, p.q_stride, d);
-        load_query_rows<BLOCK_M, Tiles>(sm.dout, blk, p.dout, p.dout_stride, d);
-        keys.prologue();
+        auto keys = start_dq_tile<BLOCK_M, BLOCK_N, Tiles,
+                                  CpAsyncPipeline<STAGES, STAGES - 1, true>>(blk, p, sm);
 
         float lse2[2], Dr[2], dQ[1][NO][4];
         Step::row_stats(lse2, Dr, p, blk, wrow, lane);

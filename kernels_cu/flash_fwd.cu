@@ -19,7 +19,7 @@ namespace cuflash {
 // T: storage type of q, k, v, out; Acc: float (double for float64). DP: head dim rounded up to
 // a multiple of 32 (columns d..DP are zero).
 template <typename T, int DP, int BLOCK_M, int BLOCK_N, int NT, class V>
-struct FwdSimt {
+struct FwdSimt : TileKernel<FwdSimt<T, DP, BLOCK_M, BLOCK_N, NT, V>> {
     using Acc = typename Accum<T>::type;
     using Params = FwdParams<T, Acc>;
     static constexpr int VEC = 16 / sizeof(Acc);
@@ -37,11 +37,9 @@ struct FwdSimt {
         Acc l[BLOCK_M];              // 1 / l of each row at the end
     };
     static constexpr int kSmemBytes = sizeof(Smem);
+    using Block = QueryBlock<BLOCK_M, V, Params, Acc>;
 
-    static __device__ __forceinline__ void run(const Params& p) {
-        const QueryBlock<BLOCK_M, V, Params, Acc> blk(p);
-        if (!blk.active) return;
-        Smem& sm = smem_as<Smem>(kSmemBytes);
+    static __device__ __forceinline__ void body(const Params& p, const Block& blk, Smem& sm) {
         const int i0 = blk.i0, d = p.d;
 
         zero_smem<NT>(&sm, sizeof(Smem));   // columns d..DP of every tile stay 0

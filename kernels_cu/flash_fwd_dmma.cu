@@ -20,8 +20,10 @@
 namespace cuflash {
 
 template <typename T, int DP, int BLOCK_M, int BLOCK_N, int NT, int STAGES, class V>
-struct FwdDmma : DmmaShape<T, BLOCK_M, BLOCK_N, DP, NT, STAGES> {
+struct FwdDmma : DmmaShape<T, BLOCK_M, BLOCK_N, DP, NT, STAGES>,
+    TileKernel<FwdDmma<T, DP, BLOCK_M, BLOCK_N, NT, STAGES, V>> {
     using Params = FwdParams<T, double>;
+    using Block = QueryBlock<BLOCK_M, V, Params, double>;
     using Shape = DmmaShape<T, BLOCK_M, BLOCK_N, DP, NT, STAGES>;   // dmma.cuh
     using Shape::MT, Shape::NS, Shape::NO, Shape::LDS;   // m-tiles per warp, n-tiles of S and O
     using typename Shape::Tiles;
@@ -29,14 +31,9 @@ struct FwdDmma : DmmaShape<T, BLOCK_M, BLOCK_N, DP, NT, STAGES> {
     using Smem = FwdTiles<T, LDS, BLOCK_M, BLOCK_N, STAGES>;   // pipeline.cuh
     static constexpr int kSmemBytes = sizeof(Smem);
 
-    static __device__ __forceinline__ void run(const Params& p) {
-        const QueryBlock<BLOCK_M, V, Params, double> blk(p);
-        if (!blk.active) return;
-        Smem& sm = smem_as<Smem>(kSmemBytes);
-        const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-        const int g = lane >> 2, t4 = lane & 3;   // fragment row and column pair
-        const int i0 = blk.i0, d = p.d;
-        const int wrow = warp * 8 * MT;           // this warp's first row in the tile
+    static __device__ __forceinline__ void body(const Params& p, const Block& blk, Smem& sm) {
+        const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t4 = lane & 3;
+        const int i0 = blk.i0, d = p.d, wrow = warp * 8 * MT;   // this warp's first row in the tile
 
         // -- the key tiles this query tile visits
         auto keys = key_tiles<BLOCK_N, Tiles, CpAsyncPipeline<STAGES>>(blk, p, sm.kv);

@@ -32,8 +32,9 @@ namespace cuflash {
 
 template <typename T, int DP, int BLOCK_M, int BLOCK_N, int NT, int STAGES, class V,
           class Products = HalfProducts<T>>
-struct FwdMma {
+struct FwdMma : TileKernel<FwdMma<T, DP, BLOCK_M, BLOCK_N, NT, STAGES, V, Products>> {
     using Params = FwdParams<T, float>;
+    using Block = QueryBlock<BLOCK_M, V, Params, float>;
     static constexpr int NW = NT / 32;
     static constexpr int KW = BLOCK_M < 16 * NW ? NW : 1;   // warps that split a tile's keys
     static constexpr int MT = BLOCK_M / (16 * (NW / KW));   // 16-row m-tiles per warp
@@ -56,14 +57,9 @@ struct FwdMma {
     };
     static constexpr int kSmemBytes = sizeof(Smem);
 
-    static __device__ __forceinline__ void run(const Params& p) {
-        const QueryBlock<BLOCK_M, V, Params, float> blk(p);
-        if (!blk.active) return;
-        Smem& sm = smem_as<Smem>(kSmemBytes);
-        const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-        const int g = lane >> 2, t4 = lane & 3;   // fragment row group and column pair
-        const int i0 = blk.i0, d = p.d;
-        const int wrow = KW > 1 ? 0 : warp * 16 * MT;   // this warp's first row in the tile
+    static __device__ __forceinline__ void body(const Params& p, const Block& blk, Smem& sm) {
+        const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t4 = lane & 3;
+        const int i0 = blk.i0, d = p.d, wrow = KW > 1 ? 0 : warp * 16 * MT;   // this warp's first row in the tile
         const int wkey = KW > 1 ? warp * WN : 0;         // and its first key
 
         // -- the key tiles this query tile visits; the Q tile resident

@@ -69,6 +69,31 @@ __device__ __forceinline__ KeyTiles<BLOCK_N, Tiles, Pipe, Block, P, Ring> key_ti
     return KeyTiles<BLOCK_N, Tiles, Pipe, Block, P, Ring>(blk, p, ring);
 }
 
+// The dQ kernels' start: the first key tiles' loads issued (Pipe, Tiles' layout) with the
+// block's rows of Q and dO behind them, in one group of loads; returns the key tiles.
+template <int BLOCK_M, int BLOCK_N, class Tiles, class Pipe, class Block, class P, class S>
+__device__ __forceinline__ auto start_dq_tile(const Block& blk, const P& p, S& sm) {
+    auto keys = key_tiles<BLOCK_N, Tiles, Pipe>(blk, p, sm.kv);
+    load_query_rows<BLOCK_M, Tiles>(sm.q, blk, p.q, p.q_stride, p.d);
+    load_query_rows<BLOCK_M, Tiles>(sm.dout, blk, p.dout, p.dout_stride, p.d);
+    keys.prologue();
+    return keys;
+}
+
+// The opening of every kernel whose block owns one tile of rows: the forward and dQ kernels (Block
+// = a QueryBlock) and the dK/dV kernels (a KeyBlock) of the simt, mma and dmma families. K derives
+// from TileKernel<K> and writes body(p, block, sm) in place of run: nothing runs for a tile that
+// holds no row, else body gets the block and the kernel's shared memory (K::Smem, K::kSmemBytes).
+template <class K>
+struct TileKernel {
+    template <class P>
+    static __device__ __forceinline__ void run(const P& p) {
+        const typename K::Block block(p);
+        if (!block.active) return;
+        K::body(p, block, smem_as<typename K::Smem>(K::kSmemBytes));
+    }
+};
+
 // The dK/dV kernels' loop: each query head of a KeyBlock's chunk (GroupHead `Head`), and each
 // query tile of that head that sees the key tile, staged (stage_q, NT threads, Tiles) into ring
 // buffer `buf` = buffers(buf), a StagedQuery, through a Pipe (CpAsyncPipeline, SyncPipeline);

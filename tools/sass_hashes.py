@@ -1,13 +1,16 @@
 """SASS fingerprints of cuflash kernels, for refactors that must not change the machine code.
 
-    python tools/sass_hashes.py REPO OUT.json [--arch sm_90|sm_80] [--filter SUBSTR] [--jobs 2]
+    python tools/sass_hashes.py REPO OUT.json [--arch sm_90|sm_80] [--filter SUBSTR]
+                                [--match REGEX] [--jobs 2]
     python tools/sass_hashes.py --compare BEFORE.json AFTER.json     (exit 1 when any differ)
 
 Compiles every kernel spec of `cuflash.gpu.precompile` (the defaults on that arch, their
 register-tight variants and the experiments' tiles; the same set `python -m cuflash compile`
 checks) with nvcc -cubin, disassembles with cuobjdump -sass and writes {kernel name: sha1 of
 the instruction lines} to OUT.json. Compare two such files with --compare A.json B.json.
-Needs nvcc and cuobjdump (CUOBJDUMP= or on PATH; pip's nvidia-cuda-cuobjdump has one). REPO's
+Needs nvcc and cuobjdump (CUOBJDUMP= or on PATH; pip's nvidia-cuda-cuobjdump has one) with
+nvdisasm beside it or on NVDISASM_PATH (pip's nvidia-cuda-nvdisasm); a kernel that gives no
+SASS counts as an error, not as a hash. REPO's
 cuflash is imported: run it with PYTHONPATH=REPO so that the tree compared is the one imported.
 The check behind NOTES v19's "SASS identical" refactors.
 """
@@ -15,6 +18,7 @@ import argparse
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -37,8 +41,11 @@ def one(args):
                            capture_output=True, text=True)
         if r.returncode:
             return name, "COMPILE ERROR: " + r.stderr[-800:]
-        sass = subprocess.run([CUOBJDUMP, "-sass", cub], capture_output=True, text=True).stdout
-        lines = [l.split("*/", 1)[-1].strip() for l in sass.splitlines() if "/*" in l and "Function" not in l]
+        dis = subprocess.run([CUOBJDUMP, "-sass", cub], capture_output=True, text=True)
+        lines = [l.split("*/", 1)[-1].strip() for l in dis.stdout.splitlines()
+                 if "/*" in l and "Function" not in l]
+        if not lines:   # e.g. cuobjdump without nvdisasm (NVDISASM_PATH): no hash of nothing
+            return name, "COMPILE ERROR: no SASS from cuobjdump: " + dis.stderr[-400:]
         return name, hashlib.sha1("\n".join(lines).encode()).hexdigest()
 
 
@@ -49,6 +56,7 @@ def main(argv=None):
     ap.add_argument("--compare", action="store_true")
     ap.add_argument("--arch", default="sm_90", choices=("sm_80", "sm_90"))
     ap.add_argument("--filter", default="", help="only kernels whose name contains this")
+    ap.add_argument("--match", default="", help="only kernels whose name this regex searches")
     ap.add_argument("--jobs", type=int, default=2)
     a = ap.parse_args(argv)
     if a.compare:
@@ -64,7 +72,9 @@ def main(argv=None):
     specs = {s.name: s for s in precompile.default_specs(a.arch) + precompile.experiment_specs()}
     if a.arch != "sm_90":
         specs = {k: s for k, s in specs.items() if s.arch is None}   # wgmma kernels: sm_90a only
-    todo = [(repo, k, build.source(s), a.arch) for k, s in sorted(specs.items()) if a.filter in k]
+    pick = re.compile(a.match)
+    todo = [(repo, k, build.source(s), a.arch) for k, s in sorted(specs.items())
+            if a.filter in k and pick.search(k)]
     with ProcessPoolExecutor(a.jobs) as ex:
         res = dict(ex.map(one, todo))
     with open(out, "w") as f:
