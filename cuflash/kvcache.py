@@ -502,20 +502,19 @@ def _signature(q, k_cache, v_cache, cache_seqlens, block_table, k_new, v_new, ca
         return None
     qd, kd, vd, sd = q.data, k_cache.data, v_cache.data, cache_seqlens.data
     align = (qd.ptr | kd.ptr | vd.ptr) & 15
-    optional = None
-    if block_table is not None or k_new is not None or v_new is not None:
-        optional = []
-        for i, a in enumerate((block_table, k_new, v_new)):
-            if a is None:
-                optional.append(None)
-                continue
-            if type(a) is not nd:
-                return None
-            data = a.data
-            if i:
-                align |= data.ptr & 15
-            optional.append((a.shape, a.strides, a.dtype, data.device_id))
-        optional = tuple(optional)
+    table = new = None
+    if block_table is not None:
+        if type(block_table) is not nd:
+            return None
+        table = (block_table.shape, block_table.strides, block_table.dtype,
+                 block_table.data.device_id)
+    if k_new is not None or v_new is not None:
+        if type(k_new) is not nd or type(v_new) is not nd:
+            return None
+        kn, vn = k_new.data, v_new.data
+        align |= (kn.ptr | vn.ptr) & 15
+        new = (k_new.shape, k_new.strides, k_new.dtype, kn.device_id,
+               v_new.shape, v_new.strides, v_new.dtype, vn.device_id)
     if type(window) is list:
         window = tuple(window)
     window_types = tuple(map(type, window)) if type(window) is tuple else ()
@@ -523,7 +522,7 @@ def _signature(q, k_cache, v_cache, cache_seqlens, block_table, k_new, v_new, ca
             k_cache.shape, k_cache.strides, k_cache.dtype, kd.device_id,
             v_cache.shape, v_cache.strides, v_cache.dtype, vd.device_id,
             cache_seqlens.shape, cache_seqlens.strides, cache_seqlens.dtype, sd.device_id,
-            optional, align, _ND[1](), type(causal), causal, type(window), window, window_types,
+            table, new, align, _ND[1](), type(causal), causal, type(window), window, window_types,
             type(softcap), softcap, type(scale), scale, type(return_lse), return_lse,
             type(num_splits), num_splits, _IN_KERNEL, DECODE_TILE, DECODE_BLOCKS_PER_SM,
             DECODE_MAX_SPLITS, DECODE_FEW_SPLITS)

@@ -487,7 +487,11 @@ class ForwardLaunch:
         if seqused_k is not None:
             i0, i1, i2, i3 = self.cache_slots
             w[i0] = seqused_k.data.ptr
-            w[i1], w[i2], w[i3] = (params.address(x) for x in (block_table, k_new, v_new))
+            w[i1] = 0 if block_table is None else block_table.data.ptr
+            if k_new is None:
+                w[i2] = w[i3] = 0
+            else:
+                w[i2], w[i3] = k_new.data.ptr, v_new.data.ptr
         gx, gy, gz = self.grid
         self.launch_kernel(self.fn.ptr, gx, gy, gz, self.threads, 1, 1, self.smem, stream, arg, 0)
         return out, lse
