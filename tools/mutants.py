@@ -304,6 +304,22 @@ MUTANTS = [
       "                s.k0 = s.q0;", "                s.k0 = 0;",
       "tests/test_varlen.py::test_varlen_matches_oracle",
       "packed self-attention reads every sequence's keys from the batch's first rows", gpu=True),
+    # -- the decode step's per-call path (NOTES v26)
+    M("word_slots_off_by_one", "cuflash/gpu/params.py",
+      "return {name: off // 8 for name, off in self._offsets.items()}",
+      "return {name: off // 8 + 1 for name, off in self._offsets.items()}",
+      "tests/test_kernel_plan.py::test_word_slots_write_what_pack_writes",
+      "the per-call path writes each address into the next field of the struct"),
+    M("few_splits_ignored", "cuflash/gpu/ops.py",
+      "        max_splits = min(max_splits, max(n, per_sm * sms // blocks))",
+      "        max_splits = max_splits",
+      "tests/test_split_kv.py::test_few_splits_rule",
+      "decode steps of a few rows split into up to 128 pieces again (NOTES v26's sweep)"),
+    M("gpu_struct_shared_by_threads", "cuflash/gpu/ops.py",
+      "self.local = threading.local()",
+      "self.local = type(\"Shared\", (), {})()",
+      "tests/test_kvcache.py::test_prepared_call_from_threads_at_once",
+      "every thread writes its addresses into one parameter struct", gpu=True),
 ]
 
 
