@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# call 97 (NOTES v26, final kernels and library of the session): the whole GPU suite, then
-# issue 14's grid (library's own splits, contiguous and paged 256) with the host time
+# call 97 (NOTES v26, the session's final kernels and library): the whole GPU suite, the GPU
+# mutant of the per-thread struct, then issue 14's grid (library's own splits, contiguous and
+# paged 256) with the host time
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT
 STEPS="env tests" JOBS=14 LIMIT_TESTS=300 TAIL=3 bash tests/gpu_session.sh > $OUT/suite.txt 2>&1; echo "suite rc=$?"
 tail -4 $OUT/suite.txt; grep -h "^FAILED\|^ERROR" $OUT/tests.log | cut -c1-250 | head
-timeout 220 python3 tools/bench_kvcache.py --grid 1x1,1x8,8x8,64x8 --S 1024,8192,32768,131072 \
+timeout 150 python3 tools/mutants.py --gpu gpu_struct_shared_by_threads > $OUT/mutant.txt 2>&1; echo "mutant rc=$?"; tail -2 $OUT/mutant.txt
+timeout 230 python3 tools/bench_kvcache.py --grid 1x1,1x8,8x8,64x8 --S 1024,8192,32768,131072 \
    --layouts contiguous,paged --pages 256 > $OUT/bench_kvcache.txt 2>&1
-echo "bench rc=$?"; grep -E "host |reference|differs" $OUT/bench_kvcache.txt; tail -34 $OUT/bench_kvcache.txt | grep -E "^ +[0-9]+ +[0-9]+ +[0-9]+ "
+echo "bench rc=$?"; grep -E "host |reference|differs" $OUT/bench_kvcache.txt; grep -E "^ +[0-9]+ +[0-9]+ +[0-9]+ " $OUT/bench_kvcache.txt | tail -32
