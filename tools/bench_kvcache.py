@@ -35,6 +35,10 @@ def _graph_ms(cp, calls, reps=5, check=False):
     The captured calls' results stay alive until the timing is done (their memory is the
     graph's). check: the first call's result, replayed, must equal the same call run eagerly
     (arrays, or tuples of arrays), else ValueError."""
+    # the inputs were made on the legacy default stream, which a non-blocking stream does not
+    # wait for: without this sync the first eager call could read a cache still being filled
+    # (call 97: paged pools scattered just before, eager NaN; NOTES v26)
+    cp.cuda.Device().synchronize()
     stream = cp.cuda.Stream(non_blocking=True)
     with stream:
         eager = [fn() for fn in calls[:2]]
