@@ -800,6 +800,7 @@ def test_cuda_graph_capture_replays_like_eager_calls(layout, page_size):
     sc = Scenario(cp, DTYPES["float16"], layout, Hq=8, Hkv=2, Tq=1, Tnew=1, d=64,
                   page_size=page_size, seqlens=(3, 200, 64), seed=case_seed("graph", layout))
     kw = dict(sc.kwargs(), validate=False, return_lse=True)
+    cp.cuda.Device().synchronize()   # the scenario's arrays, made on the default stream, ready
     stream = cp.cuda.Stream(non_blocking=True)
     with stream:
         eager_out, eager_lse = attention_with_kvcache(sc.q, sc.k_cache, sc.v_cache, **kw)
