@@ -100,9 +100,9 @@ class Layout:
                 v = list(v)
                 if len(v) != count:
                     raise ValueError(f"{self.name}.{name} takes {count} values, got {len(v)}")
-                extend([address(x) for x in v] if ptr else v)
+                extend([_address(x) for x in v] if ptr else v)
             else:
-                add(address(v) if ptr else v)
+                add(_address(v) if ptr else v)
         return np.frombuffer(self._packer.pack(*flat), dtype=dtype)
 
     @functools.cached_property
@@ -119,7 +119,7 @@ class Layout:
         return {name: off // 8 for name, off in self._offsets.items()}
 
 
-def address(x) -> int:
+def _address(x) -> int:
     """The device address of a CuPy array, a MemoryPointer (``.ptr``) or an int; 0 for None."""
     if x is None:
         return 0
