@@ -120,11 +120,11 @@ struct WarpSpecialized : RegisterSplit<NT, ROWS / 64, CONSUMER> {
     using Tiles = SwizzledTiles<DP, 128>;   // the producer warpgroup's copies (pipeline.cuh)
 };
 
-// A warp-specialized kernel's shared memory S (1024-byte aligned panels: smem_aligned_1024),
+// A warp-specialized kernel's shared memory S (1024-byte aligned panels: smem_as<S, 1024>),
 // its barriers set by thread 0 (S::init_barriers) before any thread reads them
 template <class S>
 __device__ __forceinline__ S& ws_smem(unsigned bytes) {
-    S& sm = smem_aligned_1024<S>(bytes);
+    S& sm = smem_as<S, 1024>(bytes);
     if (threadIdx.x == 0) sm.init_barriers();
     __syncthreads();
     return sm;

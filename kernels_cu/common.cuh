@@ -122,13 +122,25 @@ __device__ __forceinline__ unsigned dynamic_smem_bytes() {
     return n;
 }
 
-// The kernel's shared-memory layout S at the start of dynamic shared memory, after checking the
-// launch gave it `bytes` (its kSmemBytes, the number the host launched it with).
-template <class S>
+// A shared-memory address as the 32-bit offset that PTX's shared-space instructions take
+__device__ __forceinline__ unsigned smem_addr(const void* p) {
+    return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+
+// The kernel's shared-memory layout S in dynamic shared memory, after checking the launch gave it
+// `bytes` (its kSmemBytes, the number the host launched it with): at the start (ALIGN 16), or at
+// the first ALIGN-byte boundary (1024: the wgmma kernels' swizzled panels, whose kSmemBytes
+// budget sizeof(S) + 1024).
+template <class S, unsigned ALIGN = 16>
 __device__ __forceinline__ S& smem_as(unsigned bytes) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
     if (dynamic_smem_bytes() < bytes) __trap();
-    return *reinterpret_cast<S*>(smem_raw);
+    if constexpr (ALIGN <= 16) {
+        return *reinterpret_cast<S*>(smem_raw);
+    } else {
+        const unsigned pad = (ALIGN - (smem_addr(smem_raw) & (ALIGN - 1))) & (ALIGN - 1);
+        return *reinterpret_cast<S*>(smem_raw + pad);
+    }
 }
 
 }  // namespace cuflash

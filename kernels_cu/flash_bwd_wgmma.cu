@@ -23,8 +23,9 @@
 namespace cuflash {
 
 template <typename T, int DP, int BLOCK_M, int BLOCK_N, int NT, int STAGES, class V>
-struct DkdvWgmma {
+struct DkdvWgmma : TileKernel<DkdvWgmma<T, DP, BLOCK_M, BLOCK_N, NT, STAGES, V>, 1024> {
     using Params = BwdParams<T, float>;
+    using Block = KeyBlock<BLOCK_N, V, Params>;
     using Tiles = typename WgmmaShape<DP, BLOCK_N, NT>::Tiles;   // 64 keys per warpgroup
     static_assert(STAGES == 1 || STAGES == 2, "1 or 2 stages");
     using Step = WgmmaDkdvStep<T, DP, BLOCK_M, BLOCK_N>;   // wgmma_backward.cuh
@@ -32,10 +33,7 @@ struct DkdvWgmma {
     using Smem = DkdvTiles<T, DP, BLOCK_M, BLOCK_N, STAGES>;
     static constexpr int kSmemBytes = sizeof(Smem) + 1024;   // + alignment of the first panel
 
-    static __device__ __forceinline__ void run(const Params& p) {
-        const KeyBlock<BLOCK_N, V, Params> kb(p);
-        if (!kb.active) return;
-        Smem& sm = smem_aligned_1024<Smem>(kSmemBytes);
+    static __device__ __forceinline__ void body(const Params& p, const Block& kb, Smem& sm) {
         const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
         const int wg = warp / 4;
         const int j0 = kb.j0, d = p.d;                // first blocks see the most queries
@@ -63,8 +61,9 @@ struct DkdvWgmma {
 
 // Deterministic dQ: one Q/dO tile resident (warpgroup g owns queries 64g..), K/V streamed.
 template <typename T, int DP, int BLOCK_M, int BLOCK_N, int NT, int STAGES, class V>
-struct DqWgmma {
+struct DqWgmma : TileKernel<DqWgmma<T, DP, BLOCK_M, BLOCK_N, NT, STAGES, V>, 1024> {
     using Params = BwdParams<T, float>;
+    using Block = QueryBlock<BLOCK_M, V, Params, float>;
     using Tiles = typename WgmmaShape<DP, BLOCK_M, NT>::Tiles;   // 64 queries per warpgroup
     static constexpr int NO = DP / 8;
     static_assert(STAGES == 1 || STAGES == 2, "1 or 2 stages");
@@ -73,10 +72,7 @@ struct DqWgmma {
     using Smem = DqTiles<T, DP, BLOCK_M, BLOCK_N, STAGES>;
     static constexpr int kSmemBytes = sizeof(Smem) + 1024;
 
-    static __device__ __forceinline__ void run(const Params& p) {
-        const QueryBlock<BLOCK_M, V, Params, float> blk(p);
-        if (!blk.active) return;
-        Smem& sm = smem_aligned_1024<Smem>(kSmemBytes);
+    static __device__ __forceinline__ void body(const Params& p, const Block& blk, Smem& sm) {
         const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
         const int wg = warp / 4;
         const int i0 = blk.i0, d = p.d;

@@ -59,8 +59,9 @@ struct FwdMma : TileKernel<FwdMma<T, DP, BLOCK_M, BLOCK_N, NT, STAGES, V, Produc
 
     static __device__ __forceinline__ void body(const Params& p, const Block& blk, Smem& sm) {
         const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t4 = lane & 3;
-        const int i0 = blk.i0, d = p.d, wrow = KW > 1 ? 0 : warp * 16 * MT;   // this warp's first row in the tile
-        const int wkey = KW > 1 ? warp * WN : 0;         // and its first key
+        const int i0 = blk.i0, d = p.d;
+        const int wrow = KW > 1 ? 0 : warp * 16 * MT;   // this warp's first row in the tile
+        const int wkey = KW > 1 ? warp * WN : 0;        // and its first key
 
         // -- the key tiles this query tile visits; the Q tile resident
         auto keys = key_tiles<BLOCK_N, Tiles, CpAsyncPipeline<STAGES>>(blk, p, sm.kv);

@@ -25,7 +25,7 @@
 namespace cuflash {
 
 template <typename T, int DP, int BLOCK_M, int BLOCK_N, int NT, int STAGES, class V>
-struct FwdWgmma {
+struct FwdWgmma : TileKernel<FwdWgmma<T, DP, BLOCK_M, BLOCK_N, NT, STAGES, V>, 1024> {
     using Params = FwdParams<T, float>;
     using Block = QueryBlock<BLOCK_M, V, Params, float>;
     using Tiles = typename WgmmaShape<DP, BLOCK_M, NT>::Tiles;   // 64 query rows per warpgroup
@@ -38,10 +38,7 @@ struct FwdWgmma {
     using Smem = FwdTiles<T, DP, BLOCK_M, BLOCK_N, STAGES>;   // pipeline.cuh
     static constexpr int kSmemBytes = sizeof(Smem) + 1024;   // + alignment of the first panel
 
-    static __device__ __forceinline__ void run(const Params& p) {
-        const Block blk(p);
-        if (!blk.active) return;
-        Smem& sm = smem_aligned_1024<Smem>(kSmemBytes);
+    static __device__ __forceinline__ void body(const Params& p, const Block& blk, Smem& sm) {
         const int warp = threadIdx.x / 32;
 
         auto keys = key_tiles<BLOCK_N, Tiles, CpAsyncPipeline<STAGES, AHEAD, true>>(blk, p, sm.kv);

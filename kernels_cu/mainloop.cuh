@@ -83,14 +83,15 @@ __device__ __forceinline__ auto start_dq_tile(const Block& blk, const P& p, S& s
 // The opening of every kernel whose block owns one tile of rows: the forward and dQ kernels (Block
 // = a QueryBlock) and the dK/dV kernels (a KeyBlock) of the simt, mma and dmma families. K derives
 // from TileKernel<K> and writes body(p, block, sm) in place of run: nothing runs for a tile that
-// holds no row, else body gets the block and the kernel's shared memory (K::Smem, K::kSmemBytes).
-template <class K>
+// holds no row, else body gets the block and the kernel's shared memory (K::Smem, K::kSmemBytes,
+// at an ALIGN-byte boundary: smem_as). The 8-warp wgmma kernels take it too, with ALIGN 1024.
+template <class K, unsigned SMEM_ALIGN = 16>
 struct TileKernel {
     template <class P>
     static __device__ __forceinline__ void run(const P& p) {
         const typename K::Block block(p);
         if (!block.active) return;
-        K::body(p, block, smem_as<typename K::Smem>(K::kSmemBytes));
+        K::body(p, block, smem_as<typename K::Smem, SMEM_ALIGN>(K::kSmemBytes));
     }
 };
 

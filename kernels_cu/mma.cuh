@@ -13,10 +13,6 @@
 
 namespace cuflash {
 
-__device__ __forceinline__ unsigned smem_addr(const void* p) {
-    return static_cast<unsigned>(__cvta_generic_to_shared(p));
-}
-
 // 16 bytes global -> shared, asynchronously; zero-filled when !valid (no global read then).
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(smem)),

@@ -73,13 +73,4 @@ __device__ __forceinline__ void red_add_v2(float* g, float a, float b) {
     asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(g), "f"(a), "f"(b) : "memory");
 }
 
-// The dynamic shared memory of a kernel whose panels need 1024-byte alignment: the layout
-// struct S placed at the first 1024-byte boundary (kernels budget sizeof(S) + 1024 bytes).
-template <class S>
-__device__ __forceinline__ S& smem_aligned_1024(unsigned bytes) {
-    extern __shared__ __align__(16) unsigned char smem_raw[];
-    if (dynamic_smem_bytes() < bytes) __trap();
-    return *reinterpret_cast<S*>(smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023));
-}
-
 }  // namespace cuflash
