@@ -285,9 +285,11 @@ def _check_writable(k_cache, v_cache, xp) -> None:
                          "into them in place, so they must be separate arrays")
 
 
-def _extent(a) -> tuple:
-    """[first byte, last byte + 1) of the memory an array's elements span."""
-    lo = hi = a.__array_interface__["data"][0] if isinstance(a, np.ndarray) else a.data.ptr
+def _extent(a, relative: bool = False) -> tuple:
+    """[first byte, last byte + 1) of the memory an array's elements span (relative: from its
+    first element's address, the same for every array of its shape and strides)."""
+    lo = hi = 0 if relative else (a.__array_interface__["data"][0] if isinstance(a, np.ndarray)
+                                  else a.data.ptr)
     for n, st in zip(a.shape, a.strides):
         if n > 1:
             if st > 0:
@@ -302,8 +304,12 @@ def _overlap(a, b) -> bool:
     bound test, for either module, in a few integer operations)."""
     if a.size == 0 or b.size == 0:
         return False
-    (alo, ahi), (blo, bhi) = _extent(a), _extent(b)
-    return alo < bhi and blo < ahi
+    return _spans_overlap(_extent(a), _extent(b))
+
+
+def _spans_overlap(a: tuple, b: tuple) -> bool:
+    """Whether byte ranges [a0, a1) and [b0, b1) meet."""
+    return a[0] < b[1] and b[0] < a[1]
 
 
 # -- append and gather ---------------------------------------------------------------------------
@@ -400,8 +406,9 @@ class _KernelPlan:
                  spans=None):
         self.call, self.launch = c, launch
         self.copy_seqlens, self.copy_table, self.copy_new = copy_seqlens, copy_table, copy_new
-        # run(q, k_cache, v_cache, cache_seqlens, block_table, k_new, v_new, with_lse): the
-        # launch itself when the kernels read every array in place (a decode loop's case)
+        # run(q, k_cache, v_cache, cache_seqlens, block_table, k_new, v_new, with_lse=True):
+        # (out (B, Hq, Tq, d), lse (B, Hq, Tq) or None without with_lse), k_new and v_new (if
+        # any) appended; the launch itself when the kernels read every array in place
         self.run = self._copy_and_launch if (copy_seqlens or copy_table or copy_new) else launch
         # an append's caches: each one's byte extent relative to its address (the same for every
         # array of the signature), so that the overlap check costs two comparisons per call
@@ -413,7 +420,7 @@ class _KernelPlan:
             return
         (klo, khi), (vlo, vhi) = self.spans
         kp, vp = k_cache.data.ptr, v_cache.data.ptr
-        if kp + klo < vp + vhi and vp + vlo < kp + khi:
+        if _spans_overlap((kp + klo, kp + khi), (vp + vlo, vp + vhi)):
             _check_writable(k_cache, v_cache, self.call.xp)   # raises, naming the arrays
 
     @classmethod
@@ -458,16 +465,8 @@ class _KernelPlan:
                                     lse_shape=(c.B, c.Hq, c.Tq))
         spans = None
         if c.Tnew and k_cache.size and v_cache.size:
-            spans = tuple((lo - x.data.ptr, hi - x.data.ptr)
-                          for x, (lo, hi) in ((x, _extent(x)) for x in (k_cache, v_cache)))
+            spans = tuple(_extent(x, relative=True) for x in (k_cache, v_cache))
         return cls(c, launch, copy_seqlens, copy_table, copy_new, spans)
-
-    def __call__(self, q, k_cache, v_cache, cache_seqlens, block_table, k_new, v_new,
-                 with_lse=True):
-        """(out (B, Hq, Tq, d), lse (B, Hq, Tq) or None without with_lse), k_new and v_new (if
-        any) appended."""
-        return self.run(q, k_cache, v_cache, cache_seqlens, block_table, k_new, v_new,
-                        with_lse=with_lse)
 
     def _copy_and_launch(self, q, k_cache, v_cache, cache_seqlens, block_table, k_new, v_new,
                          with_lse=True):
@@ -701,15 +700,14 @@ def attention_with_kvcache(q, k_cache, v_cache, *, cache_seqlens, block_table=No
     key = None if alibi_slopes is not None else _signature(
         q, k_cache, v_cache, cache_seqlens, block_table, k_new, v_new, causal, window, softcap,
         scale, return_lse, num_splits)
-    options = None
     try:
         plan = _PLANS.get(key) if key is not None else None
     except TypeError:            # an option that is not hashable: no prepared call
         key = plan = None
     if plan is None and key is not None:
-        options = _options(causal, window, softcap, alibi_slopes, scale, return_lse, num_splits)
         plan = _prepared(key, q, k_cache, v_cache, cache_seqlens, block_table, k_new, v_new,
-                         options)
+                         _options(causal, window, softcap, alibi_slopes, scale, return_lse,
+                                  num_splits))
     if plan is not None and plan is not _NO_PLAN:   # the prepared one-launch path
         c = plan.call
         if validate:
@@ -719,8 +717,7 @@ def attention_with_kvcache(q, k_cache, v_cache, *, cache_seqlens, block_table=No
         out, lse = plan.run(q, k_cache, v_cache, cache_seqlens, block_table, k_new, v_new,
                             with_lse=bool(return_lse))
         return (out, lse) if return_lse else out
-    if options is None:
-        options = _options(causal, window, softcap, alibi_slopes, scale, return_lse, num_splits)
+    options = _options(causal, window, softcap, alibi_slopes, scale, return_lse, num_splits)
     c = _check_call(q, k_cache, v_cache, cache_seqlens, block_table, k_new, v_new, **options)
     xp = c.xp
     if xp is not np and c.B and c.Tq and c.Hq and key is None:   # ALiBi: one launch, unkept
@@ -728,7 +725,7 @@ def attention_with_kvcache(q, k_cache, v_cache, *, cache_seqlens, block_table=No
         if once is not None:
             if validate:
                 _read_indices(c, cache_seqlens, block_table)
-            out, lse = once(q, k_cache, v_cache, cache_seqlens, block_table, k_new, v_new)
+            out, lse = once.run(q, k_cache, v_cache, cache_seqlens, block_table, k_new, v_new)
             return (out, lse) if return_lse else out
     c = _read_indices(c, cache_seqlens, block_table)
     if c.Tnew:

@@ -289,6 +289,39 @@ def test_misaligned_and_strided_inputs(cp):
     assert np.array_equal(to_numpy(out), to_numpy(ref))
 
 
+def test_new_thread_launches(cp):
+    """A thread whose first CUDA call is cuflash's (forward, then backward: launches that go
+    straight to cuLaunchKernel, which needs a current context, ops.bind_context) gets what the
+    main thread gets, bit for bit."""
+    import threading
+    q, k, v = make_inputs(cp, (2, 97, 64), (2, 131, 64), np.float16, seed=8)
+    do = make_inputs(cp, (2, 97, 64), (2, 131, 64), np.float16, seed=9)[0]
+
+    def run():
+        out, lse = cuflash.attention(q, k, v, causal=True, return_lse=True)
+        return out, cuflash.attention_backward(do, cuflash.Residuals(q, k, v, out, lse))
+
+    want = run()
+    cp.cuda.Device().synchronize()
+    got, errors = [], []
+
+    def work():
+        try:
+            got.append(run())
+            cp.cuda.get_current_stream().synchronize()
+        except Exception as exc:   # reported below
+            errors.append(exc)
+
+    t = threading.Thread(target=work)
+    t.start()
+    t.join()
+    assert not errors, errors
+    (out, grads), (want_out, want_grads) = got[0], want
+    assert np.array_equal(to_numpy(out), to_numpy(want_out))
+    for a, b in zip(grads, want_grads):
+        assert np.array_equal(to_numpy(a), to_numpy(b))
+
+
 _SPIN = r"""
 extern "C" __global__ void spin(long long cycles) {
     long long t0 = clock64();

@@ -129,6 +129,7 @@ def _launch(kern, smem, threads, grid_x, batch, args, stream=None):
     gx, gy, gz = _grid(grid_x, batch)
     params = _ONE_POINTER(args.ctypes.data)
     fn = getattr(kern, "kernel", kern)   # a RawKernel's Function (on the current device)
+    bind_context()
     if stream is None:
         stream = _cp().cuda.get_current_stream().ptr
     _driver().launchKernel(fn.ptr, gx, gy, gz, threads, 1, 1, smem, stream,
@@ -143,6 +144,19 @@ def _driver():
 
 #: cuLaunchKernel's kernelParams: one pointer (each kernel takes one struct)
 _ONE_POINTER = ctypes.c_void_p * 1
+_THREAD = threading.local()
+
+
+def bind_context() -> None:
+    """Make the current device's primary context current on this thread, once per thread.
+    cuLaunchKernel (every launch here goes straight to the driver) takes the thread's current
+    context, and a thread whose first CUDA call is such a launch has none:
+    CUDA_ERROR_INVALID_CONTEXT (tests/test_kvcache.py, threads at once; CuPy's own calls bind
+    it through the runtime, NOTES v26)."""
+    if not getattr(_THREAD, "bound", False):
+        rt = _cp().cuda.runtime
+        rt.setDevice(rt.getDevice())
+        _THREAD.bound = True
 
 
 def _mask_mod_fields(mod) -> dict:
@@ -498,12 +512,9 @@ class ForwardLaunch:
 
     def _struct(self):
         """(the calling thread's struct words, the address of its kernelParams array, that
-        array), made from the template on the thread's first call. That call also makes the
-        device's context current on the thread: cuLaunchKernel takes the thread's current
-        context, and a thread whose first CUDA call is this launch has none
-        (CUDA_ERROR_INVALID_CONTEXT; CuPy's own calls bind it through the runtime)."""
-        rt = _cp().cuda.runtime
-        rt.setDevice(rt.getDevice())   # binds the device's primary context to this thread
+        array), made from the template on the thread's first call, which also binds the
+        thread's context (bind_context)."""
+        bind_context()
         w = self.words.from_buffer_copy(self.template)
         ptr = _ONE_POINTER(ctypes.addressof(w))
         self.local.held = held = (w, ctypes.addressof(ptr), ptr)
