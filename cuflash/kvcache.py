@@ -49,16 +49,10 @@ _GQA_STRATEGY = None
 #: Whether CuPy calls may take the one-launch kernel path (tests set False for the reference)
 _IN_KERNEL = True
 
-#: Split-KV's target of blocks per SM for decode steps (ops.num_splits_for): the decode tiles'
-#: blocks hold 1-2 warps, so a step needs several per SM to keep enough K/V reads in flight
-DECODE_BLOCKS_PER_SM = 8
-#: ... and its most splits per query tile
+#: Decode steps' split-KV (_decode_split): the grid is split up to this many blocks per SM
+DECODE_FILL = 2
+#: ... and into at most this many splits per query tile
 DECODE_MAX_SPLITS = 128
-#: ... and no more than 32 splits where more would put over 2 blocks per SM in all (ops.
-#: num_splits_for's few_splits): the merge of many partials by one block cost steps of a few
-#: rows more than the extra blocks gained (H200, NOTES v26: B·Hkv = 8, S = 8192…131072,
-#: +20-51% K/V bandwidth; B·Hkv = 1 and >= 64 unchanged). None: no such cap.
-DECODE_FEW_SPLITS = (32, 2)
 
 
 def _is_int(x) -> bool:
@@ -354,18 +348,41 @@ def _gather(c: _Call, cache, sel, idx, L: int):
 DECODE_TILE = None
 
 
-def _decode_tile(c: _Call, dtype, rows: int):
+def _decode_split(blocks: int, key_tiles: int, sms: int, fill: int = None,
+                  max_splits: int = None) -> tuple:
+    """(splits, ring stages) of a decode step whose grid has `blocks` query tiles, each over
+    `key_tiles` key tiles, on `sms` SMs; fill and max_splits default to DECODE_FILL and
+    DECODE_MAX_SPLITS.
+
+    - More than fill·sms query tiles: no split (no partials to merge), and a 3-stage ring (two
+      tiles in flight per block: the grid's own depth is then in waves of blocks).
+    - Else as many splits as keep the grid within fill blocks per SM, at least two key tiles
+      each and at most max_splits; a 3-stage ring where that grid is at most one block per SM
+      (a block alone on its SM keeps two tiles in flight), 2 stages otherwise (three blocks fit
+      per SM).
+
+    Measured on the H200 (NOTES v27, call 102, d = 128, float16, 1 to 512 kv heads, S = 1k to
+    128k): grids of more than 2 blocks per SM but under 3 per SM, or of 1.3-1.5 waves, read up to
+    25% slower than the same step's grid of at most 2 per SM."""
+    fill = DECODE_FILL if fill is None else fill
+    max_splits = DECODE_MAX_SPLITS if max_splits is None else max_splits
+    if blocks > fill * sms:
+        return 1, 3
+    splits = max(1, min(max_splits, fill * sms // max(blocks, 1), key_tiles // 2))
+    return splits, (3 if blocks * splits <= sms else 2)
+
+
+def _decode_tile(c: _Call, dtype, rows: int, stages: int = 2):
     """The tile of a decode step with `rows` query rows per (sequence, head): 16-bit inputs take
     the mma kernel with 16 or 32 rows and 64 keys per tile (tools/bench_kvcache.py, NOTES v10;
-    16 rows: 4 warps splitting the keys, NOTES v26),
-    or a page's keys when pages hold fewer (16 or 32: every tile lies in one page, so pages of
-    any size the layout allows are read in place); float64 the default tile, float32 the CUDA
-    cores' (precision 'ieee'). None when
-    no tile fits the paged cache's pages or the device (the caller falls back to the reference
-    path)."""
+    16 rows: 4 warps splitting the keys, NOTES v26) and a ring of `stages` K/V stages (2 or 3:
+    _decode_split), or a page's keys when pages hold fewer (16 or 32: every tile lies in one
+    page, so pages of any size the layout allows are read in place); float64 the default tile,
+    float32 the CUDA cores' (precision 'ieee'). None when no tile fits the paged cache's pages or
+    the device (the caller falls back to the reference path)."""
     from .gpu import ops
     tile = _tile_for(dtype_name(dtype), c.d, rows, DECODE_TILE, c.page_size,
-                     ops.device_arch(), ops.smem_limit())
+                     ops.device_arch(), ops.smem_limit(), stages)
     if tile is not None and c.page_size and c.page_size % tile.block_n:
         return None
     return tile
@@ -373,7 +390,7 @@ def _decode_tile(c: _Call, dtype, rows: int):
 
 @functools.lru_cache(maxsize=None)
 def _tile_for(dtype: str, d: int, rows: int, forced, page_size: int, arch: str,
-              smem_limit: int):
+              smem_limit: int, stages: int = 2):
     # cached: checking a tile reads the kernel's shared-memory size (its source, hashed)
     from .gpu import plan
     from .tile import TileConfig, default_tile
@@ -385,8 +402,8 @@ def _tile_for(dtype: str, d: int, rows: int, forced, page_size: int, arch: str,
             # up to 16 rows: 4 warps that split each tile's keys (16 keys or more each), which
             # read small steps up to 1.9x faster than one warp (NOTES v26, call 99)
             warps = 4 if keys >= 64 else 1
-            tile = (TileConfig(16, keys, warps, 2, "mma") if rows <= 16 else
-                    TileConfig(32, keys, 2, 2, "mma"))
+            tile = (TileConfig(16, keys, warps, stages, "mma") if rows <= 16 else
+                    TileConfig(32, keys, 2, stages, "mma"))
         else:
             # float32: the CUDA cores (attention_with_kvcache has no precision argument yet)
             tile = default_tile(d, dtype, smem_limit=smem_limit, arch=arch,
@@ -439,9 +456,17 @@ class _KernelPlan:
         # the kernels see each sequence's keys whole, so a left window bound (which the
         # reference fold applies by slicing the keys) keeps one head per row
         fold = G > 1 and _foldable(c) and c.mask.left is None
-        tile = _decode_tile(c, q.dtype, G if fold else c.Tq)
+        rows_per_head = G if fold else c.Tq
+        tile = _decode_tile(c, q.dtype, rows_per_head)
         if tile is None:
             return None
+        num_splits = c.options["num_splits"]
+        if num_splits is None:
+            blocks = c.B * (c.Hkv if fold else c.Hq) * -(-rows_per_head // tile.block_m)
+            num_splits, stages = _decode_split(blocks, -(-c.capacity // tile.block_n),
+                                               ops.sm_count())
+            if stages != tile.stages:
+                tile = _decode_tile(c, q.dtype, rows_per_head, stages) or tile
         xp = c.xp
         copy_seqlens = cache_seqlens.strides[0] != 4
         copy_table = block_table is not None and block_table.shape[1] > 1 and \
@@ -461,10 +486,7 @@ class _KernelPlan:
         # folded: query head hk·G + g of the one query is row g of kv head hk's query tile
         qv = q.reshape(c.B, c.Hkv, G, c.d) if fold else q
         launch = ops.kvcache_launch(qv, k_cache, v_cache, opts, rows, tile=tile,
-                                    group=1 if fold else G, num_splits=c.options["num_splits"],
-                                    split_blocks_per_sm=DECODE_BLOCKS_PER_SM,
-                                    max_splits=DECODE_MAX_SPLITS,
-                                    few_splits=DECODE_FEW_SPLITS,
+                                    group=1 if fold else G, num_splits=num_splits,
                                     out_shape=(c.B, c.Hq, c.Tq, c.d),
                                     lse_shape=(c.B, c.Hq, c.Tq))
         spans = None
@@ -527,8 +549,8 @@ def _signature(q, k_cache, v_cache, cache_seqlens, block_table, k_new, v_new, ca
             cache_seqlens.shape, cache_seqlens.strides, cache_seqlens.dtype, sd.device_id,
             table, new, align, _ND[1](), type(causal), causal, type(window), window, window_types,
             type(softcap), softcap, type(scale), scale, type(return_lse), return_lse,
-            type(num_splits), num_splits, _IN_KERNEL, DECODE_TILE, DECODE_BLOCKS_PER_SM,
-            DECODE_MAX_SPLITS, DECODE_FEW_SPLITS)
+            type(num_splits), num_splits, _IN_KERNEL, DECODE_TILE, DECODE_FILL,
+            DECODE_MAX_SPLITS)
 
 
 @functools.lru_cache(maxsize=None)

@@ -115,7 +115,7 @@ def test_automatic_splits_rule(monkeypatch):
     """num_splits=None: one split while the query tiles fill the GPU, more when they leave it
     idle (at least two key tiles each, at most 128)."""
     from cuflash.gpu import ops
-    monkeypatch.setattr(ops, "_sm_count", lambda dev: 100)
+    monkeypatch.setattr(ops, "sm_count", lambda dev=None: 100)
     assert ops.num_splits_for(100, 2, 1000, 0) == 1          # 200 blocks fill 100 SMs twice
     assert ops.num_splits_for(1, 32, 1000, 0) == 7           # 32 blocks: 200 / 32 -> 7
     assert ops.num_splits_for(1, 1, 1000, 0) == 128          # capped
@@ -123,17 +123,47 @@ def test_automatic_splits_rule(monkeypatch):
     assert ops.num_splits_for(1, 1, 3, 0) == 1               # too few key tiles to split
 
 
-def test_few_splits_rule(monkeypatch):
-    """The decode steps' few_splits = (32, 2) (kvcache.DECODE_FEW_SPLITS, blocks_per_sm 8):
-    over 2 blocks per SM in all, no more than 32 splits; rows of 1 keep their 128, many rows
-    their one or two (pure arithmetic on a 132-SM device: no GPU needed)."""
+def test_decode_split_rule():
+    """kvcache._decode_split (NOTES v27): up to DECODE_FILL = 2 blocks per SM, at least two key
+    tiles per split, at most 128 splits; no split over that, with 3 stages; 3 stages also where
+    the grid is at most one block per SM (pure arithmetic on a 132-SM device: no GPU needed)."""
+    from cuflash.kvcache import _decode_split
+    assert _decode_split(1, 2048, 132) == (128, 3)      # one query tile: capped, 128 <= 132 SMs
+    assert _decode_split(1, 16, 132) == (8, 3)          # two key tiles per split
+    assert _decode_split(8, 2048, 132) == (33, 2)       # 264 // 8 = 33: 264 blocks, 2 stages
+    assert _decode_split(8, 64, 132) == (32, 2)         # 64 key tiles: 32 splits
+    assert _decode_split(64, 2048, 132) == (4, 2)       # 264 // 64 = 4
+    assert _decode_split(256, 2048, 132) == (1, 2)      # 256 <= 264: one split, 2 stages
+    assert _decode_split(264, 2048, 132) == (1, 2)      # exactly 2 per SM
+    assert _decode_split(265, 2048, 132) == (1, 3)      # over 2 per SM: 3 stages
+    assert _decode_split(512, 16, 132) == (1, 3)
+    assert _decode_split(100, 2048, 132) == (2, 2)      # 200 blocks: over one per SM
+    assert _decode_split(66, 2048, 132) == (4, 2)
+    assert _decode_split(1, 3, 132) == (1, 3)           # too few key tiles to split
+    assert _decode_split(0, 16, 132) == (8, 3)          # an empty batch launches nothing anyway
+    assert _decode_split(8, 2048, 132, fill=1, max_splits=8) == (8, 3)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("B,Hkv,S", [(1, 1, 8192), (1, 8, 8192), (8, 8, 1024), (40, 8, 1024)])
+def test_decode_step_takes_the_rule(B, Hkv, S):
+    """A decode step's prepared launch has _decode_split's splits and ring depth for its grid
+    (B·Hkv query tiles of 16 rows: GQA 4 folded, one query), and its result the oracle's."""
+    import cupy as cp
+    from cuflash import kvcache
     from cuflash.gpu import ops
-    monkeypatch.setattr(ops, "_sm_count", lambda dev: 132)
-    rule = dict(blocks_per_sm=8, max_splits=128, few_splits=(32, 2))
-    assert ops.num_splits_for(1, 8, 128, 0, **rule) == 33       # 264 // 8 blocks: 33 > 32
-    assert ops.num_splits_for(1, 8, 128, 0, 8, 128) == 64       # without: 1056 / 8, 128 // 2
-    assert ops.num_splits_for(1, 16, 2048, 0, **rule) == 32     # 264 // 16 = 16 < 32
-    assert ops.num_splits_for(1, 1, 2048, 0, **rule) == 128     # one row: 264, capped at 128
-    assert ops.num_splits_for(1, 64, 2048, 0, **rule) == 17     # 1056 / 64: under the cap
-    assert ops.num_splits_for(1, 512, 2048, 0, **rule) == 3     # 1056 / 512
-    assert ops.num_splits_for(1, 8, 16, 0, **rule) == 8         # two key tiles per split
+    rng = np.random.default_rng(B * 1000 + Hkv + S)
+    q = rng.standard_normal((B, 4 * Hkv, 1, 64)).astype(np.float16)
+    k, v = (rng.standard_normal((B, Hkv, S, 64)).astype(np.float16) for _ in "kv")
+    lens = rng.integers(S // 2, S + 1, B).astype(np.int32)
+    kvcache._PLANS.clear()
+    out = kvcache.attention_with_kvcache(*(cp.asarray(x) for x in (q, k, v)),
+                                         cache_seqlens=cp.asarray(lens))
+    (plan,) = [p for p in kvcache._PLANS.values() if p is not kvcache._NO_PLAN]
+    splits, stages = kvcache._decode_split(B * Hkv, -(-S // 64), ops.sm_count())
+    assert (plan.launch.num_splits, plan.launch.spec.tile.stages) == (splits, stages)
+    for b in range(B):
+        kb, vb = (np.repeat(a[b][:, :lens[b]], 4, axis=0) for a in (k, v))
+        ref = oracle_attention(q[b], kb, vb)
+        naive = cuflash.naive_attention(q[b], kb, vb)
+        assert_matches_oracle(out[b], ref, naive, dtype="float16", name=f"out b {b}")

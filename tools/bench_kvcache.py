@@ -13,13 +13,13 @@ enter, so a small step's bandwidth is the GPU's. When one cache is smaller than
 exceed L2 (the K/V of a real decode step come from device memory, not from L2): every method
 reads the same copies in the same order.
 
-Columns "MxN/bN" (with --tiles, --bps): decode tiles (kvcache.DECODE_TILE; mma kernel) and
-split-KV targets (kvcache.DECODE_BLOCKS_PER_SM); by default the library's own choice ("auto").
-Columns ".../cN" (with --max-splits): split caps (kvcache.DECODE_MAX_SPLITS), which then replace
-the library's few-splits rule (kvcache.DECODE_FEW_SPLITS).
+Columns "MxN/fN/cN" (with --tiles, --fill, --max-splits): decode tiles (kvcache.DECODE_TILE;
+mma kernel; a forced tile keeps its stages), and the split rule's blocks per SM and split cap
+(kvcache.DECODE_FILL, DECODE_MAX_SPLITS; kvcache._decode_split); by default the library's own
+choice ("auto", f2, c128).
 
     python tools/bench_kvcache.py [--grid 1x1,1x8,8x8,64x8] [--S 1024,8192,32768,131072]
-                                  [--pages 256,16] [--tiles 16x64x1x2] [--bps 8]
+                                  [--pages 256,16] [--tiles 16x64x4x2] [--fill 2]
                                   [--max-splits 128] [--host-calls 10000]
 """
 from __future__ import annotations
@@ -178,7 +178,7 @@ def main(argv=None):
     ap.add_argument("--G", type=int, default=4)
     ap.add_argument("--d", type=int, default=128)
     ap.add_argument("--pages", default="256", help="page sizes of the paged layout")
-    ap.add_argument("--bps", default="", help="split-KV targets (blocks per SM); default auto")
+    ap.add_argument("--fill", default="", help="split rule's blocks per SM; default the library's")
     ap.add_argument("--tiles", default="", help="mma tiles MxNxWxS; default auto")
     ap.add_argument("--max-splits", default="", help="split-KV caps; default the library's")
     ap.add_argument("--no-host", action="store_true", help="skip the host-time part")
@@ -192,15 +192,14 @@ def main(argv=None):
 
     from cuflash import TileConfig, kvcache
     from cuflash.experiments.readbw import DeviceRead
-    defaults = (kvcache.DECODE_TILE, kvcache.DECODE_BLOCKS_PER_SM, kvcache.DECODE_MAX_SPLITS)
-    default_few = kvcache.DECODE_FEW_SPLITS
+    defaults = (kvcache.DECODE_TILE, kvcache.DECODE_FILL, kvcache.DECODE_MAX_SPLITS)
     tiles = [TileConfig(*(int(x) for x in t.split("x")), "mma") for t in a.tiles.split(",") if t]
-    bps = [int(x) for x in a.bps.split(",") if x]
+    fills = [int(x) for x in a.fill.split(",") if x]
     caps = [int(x) for x in a.max_splits.split(",") if x] or [kvcache.DECODE_MAX_SPLITS]
     combos = [(t, n, m) for t in (tiles or [None])
-              for n in (bps or [kvcache.DECODE_BLOCKS_PER_SM]) for m in caps]
+              for n in (fills or [kvcache.DECODE_FILL]) for m in caps]
     label = lambda t, n, m: (("auto" if t is None else f"{t.block_m}x{t.block_n}x{t.num_warps}")
-                             + f"/b{n}/c{m}")
+                             + f"/f{n}/c{m}")
     G, d = a.G, a.d
     props = cp.cuda.runtime.getDeviceProperties(0)
     print(f"{props['name'].decode()}, float16, d={d}, Hq={G}·Hkv; TB/s of K+V "
@@ -239,10 +238,7 @@ def main(argv=None):
                     caches = [_paged(cp, b[0], b[1], page, rng) for b in bufs]
                 cols = []
                 for t, n, m in combos:
-                    kvcache.DECODE_TILE, kvcache.DECODE_BLOCKS_PER_SM = t, n
-                    kvcache.DECODE_MAX_SPLITS = m
-                    # an explicit cap replaces the library's few-splits rule
-                    kvcache.DECODE_FEW_SPLITS = None if a.max_splits else default_few
+                    kvcache.DECODE_TILE, kvcache.DECODE_FILL, kvcache.DECODE_MAX_SPLITS = t, n, m
                     calls = [lambda i=i, c=c: kvcache.attention_with_kvcache(
                         qs[i % len(qs)], c[0], c[1], cache_seqlens=seqlens, block_table=c[2],
                         validate=False) for i, c in enumerate(caches)]
@@ -264,8 +260,7 @@ def main(argv=None):
                 del caches
             del bufs, readers
             cp.get_default_memory_pool().free_all_blocks()
-    kvcache.DECODE_TILE, kvcache.DECODE_BLOCKS_PER_SM, kvcache.DECODE_MAX_SPLITS = defaults
-    kvcache.DECODE_FEW_SPLITS = default_few
+    kvcache.DECODE_TILE, kvcache.DECODE_FILL, kvcache.DECODE_MAX_SPLITS = defaults
     if a.no_host:
         print("\n" + head)
         for line in rows:

@@ -56,7 +56,8 @@ def smem_limit(device_id: int | None = None) -> int:
     return device.current(device_id).smem_per_block
 
 
-def _sm_count(device_id: int) -> int:
+def sm_count(device_id: int | None = None) -> int:
+    """Streaming multiprocessors of a device (default: the current one)."""
     return device.current(device_id).sm_count
 
 
@@ -99,7 +100,7 @@ def _ready(spec, device_id: int):
     fn = getattr(kern, "kernel", kern)
     with _cp().cuda.Device(device_id):
         per_sm = _driver().occupancyMaxActiveBlocksPerMultiprocessor(fn.ptr, spec.threads(), smem)
-    return kern, smem, max(1, per_sm) * _sm_count(device_id)
+    return kern, smem, max(1, per_sm) * sm_count(device_id)
 
 
 @functools.lru_cache(maxsize=None)
@@ -230,20 +231,15 @@ def _common(p, *, batch, heads, group, T, S, d, acc, cu_q=None, cu_k=None, lse_s
 
 
 def num_splits_for(n_query_tiles: int, rows: int, key_tiles: int, device_id: int,
-                   blocks_per_sm: int = 2, max_splits: int = 128, few_splits=None) -> int:
+                   blocks_per_sm: int = 2, max_splits: int = 128) -> int:
     """Split-KV's splits when the caller leaves them open: one while the query tiles of every
     (sequence, head) fill the GPU (blocks_per_sm blocks per SM), else enough to fill it, at least
-    two key tiles per split, at most max_splits. few_splits = (n, per_sm): no more than n splits
-    where more would put over per_sm blocks per SM in all (each split leaves a partial that the
-    tile's last block merges alone; decode steps of a few rows lost more to that merge than the
-    extra blocks gained, NOTES v26)."""
-    sms = _sm_count(device_id)
+    two key tiles per split, at most max_splits. (Decode steps have their own rule:
+    kvcache._decode_split.)"""
+    sms = sm_count(device_id)
     blocks, target = max(n_query_tiles * rows, 1), blocks_per_sm * sms
     if blocks >= target or key_tiles < 4:
         return 1
-    if few_splits is not None:
-        n, per_sm = few_splits
-        max_splits = min(max_splits, max(n, per_sm * sms // blocks))
     return max(1, min(max_splits, math.ceil(target / blocks), key_tiles // 2))
 
 
@@ -389,8 +385,7 @@ class ForwardLaunch:
     (a GQA fold's (B, Hq, 1, d) for the kernels' (B, Hkv, G, d)) serves."""
 
     def __init__(self, r: _Run, p, tile, D, num_splits=1, cache: CacheRows | None = None,
-                 split_blocks_per_sm: int = 2, out_shape=None, lse_shape=None,
-                 max_splits: int = 128, few_splits=None):
+                 split_blocks_per_sm: int = 2, out_shape=None, lse_shape=None):
         dt = dtype_name(r.q.dtype)
         self.dtype, self.acc = r.q.dtype, accum_dtype(r.q.dtype)
         kernel_lse_shape, lse_stride = r.rows()
@@ -409,7 +404,7 @@ class ForwardLaunch:
         self.q_tiles = math.ceil(r.T / tile.block_m)
         if num_splits is None:
             num_splits = num_splits_for(self.q_tiles, self.rows, math.ceil(r.S / tile.block_n),
-                                        dev, split_blocks_per_sm, max_splits, few_splits)
+                                        dev, split_blocks_per_sm)
         self.num_splits = num_splits
         (self.spec,) = _specs(dt, D, tile, dataclasses.replace(variant, split=num_splits > 1),
                               False)
@@ -631,16 +626,16 @@ def forward(q, k, v, p, *, tile, num_splits=1):
 
 
 def kvcache_launch(q, k, v, p, cache: CacheRows, *, tile, group: int, num_splits=None,
-                   split_blocks_per_sm: int = 2, max_splits: int = 128, few_splits=None,
-                   out_shape=None, lse_shape=None) -> ForwardLaunch:
+                   split_blocks_per_sm: int = 2, out_shape=None,
+                   lse_shape=None) -> ForwardLaunch:
     """The ForwardLaunch of decode queries q (B, H, T, d) over a KV cache: k, v (B, H / group,
     capacity, d), or a page pool (pages, H / group, page_size, d) read in place through
     cache.block_table; sequence b has cache_keys (seqused_k[b] + seqused_add, clamped) keys and
     its T queries are the last T of them (masks bottom-right aligned per sequence). ``p``: the
     options as checks.Problem holds them (mask, scale, softcap, alibi_slopes of the (b, h) pairs
     in order b·H + h, or None). Called with (q, k, v, seqused_k, block_table) it returns out
-    (B, H, T, d) in q's dtype and lse (B, H, T) (or out_shape, lse_shape). Automatic splits:
-    num_splits_for's, with split_blocks_per_sm, max_splits and few_splits."""
+    (B, H, T, d) in q's dtype and lse (B, H, T) (or out_shape, lse_shape). Automatic splits
+    (num_splits None): num_splits_for's, with split_blocks_per_sm."""
     B, H, T, D = q.shape
     if cache.block_table is not None and (cache.page_size & (cache.page_size - 1) or
                                           cache.page_size % tile.block_n):
@@ -649,7 +644,7 @@ def kvcache_launch(q, k, v, p, cache: CacheRows, *, tile, group: int, num_splits
                          f"key tiles (TileConfig block_n={tile.block_n})")
     S = k.shape[2] if cache.block_table is None else cache.block_table.shape[1] * cache.page_size
     return ForwardLaunch(_Run(q, k, v, B, H, group, T, S), p, tile, D, num_splits, cache,
-                         split_blocks_per_sm, out_shape, lse_shape, max_splits, few_splits)
+                         split_blocks_per_sm, out_shape, lse_shape)
 
 
 def forward_kvcache(q, k, v, p, cache: CacheRows, *, tile, group: int, num_splits=None,
