@@ -465,7 +465,7 @@ class _KernelPlan:
             blocks = c.B * (c.Hkv if fold else c.Hq) * -(-rows_per_head // tile.block_m)
             num_splits, stages = _decode_split(blocks, -(-c.capacity // tile.block_n),
                                                ops.sm_count())
-            if stages != tile.stages:
+            if stages != tile.num_stages:
                 tile = _decode_tile(c, q.dtype, rows_per_head, stages) or tile
         xp = c.xp
         copy_seqlens = cache_seqlens.strides[0] != 4

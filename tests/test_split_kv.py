@@ -161,7 +161,7 @@ def test_decode_step_takes_the_rule(B, Hkv, S):
                                          cache_seqlens=cp.asarray(lens))
     (plan,) = [p for p in kvcache._PLANS.values() if p is not kvcache._NO_PLAN]
     splits, stages = kvcache._decode_split(B * Hkv, -(-S // 64), ops.sm_count())
-    assert (plan.launch.num_splits, plan.launch.spec.tile.stages) == (splits, stages)
+    assert (plan.launch.num_splits, plan.launch.spec.tile.num_stages) == (splits, stages)
     for b in range(B):
         kb, vb = (np.repeat(a[b][:, :lens[b]], 4, axis=0) for a in (k, v))
         ref = oracle_attention(q[b], kb, vb)

@@ -317,7 +317,7 @@ MUTANTS = [
       "decode grids between 2 and 8 blocks per SM split again (NOTES v27's sweep: 1.3-1.5 waves "
       "read up to 25% slower)"),
     M("decode_stages_ignored", "cuflash/kvcache.py",
-      "            if stages != tile.stages:",
+      "            if stages != tile.num_stages:",
       "            if False:",
       "tests/test_split_kv.py::test_decode_step_takes_the_rule",
       "the decode step keeps the 2-stage ring where the rule asks 3"),
