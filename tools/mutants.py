@@ -320,7 +320,7 @@ MUTANTS = [
       "            if stages != tile.num_stages:",
       "            if False:",
       "tests/test_split_kv.py::test_decode_step_takes_the_rule",
-      "the decode step keeps the 2-stage ring where the rule asks 3"),
+      "the decode step keeps the 2-stage ring where the rule asks 3", gpu=True),
     M("gpu_struct_shared_by_threads", "cuflash/gpu/ops.py",
       "self.local = threading.local()",
       "self.local = type(\"Shared\", (), {})()",
