@@ -127,10 +127,18 @@ __device__ __forceinline__ unsigned smem_addr(const void* p) {
     return static_cast<unsigned>(__cvta_generic_to_shared(p));
 }
 
+// The dynamic shared memory a kernel asks for to hold its layout S at an ALIGN-byte boundary
+// (smem_as): sizeof(S), and past 16 bytes of alignment ALIGN more for the padding to the first
+// boundary (1024: the wgmma kernels' swizzled panels). A kernel's kSmemBytes, which the host
+// launches it with (cuflash/gpu/build.py, smem_bytes).
+template <class S, unsigned ALIGN = 16>
+__host__ __device__ constexpr int smem_budget() {
+    return sizeof(S) + (ALIGN > 16 ? ALIGN : 0);
+}
+
 // The kernel's shared-memory layout S in dynamic shared memory, after checking the launch gave it
-// `bytes` (its kSmemBytes, the number the host launched it with): at the start (ALIGN 16), or at
-// the first ALIGN-byte boundary (1024: the wgmma kernels' swizzled panels, whose kSmemBytes
-// budget sizeof(S) + 1024).
+// `bytes` (its kSmemBytes, smem_budget<S, ALIGN>): at the start (ALIGN 16), or at the first
+// ALIGN-byte boundary.
 template <class S, unsigned ALIGN = 16>
 __device__ __forceinline__ S& smem_as(unsigned bytes) {
     extern __shared__ __align__(16) unsigned char smem_raw[];

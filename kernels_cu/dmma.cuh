@@ -106,7 +106,8 @@ using DmmaTiles = CpAsyncTiles<DP, NT, RowMajor<LDS>, 2>;
 // The tile shape every dmma kernel shares: RES rows resident in shared memory (queries; keys for
 // dK/dV) dealt to the NT / 32 warps in m-tiles of 8 rows, tiles of STR streamed rows (keys;
 // queries for dK/dV) through a ring of STAGES buffers, DP head columns; every tile staged in rows
-// of LDS doubles (the header) by Tiles (pipeline.cuh). The kernels derive from it.
+// of LDS doubles (the header) by Tiles (pipeline.cuh). Each kernel names its one DmmaShape Shape
+// and takes these from it.
 template <typename T, int RES, int STR, int DP, int NT, int STAGES>
 struct DmmaShape {
     static_assert(sizeof(T) == 8, "the dmma kernels take float64");

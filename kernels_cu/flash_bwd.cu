@@ -45,7 +45,6 @@ struct DkdvSimt : TileKernel<DkdvSimt<T, DP, BLOCK_M, BLOCK_N, NT, ATOMIC_DQ, V>
         Acc lse2[BLOCK_M];           // lse·log2 e of the streamed queries (+inf: saw no key)
         Acc D[BLOCK_M];
     };
-    static constexpr int kSmemBytes = sizeof(Smem);
     using Block = KeyBlock<BLOCK_N, V, Params>;
 
     static __device__ __forceinline__ void body(const Params& p, const Block& kb, Smem& sm) {
@@ -126,7 +125,6 @@ struct DqSimt : TileKernel<DqSimt<T, DP, BLOCK_M, BLOCK_N, NT, V>> {
         Acc lse2[BLOCK_M];
         Acc D[BLOCK_M];
     };
-    static constexpr int kSmemBytes = sizeof(Smem);
     using Block = QueryBlock<BLOCK_M, V, Params, Acc>;
 
     static __device__ __forceinline__ void body(const Params& p, const Block& blk, Smem& sm) {

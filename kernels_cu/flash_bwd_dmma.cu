@@ -23,18 +23,16 @@
 namespace cuflash {
 
 template <typename T, int DP, int BLOCK_M, int BLOCK_N, int NT, int STAGES, class V>
-struct DkdvDmma : DmmaShape<T, BLOCK_N, BLOCK_M, DP, NT, STAGES>,
-    TileKernel<DkdvDmma<T, DP, BLOCK_M, BLOCK_N, NT, STAGES, V>> {
+struct DkdvDmma : TileKernel<DkdvDmma<T, DP, BLOCK_M, BLOCK_N, NT, STAGES, V>> {
     using Params = BwdParams<T, double>;
     using Block = KeyBlock<BLOCK_N, V, Params>;
     using Shape = DmmaShape<T, BLOCK_N, BLOCK_M, DP, NT, STAGES>;   // resident keys (dmma.cuh)
     static constexpr int MK = Shape::MT;   // 8-key m-tiles per warp
     static constexpr int NQ = Shape::NS;   // 8-query n-tiles of Sᵀ
-    using Shape::NO, Shape::LDS;           // NO: 8-column n-tiles of dK, dV
-    using typename Shape::Tiles;
+    static constexpr int NO = Shape::NO, LDS = Shape::LDS;   // NO: 8-column n-tiles of dK, dV
+    using Tiles = typename Shape::Tiles;
 
     using Smem = DkdvTiles<T, LDS, BLOCK_M, BLOCK_N, STAGES, double>;   // pipeline.cuh
-    static constexpr int kSmemBytes = sizeof(Smem);
 
     static __device__ __forceinline__ void body(const Params& p, const Block& kb, Smem& sm) {
         const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t4 = lane & 3;
@@ -92,16 +90,14 @@ struct DkdvDmma : DmmaShape<T, BLOCK_N, BLOCK_M, DP, NT, STAGES>,
 
 // Deterministic dQ: one Q/dO tile resident (warp owns 8·MT query rows), K/V tiles streamed.
 template <typename T, int DP, int BLOCK_M, int BLOCK_N, int NT, int STAGES, class V>
-struct DqDmma : DmmaShape<T, BLOCK_M, BLOCK_N, DP, NT, STAGES>,
-    TileKernel<DqDmma<T, DP, BLOCK_M, BLOCK_N, NT, STAGES, V>> {
+struct DqDmma : TileKernel<DqDmma<T, DP, BLOCK_M, BLOCK_N, NT, STAGES, V>> {
     using Params = BwdParams<T, double>;
     using Block = QueryBlock<BLOCK_M, V, Params, double>;
     using Shape = DmmaShape<T, BLOCK_M, BLOCK_N, DP, NT, STAGES>;   // resident queries (dmma.cuh)
-    using Shape::MT, Shape::NS, Shape::NO, Shape::LDS;
-    using typename Shape::Tiles;
+    static constexpr int MT = Shape::MT, NS = Shape::NS, NO = Shape::NO, LDS = Shape::LDS;
+    using Tiles = typename Shape::Tiles;
 
     using Smem = DqTiles<T, LDS, BLOCK_M, BLOCK_N, STAGES>;   // pipeline.cuh
-    static constexpr int kSmemBytes = sizeof(Smem);
 
     static __device__ __forceinline__ void body(const Params& p, const Block& blk, Smem& sm) {
         const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t4 = lane & 3;
@@ -110,12 +106,7 @@ struct DqDmma : DmmaShape<T, BLOCK_M, BLOCK_N, DP, NT, STAGES>,
         auto keys = start_dq_tile<BLOCK_M, BLOCK_N, Tiles, CpAsyncPipeline<STAGES>>(blk, p, sm);
 
         double lse2[MT], Dr[MT], dQ[MT][NO][2];
-#pragma unroll
-        for (int m = 0; m < MT; ++m) {
-            const int r = wrow + 8 * m + g;
-            lse2[m] = lse_log2(r < blk.rows ? p.lse[blk.seq.row(i0 + r)] : 0.0, r < blk.rows);
-            Dr[m] = r < blk.rows ? p.D[blk.seq.row(i0 + r)] : 0.0;
-        }
+        dq_row_stats(lse2, Dr, p, blk, i0, wrow, g);   // row wrow + 8·m + g at m
         zero_dfragments(dQ);
 
         for (int t = 0; t < keys.n(); ++t) {

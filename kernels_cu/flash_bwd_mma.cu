@@ -47,7 +47,6 @@ struct DkdvMma : TileKernel<DkdvMma<T, DP, BLOCK_M, BLOCK_N, NT, STAGES, ATOMIC_
         float lse2[STAGES][BLOCK_M];           // lse·log2 e of the streamed queries
         float D[STAGES][BLOCK_M];
     };
-    static constexpr int kSmemBytes = sizeof(Smem);
 
     static __device__ __forceinline__ void body(const Params& p, const Block& kb, Smem& sm) {
         const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t4 = lane & 3;
@@ -174,7 +173,6 @@ struct DqMma : TileKernel<DqMma<T, DP, BLOCK_M, BLOCK_N, NT, STAGES, V>> {
 
     using Tiles = MmaTiles<DP, LDS, NT>;   // how a tile is staged (pipeline.cuh)
     using Smem = DqTiles<T, LDS, BLOCK_M, BLOCK_N, STAGES>;   // pipeline.cuh
-    static constexpr int kSmemBytes = sizeof(Smem);
 
     static __device__ __forceinline__ void body(const Params& p, const Block& blk, Smem& sm) {
         const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t4 = lane & 3;
@@ -182,17 +180,10 @@ struct DqMma : TileKernel<DqMma<T, DP, BLOCK_M, BLOCK_N, NT, STAGES, V>> {
 
         auto keys = start_dq_tile<BLOCK_M, BLOCK_N, Tiles, CpAsyncPipeline<STAGES>>(blk, p, sm);
 
-        float lse2[MT][2], Dr[MT][2], dQ[MT][NO][4];
+        float lse2[2 * MT], Dr[2 * MT], dQ[MT][NO][4];
+        dq_row_stats(lse2, Dr, p, blk, i0, wrow, g);   // row wrow + 16·mt + 8·h + g at 2·mt + h
 #pragma unroll
-        for (int mt = 0; mt < MT; ++mt) {
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                const int r = wrow + mt * 16 + g + h * 8;
-                lse2[mt][h] = lse_log2(r < blk.rows ? p.lse[blk.seq.row(i0 + r)] : 0.f, r < blk.rows);
-                Dr[mt][h] = r < blk.rows ? p.D[blk.seq.row(i0 + r)] : 0.f;
-            }
-            zero_fragments(dQ[mt]);
-        }
+        for (int mt = 0; mt < MT; ++mt) zero_fragments(dQ[mt]);
 
         for (int t = 0; t < keys.n(); ++t) {
             const int j0 = keys.start(t);
@@ -238,7 +229,7 @@ struct DqMma : TileKernel<DqMma<T, DP, BLOCK_M, BLOCK_N, NT, STAGES, V>> {
                     i = i0 + wrow + (r >> 1) * 16 + g + (r & 1) * 8;
                     j = j0 + (e >> 1) * 8 + 2 * t4 + (e & 1);
                 },
-                [&](int r, int) { return lse2[r >> 1][r & 1]; }, [&](int r, int) { return Dr[r >> 1][r & 1]; },
+                [&](int r, int) { return lse2[r]; }, [&](int r, int) { return Dr[r]; },
                 blk.mask, blk.score, keys.needs_mask(t, j0), Exp2Exact());
 
             // -- dS rounded to T and packed as A fragments (k = keys); dQ_i += dS_ij K_j

@@ -31,7 +31,6 @@ struct DkdvWgmma : TileKernel<DkdvWgmma<T, DP, BLOCK_M, BLOCK_N, NT, STAGES, V>,
     using Step = WgmmaDkdvStep<T, DP, BLOCK_M, BLOCK_N>;   // wgmma_backward.cuh
 
     using Smem = DkdvTiles<T, DP, BLOCK_M, BLOCK_N, STAGES>;
-    static constexpr int kSmemBytes = sizeof(Smem) + 1024;   // + alignment of the first panel
 
     static __device__ __forceinline__ void body(const Params& p, const Block& kb, Smem& sm) {
         const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -70,7 +69,6 @@ struct DqWgmma : TileKernel<DqWgmma<T, DP, BLOCK_M, BLOCK_N, NT, STAGES, V>, 102
     using Step = WgmmaDqStep<T, DP, BLOCK_M, BLOCK_N>;   // wgmma_backward.cuh
 
     using Smem = DqTiles<T, DP, BLOCK_M, BLOCK_N, STAGES>;
-    static constexpr int kSmemBytes = sizeof(Smem) + 1024;
 
     static __device__ __forceinline__ void body(const Params& p, const Block& blk, Smem& sm) {
         const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -82,7 +80,7 @@ struct DqWgmma : TileKernel<DqWgmma<T, DP, BLOCK_M, BLOCK_N, NT, STAGES, V>, 102
                                   CpAsyncPipeline<STAGES, STAGES - 1, true>>(blk, p, sm);
 
         float lse2[2], Dr[2], dQ[1][NO][4];
-        Step::row_stats(lse2, Dr, p, blk, wrow, lane);
+        dq_row_stats(lse2, Dr, p, blk, i0, wrow, lane >> 2);   // rows wrow + g, wrow + g + 8
         zero_fragments(dQ[0]);
         const T* sQw = sm.q + wg * 64 * 64;
         const T* sdOw = sm.dout + wg * 64 * 64;

@@ -60,7 +60,7 @@ struct DkdvWgmmaWs {
             q_bar.init(2 * 128, 4 * Ws::NC);    // its copies and stores; one arrival per consumer warp
         }
     };
-    static constexpr int kSmemBytes = sizeof(Smem) + 1024;   // + alignment of the first panel
+    static constexpr int kSmemBytes = smem_budget<Smem, 1024>();   // + alignment of the first panel
 
     static __device__ __forceinline__ void run(const Params& p) {
         const Block kb(p);
@@ -226,7 +226,7 @@ struct DqWgmmaWs {
             kv_bar.init(128, 4 * Ws::NC);       // its copies; one arrival per consumer warp
         }
     };
-    static constexpr int kSmemBytes = sizeof(Smem) + 1024;   // + alignment of the first panel
+    static constexpr int kSmemBytes = smem_budget<Smem, 1024>();   // + alignment of the first panel
 
     static __device__ __forceinline__ void run(const Params& p) {
         const Block blk(p);
@@ -258,7 +258,7 @@ struct DqWgmmaWs {
         const int warp = threadIdx.x / 32 - 4, lane = threadIdx.x % 32;   // among the consumers
         const int wrow = warp * 16;                                       // its first query row
         float lse2[2], Dr[2], dQ[1][Step::NO][4];
-        Step::row_stats(lse2, Dr, p, blk, wrow, lane);
+        dq_row_stats(lse2, Dr, p, blk, blk.i0, wrow, lane >> 2);   // rows wrow + g, wrow + g + 8
         zero_fragments(dQ[0]);
         const T* sQw = sm.q + (warp / 4) * 64 * 64;   // this warpgroup's 64 queries of panel 0
         const T* sdOw = sm.dout + (warp / 4) * 64 * 64;

@@ -36,7 +36,6 @@ struct FwdSimt : TileKernel<FwdSimt<T, DP, BLOCK_M, BLOCK_N, NT, V>> {
         Acc alpha[BLOCK_M];          // rescale of each row this step
         Acc l[BLOCK_M];              // 1 / l of each row at the end
     };
-    static constexpr int kSmemBytes = sizeof(Smem);
     using Block = QueryBlock<BLOCK_M, V, Params, Acc>;
 
     static __device__ __forceinline__ void body(const Params& p, const Block& blk, Smem& sm) {

@@ -20,16 +20,15 @@
 namespace cuflash {
 
 template <typename T, int DP, int BLOCK_M, int BLOCK_N, int NT, int STAGES, class V>
-struct FwdDmma : DmmaShape<T, BLOCK_M, BLOCK_N, DP, NT, STAGES>,
-    TileKernel<FwdDmma<T, DP, BLOCK_M, BLOCK_N, NT, STAGES, V>> {
+struct FwdDmma : TileKernel<FwdDmma<T, DP, BLOCK_M, BLOCK_N, NT, STAGES, V>> {
     using Params = FwdParams<T, double>;
     using Block = QueryBlock<BLOCK_M, V, Params, double>;
     using Shape = DmmaShape<T, BLOCK_M, BLOCK_N, DP, NT, STAGES>;   // dmma.cuh
-    using Shape::MT, Shape::NS, Shape::NO, Shape::LDS;   // m-tiles per warp, n-tiles of S and O
-    using typename Shape::Tiles;
+    // m-tiles per warp, n-tiles of S and O, the tiles' row stride and loader
+    static constexpr int MT = Shape::MT, NS = Shape::NS, NO = Shape::NO, LDS = Shape::LDS;
+    using Tiles = typename Shape::Tiles;
 
     using Smem = FwdTiles<T, LDS, BLOCK_M, BLOCK_N, STAGES>;   // pipeline.cuh
-    static constexpr int kSmemBytes = sizeof(Smem);
 
     static __device__ __forceinline__ void body(const Params& p, const Block& blk, Smem& sm) {
         const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t4 = lane & 3;

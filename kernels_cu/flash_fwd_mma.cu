@@ -55,7 +55,6 @@ struct FwdMma : TileKernel<FwdMma<T, DP, BLOCK_M, BLOCK_N, NT, STAGES, V, Produc
         // after K and V: the key warps' merge
         char merge_room[kMergeBytes > kRingBytes ? kMergeBytes - kRingBytes : 16];
     };
-    static constexpr int kSmemBytes = sizeof(Smem);
 
     static __device__ __forceinline__ void body(const Params& p, const Block& blk, Smem& sm) {
         const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t4 = lane & 3;

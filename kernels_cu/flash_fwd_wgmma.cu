@@ -36,7 +36,6 @@ struct FwdWgmma : TileKernel<FwdWgmma<T, DP, BLOCK_M, BLOCK_N, NT, STAGES, V>, 1
     static constexpr int AHEAD = STAGES - 2;
 
     using Smem = FwdTiles<T, DP, BLOCK_M, BLOCK_N, STAGES>;   // pipeline.cuh
-    static constexpr int kSmemBytes = sizeof(Smem) + 1024;   // + alignment of the first panel
 
     static __device__ __forceinline__ void body(const Params& p, const Block& blk, Smem& sm) {
         const int warp = threadIdx.x / 32;

@@ -52,7 +52,7 @@ struct FwdWgmmaWs {
             }
         }
     };
-    static constexpr int kSmemBytes = sizeof(Smem) + 1024;   // + alignment of the first panel
+    static constexpr int kSmemBytes = smem_budget<Smem, 1024>();   // + alignment of the first panel
 
     static __device__ __forceinline__ void run(const Params& p) {
         const Block blk(p);

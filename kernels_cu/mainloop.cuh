@@ -80,13 +80,33 @@ __device__ __forceinline__ auto start_dq_tile(const Block& blk, const P& p, S& s
     return keys;
 }
 
+// The dQ tensor-core kernels' statistics of one warp's query rows: lse·log2 e (lse_log2) and D of
+// rows wrow + 8k + g of the QueryBlock's tile from i0, k < R, where g = lane / 4 (the rows of the
+// lane's C fragments: m-tile k for dmma, k = 2·m-tile + h for the 16-row m-tiles of mma and
+// wgmma). A row past the tile takes +inf and 0, so that its P is 0.
+template <int R, typename Acc, class P, class QB>
+__device__ __forceinline__ void dq_row_stats(Acc (&lse2)[R], Acc (&D)[R], const P& p,
+                                             const QB& blk, int i0, int wrow, int g) {
+#pragma unroll
+    for (int k = 0; k < R; ++k) {
+        const int r = wrow + 8 * k + g;
+        lse2[k] = lse_log2(r < blk.rows ? p.lse[blk.seq.row(i0 + r)] : Acc(0), r < blk.rows);
+        D[k] = r < blk.rows ? p.D[blk.seq.row(i0 + r)] : Acc(0);
+    }
+}
+
 // The opening of every kernel whose block owns one tile of rows: the forward and dQ kernels (Block
 // = a QueryBlock) and the dK/dV kernels (a KeyBlock) of the simt, mma and dmma families. K derives
 // from TileKernel<K> and writes body(p, block, sm) in place of run: nothing runs for a tile that
-// holds no row, else body gets the block and the kernel's shared memory (K::Smem, K::kSmemBytes,
-// at an ALIGN-byte boundary: smem_as). The 8-warp wgmma kernels take it too, with ALIGN 1024.
+// holds no row, else body gets the block and the kernel's shared memory (K::Smem at an
+// ALIGN-byte boundary: smem_as). The 8-warp wgmma kernels take it too, with ALIGN 1024.
+// kSmemBytes, the bytes the host launches K with (K::kSmemBytes: cuflash/gpu/build.py), is
+// smem_budget<K::Smem, ALIGN>; it is defined below the class, as NVRTC reads a constexpr
+// member's initializer with the class, where K is still incomplete.
 template <class K, unsigned SMEM_ALIGN = 16>
 struct TileKernel {
+    static const int kSmemBytes;
+
     template <class P>
     static __device__ __forceinline__ void run(const P& p) {
         const typename K::Block block(p);
@@ -94,6 +114,8 @@ struct TileKernel {
         K::body(p, block, smem_as<typename K::Smem, SMEM_ALIGN>(K::kSmemBytes));
     }
 };
+template <class K, unsigned SMEM_ALIGN>
+const int TileKernel<K, SMEM_ALIGN>::kSmemBytes = smem_budget<typename K::Smem, SMEM_ALIGN>();
 
 // The dK/dV kernels' loop: each query head of a KeyBlock's chunk (GroupHead `Head`), and each
 // query tile of that head that sees the key tile, staged (stage_q, NT threads, Tiles) into ring

@@ -73,8 +73,8 @@ struct WgmmaDkdvStep {
 // first key j0, the tile needing the per-element rule or not):
 //   S = Q_i K_jᵀ, dP = dO_i V_jᵀ (one group), dS = P ∘ (dP - D) · g in place of dP,
 //   dQ_i += dS_ij K_j (dS as register A operands, K read MN-major).
-// The warp's rows are wrow + g and wrow + g + 8 (lse2, Dr: their lse·log2 e and D); the K/V
-// tile is read by the time it returns.
+// The warp's rows are wrow + g and wrow + g + 8 (lse2, Dr: their lse·log2 e and D from
+// dq_row_stats); the K/V tile is read by the time it returns.
 template <typename T, int DP, int BLOCK_M, int BLOCK_N>
 struct WgmmaDqStep {
     static constexpr int NS = BLOCK_N / 8;
@@ -82,18 +82,6 @@ struct WgmmaDqStep {
     static_assert(BLOCK_N % 16 == 0 && BLOCK_N <= 256 && DP % 64 == 0 && DP <= 256, "tile sizes");
     using MMA_S = Wgmma<BLOCK_N, T>;
     using MMA_O = Wgmma<DP, T>;
-
-    // lse·log2 e and D of the warp's rows wrow + g and wrow + g + 8 of a QueryBlock's tile
-    template <class P, class QB>
-    static __device__ __forceinline__ void row_stats(float (&lse2)[2], float (&Dr)[2], const P& p,
-                                                     const QB& blk, int wrow, int lane) {
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            const int r = wrow + (lane >> 2) + h * 8;
-            lse2[h] = lse_log2(r < blk.rows ? p.lse[blk.seq.row(blk.i0 + r)] : 0.f, r < blk.rows);
-            Dr[h] = r < blk.rows ? p.D[blk.seq.row(blk.i0 + r)] : 0.f;
-        }
-    }
 
     template <class Mask, class Score>
     static __device__ __forceinline__ void run(float (&dQ)[NO][4], const T* sQw, const T* sdOw,
