@@ -1,7 +1,7 @@
 """One decode step (B = 64, Hkv = 8, Hq = 32, S = 32768, float16, d = 128, contiguous, v27's rule:
 unsplit, 3 stages) and the read kernel over the same K/V bytes, for ncu (issue 14: where the
 last 7-9% of the read kernel's bandwidth goes). Run under
-ncu --kernel-name regex:'FwdMma|read_ceiling' --launch-skip 1 ... python3 .ab/decode_ncu.py"""
+ncu --kernel-name regex:'mma_fwd|read_ceiling' --launch-skip 1 ... python3 .ab/decode_ncu.py"""
 import cupy as cp
 
 from cuflash import kvcache
