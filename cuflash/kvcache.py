@@ -53,6 +53,8 @@ _IN_KERNEL = True
 DECODE_FILL = 2
 #: ... and into at most this many splits per query tile
 DECODE_MAX_SPLITS = 128
+#: ... each of at least this many key tiles
+DECODE_MIN_TILES = 2
 
 
 def _is_int(x) -> bool:
@@ -349,15 +351,15 @@ DECODE_TILE = None
 
 
 def _decode_split(blocks: int, key_tiles: int, sms: int, fill: int = None,
-                  max_splits: int = None) -> tuple:
+                  max_splits: int = None, min_tiles: int = None) -> tuple:
     """(splits, ring stages) of a decode step whose grid has `blocks` query tiles, each over
-    `key_tiles` key tiles, on `sms` SMs; fill and max_splits default to DECODE_FILL and
-    DECODE_MAX_SPLITS.
+    `key_tiles` key tiles, on `sms` SMs; fill, max_splits and min_tiles default to DECODE_FILL,
+    DECODE_MAX_SPLITS and DECODE_MIN_TILES.
 
     - More than fill·sms query tiles: no split (no partials to merge), and a 3-stage ring (two
       tiles in flight per block: the grid's own depth is then in waves of blocks).
-    - Else as many splits as keep the grid within fill blocks per SM, at least two key tiles
-      each and at most max_splits; a 3-stage ring where that grid is at most one block per SM
+    - Else as many splits as keep the grid within fill blocks per SM, at least min_tiles key
+      tiles each and at most max_splits; a 3-stage ring where that grid is at most one block per SM
       (a block alone on its SM keeps two tiles in flight), 2 stages otherwise (three blocks fit
       per SM).
 
@@ -366,9 +368,10 @@ def _decode_split(blocks: int, key_tiles: int, sms: int, fill: int = None,
     25% slower than the same step's grid of at most 2 per SM."""
     fill = DECODE_FILL if fill is None else fill
     max_splits = DECODE_MAX_SPLITS if max_splits is None else max_splits
+    min_tiles = DECODE_MIN_TILES if min_tiles is None else min_tiles
     if blocks > fill * sms:
         return 1, 3
-    splits = max(1, min(max_splits, fill * sms // max(blocks, 1), key_tiles // 2))
+    splits = max(1, min(max_splits, fill * sms // max(blocks, 1), key_tiles // min_tiles))
     return splits, (3 if blocks * splits <= sms else 2)
 
 
@@ -550,7 +553,7 @@ def _signature(q, k_cache, v_cache, cache_seqlens, block_table, k_new, v_new, ca
             table, new, align, _ND[1](), type(causal), causal, type(window), window, window_types,
             type(softcap), softcap, type(scale), scale, type(return_lse), return_lse,
             type(num_splits), num_splits, _IN_KERNEL, DECODE_TILE, DECODE_FILL,
-            DECODE_MAX_SPLITS)
+            DECODE_MAX_SPLITS, DECODE_MIN_TILES)
 
 
 @functools.lru_cache(maxsize=None)

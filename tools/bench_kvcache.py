@@ -13,14 +13,14 @@ enter, so a small step's bandwidth is the GPU's. When one cache is smaller than
 exceed L2 (the K/V of a real decode step come from device memory, not from L2): every method
 reads the same copies in the same order.
 
-Columns "MxN/fN/cN" (with --tiles, --fill, --max-splits): decode tiles (kvcache.DECODE_TILE;
+Columns "MxN/fN/cN/tN" (with --tiles, --fill, --max-splits, --min-tiles): decode tiles (kvcache.DECODE_TILE;
 mma kernel; a forced tile keeps its stages), and the split rule's blocks per SM and split cap
-(kvcache.DECODE_FILL, DECODE_MAX_SPLITS; kvcache._decode_split); by default the library's own
-choice ("auto", f2, c128).
+(kvcache.DECODE_FILL, DECODE_MAX_SPLITS, DECODE_MIN_TILES; kvcache._decode_split); by default the library's own
+choice ("auto", f2, c128, t2).
 
     python tools/bench_kvcache.py [--grid 1x1,1x8,8x8,64x8] [--S 1024,8192,32768,131072]
                                   [--pages 256,16] [--tiles 16x64x4x2] [--fill 2]
-                                  [--max-splits 128] [--host-calls 10000]
+                                  [--max-splits 128] [--min-tiles 2] [--host-calls 10000]
 """
 from __future__ import annotations
 
@@ -181,6 +181,8 @@ def main(argv=None):
     ap.add_argument("--fill", default="", help="split rule's blocks per SM; default the library's")
     ap.add_argument("--tiles", default="", help="mma tiles MxNxWxS; default auto")
     ap.add_argument("--max-splits", default="", help="split-KV caps; default the library's")
+    ap.add_argument("--min-tiles", default="", help="key tiles per split at least; default the "
+                    "library's")
     ap.add_argument("--no-host", action="store_true", help="skip the host-time part")
     ap.add_argument("--layouts", default="contiguous,paged", help="contiguous and/or paged")
     ap.add_argument("--footprint", type=int, default=256, help="MB of K/V copies cycled at least")
@@ -192,14 +194,16 @@ def main(argv=None):
 
     from cuflash import TileConfig, kvcache
     from cuflash.experiments.readbw import DeviceRead
-    defaults = (kvcache.DECODE_TILE, kvcache.DECODE_FILL, kvcache.DECODE_MAX_SPLITS)
+    defaults = (kvcache.DECODE_TILE, kvcache.DECODE_FILL, kvcache.DECODE_MAX_SPLITS,
+                kvcache.DECODE_MIN_TILES)
     tiles = [TileConfig(*(int(x) for x in t.split("x")), "mma") for t in a.tiles.split(",") if t]
     fills = [int(x) for x in a.fill.split(",") if x]
     caps = [int(x) for x in a.max_splits.split(",") if x] or [kvcache.DECODE_MAX_SPLITS]
-    combos = [(t, n, m) for t in (tiles or [None])
-              for n in (fills or [kvcache.DECODE_FILL]) for m in caps]
-    label = lambda t, n, m: (("auto" if t is None else f"{t.block_m}x{t.block_n}x{t.num_warps}")
-                             + f"/f{n}/c{m}")
+    mins = [int(x) for x in a.min_tiles.split(",") if x] or [kvcache.DECODE_MIN_TILES]
+    combos = [(t, n, m, u) for t in (tiles or [None])
+              for n in (fills or [kvcache.DECODE_FILL]) for m in caps for u in mins]
+    label = lambda t, n, m, u: (("auto" if t is None else f"{t.block_m}x{t.block_n}x{t.num_warps}")
+                                + f"/f{n}/c{m}/t{u}")
     G, d = a.G, a.d
     props = cp.cuda.runtime.getDeviceProperties(0)
     print(f"{props['name'].decode()}, float16, d={d}, Hq={G}·Hkv; TB/s of K+V "
@@ -237,15 +241,16 @@ def main(argv=None):
                         continue
                     caches = [_paged(cp, b[0], b[1], page, rng) for b in bufs]
                 cols = []
-                for t, n, m in combos:
-                    kvcache.DECODE_TILE, kvcache.DECODE_FILL, kvcache.DECODE_MAX_SPLITS = t, n, m
+                for t, n, m, u in combos:
+                    (kvcache.DECODE_TILE, kvcache.DECODE_FILL, kvcache.DECODE_MAX_SPLITS,
+                     kvcache.DECODE_MIN_TILES) = t, n, m, u
                     calls = [lambda i=i, c=c: kvcache.attention_with_kvcache(
                         qs[i % len(qs)], c[0], c[1], cache_seqlens=seqlens, block_table=c[2],
                         validate=False) for i, c in enumerate(caches)]
                     try:
                         cols.append(rate(_graph_ms(cp, calls, check=True)))
                     except ValueError as exc:   # kept as a result: the row goes on
-                        print(f"  B={B} Hkv={Hkv} S={S} {layout} {label(t, n, m)}: {exc}",
+                        print(f"  B={B} Hkv={Hkv} S={S} {layout} {label(t, n, m, u)}: {exc}",
                               flush=True)
                         cols.append(float("nan"))
                 best = max((c for c in cols if c == c), default=float("nan"))
@@ -260,7 +265,8 @@ def main(argv=None):
                 del caches
             del bufs, readers
             cp.get_default_memory_pool().free_all_blocks()
-    kvcache.DECODE_TILE, kvcache.DECODE_FILL, kvcache.DECODE_MAX_SPLITS = defaults
+    (kvcache.DECODE_TILE, kvcache.DECODE_FILL, kvcache.DECODE_MAX_SPLITS,
+     kvcache.DECODE_MIN_TILES) = defaults
     if a.no_host:
         print("\n" + head)
         for line in rows:
