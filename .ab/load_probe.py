@@ -8,6 +8,9 @@ decode kernel; each XORs what it read so nothing can be skipped:
   cg     cp.async.cg 16 B per thread (LDGSTS.BYPASS: the decode kernel's copies)
   ca     cp.async.ca 16 B (LDGSTS through L1)
   cg256  cp.async.cg with the .L2::256B prefetch hint
+  cgz    cp.async.cg's src-size form (zero-fill; cuflash's cp_async16 through v27), size 16
+  cgp    cp.async.cg under a predicate (always true)
+  cgsel  plain cp.async.cg where valid, the src-size-0 form where not (always valid here)
   bulk   cp.async.bulk (the TMA unit's 1-D bulk copy), one 32 KiB copy per tile, mbarrier
   bulkrow  cp.async.bulk per 256-byte row (128 rows per tile, lanes of warp 0 issue them)
   ldg    __ldg 16 B per thread into registers, 16 in flight (no shared memory)
@@ -32,19 +35,30 @@ __device__ __forceinline__ unsigned smem_u32(const void* p) {
 __device__ __forceinline__ unsigned xor4(uint4 a) { return a.x ^ a.y ^ a.z ^ a.w; }
 
 template <int KIND>
-__device__ __forceinline__ void copy16(unsigned dst, const char* src) {
+__device__ __forceinline__ void copy16(unsigned dst, const char* src, bool ok) {
     if (KIND == 0)
         asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src));
     else if (KIND == 1)
         asm volatile("cp.async.ca.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src));
-    else
+    else if (KIND == 2)
         asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;\n" ::"r"(dst), "l"(src));
+    else if (KIND == 3)   // src-size form (zero-fill), as cuflash's cp_async16 through v27
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(ok ? 16 : 0));
+    else if (KIND == 4)   // plain copy under a predicate
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %2, 0;\n@p cp.async.cg.shared.global [%0], [%1], 16;\n}\n"
+                     ::"r"(dst), "l"(src), "r"(int(ok)));
+    else                  // plain copy when ok, the zero-fill form (reading nothing) when not
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %2, 0;\n"
+                     "@p cp.async.cg.shared.global [%0], [%1], 16;\n"
+                     "@!p cp.async.cg.shared.global [%0], [%1], 16, 0;\n}\n"
+                     ::"r"(dst), "l"(src), "r"(int(ok)));
 }
 
 // cp.async ring: each thread copies CHUNKS 16-byte chunks per tile (thread i: chunks i, i + NT,
 // ..., a warp's instruction 512 contiguous bytes) and XORs the chunks it copied once they land
 template <int KIND>
 __device__ void ring_cpasync(const char* base, long long ntiles, unsigned* out) {
+    const long long limit = ntiles * TILE;
     extern __shared__ __align__(1024) char sm[];
     const int tid = threadIdx.x;
     unsigned acc = 0;
@@ -53,8 +67,9 @@ __device__ void ring_cpasync(const char* base, long long ntiles, unsigned* out) 
             const char* src = base + t * TILE;
             char* dst = sm + (t % STAGES) * TILE;
 #pragma unroll
-            for (int c = 0; c < CHUNKS; ++c)
-                copy16<KIND>(smem_u32(dst + (c * NT + tid) * 16), src + (c * NT + tid) * 16);
+            for (int c = 0; c < CHUNKS; ++c)   // ok: always true, but not known to the compiler
+                copy16<KIND>(smem_u32(dst + (c * NT + tid) * 16), src + (c * NT + tid) * 16,
+                             t * TILE + (c * NT + tid) * 16 < limit);
         }
         asm volatile("cp.async.commit_group;\n" ::);
     };
@@ -78,6 +93,15 @@ extern "C" __global__ void __launch_bounds__(NT) probe_ca(const char* x, long lo
 }
 extern "C" __global__ void __launch_bounds__(NT) probe_cg256(const char* x, long long ntiles, unsigned* out) {
     ring_cpasync<2>(x + blockIdx.x * ntiles * TILE, ntiles, out);
+}
+extern "C" __global__ void __launch_bounds__(NT) probe_cgz(const char* x, long long ntiles, unsigned* out) {
+    ring_cpasync<3>(x + blockIdx.x * ntiles * TILE, ntiles, out);
+}
+extern "C" __global__ void __launch_bounds__(NT) probe_cgp(const char* x, long long ntiles, unsigned* out) {
+    ring_cpasync<4>(x + blockIdx.x * ntiles * TILE, ntiles, out);
+}
+extern "C" __global__ void __launch_bounds__(NT) probe_cgsel(const char* x, long long ntiles, unsigned* out) {
+    ring_cpasync<5>(x + blockIdx.x * ntiles * TILE, ntiles, out);
 }
 
 __device__ __forceinline__ void mbar_init(unsigned long long* b, unsigned n) {
@@ -158,7 +182,7 @@ extern "C" __global__ void __launch_bounds__(NT) probe_ldg(const char* x, long l
 }
 """
 
-NAMES = ["cg", "ca", "cg256", "bulk", "bulkrow", "ldg"]
+NAMES = ["cg", "ca", "cg256", "cgz", "cgp", "cgsel", "bulk", "bulkrow", "ldg"]
 TILE, STAGES, NT = 32768, 3, 128
 
 
