@@ -14,16 +14,9 @@
 namespace cuflash {
 
 // 16 bytes global -> shared, asynchronously; zero-filled when !valid (no global read then).
-// Two copies under opposite predicates, the plain form where valid and the src-size-0 form
-// where not: one copy whose src-size is a register (`valid ? 16 : 0`) compiles to an LDGSTS with
-// a zero-fill predicate operand, and on the H200 each warp's 512 contiguous bytes of that form
-// cost 24 L2 sectors instead of 16 (ncu source view, NOTES v28: the decode kernel's 1.5x L2
-// sectors of call 106).
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %2, 0;\n"
-                 "@p cp.async.cg.shared.global [%0], [%1], 16;\n"
-                 "@!p cp.async.cg.shared.global [%0], [%1], 16, 0;\n}\n" ::"r"(smem_addr(smem)),
-                 "l"(gmem), "r"(int(valid)));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(smem)),
+                 "l"(gmem), "r"(valid ? 16 : 0));
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N>
