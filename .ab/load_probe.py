@@ -11,6 +11,8 @@ decode kernel; each XORs what it read so nothing can be skipped:
   cgz    cp.async.cg's src-size form (zero-fill; cuflash's cp_async16 through v27), size 16
   cgp    cp.async.cg under a predicate (always true)
   cgsel  plain cp.async.cg where valid, the src-size-0 form where not (always valid here)
+  cgpad  cgz into rows padded to 272 bytes in shared memory (the mma kernels' LDS = d + 8)
+  cgswz  cgz into unpadded rows, chunk index XOR row % 8 (a 128-byte swizzle)
   bulk   cp.async.bulk (the TMA unit's 1-D bulk copy), one 32 KiB copy per tile, mbarrier
   bulkrow  cp.async.bulk per 256-byte row (128 rows per tile, lanes of warp 0 issue them)
   ldg    __ldg 16 B per thread into registers, 16 in flight (no shared memory)
@@ -56,7 +58,20 @@ __device__ __forceinline__ void copy16(unsigned dst, const char* src, bool ok) {
 
 // cp.async ring: each thread copies CHUNKS 16-byte chunks per tile (thread i: chunks i, i + NT,
 // ..., a warp's instruction 512 contiguous bytes) and XORs the chunks it copied once they land
-template <int KIND>
+// where chunk ch (16 bytes) of a tile of 256-byte rows lands in its stage: LAYOUT 0 as in global
+// memory, 1 rows padded to 272 bytes (the mma kernels' LDS = d + 8 at d = 128), 2 rows of 256
+// bytes with the chunk index XOR row % 8 (a 128-byte swizzle)
+#define ROWB 256
+template <int LAYOUT>
+__device__ __forceinline__ int dst_off(int ch) {
+    const int row = ch / (ROWB / 16), col = ch % (ROWB / 16);
+    if (LAYOUT == 1) return row * (ROWB + 16) + col * 16;
+    if (LAYOUT == 2) return row * ROWB + ((col ^ (row & 7)) * 16);
+    return ch * 16;
+}
+#define STAGE_BYTES (TILE / ROWB * (ROWB + 16))
+
+template <int KIND, int LAYOUT = 0>
 __device__ void ring_cpasync(const char* base, long long ntiles, unsigned* out) {
     const long long limit = ntiles * TILE;
     extern __shared__ __align__(1024) char sm[];
@@ -65,10 +80,10 @@ __device__ void ring_cpasync(const char* base, long long ntiles, unsigned* out) 
     auto issue = [&](long long t) {
         if (t < ntiles) {
             const char* src = base + t * TILE;
-            char* dst = sm + (t % STAGES) * TILE;
+            char* dst = sm + (t % STAGES) * STAGE_BYTES;
 #pragma unroll
             for (int c = 0; c < CHUNKS; ++c)   // ok: always true, but not known to the compiler
-                copy16<KIND>(smem_u32(dst + (c * NT + tid) * 16), src + (c * NT + tid) * 16,
+                copy16<KIND>(smem_u32(dst + dst_off<LAYOUT>(c * NT + tid)), src + (c * NT + tid) * 16,
                              t * TILE + (c * NT + tid) * 16 < limit);
         }
         asm volatile("cp.async.commit_group;\n" ::);
@@ -78,11 +93,18 @@ __device__ void ring_cpasync(const char* base, long long ntiles, unsigned* out) 
         asm volatile("cp.async.wait_group %0;\n" ::"n"(STAGES - 2));
         __syncthreads();
         issue(t + STAGES - 1);
-        const char* s = sm + (t % STAGES) * TILE;
+        const char* s = sm + (t % STAGES) * STAGE_BYTES;
 #pragma unroll
-        for (int c = 0; c < CHUNKS; ++c) acc ^= xor4(*reinterpret_cast<const uint4*>(s + (c * NT + tid) * 16));
+        for (int c = 0; c < CHUNKS; ++c) acc ^= xor4(*reinterpret_cast<const uint4*>(s + dst_off<LAYOUT>(c * NT + tid)));
     }
     atomicXor(out, acc);
+}
+
+extern "C" __global__ void __launch_bounds__(NT) probe_cgpad(const char* x, long long ntiles, unsigned* out) {
+    ring_cpasync<3, 1>(x + blockIdx.x * ntiles * TILE, ntiles, out);
+}
+extern "C" __global__ void __launch_bounds__(NT) probe_cgswz(const char* x, long long ntiles, unsigned* out) {
+    ring_cpasync<3, 2>(x + blockIdx.x * ntiles * TILE, ntiles, out);
 }
 
 extern "C" __global__ void __launch_bounds__(NT) probe_cg(const char* x, long long ntiles, unsigned* out) {
@@ -182,8 +204,9 @@ extern "C" __global__ void __launch_bounds__(NT) probe_ldg(const char* x, long l
 }
 """
 
-NAMES = ["cg", "ca", "cg256", "cgz", "cgp", "cgsel", "bulk", "bulkrow", "ldg"]
+NAMES = ["cg", "ca", "cg256", "cgz", "cgp", "cgsel", "cgpad", "cgswz", "bulk", "bulkrow", "ldg"]
 TILE, STAGES, NT = 32768, 3, 128
+SMEM = STAGES * TILE // 256 * 272   # the padded layout's stages (the others use less of it)
 
 
 def main():
@@ -205,7 +228,7 @@ def main():
     kernels = {}
     for n in names:
         k = mod.get_function("probe_" + n)
-        k.max_dynamic_shared_size_bytes = STAGES * TILE
+        k.max_dynamic_shared_size_bytes = SMEM
         kernels[n] = k
     out = cp.zeros(1, cp.uint32)
 
@@ -213,7 +236,7 @@ def main():
         if n == "read":
             reader.launch()
             return
-        kernels[n]((blocks,), (NT,), (x, cp.int64(ntiles), out), shared_mem=STAGES * TILE)
+        kernels[n]((blocks,), (NT,), (x, cp.int64(ntiles), out), shared_mem=SMEM)
 
     for n in names:   # correctness: each kernel's XOR is the array's
         out.fill(0)
