@@ -246,7 +246,7 @@ struct DqMma : TileKernel<DqMma<T, DP, BLOCK_M, BLOCK_N, NT, STAGES, V>> {
         for (int mt = 0; mt < MT; ++mt) f[mt][0] = f[mt][1] = p.scale;
         store_rows_staged<T, MT, NO, DP>(blk.seq.q_row(p.dq, p.dq_stride, i0), d, p.dq_stride[2], blk.rows,
                                          dQ, f, sm.q,
-                                         [](int r, int c) { return r * LDS + c; }, wrow, lane);
+                                         [](int r, int c) { return tile_at<LDS>(r, c); }, wrow, lane);
     }
 };
 

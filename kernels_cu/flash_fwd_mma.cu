@@ -130,7 +130,7 @@ struct FwdMma : TileKernel<FwdMma<T, DP, BLOCK_M, BLOCK_N, NT, STAGES, V, Produc
             inv[mt][h] = softmax.finalize(2 * mt + h, lse);
             if (t4 == 0 && r < blk.rows) blk.lse_dst(p)[blk.seq.row(i0 + r)] = lse;
         });
-        store_out<T, MT, NO, DP>(p, blk, o, inv, sm.q, [](int r, int c) { return r * LDS + c; },
+        store_out<T, MT, NO, DP>(p, blk, o, inv, sm.q, [](int r, int c) { return tile_at<LDS>(r, c); },
                                  wrow, lane);
     }
 };

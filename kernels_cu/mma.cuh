@@ -95,18 +95,32 @@ __device__ __forceinline__ void c_to_a(unsigned (&a)[4], const float (&c0)[4], c
     a[3] = pack2<T>(c1[2], c1[3]);
 }
 
-// Shared-memory addresses for ldmatrix, tiles stored row-major with row stride LDS elements.
+// Where element (r, c) of a 16-bit tile in rows of LDS elements lies. ldmatrix reads the 16-byte
+// chunks of 8 rows at once, which must lie in distinct banks: rows padded by 16 bytes
+// (LDS ≡ 8 mod 64, the backward's DP + 8) shift each row by 4 banks; unpadded rows of a multiple
+// of 128 bytes (LDS % 64 == 0, the forward's HalfProducts) take chunk index XOR row % 8 (a
+// 128-byte swizzle). The swizzle also keeps each 128 bytes of a row that cp.async copies in one
+// 128-byte line of shared memory: into padded rows, cp.async asks L2 for 1.5x the sectors and
+// reads 5-7% slower (NOTES v28, calls 106-109). A tile's base pointer may move by whole groups
+// of 8 rows only.
+template <int LDS>
+__device__ __forceinline__ int tile_at(int r, int c) {
+    if constexpr (LDS % 64 == 0) return r * LDS + (((c >> 3) ^ (r & 7)) << 3) + (c & 7);
+    else return r * LDS + c;
+}
+
+// Shared-memory addresses for ldmatrix, tiles stored row-major in rows of LDS elements (tile_at).
 // A fragment (16 rows × 16 k) at (r0, k0); also B fragments of two n-tiles through .trans
 // when the stored rows are k (V in P·V: rows = keys, cols = head dim).
 template <int LDS, typename T>
 __device__ __forceinline__ const T* frag_a_addr(const T* s, int r0, int k0, int lane) {
-    return s + (r0 + (lane & 7) + ((lane >> 3) & 1) * 8) * LDS + k0 + (lane >> 4) * 8;
+    return s + tile_at<LDS>(r0 + (lane & 7) + ((lane >> 3) & 1) * 8, k0 + (lane >> 4) * 8);
 }
 // B fragments of two n-tiles (n0..n0+15) × one k-step (k0..k0+15) when the stored rows are n
 // (K in Q·Kᵀ: rows = keys, cols = head dim): regs 0, 1 -> n-tile n0, regs 2, 3 -> n-tile n0+8.
 template <int LDS, typename T>
 __device__ __forceinline__ const T* frag_b_addr(const T* s, int n0, int k0, int lane) {
-    return s + (n0 + (lane & 7) + (lane >> 4) * 8) * LDS + k0 + ((lane >> 3) & 1) * 8;
+    return s + tile_at<LDS>(n0 + (lane & 7) + (lane >> 4) * 8, k0 + ((lane >> 3) & 1) * 8);
 }
 
 // C fragments (MT m-tiles × 2·KK n-tiles of 8 columns) rounded to T and packed as the A fragments
@@ -145,8 +159,10 @@ __device__ __forceinline__ void mma_rows(float (&acc)[MT][DP / 8][4], const unsi
 // registers die before P·V, mma_rows).
 template <typename T>
 struct HalfProducts {
+    // row stride of the tiles: unpadded and swizzled where rows are a multiple of 128 bytes,
+    // else padded by 16 bytes (tile_at)
     template <int DP>
-    static constexpr int kLds = DP + 8;   // +16 bytes a row: ldmatrix's rows in distinct banks
+    static constexpr int kLds = DP % 64 == 0 ? DP : DP + 8;
 
     // s[mt][n] += Q_mt · K_nᵀ over DP columns: Q rows wrow + 16·mt.., K rows wkey + 8·n.. of
     // tiles in rows of LDS elements
@@ -282,12 +298,13 @@ struct CpAsyncTiles {
     }
 };
 
-// Rows of LDS elements (the mma kernels' tiles, padded against bank conflicts)
+// Rows of LDS elements (the mma kernels' tiles: padded or swizzled against bank conflicts,
+// tile_at)
 template <int LDS>
 struct RowMajor {
     static constexpr bool kUnrolled = false;   // odd head dims would hold a dozen addresses at once
     template <int ROWS>
-    static __device__ __forceinline__ int at(int r, int c) { return r * LDS + c; }
+    static __device__ __forceinline__ int at(int r, int c) { return tile_at<LDS>(r, c); }
 };
 
 // The mma kernels' tile loader.
