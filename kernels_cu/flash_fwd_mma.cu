@@ -41,7 +41,10 @@ struct FwdMma : TileKernel<FwdMma<T, DP, BLOCK_M, BLOCK_N, NT, STAGES, V, Produc
     static constexpr int WN = BLOCK_N / KW;                 // keys of a tile per warp
     static constexpr int NS = WN / 8;                       // 8-column n-tiles of S
     static constexpr int NO = DP / 8;                       // 8-column n-tiles of O
-    static constexpr int LDS = Products::template kLds<DP>;   // row stride (elements) of every tile
+    // row stride (elements) of every tile: a KV cache's steps, memory-bound, take the swizzled
+    // rows (mma.cuh tile_at: 1.07-1.08x on large decode steps, NOTES v28), the others the padded
+    // ones (fewer address registers: the swizzle made the sm_80 128-row causal tile spill)
+    static constexpr int LDS = Products::template kLds<DP, V::CACHE != kNoCache>;
     static_assert((MT == 1 || MT == 2) && BLOCK_M == 16 * MT * (NW / KW),
                   "BLOCK_M must be 16·MT·warps, or 16·MT when the warps split the keys");
     static_assert(WN % 16 == 0 && DP % 16 == 0, "tiles must be multiples of 16 (per warp)");

@@ -98,11 +98,12 @@ __device__ __forceinline__ void c_to_a(unsigned (&a)[4], const float (&c0)[4], c
 // Where element (r, c) of a 16-bit tile in rows of LDS elements lies. ldmatrix reads the 16-byte
 // chunks of 8 rows at once, which must lie in distinct banks: rows padded by 16 bytes
 // (LDS ≡ 8 mod 64, the backward's DP + 8) shift each row by 4 banks; unpadded rows of a multiple
-// of 128 bytes (LDS % 64 == 0, the forward's HalfProducts) take chunk index XOR row % 8 (a
+// of 128 bytes (LDS % 64 == 0, HalfProducts' SWIZZLE) take chunk index XOR row % 8 (a
 // 128-byte swizzle). The swizzle also keeps each 128 bytes of a row that cp.async copies in one
 // 128-byte line of shared memory: into padded rows, cp.async asks L2 for 1.5x the sectors and
-// reads 5-7% slower (NOTES v28, calls 106-109). A tile's base pointer may move by whole groups
-// of 8 rows only.
+// reads 5-7% slower (NOTES v28, calls 106-110), which memory-bound kernels (decode steps) feel;
+// the swizzle's addresses cost registers, which compute-bound ones feel. A tile's base pointer
+// may move by whole groups of 8 rows only.
 template <int LDS>
 __device__ __forceinline__ int tile_at(int r, int c) {
     if constexpr (LDS % 64 == 0) return r * LDS + (((c >> 3) ^ (r & 7)) << 3) + (c & 7);
@@ -159,10 +160,10 @@ __device__ __forceinline__ void mma_rows(float (&acc)[MT][DP / 8][4], const unsi
 // registers die before P·V, mma_rows).
 template <typename T>
 struct HalfProducts {
-    // row stride of the tiles: unpadded and swizzled where rows are a multiple of 128 bytes,
-    // else padded by 16 bytes (tile_at)
-    template <int DP>
-    static constexpr int kLds = DP % 64 == 0 ? DP : DP + 8;
+    // row stride of the tiles (tile_at): SWIZZLE (and rows a multiple of 128 bytes) unpadded and
+    // swizzled, else padded by 16 bytes
+    template <int DP, bool SWIZZLE = false>
+    static constexpr int kLds = SWIZZLE && DP % 64 == 0 ? DP : DP + 8;
 
     // s[mt][n] += Q_mt · K_nᵀ over DP columns: Q rows wrow + 16·mt.., K rows wkey + 8·n.. of
     // tiles in rows of LDS elements

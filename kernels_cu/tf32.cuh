@@ -86,7 +86,7 @@ __device__ __forceinline__ void mma1688(float (&c)[4], const Tf32Operand<N> (&a)
 template <int N>
 struct Tf32Products {
     static_assert(N == 1 || N == 3, "one TF32 product (precision='tf32') or three ('highest')");
-    template <int DP>
+    template <int DP, bool SWIZZLE = false>   // no swizzled form (HalfProducts' kLds)
     static constexpr int kLds = DP + 4;   // ≡ 4 or 20 mod 32 for DP a multiple of 16 (the header)
 
     // s[mt][n] += Q_mt · K_nᵀ over DP columns (HalfProducts::scores' contract, float32 tiles)
