@@ -50,7 +50,7 @@ _GQA_STRATEGY = None
 _IN_KERNEL = True
 
 #: Decode steps' split-KV (_decode_split): the grid is split up to this many blocks per SM
-DECODE_FILL = 2
+DECODE_FILL = 1
 #: ... and into at most this many splits per query tile
 DECODE_MAX_SPLITS = 128
 #: ... each of at least this many key tiles
@@ -356,23 +356,25 @@ def _decode_split(blocks: int, key_tiles: int, sms: int, fill: int = None,
     `key_tiles` key tiles, on `sms` SMs; fill, max_splits and min_tiles default to DECODE_FILL,
     DECODE_MAX_SPLITS and DECODE_MIN_TILES.
 
-    - More than fill·sms query tiles: no split (no partials to merge), and a 3-stage ring (two
-      tiles in flight per block: the grid's own depth is then in waves of blocks).
+    - More than fill·sms query tiles: no split (no partials to merge).
     - Else as many splits as keep the grid within fill blocks per SM, at least min_tiles key
-      tiles each and at most max_splits; a 3-stage ring where that grid is at most one block per SM
-      (a block alone on its SM keeps two tiles in flight), 2 stages otherwise (three blocks fit
-      per SM).
+      tiles each and at most max_splits.
+    - The ring: 3 stages (two tiles in flight per block) where the grid is at most one block per
+      SM (a block alone on its SM) or more than two (its depth is then in waves of blocks), 2
+      stages between (three blocks fit per SM).
 
-    Measured on the H200 (NOTES v27, call 102, d = 128, float16, 1 to 512 kv heads, S = 1k to
-    128k): grids of more than 2 blocks per SM but under 3 per SM, or of 1.3-1.5 waves, read up to
-    25% slower than the same step's grid of at most 2 per SM."""
+    Measured on the H200 (d = 128, float16, 1 to 512 kv heads, S = 1k to 128k): grids of more
+    than 2 blocks per SM but under 3 per SM, or of 1.3-1.5 waves, read up to 25% slower than the
+    same step's grid of at most 2 per SM (NOTES v27, call 102); on the swizzled KV-cache tiles,
+    one block per SM reads as well as two or better (fill 1 against 2: 0.986-1.14 per cell, two
+    passes; B·Hkv = 8 at S = 8k 1.14, 16·8 at S = 1k 1.13; NOTES v28, call 113)."""
     fill = DECODE_FILL if fill is None else fill
     max_splits = DECODE_MAX_SPLITS if max_splits is None else max_splits
     min_tiles = DECODE_MIN_TILES if min_tiles is None else min_tiles
-    if blocks > fill * sms:
-        return 1, 3
+    # (more than fill·sms query tiles: fill·sms // blocks is 0, one split)
     splits = max(1, min(max_splits, fill * sms // max(blocks, 1), key_tiles // min_tiles))
-    return splits, (3 if blocks * splits <= sms else 2)
+    grid = blocks * splits
+    return splits, (3 if grid <= sms or grid > 2 * sms else 2)
 
 
 def _decode_tile(c: _Call, dtype, rows: int, stages: int = 2):

@@ -124,24 +124,31 @@ def test_automatic_splits_rule(monkeypatch):
 
 
 def test_decode_split_rule():
-    """kvcache._decode_split (NOTES v27): up to DECODE_FILL = 2 blocks per SM, at least two key
-    tiles per split, at most 128 splits; no split over that, with 3 stages; 3 stages also where
-    the grid is at most one block per SM (pure arithmetic on a 132-SM device: no GPU needed)."""
-    from cuflash.kvcache import _decode_split
+    """kvcache._decode_split (NOTES v27, v28): up to DECODE_FILL = 1 block per SM, at least two
+    key tiles per split, at most 128 splits, no split past that; 3 stages where the grid is at
+    most one block per SM or more than two, 2 between (pure arithmetic on a 132-SM device: no
+    GPU needed)."""
+    from cuflash.kvcache import DECODE_FILL, _decode_split
+    assert DECODE_FILL == 1
     assert _decode_split(1, 2048, 132) == (128, 3)      # one query tile: capped, 128 <= 132 SMs
     assert _decode_split(1, 16, 132) == (8, 3)          # two key tiles per split
-    assert _decode_split(8, 2048, 132) == (33, 2)       # 264 // 8 = 33: 264 blocks, 2 stages
-    assert _decode_split(8, 64, 132) == (32, 2)         # 64 key tiles: 32 splits
-    assert _decode_split(64, 2048, 132) == (4, 2)       # 264 // 64 = 4
-    assert _decode_split(256, 2048, 132) == (1, 2)      # 256 <= 264: one split, 2 stages
+    assert _decode_split(8, 2048, 132) == (16, 3)       # 132 // 8 = 16: 128 blocks
+    assert _decode_split(8, 20, 132) == (10, 3)         # 20 key tiles: 10 splits
+    assert _decode_split(64, 2048, 132) == (2, 3)       # 132 // 64 = 2
+    assert _decode_split(100, 2048, 132) == (1, 3)      # 132 // 100 = 1: unsplit, alone per SM
+    assert _decode_split(132, 2048, 132) == (1, 3)      # exactly one per SM
+    assert _decode_split(133, 2048, 132) == (1, 2)      # past one per SM: unsplit, 2 stages
     assert _decode_split(264, 2048, 132) == (1, 2)      # exactly 2 per SM
     assert _decode_split(265, 2048, 132) == (1, 3)      # over 2 per SM: 3 stages
     assert _decode_split(512, 16, 132) == (1, 3)
-    assert _decode_split(100, 2048, 132) == (2, 2)      # 200 blocks: over one per SM
-    assert _decode_split(66, 2048, 132) == (4, 2)
     assert _decode_split(1, 3, 132) == (1, 3)           # too few key tiles to split
     assert _decode_split(0, 16, 132) == (8, 3)          # an empty batch launches nothing anyway
-    assert _decode_split(8, 2048, 132, fill=1, max_splits=8) == (8, 3)
+    # fill = 2, v27's rule: 2 stages where its grid is between one and two blocks per SM
+    assert _decode_split(8, 2048, 132, fill=2) == (33, 2)
+    assert _decode_split(64, 2048, 132, fill=2) == (4, 2)
+    assert _decode_split(66, 2048, 132, fill=2) == (4, 2)
+    assert _decode_split(256, 2048, 132, fill=2) == (1, 2)
+    assert _decode_split(8, 2048, 132, fill=2, max_splits=8) == (8, 3)
 
 
 @pytest.mark.gpu

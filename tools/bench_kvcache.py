@@ -15,8 +15,9 @@ reads the same copies in the same order.
 
 Columns "MxN/fN/cN/tN" (with --tiles, --fill, --max-splits, --min-tiles): decode tiles (kvcache.DECODE_TILE;
 mma kernel; a forced tile keeps its stages), and the split rule's blocks per SM and split cap
-(kvcache.DECODE_FILL, DECODE_MAX_SPLITS, DECODE_MIN_TILES; kvcache._decode_split); by default the library's own
-choice ("auto", f2, c128, t2).
+(kvcache.DECODE_FILL, DECODE_MAX_SPLITS, DECODE_MIN_TILES; kvcache._decode_split); by default the
+library's own
+choice ("auto", f1, c128, t2).
 
     python tools/bench_kvcache.py [--grid 1x1,1x8,8x8,64x8] [--S 1024,8192,32768,131072]
                                   [--pages 256,16] [--tiles 16x64x4x2] [--fill 2]

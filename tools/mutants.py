@@ -311,10 +311,10 @@ MUTANTS = [
       "tests/test_kernel_plan.py::test_word_slots_write_what_pack_writes",
       "the per-call path writes each address into the next field of the struct"),
     M("decode_split_overfills", "cuflash/kvcache.py",
-      "    if blocks > fill * sms:\n        return 1, 3",
-      "    if blocks > 4 * fill * sms:\n        return 1, 3",
+      "min(max_splits, fill * sms // max(blocks, 1),",
+      "min(max_splits, 4 * fill * sms // max(blocks, 1),",
       "tests/test_split_kv.py::test_decode_split_rule",
-      "decode grids between 2 and 8 blocks per SM split again (NOTES v27's sweep: 1.3-1.5 waves "
+      "decode grids between 1 and 4 blocks per SM split again (NOTES v27's sweep: 1.3-1.5 waves "
       "read up to 25% slower)"),
     M("decode_stages_ignored", "cuflash/kvcache.py",
       "            if stages != tile.num_stages:",
