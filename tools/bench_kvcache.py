@@ -13,11 +13,11 @@ enter, so a small step's bandwidth is the GPU's. When one cache is smaller than
 exceed L2 (the K/V of a real decode step come from device memory, not from L2): every method
 reads the same copies in the same order.
 
-Columns "MxN/fN/cN/tN" (with --tiles, --fill, --max-splits, --min-tiles): decode tiles (kvcache.DECODE_TILE;
-mma kernel; a forced tile keeps its stages), and the split rule's blocks per SM and split cap
-(kvcache.DECODE_FILL, DECODE_MAX_SPLITS, DECODE_MIN_TILES; kvcache._decode_split); by default the
-library's own
-choice ("auto", f1, c128, t2).
+Columns "MxN/fN/cN/tN" (with --tiles, --fill, --max-splits, --min-tiles): decode tiles
+(kvcache.DECODE_TILE; mma kernel; a forced tile keeps its stages), and the split rule's blocks
+per SM, split cap and key tiles per split at least (kvcache.DECODE_FILL, DECODE_MAX_SPLITS,
+DECODE_MIN_TILES; kvcache._decode_split); by default the library's own choice ("auto", f1,
+c128, t2).
 
     python tools/bench_kvcache.py [--grid 1x1,1x8,8x8,64x8] [--S 1024,8192,32768,131072]
                                   [--pages 256,16] [--tiles 16x64x4x2] [--fill 2]
