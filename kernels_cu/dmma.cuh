@@ -116,6 +116,7 @@ struct DmmaShape {
     static constexpr int NS = STR / 8;          // 8-column n-tiles of the score tile
     static constexpr int NO = DP / 8;           // 8-column n-tiles of the output rows
     static constexpr int LDS = DP + 2;          // row stride (doubles) of every tile
+    static_assert(LDS % 64 != 0, "padded rows (mma.cuh tile_at swizzles 16-bit rows only)");
     static_assert(MT >= 1 && RES == 8 * MT * NW, "resident rows (BLOCK_M; dK/dV: BLOCK_N) must be 8·MT·warps");
     static_assert(STR % 8 == 0 && DP % 16 == 0, "streamed rows a multiple of 8, DP of 16");
     static_assert(STAGES == 1 || STAGES == 2, "1 or 2 stages");

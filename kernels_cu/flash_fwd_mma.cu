@@ -45,6 +45,7 @@ struct FwdMma : TileKernel<FwdMma<T, DP, BLOCK_M, BLOCK_N, NT, STAGES, V, Produc
     // rows (mma.cuh tile_at: 1.07-1.08x on large decode steps, NOTES v28), the others the padded
     // ones (fewer address registers: the swizzle made the sm_80 128-row causal tile spill)
     static constexpr int LDS = Products::template kLds<DP, V::CACHE != kNoCache>;
+    static_assert(sizeof(T) == 2 || LDS % 64 != 0, "mma.cuh tile_at swizzles 16-bit rows only");
     static_assert((MT == 1 || MT == 2) && BLOCK_M == 16 * MT * (NW / KW),
                   "BLOCK_M must be 16·MT·warps, or 16·MT when the warps split the keys");
     static_assert(WN % 16 == 0 && DP % 16 == 0, "tiles must be multiples of 16 (per warp)");

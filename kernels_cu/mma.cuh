@@ -103,7 +103,9 @@ __device__ __forceinline__ void c_to_a(unsigned (&a)[4], const float (&c0)[4], c
 // 128-byte line of shared memory: into padded rows, cp.async asks L2 for 1.5x the sectors and
 // reads 5-7% slower (NOTES v28, calls 106-110), which memory-bound kernels (decode steps) feel;
 // the swizzle's addresses cost registers, which compute-bound ones feel. A tile's base pointer
-// may move by whole groups of 8 rows only.
+// may move by whole groups of 8 rows only. The swizzle's chunks are 8 elements: the float32 and
+// float64 tiles (RowMajor too) have strides that are never a multiple of 64 (static_asserts at
+// FwdMma and DmmaShape).
 template <int LDS>
 __device__ __forceinline__ int tile_at(int r, int c) {
     if constexpr (LDS % 64 == 0) return r * LDS + (((c >> 3) ^ (r & 7)) << 3) + (c & 7);
