@@ -157,7 +157,7 @@ def attention(q, k, v, *, causal=False, scale=None, tile=None, return_lse=False,
         Also return the log-sum-exp of each row's scores (natural log).
     return_residuals : bool
         Also return the :class:`Residuals` that :func:`attention_backward` takes.
-    num_splits : int >= 1 or None
+    num_splits : int from 1 to 256 (checks.MAX_SPLITS) or None
         Split-KV (flash-decoding): the key tiles of each query tile are shared out over this
         many thread blocks (in order, ceil(tiles / num_splits) each), each leaving its own
         output and log-sum-exp in float, merged exactly by the tile's last block to finish:

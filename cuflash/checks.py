@@ -548,15 +548,20 @@ def check_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, max_seqlen_q=None, max_
                          check_scale(scale, d), mask, check_softcap(softcap), slopes, lens)
 
 
+#: split-KV's most splits per query tile: the merging block keeps each split's weight of a row in
+#: shared memory (kernels_cu/split_combine.cuh); FlashAttention-2 caps its splits at 128
+MAX_SPLITS = 256
+
+
 def check_num_splits(num_splits, *, allow_none=True):
-    """Split-KV's splits: an int >= 1, or None (automatic) where allowed."""
+    """Split-KV's splits: an int from 1 to MAX_SPLITS, or None (automatic) where allowed."""
     if num_splits is None and allow_none:
         return None
     if isinstance(num_splits, (bool, np.bool_)) or not isinstance(num_splits, numbers.Integral):
-        raise TypeError(f"num_splits must be an int >= 1{' or None' if allow_none else ''}, "
-                        f"got {num_splits!r}")
-    if num_splits < 1:
-        raise ValueError(f"num_splits={num_splits!r} must be >= 1"
+        raise TypeError(f"num_splits must be an int from 1 to {MAX_SPLITS}"
+                        f"{' or None' if allow_none else ''}, got {num_splits!r}")
+    if not 1 <= num_splits <= MAX_SPLITS:
+        raise ValueError(f"num_splits={num_splits!r} must be from 1 to {MAX_SPLITS}"
                          f"{' (or None: automatic)' if allow_none else ''}")
     return int(num_splits)
 

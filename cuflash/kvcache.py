@@ -699,7 +699,7 @@ def attention_with_kvcache(q, k_cache, v_cache, *, cache_seqlens, block_table=No
         or float64, shape broadcastable to (B, Hq) (e.g. (Hq,)), one slope per query head.
     return_lse : bool
         Also return the log-sum-exp of each row's scores.
-    num_splits : int >= 1, optional
+    num_splits : int from 1 to 256 (checks.MAX_SPLITS), optional
         Split-KV (flash-decoding): the keys of each query tile spread over this many thread
         blocks, merged exactly through their log-sum-exp (:func:`cuflash.attention`'s
         num_splits); None (the default) chooses from the cache's capacity and the GPU's SM count.

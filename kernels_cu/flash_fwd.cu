@@ -89,7 +89,7 @@ struct FwdSimt : TileKernel<FwdSimt<T, DP, BLOCK_M, BLOCK_N, NT, V>> {
         __syncthreads();
         if constexpr (V::SPLIT) {   // split-KV (params.cuh): this split's O_s to out_accum
             O.store(blk.out_accum_row(p, 0), blk.rows, d, d, [&](int r) { return sm.l[r]; });
-            finish_split<NT, BLOCK_M>(p, blk);
+            finish_split<NT, BLOCK_M>(p, blk, sm);
         } else {
             O.store(blk.seq.q_row(p.out, p.out_stride, i0), blk.rows, d, p.out_stride[2],
                     [&](int r) { return sm.l[r]; });

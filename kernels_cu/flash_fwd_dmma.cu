@@ -87,7 +87,7 @@ struct FwdDmma : TileKernel<FwdDmma<T, DP, BLOCK_M, BLOCK_N, NT, STAGES, V>> {
         }
         if constexpr (V::SPLIT) {
             store_drows<MT, NO>(blk.out_accum_row(p, 0), d, d, blk.rows, o, inv, wrow, lane);
-            finish_split<NT, BLOCK_M>(p, blk);
+            finish_split<NT, BLOCK_M>(p, blk, sm);
         } else {
             store_drows<MT, NO>(blk.seq.q_row(p.out, p.out_stride, i0), d, p.out_stride[2],
                                 blk.rows, o, inv, wrow, lane);

@@ -117,7 +117,7 @@ struct FwdMma : TileKernel<FwdMma<T, DP, BLOCK_M, BLOCK_N, NT, STAGES, V, Produc
         const bool owner = KW == 1 ||
             Merge::run(o, softmax, reinterpret_cast<float*>(sm.kv.k), warp, lane);
         if (owner) epilogue(p, blk, o, softmax, sm, wrow, lane);
-        if constexpr (V::SPLIT) finish_split<NT, BLOCK_M>(p, blk);
+        if constexpr (V::SPLIT) finish_split<NT, BLOCK_M>(p, blk, sm);
     }
 
     // O = O / l and lse; this warp's own Q rows stage O for 16-byte stores

@@ -61,7 +61,7 @@ struct FwdWgmma : TileKernel<FwdWgmma<T, DP, BLOCK_M, BLOCK_N, NT, STAGES, V>, 1
         if (n > 0) rows.last_product(sm.kv.v[(n - 1) % STAGES], NoStepHooks{});
         keys.drain();   // every warpgroup is done with sQ (and with no K/V tile, Q copies landed)
         rows.epilogue(p, sm.q);
-        if constexpr (V::SPLIT) finish_split<NT, BLOCK_M>(p, blk);
+        if constexpr (V::SPLIT) finish_split<NT, BLOCK_M>(p, blk, sm);
     }
 };
 

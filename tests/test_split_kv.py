@@ -102,7 +102,8 @@ def test_split_kv_twin_equals_unsplit():
         np.testing.assert_allclose(b_lse, a_lse, rtol=1e-6)
 
 
-@pytest.mark.parametrize("bad,err", [(0, ValueError), (-2, ValueError), (1.5, TypeError),
+@pytest.mark.parametrize("bad,err", [(0, ValueError), (-2, ValueError), (257, ValueError),
+                                     (1.5, TypeError),
                                      (True, TypeError), ("2", TypeError)])
 def test_num_splits_errors(bad, err):
     q, k, v = make_inputs(np, (1, 4, 8), (1, 4, 8), np.float32, seed=1)
