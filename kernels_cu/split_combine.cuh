@@ -21,11 +21,11 @@ namespace cuflash {
 // tiles_x of them; grid_row: the (sequence, head)'s grid row (block.cuh, locate_head); scratch:
 // the block's shared memory (scratch_bytes, 16-byte aligned), free once the partials are stored.
 //
-// The merge is latency-bound (a few KiB per row from L2, one block), so each warp stages a row's
-// partials into its share of shared memory with cp.async, as many splits at once as fit: a
-// register load per split kept 8 splits in flight, one L2 round trip per 8 splits (NOTES v29).
-// The splits' lse go through shared memory too: read from L2 once, then their max, their sum and
-// each split's weight w_s from there.
+// The merging block is alone with a few KiB per row to read from L2: its time is load latency and
+// instruction count. So each lane stages its own 16-byte column chunk of many splits at once into
+// its warp's share of shared memory with cp.async (two buffers, one landing while the other is
+// summed), and the splits' lse are read from L2 once into shared memory, where their max, their
+// sum and each split's weight w_s are computed once for the row (NOTES v29).
 template <int NT, class P>
 __device__ __forceinline__ void finish_split(const P& p, const Seq& seq, int i0, int rows,
                                              int tile, int tiles_x, int grid_row, char* scratch,
@@ -47,27 +47,31 @@ __device__ __forceinline__ void finish_split(const P& p, const Seq& seq, int i0,
     const int chunks = p.d / E;                    // 16-byte chunks of a partial row
     const long long step = p.split_rows;           // split s of an lse row: s · split_rows rows on
     const long long split_bytes = step * p.d * (long long)sizeof(Acc);   // ... of an O row
-    // this warp's room: the splits' lse, then their weights w_s (wbytes), then staged chunks
+    // this warp's room: the splits' weights w_s, then two buffers of `half` splits × 32 lanes ×
+    // 16 bytes; lane l's chunks at 16·l of each 512-byte split (its own: no other lane reads them)
     const int room = scratch_bytes / NW & ~15, wbytes = (splits * int(sizeof(Acc)) + 15) & ~15;
-    Acc* w = reinterpret_cast<Acc*>(scratch + warp * room);
-    char* staged = scratch + warp * room + wbytes;
-    const int slots = (room - wbytes) / 16;        // 16-byte chunks staged at once
+    const int half = (room - wbytes) / (2 * 32 * 16);
     // (num_splits <= MAX_SPLITS, cuflash/checks.py: every kernel's shared memory holds a warp's
-    // weights and one split's row)
-    if (slots < 32 && slots < chunks) __trap();
+    // weights and two splits of chunks)
+    if (half < 1) __trap();
+    Acc* w = reinterpret_cast<Acc*>(scratch + warp * room);
+    char* mine = scratch + warp * room + wbytes + 16 * lane;
     for (int r = warp; r < rows; r += NW) {
         const long long row = seq.row(i0 + r);
         const Acc* lse_s = p.lse_accum + row;
         const char* part = reinterpret_cast<const char*>(p.out_accum + row * p.d);
-        // splits s0 .. s0 + n - 1, chunks c0 .. c0 + nc - 1 of each, to staged[(s - s0)·nc + c - c0]
-        auto stage = [&](int c0, int nc, int s0, int n) {
-            for (int k = lane; k < n * nc; k += 32)
-                cp_async16(staged + 16 * k, part + (s0 + k / nc) * split_bytes + 16 * (c0 + k % nc),
-                           true);
+        // splits s0 .. s0 + half - 1 (those that exist) of chunk c into buffer buf, one group
+        auto stage = [&](int c, int s0, int buf) {
+            if (c < chunks) {
+                const char* src = part + 16 * c + s0 * split_bytes;
+                char* dst = mine + buf * half * 512;
+                const int n = splits - s0 < half ? splits - s0 : half;
+                for (int s = 0; s < n; ++s, src += split_bytes, dst += 512)
+                    cp_async16(dst, src, true);
+            }
             cp_async_commit();
         };
-        int nc = chunks < 32 ? chunks : 32, per = slots / nc;   // chunks per lane group, splits
-        stage(0, nc, 0, per < splits ? per : splits);           // in flight with the lse loads
+        stage(lane, 0, 0);   // in flight with the lse loads
 
         Acc m = -Num<Acc>::inf();
         for (int s0 = lane; s0 < splits; s0 += 32 * 4) {   // four loads in flight per lane
@@ -90,37 +94,40 @@ __device__ __forceinline__ void finish_split(const P& p, const Seq& seq, int i0,
         if (lane == 0) p.lse[row] = lse;
         for (int s = lane; s < splits; s += 32)
             w[s] = sum == Acc(0) ? Acc(0) : Num<Acc>::exp2((w[s] - lse) * Acc(kLog2e));
+        __syncwarp();   // every split's weight in place
 
         T* out = seq.q_row(p.out, p.out_stride, i0 + r);
-        for (int c0 = 0; c0 < chunks; c0 += 32) {   // lane: chunk c0 + lane of every split
-            nc = chunks - c0 < 32 ? chunks - c0 : 32;
-            per = slots / nc;
+        for (int c = lane; c < ((chunks + 31) & ~31); c += 32) {   // whole warps: cp.async groups
+            if (c > lane) stage(c, 0, 0);
             Acc acc[E];
 #pragma unroll
             for (int e = 0; e < E; ++e) acc[e] = Acc(0);
-            for (int s0 = 0; s0 < splits; s0 += per) {
-                const int n = splits - s0 < per ? splits - s0 : per;
-                if (c0 > 0 || s0 > 0) stage(c0, nc, s0, n);
-                cp_async_wait<0>();
-                __syncwarp();   // every lane's copies (and weights) in place
-                if (lane < nc && sum != Acc(0))
-                    for (int s = 0; s < n; ++s) {
+            for (int s0 = 0, buf = 0; s0 < splits; s0 += half, buf ^= 1) {
+                stage(c, s0 + half, buf ^ 1);   // the next splits (an empty group past the last)
+                cp_async_wait<1>();             // this lane's copies of s0 .. landed
+                __syncwarp();   // (and a compiler barrier: the reads below stay after the wait)
+                const int n = splits - s0 < half ? splits - s0 : half;
+                const char* x16 = mine + buf * half * 512;
+                if (c < chunks && sum != Acc(0))
+#pragma unroll 4
+                    for (int s = 0; s < n; ++s, x16 += 512) {
                         const Acc ws = w[s0 + s];
-                        const char* src = staged + 16 * (s * nc + lane);
                         if constexpr (E == 4) {
-                            const float4 x = *reinterpret_cast<const float4*>(src);
+                            const float4 x = *reinterpret_cast<const float4*>(x16);
                             acc[0] += ws * x.x; acc[1] += ws * x.y; acc[2] += ws * x.z; acc[3] += ws * x.w;
                         } else {
-                            const double2 x = *reinterpret_cast<const double2*>(src);
+                            const double2 x = *reinterpret_cast<const double2*>(x16);
                             acc[0] += ws * x.x; acc[1] += ws * x.y;
                         }
                     }
-                __syncwarp();   // ... and read before the next copies land
+                __syncwarp();   // the buffer read before the next copies into it are issued
             }
-            if (lane < nc)
+            cp_async_wait<0>();
+            if (c < chunks)
 #pragma unroll
-                for (int e = 0; e < E; ++e) out[(c0 + lane) * E + e] = Store<T>::from(acc[e]);
+                for (int e = 0; e < E; ++e) out[c * E + e] = Store<T>::from(acc[e]);
         }
+        __syncwarp();   // the weights read before the next row's
     }
 }
 

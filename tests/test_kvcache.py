@@ -392,9 +392,9 @@ def _bad_cases(xp):
                          ValueError, r"head_dim=260 \(q.shape\[-1\]\) is not supported"),
         "same_k_v_cache": ("paged", put("v_cache", lambda kw: kw["k_cache"]), ValueError,
                            r"k_cache and v_cache overlap in memory"),
-        "num_splits_0": ("paged", put("num_splits", 0), ValueError, r"num_splits=0 must be >= 1"),
+        "num_splits_0": ("paged", put("num_splits", 0), ValueError, r"num_splits=0 must be from 1 to 256"),
         "num_splits_float": ("paged", put("num_splits", 2.0), TypeError,
-                             r"num_splits must be an int >= 1 or None, got 2.0"),
+                             r"num_splits must be an int from 1 to 256 or None, got 2.0"),
         "window": ("paged", put("window", (-2, 0)), ValueError, r"window\[0\] \(left\)=-2"),
         "alibi_shape": ("paged", put("alibi_slopes", lambda kw: xp.ones(3, np.float32)),
                         ValueError, r"alibi_slopes of shape \(3,\) does not broadcast to the "
