@@ -89,6 +89,25 @@ def test_split_kv_gqa_and_rows_without_keys(xp, dtype):
     assert np.isneginf(to_numpy(lse)[:, :, :4]).all() and (to_numpy(out)[:, :, :4] == 0).all()
 
 
+@pytest.mark.parametrize("d", [64, 256])
+@pytest.mark.parametrize("dtype", ALL_DTYPES)
+def test_split_kv_many_splits(xp, dtype, d):
+    """The merge at num_splits = MAX_SPLITS (256) and 201, every split holding keys (S = 256 key
+    tiles of 128 and a ragged 37): the merging warps stage a row's partials in batches of splits
+    (kernels_cu/split_combine.cuh), so every batch, the last partial one and, at d = 256, each
+    group of 32 column chunks must weigh in; d = 64 leaves half the lanes without a chunk."""
+    from cuflash.checks import MAX_SPLITS
+    assert MAX_SPLITS == 256
+    q, k, v = make_inputs(xp, (1, 2, 3, d), (1, 2, 256 * 128 + 37, d), dtype,
+                          seed=case_seed("many-splits", d))
+    ref_out, ref_lse = oracle_attention(q, k, v, causal=True)
+    naive_out, naive_lse = cuflash.naive_attention(q, k, v, causal=True, return_lse=True)
+    for splits in (MAX_SPLITS, 201):
+        out, lse = cuflash.attention(q, k, v, causal=True, return_lse=True, num_splits=splits)
+        assert_matches_oracle(out, ref_out, naive_out, dtype=dtype, name=f"out splits={splits}")
+        assert_matches_oracle(lse, ref_lse, naive_lse, dtype=dtype, name=f"lse splits={splits}")
+
+
 def test_split_kv_twin_equals_unsplit():
     """On the twin a split changes only the order of float32 sums: within a few units of the
     float32 roundoff of the unsplit result, in out and lse."""

@@ -304,6 +304,16 @@ MUTANTS = [
       "                s.k0 = s.q0;", "                s.k0 = 0;",
       "tests/test_varlen.py::test_varlen_matches_oracle",
       "packed self-attention reads every sequence's keys from the batch's first rows", gpu=True),
+    # -- split-KV's merge in the kernels (NOTES v29)
+    M("gpu_split_merge_weights_unnormalized", "kernels_cu/split_combine.cuh",
+      "Num<Acc>::exp2((w[s] - lse) * Acc(kLog2e));", "Num<Acc>::exp2((w[s] - m) * Acc(kLog2e));",
+      "tests/test_split_kv.py::test_split_kv_gqa_and_rows_without_keys",
+      "the merge weighs each split by e^(lse_s - max) instead of e^(lse_s - lse)", gpu=True),
+    M("gpu_split_merge_first_batch_only", "kernels_cu/split_combine.cuh",
+      "const char* x16 = mine + buf * half * 512;", "const char* x16 = mine;",
+      "tests/test_split_kv.py::test_split_kv_many_splits",
+      "every batch of staged splits is summed from the first buffer (stale or racing chunks "
+      "past the first batch)", gpu=True),
     # -- the decode step's per-call path (NOTES v26)
     M("word_slots_off_by_one", "cuflash/gpu/params.py",
       "return {name: off // 8 for name, off in self._offsets.items()}",

@@ -385,7 +385,7 @@ class ForwardLaunch:
     (a GQA fold's (B, Hq, 1, d) for the kernels' (B, Hkv, G, d)) serves."""
 
     def __init__(self, r: _Run, p, tile, D, num_splits=1, cache: CacheRows | None = None,
-                 split_blocks_per_sm: int = 2, out_shape=None, lse_shape=None):
+                 out_shape=None, lse_shape=None):
         dt = dtype_name(r.q.dtype)
         self.dtype, self.acc = r.q.dtype, accum_dtype(r.q.dtype)
         kernel_lse_shape, lse_stride = r.rows()
@@ -404,7 +404,7 @@ class ForwardLaunch:
         self.q_tiles = math.ceil(r.T / tile.block_m)
         if num_splits is None:
             num_splits = num_splits_for(self.q_tiles, self.rows, math.ceil(r.S / tile.block_n),
-                                        dev, split_blocks_per_sm)
+                                        dev)
         self.num_splits = num_splits
         (self.spec,) = _specs(dt, D, tile, dataclasses.replace(variant, split=num_splits > 1),
                               False)
@@ -540,14 +540,14 @@ class ForwardLaunch:
 
 
 def _forward(r: _Run, p, tile, D, num_splits=1, cache: CacheRows | None = None,
-             split_blocks_per_sm: int = 2, before_launch=None):
+             before_launch=None):
     """out (shaped like r.q) and lse (r.rows()) of one run. num_splits: split-KV's splits (None:
-    num_splits_for, aiming at split_blocks_per_sm blocks per SM); with more than one, each split
+    num_splits_for's); with more than one, each split
     writes float partials that the last of a tile's splits merges (split_combine.cuh). cache:
     the keys come from a KV cache (r.S: its capacity per sequence). before_launch: called once
     the launch is prepared, before anything is allocated or launched (a varlen call's deferred
     checks: checks._PendingSeqLens)."""
-    launch = ForwardLaunch(r, p, tile, D, num_splits, cache, split_blocks_per_sm)
+    launch = ForwardLaunch(r, p, tile, D, num_splits, cache)
     if before_launch is not None:
         before_launch()
     if cache is None:
@@ -626,8 +626,7 @@ def forward(q, k, v, p, *, tile, num_splits=1):
 
 
 def kvcache_launch(q, k, v, p, cache: CacheRows, *, tile, group: int, num_splits=None,
-                   split_blocks_per_sm: int = 2, out_shape=None,
-                   lse_shape=None) -> ForwardLaunch:
+                   out_shape=None, lse_shape=None) -> ForwardLaunch:
     """The ForwardLaunch of decode queries q (B, H, T, d) over a KV cache: k, v (B, H / group,
     capacity, d), or a page pool (pages, H / group, page_size, d) read in place through
     cache.block_table; sequence b has cache_keys (seqused_k[b] + seqused_add, clamped) keys and
@@ -635,7 +634,7 @@ def kvcache_launch(q, k, v, p, cache: CacheRows, *, tile, group: int, num_splits
     options as checks.Problem holds them (mask, scale, softcap, alibi_slopes of the (b, h) pairs
     in order b·H + h, or None). Called with (q, k, v, seqused_k, block_table) it returns out
     (B, H, T, d) in q's dtype and lse (B, H, T) (or out_shape, lse_shape). Automatic splits
-    (num_splits None): num_splits_for's, with split_blocks_per_sm."""
+    (num_splits None): num_splits_for's (kvcache passes its own, _decode_split's)."""
     B, H, T, D = q.shape
     if cache.block_table is not None and (cache.page_size & (cache.page_size - 1) or
                                           cache.page_size % tile.block_n):
@@ -644,15 +643,13 @@ def kvcache_launch(q, k, v, p, cache: CacheRows, *, tile, group: int, num_splits
                          f"key tiles (TileConfig block_n={tile.block_n})")
     S = k.shape[2] if cache.block_table is None else cache.block_table.shape[1] * cache.page_size
     return ForwardLaunch(_Run(q, k, v, B, H, group, T, S), p, tile, D, num_splits, cache,
-                         split_blocks_per_sm, out_shape, lse_shape)
+                         out_shape, lse_shape)
 
 
-def forward_kvcache(q, k, v, p, cache: CacheRows, *, tile, group: int, num_splits=None,
-                    split_blocks_per_sm: int = 2):
+def forward_kvcache(q, k, v, p, cache: CacheRows, *, tile, group: int, num_splits=None):
     """out (B, H, T, d) in q's dtype and lse (B, H, T) of decode queries over a KV cache in one
     launch (and split-KV's merge): kvcache_launch's, called once."""
-    launch = kvcache_launch(q, k, v, p, cache, tile=tile, group=group, num_splits=num_splits,
-                            split_blocks_per_sm=split_blocks_per_sm)
+    launch = kvcache_launch(q, k, v, p, cache, tile=tile, group=group, num_splits=num_splits)
     return launch(q, k, v, cache.seqused_k, cache.block_table)
 
 
