@@ -307,7 +307,7 @@ MUTANTS = [
     # -- split-KV's merge in the kernels (NOTES v29)
     M("gpu_split_merge_weights_unnormalized", "kernels_cu/split_combine.cuh",
       "Num<Acc>::exp2((w[s] - lse) * Acc(kLog2e));", "Num<Acc>::exp2((w[s] - m) * Acc(kLog2e));",
-      "tests/test_split_kv.py::test_split_kv_gqa_and_rows_without_keys",
+      "tests/test_split_kv.py::test_split_kv_many_splits",
       "the merge weighs each split by e^(lse_s - max) instead of e^(lse_s - lse)", gpu=True),
     M("gpu_split_merge_first_batch_only", "kernels_cu/split_combine.cuh",
       "const char* x16 = mine + buf * half * 512;", "const char* x16 = mine;",
