@@ -132,7 +132,8 @@ def layouts(cp, rng, dt, d, ft, bt):
 
 def kv_cache(cp, rng, dt):
     """Decode steps over a contiguous cache and a paged pool (pages of 64, scattered), Tq = 1
-    (the GQA fold) and Tq = 3 with a window, automatic and forced splits."""
+    (the GQA fold) and Tq = 3 with a window, automatic and forced splits (3, and 256: the merge's
+    batches of staged splits, split_combine.cuh)."""
     from cuflash.kvcache import attention_with_kvcache
     if DTYPES[dt] is None:
         return
@@ -144,7 +145,7 @@ def kv_cache(cp, rng, dt):
               "paged": (rand(B * 3, Hkv, page, d), rand(B * 3, Hkv, page, d), cp.asarray(table))}
     for layout, (kc, vc, bt) in caches.items():
         for Tq, kw in ((1, dict(causal=True)), (3, dict(causal=True, window=(40, None)))):
-            for splits in (None, 3):
+            for splits in (None, 3, 256):   # 256: the merge stages its splits in batches
                 attention_with_kvcache(rand(B, 8, Tq, d), kc, vc, cache_seqlens=cp.asarray(lens),
                                        block_table=bt, num_splits=splits, **kw)
         # an append (the append kernel), then validate=False with indices out of range: lengths
