@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# call 120: the sanitizer over the decode path with 256 forced splits (v29b merge): compute-sanitizer memcheck and racecheck over the decode path
+# call 121: the sanitizer over the decode path with 256 forced splits (v29b merge): compute-sanitizer memcheck and racecheck over the decode path
 # alone (tests/sanitize.py kv: the swizzled KV-cache kernels of v28, the append, split-KV's merge,
 # the key-split, TF32 and float64 tensor-core cases), which call 115 did not reach
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD
