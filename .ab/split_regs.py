@@ -12,6 +12,13 @@ def specs():
         for s in precompile.default_specs(arch):
             if s.role == "fwd" and s.variant.split:
                 out.append((s, arch))
+    for dt, d, tile, arch in (("float32", 64, TileConfig(64, 64, 8, 1), "sm_80"),
+                              ("float64", 64, TileConfig(64, 32, 4, 2, "dmma"), "sm_80"),
+                              ("float64", 256, TileConfig(32, 32, 4, 1), "sm_80"),
+                              ("float16", 128, TileConfig(128, 128, 8, 3, "wgmma"), "sm_90"),
+                              ("float32", 64, TileConfig(32, 64, 4, 2, "tf32"), "sm_80"),
+                              ("float16", 128, TileConfig(16, 64, 4, 2, "mma"), "sm_80")):
+        out.append((KernelSpec("fwd", dt, d, tile, Variant(mask="causal", split=True)), arch))
     for dt in ("float16", "bfloat16"):
         for tile in (TileConfig(16, 64, 4, 2, "mma"), TileConfig(16, 64, 4, 3, "mma")):
             for cache in ("cache", "paged"):
