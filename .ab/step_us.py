@@ -15,7 +15,7 @@ from cuflash import kvcache  # noqa: E402
 d, G = 128, 4
 rng = np.random.default_rng(0)
 out = []
-for B, Hkv, S in [(1, 1, 1024), (1, 1, 8192), (1, 1, 32768), (1, 8, 1024), (1, 8, 8192),
+for B, Hkv, S in [(1, 1, 1024), (1, 1, 8192), (1, 1, 32768), (1, 1, 131072), (1, 8, 1024), (1, 8, 8192),
                   (8, 8, 1024), (64, 8, 1024)]:
     kv_bytes = 2 * B * Hkv * S * d * 2
     copies = max(1, min(256, math.ceil(256 * 2 ** 20 / kv_bytes)))
