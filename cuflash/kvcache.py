@@ -466,7 +466,8 @@ class _KernelPlan:
         if tile is None:
             return None
         num_splits = c.options["num_splits"]
-        if num_splits is None:
+        auto = num_splits is None
+        if auto:
             blocks = c.B * (c.Hkv if fold else c.Hq) * -(-rows_per_head // tile.block_m)
             num_splits, stages = _decode_split(blocks, -(-c.capacity // tile.block_n),
                                                ops.sm_count())
@@ -492,7 +493,7 @@ class _KernelPlan:
         qv = q.reshape(c.B, c.Hkv, G, c.d) if fold else q
         launch = ops.kvcache_launch(qv, k_cache, v_cache, opts, rows, tile=tile,
                                     group=1 if fold else G, num_splits=num_splits,
-                                    out_shape=(c.B, c.Hq, c.Tq, c.d),
+                                    auto_splits=auto, out_shape=(c.B, c.Hq, c.Tq, c.d),
                                     lse_shape=(c.B, c.Hq, c.Tq))
         spans = None
         if c.Tnew and k_cache.size and v_cache.size:

@@ -108,6 +108,46 @@ def test_split_kv_many_splits(xp, dtype, d):
         assert_matches_oracle(lse, ref_lse, naive_lse, dtype=dtype, name=f"lse splits={splits}")
 
 
+def test_merge_split_cap():
+    """The splits a kernel's merge holds (ops.merge_split_cap, split_combine.cuh): per warp one
+    weight per split and 1024 bytes of staged chunks in its share of the shared memory, 1024
+    bytes of which may go to alignment."""
+    from types import SimpleNamespace
+    from cuflash.gpu import ops
+    spec = lambda smem, warps: SimpleNamespace(smem_bytes=lambda: smem, threads=lambda: 32 * warps)
+    assert ops.merge_split_cap(spec(5248, 4), 4) == 8      # (5248 - 1024) / 4 = 1056 -> 32 bytes
+    assert ops.merge_split_cap(spec(5248, 4), 8) == 4
+    assert ops.merge_split_cap(spec(4096, 4), 4) == 0      # not even one weight: no split
+    assert ops.merge_split_cap(spec(100_000, 4), 4) == (24_736 - 1024) // 4
+    assert ops.merge_split_cap(spec(1024 + 8 * 2048, 8), 8) == 128
+
+
+@pytest.mark.gpu
+def test_split_merge_room_of_small_tiles():
+    """A 16 × 16 CUDA-core tile at d = 16 holds the merge of 8 splits in its shared memory:
+    automatic splits (128 wanted) are capped to what it holds and match the oracle; forced ones
+    beyond it are refused with the argument named, before any launch."""
+    import cupy as cp
+    from cuflash.gpu import ops
+    from cuflash.gpu.plan import KernelSpec, Variant
+    tile = TileConfig(16, 16, 4, 1)
+    cap = ops.merge_split_cap(KernelSpec("fwd", "float32", 16, tile,
+                                         Variant(mask="causal", split=True)), 4)
+    assert 1 < cap < 128
+    q, k, v = make_inputs(np, (1, 2, 1, 16), (1, 2, 4096 + 5, 16), np.float32,
+                          seed=case_seed("merge-room"))
+    ref_out, ref_lse = oracle_attention(q, k, v, causal=True)
+    naive_out, naive_lse = cuflash.naive_attention(q, k, v, causal=True, return_lse=True)
+    qc, kc, vc = (cp.asarray(x) for x in (q, k, v))
+    for splits in (None, cap):
+        out, lse = cuflash.attention(qc, kc, vc, causal=True, tile=tile, return_lse=True,
+                                     num_splits=splits)
+        assert_matches_oracle(out, ref_out, naive_out, dtype=np.float32, name=f"out {splits}")
+        assert_matches_oracle(lse, ref_lse, naive_lse, dtype=np.float32, name=f"lse {splits}")
+    with pytest.raises(ValueError, match=rf"num_splits={cap + 1}: .* at most {cap} splits"):
+        cuflash.attention(qc, kc, vc, causal=True, tile=tile, num_splits=cap + 1)
+
+
 def test_split_kv_twin_equals_unsplit():
     """On the twin a split changes only the order of float32 sums: within a few units of the
     float32 roundoff of the unsplit result, in out and lse."""

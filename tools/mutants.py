@@ -314,6 +314,10 @@ MUTANTS = [
       "tests/test_split_kv.py::test_split_kv_many_splits",
       "every batch of staged splits is summed from the first buffer (stale or racing chunks "
       "past the first batch)", gpu=True),
+    M("gpu_split_cap_ignored", "cuflash/gpu/ops.py",
+      "cap = merge_split_cap(self.spec, self.acc.itemsize)", "cap = 256",
+      "tests/test_split_kv.py::test_split_merge_room_of_small_tiles",
+      "automatic splits past what a small tile's merge holds (the kernel traps)", gpu=True),
     # -- the decode step's per-call path (NOTES v26)
     M("word_slots_off_by_one", "cuflash/gpu/params.py",
       "return {name: off // 8 for name, off in self._offsets.items()}",

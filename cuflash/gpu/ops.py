@@ -230,6 +230,16 @@ def _common(p, *, batch, heads, group, T, S, d, acc, cu_q=None, cu_k=None, lse_s
                 wave_q=wave_q, wave_k=wave_k)
 
 
+def merge_split_cap(spec, acc_itemsize: int) -> int:
+    """The most splits the merge of split-KV (kernels_cu/split_combine.cuh) can take in the
+    shared memory of `spec`'s kernel: each of its warps keeps one weight per split (acc_itemsize
+    bytes each, rounded up to 16) and two rows of 32 lanes' 16-byte chunks (1024 bytes) in its
+    share of the kernel's layout, of which the launch's kSmemBytes holds all but at most 1024
+    bytes of alignment (mainloop.cuh, smem_budget)."""
+    room = (spec.smem_bytes() - 1024) // (spec.threads() // 32) // 16 * 16
+    return max(0, (room - 2 * 32 * 16) // acc_itemsize)
+
+
 def num_splits_for(n_query_tiles: int, rows: int, key_tiles: int, device_id: int,
                    blocks_per_sm: int = 2, max_splits: int = 128) -> int:
     """Split-KV's splits when the caller leaves them open: one while the query tiles of every
@@ -385,7 +395,7 @@ class ForwardLaunch:
     (a GQA fold's (B, Hq, 1, d) for the kernels' (B, Hkv, G, d)) serves."""
 
     def __init__(self, r: _Run, p, tile, D, num_splits=1, cache: CacheRows | None = None,
-                 out_shape=None, lse_shape=None):
+                 out_shape=None, lse_shape=None, auto_splits: bool = False):
         dt = dtype_name(r.q.dtype)
         self.dtype, self.acc = r.q.dtype, accum_dtype(r.q.dtype)
         kernel_lse_shape, lse_stride = r.rows()
@@ -403,11 +413,21 @@ class ForwardLaunch:
             tile = plan.without_producer(tile, D)   # split-KV and caches: an 8-warp kernel
         self.q_tiles = math.ceil(r.T / tile.block_m)
         if num_splits is None:
+            auto_splits = True
             num_splits = num_splits_for(self.q_tiles, self.rows, math.ceil(r.S / tile.block_n),
                                         dev)
+        spec = lambda n: _specs(dt, D, tile, dataclasses.replace(variant, split=n > 1), False)[0]
+        self.spec = spec(num_splits)
+        if num_splits > 1:   # what the kernel's shared memory lets its merge take
+            cap = merge_split_cap(self.spec, self.acc.itemsize)
+            if num_splits > cap and not auto_splits:
+                raise ValueError(
+                    f"num_splits={num_splits}: the kernel of tile {tile} at head dim {D} merges "
+                    f"at most {cap} splits in its shared memory (fewer splits, or a larger tile)")
+            if num_splits > cap:
+                num_splits = max(1, cap)
+                self.spec = spec(num_splits)
         self.num_splits = num_splits
-        (self.spec,) = _specs(dt, D, tile, dataclasses.replace(variant, split=num_splits > 1),
-                              False)
         self.kern, self.smem, resident = _ready(self.spec, dev)
         self.threads = self.spec.threads()
         split_rows = math.prod(kernel_lse_shape)
@@ -626,7 +646,7 @@ def forward(q, k, v, p, *, tile, num_splits=1):
 
 
 def kvcache_launch(q, k, v, p, cache: CacheRows, *, tile, group: int, num_splits=None,
-                   out_shape=None, lse_shape=None) -> ForwardLaunch:
+                   out_shape=None, lse_shape=None, auto_splits=False) -> ForwardLaunch:
     """The ForwardLaunch of decode queries q (B, H, T, d) over a KV cache: k, v (B, H / group,
     capacity, d), or a page pool (pages, H / group, page_size, d) read in place through
     cache.block_table; sequence b has cache_keys (seqused_k[b] + seqused_add, clamped) keys and
@@ -634,7 +654,8 @@ def kvcache_launch(q, k, v, p, cache: CacheRows, *, tile, group: int, num_splits
     options as checks.Problem holds them (mask, scale, softcap, alibi_slopes of the (b, h) pairs
     in order b·H + h, or None). Called with (q, k, v, seqused_k, block_table) it returns out
     (B, H, T, d) in q's dtype and lse (B, H, T) (or out_shape, lse_shape). Automatic splits
-    (num_splits None): num_splits_for's (kvcache passes its own, _decode_split's)."""
+    (num_splits None): num_splits_for's (kvcache passes its own, _decode_split's, with
+    auto_splits=True: capped, not refused, where the kernel's merge takes fewer)."""
     B, H, T, D = q.shape
     if cache.block_table is not None and (cache.page_size & (cache.page_size - 1) or
                                           cache.page_size % tile.block_n):
@@ -643,7 +664,7 @@ def kvcache_launch(q, k, v, p, cache: CacheRows, *, tile, group: int, num_splits
                          f"key tiles (TileConfig block_n={tile.block_n})")
     S = k.shape[2] if cache.block_table is None else cache.block_table.shape[1] * cache.page_size
     return ForwardLaunch(_Run(q, k, v, B, H, group, T, S), p, tile, D, num_splits, cache,
-                         out_shape, lse_shape)
+                         out_shape, lse_shape, auto_splits)
 
 
 def forward_kvcache(q, k, v, p, cache: CacheRows, *, tile, group: int, num_splits=None):
