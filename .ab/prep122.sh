@@ -4,7 +4,7 @@
 #   acq      HEAD + .ab/acq_rel_counter.patch (the counter as one acq_rel atomic; call 121)
 #   tree     HEAD + .ab/tree_merge.patch (two-level merge past 32 splits; branch tree-merge)
 #   treeacq  tree + .ab/tree_merge_acq.patch (both; branch tree-merge-acq)
-# The patches were made on 34545fc; if HEAD moved, `git am` them on a branch instead.
+# The patches are diffs against af677d3 (branches tree-merge, tree-merge-acq); if HEAD moved, rebase the branches and remake them (git diff main tree-merge > .ab/tree_merge.patch).
 set -e
 cd "$(git rev-parse --show-toplevel)"
 rm -rf .ab/arms && mkdir -p .ab/arms
