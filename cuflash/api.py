@@ -164,7 +164,9 @@ def attention(q, k, v, *, causal=False, scale=None, tile=None, return_lse=False,
         lse = log Σ e^{lse_s}, out = Σ e^{lse_s - lse} out_s. For few queries over many keys
         (decoding), where one block per query tile leaves most of the GPU idle. None chooses
         from the problem and the GPU's SM count; 1 (the default) is the plain kernel. The twin
-        runs the same splits and merge. The backward does not depend on it.
+        runs the same splits and merge. The backward does not depend on it. On the GPU the
+        merging block keeps a weight per split in its shared memory: a small explicit tile may
+        hold fewer splits than asked (ValueError naming num_splits; None is capped instead).
 
     Returns
     -------
