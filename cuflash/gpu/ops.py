@@ -562,8 +562,8 @@ class ForwardLaunch:
 def _forward(r: _Run, p, tile, D, num_splits=1, cache: CacheRows | None = None,
              before_launch=None):
     """out (shaped like r.q) and lse (r.rows()) of one run. num_splits: split-KV's splits (None:
-    num_splits_for's); with more than one, each split
-    writes float partials that the last of a tile's splits merges (split_combine.cuh). cache:
+    num_splits_for's, capped by merge_split_cap); with more than one, each split writes float
+    partials that the last of a tile's splits merges (split_combine.cuh). cache:
     the keys come from a KV cache (r.S: its capacity per sequence). before_launch: called once
     the launch is prepared, before anything is allocated or launched (a varlen call's deferred
     checks: checks._PendingSeqLens)."""
