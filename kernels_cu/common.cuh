@@ -32,6 +32,26 @@ __device__ __forceinline__ float tanh_fast(float x, float k = 1.f) {
     return 1.f - __fdividef(2.f, ex2_approx(x * (k * float(2.0 * kLog2e))) + 1.f);
 }
 
+// Order between thread blocks at GPU scope, after CUTLASS's generic barrier: one thread loads
+// with acquire, stores with release or adds with both, and the block's barrier orders the other
+// threads' accesses around it (bar.sync before a release, after an acquire), so the block pays one
+// fence where a __threadfence() by every thread would pay one each (NOTES v29, call 121).
+__device__ __forceinline__ int ld_acquire_gpu(const int* p) {
+    int v;
+    asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+__device__ __forceinline__ void st_release_gpu(int* p, int v) {
+    asm volatile("st.release.gpu.global.b32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
+}
+// atomic p += v with acquire and release; returns the old value
+__device__ __forceinline__ int atom_add_acq_rel_gpu(int* p, int v) {
+    int old;
+    asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], %2;\n"
+                 : "=r"(old) : "l"(p), "r"(v) : "memory");
+    return old;
+}
+
 // The PTX name of a 16-bit storage type in a tensor-core instruction ("f16", "bf16"). An asm
 // string must be a literal, so a wrapper writes its instruction once as a macro ASM(ty) that
 // pastes the name into the string, and CUFLASH_PTX16(T, ASM) expands it for T (no other type).

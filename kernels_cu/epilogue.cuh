@@ -165,17 +165,6 @@ __device__ __forceinline__ void store_rows_direct(T* __restrict__ g_out, int d, 
     }
 }
 
-// Load with acquire and store with release semantics at GPU scope (the group order below, after
-// CUTLASS's generic barrier: one thread waits or signals, the block's barrier orders the rest).
-__device__ __forceinline__ int ld_acquire_gpu(const int* p) {
-    int v;
-    asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
-    return v;
-}
-__device__ __forceinline__ void st_release_gpu(int* p, int v) {
-    asm volatile("st.release.gpu.global.b32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
-}
-
 // A C-fragment accumulator of a warp (16 rows from wrow; mma.cuh) as store_dkdv visits it:
 // each(f) calls f(row, column, value) for each of this thread's elements.
 template <int NO>

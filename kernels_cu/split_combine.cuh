@@ -34,15 +34,16 @@ __device__ __forceinline__ void finish_split(const P& p, const Seq& seq, int i0,
     using T = typename P::Elem;
     constexpr int E = 16 / sizeof(Acc), NW = NT / 32;   // Acc per 16-byte chunk
     int* counter = p.split_counter + (long long)grid_row * tiles_x + tile;
-    __threadfence();   // this block's partials are visible GPU-wide before it is counted
+    // every thread's partial stores come before thread 0's release (the barrier orders them), and
+    // thread 0's acquire before every thread's reads of the other splits' partials (the second
+    // barrier): CUTLASS's GenericBarrier pattern, one fence in the block instead of two per thread
     __syncthreads();
     bool last = false;
     if (threadIdx.x == 0) {
-        last = atomicAdd(counter, 1) == p.num_splits - 1;
+        last = atom_add_acq_rel_gpu(counter, 1) == p.num_splits - 1;
         if (last) *counter = 0;
     }
     if (!__syncthreads_or(last)) return;
-    __threadfence();   // ... and the other splits' are visible here (read past L1: .cg, __ldcg)
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, splits = p.num_splits;
     const int chunks = p.d / E;                    // 16-byte chunks of a partial row
     const long long step = p.split_rows;           // split s of an lse row: s · split_rows rows on

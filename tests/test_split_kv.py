@@ -124,15 +124,16 @@ def test_merge_split_cap():
 
 @pytest.mark.gpu
 def test_split_merge_room_of_small_tiles():
-    """A 16 × 16 CUDA-core tile at d = 16 holds the merge of 8 splits in its shared memory:
-    automatic splits (128 wanted) are capped to what it holds and match the oracle; forced ones
-    beyond it are refused with the argument named, before any launch."""
+    """A 32 × 16 CUDA-core tile of 8 warps at d = 16 (run as the d = 32 kernel) holds the merge
+    of 88 float32 splits in its shared memory: automatic splits (128 wanted) are capped to what it
+    holds and match the oracle; forced ones beyond it are refused with the argument named, before
+    any launch. The cap is taken from the spec the launch builds (plan.specs_for pads d)."""
     import cupy as cp
-    from cuflash.gpu import ops
-    from cuflash.gpu.plan import KernelSpec, Variant
-    tile = TileConfig(16, 16, 4, 1)
-    cap = ops.merge_split_cap(KernelSpec("fwd", "float32", 16, tile,
-                                         Variant(mask="causal", split=True)), 4)
+    from cuflash.gpu import ops, plan
+    from cuflash.gpu.plan import Variant
+    tile = TileConfig(32, 16, 8, 1)
+    cap = ops.merge_split_cap(plan.specs_for("float32", 16, tile,
+                                             Variant(mask="causal", split=True), False)[0], 4)
     assert 1 < cap < 128
     q, k, v = make_inputs(np, (1, 2, 1, 16), (1, 2, 4096 + 5, 16), np.float32,
                           seed=case_seed("merge-room"))
