@@ -29,6 +29,12 @@ struct Mbarrier {
         asm volatile("mbarrier.arrive.release.cta.shared::cta.b64 _, [%0];\n" ::"r"(smem_addr(&word))
                      : "memory");
     }
+    // This thread's arrival, announcing `bytes` more of the phase's copies (the copy engine's, which
+    // count them on the barrier as they land: tma.cuh); the phase completes on both counts
+    __device__ __forceinline__ void arrive_expect_tx(unsigned bytes) {
+        asm volatile("mbarrier.arrive.expect_tx.release.cta.shared::cta.b64 _, [%0], %1;\n"
+                     ::"r"(smem_addr(&word)), "r"(bytes) : "memory");
+    }
     // The arrival of this thread once all of its earlier cp.async copies have landed (the count
     // of the phase stays as init set it: .noinc)
     __device__ __forceinline__ void arrive_on_copies() {
@@ -121,11 +127,11 @@ struct WarpSpecialized : RegisterSplit<NT, ROWS / 64, CONSUMER> {
 };
 
 // A warp-specialized kernel's shared memory S (1024-byte aligned panels: smem_as<S, 1024>),
-// its barriers set by thread 0 (S::init_barriers) before any thread reads them
-template <class S>
-__device__ __forceinline__ S& ws_smem(unsigned bytes) {
+// its barriers set by thread 0 (S::init_barriers(args...)) before any thread reads them
+template <class S, class... Args>
+__device__ __forceinline__ S& ws_smem(unsigned bytes, Args... args) {
     S& sm = smem_as<S, 1024>(bytes);
-    if (threadIdx.x == 0) sm.init_barriers();
+    if (threadIdx.x == 0) sm.init_barriers(args...);
     __syncthreads();
     return sm;
 }

@@ -1,7 +1,10 @@
 // cuflash: FlashAttention forward on Hopper, warp-specialized (sm_90a), float16 / bfloat16.
 // The algorithm is flash_fwd_wgmma.cu's (and cuflash/twin.py's); what changes is who does what:
 //   warpgroup 0, the producer, copies Q once and streams the K/V tiles into a ring of STAGES
-//     buffers (cp.async, signalled through mbarriers: barrier.cuh), with few registers;
+//     buffers, signalled through mbarriers (barrier.cuh), with few registers: one thread asks
+//     the copy engine for each tile (tma.cuh; tensor maps of q, k and v in the parameters), or,
+//     where the host made no maps (packed batches; p.tma_loads = 0), its 128 threads copy with
+//     cp.async;
 //   warpgroups 1..NC, the consumers, each own 64 query rows and run the wgmma forward's step
 //     (wgmma_forward.cuh, WgmmaFwdRows: S_t = Q K_tᵀ and O += P_{t-1} V_{t-1} issued together,
 //     the softmax of S_t overlapping the second product), with the registers the producer gave up.
@@ -14,11 +17,13 @@
 //
 // Versions (predictions and results in NOTES.md):
 //   v16  first warp-specialized forward: cp.async producer, 2 consumer warpgroups.
+//   v30  the producer's loads by the copy engine (one thread, TMA) where the host made maps.
 //
 // Grid: (ceil(T / BLOCK_M), sequences·heads) (block.cuh, QueryBlock). Block: NT = 128·(NC + 1)
 // threads, BLOCK_M = 64·NC.
 #pragma once
 #include "barrier.cuh"
+#include "tma.cuh"
 #include "wgmma_forward.cuh"
 
 namespace cuflash {
@@ -27,26 +32,31 @@ template <typename T, int DP, int BLOCK_M, int BLOCK_N, int NT, int STAGES, clas
 struct FwdWgmmaWs {
     // Query rows 64·c .. of the tile on consumer warpgroup c, K/V tiles through a ring (barrier.cuh).
     // Registers per thread after the hand-over (RegisterSplit): the consumers' many, the
-    // producer's few. d > 64: 216 keeps the causal ALiBi consumer from spilling 8 bytes (208
-    // did, NOTES v17), the producer gets 72; d = 64: the producer spills 16 bytes at 72 (its
-    // source pointers and the block's setup that the epilogue reads again), 88/208 spill nowhere.
-    using Ws = WarpSpecialized<DP, BLOCK_M, NT, STAGES, (DP > 64 ? 216 : 208)>;
+    // producer's few. d > 64: 224 (216 kept the causal ALiBi consumer from spilling 8 bytes
+    // before v30, NOTES v17; with the copy-engine producer beside it, the causal softcap + ALiBi
+    // consumer spilled 4 bytes at 216 and none at 224), the producer gets 56; d = 64: the
+    // producer spills 16 bytes at 72 (its source pointers and the block's setup that the
+    // epilogue reads again), 88/208 spill nowhere.
+    using Ws = WarpSpecialized<DP, BLOCK_M, NT, STAGES, (DP > 64 ? 224 : 208)>;
     static constexpr int NC = Ws::NC;
     static constexpr bool PINGPONG = NC > 1;
     using Params = FwdParams<T, float>;
     using Block = QueryBlock<BLOCK_M, V, Params, float>;
     static_assert(!V::SPLIT && V::CACHE == kNoCache, "split-KV and KV caches run on FwdWgmma");
     using Tiles = typename Ws::Tiles;   // the producer warpgroup's copies
+    // Tensor maps describe whole (sequences, heads, rows, d) arrays: not a packed batch's rows
+    static constexpr bool kTma = V::PACKED == kUnpacked;
 
     struct Smem : FwdTiles<T, DP, BLOCK_M, BLOCK_N, STAGES> {   // pipeline.cuh
         Mbarrier q_full;
         Mbarrier k_full[STAGES], v_full[STAGES];     // the producer's copies landed
         Mbarrier k_empty[STAGES], v_empty[STAGES];   // every consumer warp is done reading
-        __device__ __forceinline__ void init_barriers() {
-            q_full.init(128);                        // each producer thread's copies
+        // producers: the threads whose copies fill a buffer (128, or one asking the copy engine)
+        __device__ __forceinline__ void init_barriers(unsigned producers) {
+            q_full.init(producers);
             for (int s = 0; s < STAGES; ++s) {
-                k_full[s].init(128);
-                v_full[s].init(128);
+                k_full[s].init(producers);
+                v_full[s].init(producers);
                 k_empty[s].init(4 * NC);             // one arrival per consumer warp
                 v_empty[s].init(4 * NC);
             }
@@ -57,8 +67,12 @@ struct FwdWgmmaWs {
     static __device__ __forceinline__ void run(const Params& p) {
         const Block blk(p);
         if (!blk.active) return;
-        Smem& sm = ws_smem<Smem>(kSmemBytes);
-        specialize<Ws>([&] { produce(p, blk, blk.template key_tiles<BLOCK_N>(), sm); },
+        Smem& sm = ws_smem<Smem>(kSmemBytes, kTma && p.tma_loads ? 1u : 128u);
+        specialize<Ws>([&] {
+                           const TileIter kv = blk.template key_tiles<BLOCK_N>();
+                           if (!(kTma && p.tma_loads)) produce(p, blk, kv, sm);
+                           else if (threadIdx.x == 0) produce_tma(p, blk, kv, sm);
+                       },
                        [&] {
                            const TileIter kv = blk.template key_tiles<BLOCK_N>();
                            Consumer(sm, threadIdx.x / 128 - 1, kv.n).run(p, blk, kv);
@@ -81,6 +95,27 @@ struct FwdWgmmaWs {
             sm.v_full[r.stage].arrive_on_copies();
         }
         cp_async_wait<0>();   // nothing in flight when the producer's threads end
+    }
+
+    // Thread 0 of warpgroup 0: the same loads by the copy engine, each tile announced on its
+    // full barrier with its bytes (rows and columns outside the arrays land as zeros)
+    static __device__ __forceinline__ void produce_tma(const Params& p, const Block& blk,
+                                                       const TileIter& kv, Smem& sm) {
+        const Seq& s = blk.seq;
+#pragma unroll
+        for (int m = 0; m < 3; ++m) tma_prefetch(p.tma[m]);
+        tma_load_tile<BLOCK_M, DP>(sm.q, p.tma[0], blk.i0, s.h, s.b, sm.q_full);
+#pragma unroll 1
+        for (int t = 0; t < kv.n; ++t) {
+            const StageRing<STAGES> r(t);
+            const int j0 = Block::kInOrder ? kv.begin + t * BLOCK_N : kv.start(t, BLOCK_N);
+            sm.k_empty[r.stage].wait(r.empty_parity());
+            tma_load_tile<BLOCK_N, DP>(sm.kv.k[r.stage], p.tma[1], j0, s.hk, s.b,
+                                       sm.k_full[r.stage]);
+            sm.v_empty[r.stage].wait(r.empty_parity());
+            tma_load_tile<BLOCK_N, DP>(sm.kv.v[r.stage], p.tma[2], j0, s.hk, s.b,
+                                       sm.v_full[r.stage]);
+        }
     }
 
     // Warpgroup 1 + c: query rows 64·c .. 64·c + 63 of the tile (WgmmaFwdRows), and its turns

@@ -72,6 +72,14 @@ constexpr int kUnbounded = 1 << 30;
     X(int, wave_q)                          \
     X(int, wave_k)
 
+// A tensor map of the Tensor Memory Accelerator (CUDA's CUtensorMap: 128 opaque bytes, 64-byte
+// aligned), built on the host (cuflash/gpu/tma.py, cuTensorMapEncodeTiled) and read by the copy
+// engine straight from the parameter struct (kernels_cu/tma.cuh).
+struct alignas(64) TensorMap {
+    unsigned long long word[16];
+};
+typedef TensorMap TensorMaps[3];
+
 // The forward: q (sequences, heads, T_len, d), k and v (sequences, heads / group, S_len, d) in,
 // each with its own strides (x_stride); out (strides out_stride) and lse (lse_stride), natural
 // log, -inf for a query that sees no key, out. Split-KV (num_splits > 1): the key tiles of each
@@ -89,8 +97,13 @@ constexpr int kUnbounded = 1 << 30;
 // (attention_with_kvcache's validate=False). k_new, v_new (sequences, heads / group,
 // seqused_add, d), with their strides: when not null, the seqused_add keys after seqused_k[b]
 // are their rows, which this launch also writes into the cache (pipeline.cuh, write_appended);
-// null: those keys are in the cache already. Null / 0 without a cache.
+// null: those keys are in the cache already. Null / 0 without a cache. tma: tensor maps of q, k
+// and v as (sequences, heads, rows, d) arrays, 64 columns × a tile's rows per copy, 128-byte
+// swizzled, for the warp-specialized forward's copy-engine loads; tma_loads 1 when they are set
+// (0: its producer's threads copy with cp.async). First in the struct: its 64-byte aligned start.
 #define CUFLASH_FWD_FIELDS(X)               \
+    X(TensorMaps, tma)                      \
+    X(int, tma_loads)                       \
     X(const T*, q)                          \
     X(const T*, k)                          \
     X(const T*, v)                          \

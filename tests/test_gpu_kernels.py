@@ -227,6 +227,36 @@ def test_wgmma_forward_on_hopper_only(cp):
                                    tile=TileConfig(64, 64, 4, 2, "wgmma"), deterministic=False)
 
 
+def test_ws_forward_loads_through_tensor_maps(cp, monkeypatch):
+    """On sm_90 the warp-specialized forward's producer loads by the copy engine where the host
+    made tensor maps (ops.ForwardLaunch._tensor_maps: tma_loads 1) and by cp.async where it could
+    not (k and v broadcast over the batch: stride 0, no map); both match the oracle with GQA,
+    rows past T and S and columns past d (d = 96: the second panel of 64 half outside) read as
+    zeros."""
+    from cuflash.gpu import ops
+    if ops.device_arch() != "sm_90":
+        pytest.skip("the warp-specialized forward runs on sm_90")
+    seen, real = [], ops.ForwardLaunch._tensor_maps
+
+    def spy(self, *args):
+        fields = real(self, *args)
+        seen.append(fields["tma_loads"])
+        return fields
+
+    monkeypatch.setattr(ops.ForwardLaunch, "_tensor_maps", spy)
+    tile = TileConfig(128, 128, 12, 2, "wgmma")
+    q, k, v = make_inputs(cp, (2, 4, 201, 96), (2, 2, 333, 96), np.float16,
+                          seed=case_seed("tensor-maps"))
+    broadcast = (cp.broadcast_to(k[:1], k.shape), cp.broadcast_to(v[:1], v.shape))
+    for (kk, vv), maps in (((k, v), 1), (broadcast, 0)):
+        seen.clear()
+        out = cuflash.attention(q, kk, vv, causal=True, tile=tile)
+        assert seen == [maps]
+        ref, _ = oracle_attention(*(to_numpy(x) for x in (q, kk, vv)), causal=True)
+        assert_matches_oracle(out, ref, cuflash.naive_attention(q, kk, vv, causal=True),
+                              dtype=np.float16, name=f"out (tma_loads={maps})")
+
+
 def test_default_backward_dq_mode(cp):
     """deterministic=False with tile=None runs default_backward's choice: on sm_90 the
     deterministic pair (the warp-specialized atomic dQ measured slower, v20), so its gradients

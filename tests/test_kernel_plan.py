@@ -153,6 +153,37 @@ def test_kernel_getters_are_cached():
         assert hasattr(getattr(build, name), "cache_info"), f"build.{name} is not cached"
 
 
+def test_tensor_map_shapes():
+    """tma.map_shape: the copy engine's dims (innermost first) and byte strides of a (sequences,
+    heads, rows, d) array, or None where it cannot read it (a stride of 0 or not a multiple of 16
+    bytes, an empty axis); an axis of one element takes the next inner span as its stride."""
+    from cuflash.gpu import tma
+    assert tma.map_shape((2, 4, 100, 128), [51200, 12800, 128], 2) == \
+        ((128, 100, 4, 2), (256, 25600, 102400))
+    assert tma.map_shape((1, 4, 100, 128), [0, 12800, 128], 2) == \
+        ((128, 100, 4, 1), (256, 25600, 102400))
+    assert tma.map_shape((2, 4, 100, 128), [0, 12800, 128], 2) is None      # broadcast batch
+    assert tma.map_shape((2, 4, 100, 72), [29600, 7400, 74], 2) is None     # 148-byte rows
+    assert tma.map_shape((2, 0, 100, 128), [0, 12800, 128], 2) is None      # no heads
+    # (B, T, H, d) views: rows H·d apart, heads d apart
+    assert tma.map_shape((2, 4, 100, 64), [25600, 64, 256], 2) == \
+        ((64, 100, 4, 2), (512, 128, 51200))
+
+
+def test_forward_params_hold_tensor_maps_first():
+    """FwdParams starts with its three tensor maps (params.cuh TensorMap, 64-byte aligned), so the
+    struct is 64-byte aligned and a multiple of 64 bytes; params.py places every field after them
+    as C++ does (the size check of _layout)."""
+    from cuflash.gpu import params
+    for dtype in ("float16", "float32", "float64"):
+        layout = params.layout("fwd", dtype)
+        first = layout.fields[0]
+        assert (first.name, first.offset, first.count) == ("tma", 0, 48)
+        assert layout.offset("tma_loads") == 384 and layout.size % 64 == 0
+    with pytest.raises(KeyError, match="no field 'nope'"):
+        params.layout("fwd", "float16").offset("nope")
+
+
 @pytest.mark.parametrize("role", ["fwd", "bwd"])
 @pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
 def test_word_slots_write_what_pack_writes(role, dtype):

@@ -318,6 +318,17 @@ MUTANTS = [
       "cap = merge_split_cap(self.spec, self.acc.itemsize)", "cap = 256",
       "tests/test_split_kv.py::test_split_merge_room_of_small_tiles",
       "automatic splits past what a small tile's merge holds (the kernel traps)", gpu=True),
+    # -- the warp-specialized forward's copy-engine loads (NOTES v30)
+    M("gpu_tma_kv_head", "kernels_cu/flash_fwd_wgmma_ws.cu",
+      "tma_load_tile<BLOCK_N, DP>(sm.kv.k[r.stage], p.tma[1], j0, s.hk, s.b,",
+      "tma_load_tile<BLOCK_N, DP>(sm.kv.k[r.stage], p.tma[1], j0, s.h, s.b,",
+      "tests/test_gpu_kernels.py::test_ws_forward_loads_through_tensor_maps",
+      "K tiles of the query head, not of its kv head (GQA)", gpu=True),
+    M("gpu_tma_maps_never_made", "cuflash/gpu/ops.py",
+      "if self.spec.warp_specialized and not r.packed:",
+      "if False:",
+      "tests/test_gpu_kernels.py::test_ws_forward_loads_through_tensor_maps",
+      "the forward never hands its producer tensor maps (every load by cp.async)", gpu=True),
     # -- the decode step's per-call path (NOTES v26)
     M("word_slots_off_by_one", "cuflash/gpu/params.py",
       "return {name: off // 8 for name, off in self._offsets.items()}",

@@ -19,7 +19,7 @@ import numpy as np
 from .. import checks, device
 from .._xp import accum_dtype, dtype_name
 from ..tile import section_rows
-from . import build, params, plan, views
+from . import build, params, plan, tma, views
 
 _LOG2E = 1.4426950408889634
 _MAX_GRID_Y = 65535
@@ -448,7 +448,8 @@ class ForwardLaunch:
         self.counters = {}
         # no arrays of this call stay in the struct or here (a kept launch must not keep a
         # caller's cache alive): their addresses come with each call
-        self.fields = dict(q=None, k=None, v=None, out=None, lse=None, q_stride=r.strides(r.q),
+        self.fields = dict(**self._tensor_maps(r, dt, tile),
+                           q=None, k=None, v=None, out=None, lse=None, q_stride=r.strides(r.q),
                            k_stride=r.strides(r.k), v_stride=r.strides(r.v),
                            out_stride=_c_strides(r.q.shape, r.packed),
                            out_accum=None, lse_accum=None, split_rows=split_rows,
@@ -469,6 +470,7 @@ class ForwardLaunch:
         self.words = ctypes.c_uint64 * (len(self.template) // 8)
         self.local = threading.local()   # .held: this thread's _struct()
         slot = self.layout.word_slots
+        self.tma_slot = self.layout.offset("tma") // 8
         self.slots = tuple(slot[n] for n in ("q", "k", "v", "out", "lse"))
         self.split_slots = tuple(slot[n] for n in ("out_accum", "lse_accum", "split_counter"))
         self.cache_slots = tuple(slot[n] for n in ("seqused_k", "block_table", "k_new", "v_new"))
@@ -509,6 +511,8 @@ class ForwardLaunch:
         w, arg = held[0], held[1]
         iq, ik, iv, io, il = self.slots
         w[iq], w[ik], w[iv], w[io], w[il] = q.data.ptr, k.data.ptr, v.data.ptr, base, lse_at
+        if self.maps is not None:   # the copy engine's maps of these q, k, v
+            self.maps.write(w, self.tma_slot, (w[iq], w[ik], w[iv]))
         if self.num_splits > 1:
             ia, ib, ic = self.split_slots
             w[ia], w[ib] = base + self.offsets[2], base + self.offsets[3]
@@ -524,6 +528,29 @@ class ForwardLaunch:
         gx, gy, gz = self.grid
         self.launch_kernel(self.fn.ptr, gx, gy, gz, self.threads, 1, 1, self.smem, stream, arg, 0)
         return out, lse
+
+    def _tensor_maps(self, r: _Run, dt: str, tile) -> dict:
+        """The tma and tma_loads fields (params.cuh): tensor maps of q, k and v for a
+        warp-specialized forward's copy-engine loads (kernels_cu/tma.cuh), made from r's arrays
+        and kept as self.maps (each call writes its own arrays' maps: TileMaps.write); none, and
+        the kernel's cp.async loads, for other kernels, packed batches and arrays the copy engine
+        cannot read (tma.map_shape: e.g. a broadcast axis)."""
+        self.maps = None
+        if self.spec.warp_specialized and not r.packed:
+            hk = r.heads // r.group
+            bind_context()   # the driver encodes maps in the thread's current context
+            try:
+                self.maps = tma.TileMaps(dt, [
+                    ((r.batch, r.heads, r.T, r.q.shape[-1]), r.strides(r.q), tile.block_m),
+                    ((r.batch, hk, r.S, r.k.shape[-1]), r.strides(r.k), tile.block_n),
+                    ((r.batch, hk, r.S, r.v.shape[-1]), r.strides(r.v), tile.block_n)])
+            except ValueError:
+                self.maps = None
+        if self.maps is None:
+            return dict(tma=[0] * 48, tma_loads=0)
+        words = (ctypes.c_uint64 * 48)()
+        self.maps.write(words, 0, (views.address(r.q), views.address(r.k), views.address(r.v)))
+        return dict(tma=list(words), tma_loads=1)
 
     def _struct(self):
         """(the calling thread's struct words, the address of its kernelParams array, that

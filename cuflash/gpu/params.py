@@ -20,7 +20,10 @@ import numpy as np
 from .._xp import accum_dtype, resolve_dtype
 from . import build
 
-_KINDS = {1: "i", 2: "f", 3: "d", 4: "Q", 5: "q"}   # int, float, double, pointer, long long
+# int, float, double, pointer, long long, a tensor map's 64-bit words (filled as addresses are,
+# by _address, which passes ints through; aligned to 64 bytes: _ALIGN)
+_KINDS = {1: "i", 2: "f", 3: "d", 4: "Q", 5: "q", 6: "Q"}
+_ALIGN = {6: 64}
 _PROBE = r"""
 namespace cuflash_probe {
 template <class X> struct Elem { static constexpr long long kind = 0, n = 1; };
@@ -30,6 +33,7 @@ template <> struct Elem<double> { static constexpr long long kind = 3, n = 1; };
 template <> struct Elem<long long> { static constexpr long long kind = 5, n = 1; };
 template <class X> struct Elem<X*> { static constexpr long long kind = 4, n = 1; };
 template <class X> struct Elem<X* const> { static constexpr long long kind = 4, n = 1; };
+template <> struct Elem<cuflash::TensorMap> { static constexpr long long kind = 6, n = 16; };
 template <class X, int N> struct Elem<X[N]> {
     static constexpr long long kind = Elem<X>::kind, n = N * Elem<X>::n; };
 using P = cuflash::{struct}<unsigned short, {acc}>;
@@ -40,7 +44,8 @@ using P = cuflash::{struct}<unsigned short, {acc}>;
     cuflash_probe::Elem<decltype(cuflash_probe::P::name)>::n,
 #define CUFLASH_NAME(type, name) #name " "
 extern "C" __device__ long long cuflash_layout[] = {
-    {fields}(CUFLASH_PROBE) (long long)sizeof(cuflash_probe::P) };
+    {fields}(CUFLASH_PROBE) (long long)sizeof(cuflash_probe::P),
+    (long long)alignof(cuflash_probe::P) };
 extern "C" __device__ char cuflash_names[] = {fields}(CUFLASH_NAME);
 """
 
@@ -105,6 +110,13 @@ class Layout:
                 add(_address(v) if ptr else v)
         return np.frombuffer(self._packer.pack(*flat), dtype=dtype)
 
+    def offset(self, name: str) -> int:
+        """The byte offset of field `name` in the struct."""
+        for f in self.fields:
+            if f.name == name:
+                return f.offset
+        raise KeyError(f"{self.name} has no field {name!r}")
+
     @functools.cached_property
     def _offsets(self) -> dict:
         return {f.name: f.offset for f in self.fields if f.kind == "Q" and f.count == 1}
@@ -157,11 +169,12 @@ def _layout(struct_name: str, acc: str) -> Layout:
         elem = struct.calcsize(_KINDS[kind])
         if elem * count != size:
             raise RuntimeError(f"{struct_name}.{name}: {count} × {_KINDS[kind]} is not {size} bytes")
-        pos = -(-pos // elem) * elem          # natural alignment of the element type
+        at = _ALIGN.get(kind, elem)
+        pos = -(-pos // at) * at              # natural alignment of the element type
         out.append(Field(name, pos, _KINDS[kind], count))
-        pos, align = pos + size, max(align, elem)
-    total = nums[3 * len(names)]
-    if -(-pos // align) * align != total:
+        pos, align = pos + size, max(align, at)
+    total, struct_align = nums[3 * len(names)], nums[3 * len(names) + 1]
+    if -(-pos // align) * align != total or align != struct_align:
         raise RuntimeError(f"{struct_name}: fields at natural alignment end at {pos} bytes, "
-                           f"sizeof says {total}")
+                           f"aligned to {align}; sizeof says {total}, alignof {struct_align}")
     return Layout(struct_name, tuple(out), total)

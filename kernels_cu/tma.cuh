@@ -1,0 +1,43 @@
+// cuflash: tile loads by the Tensor Memory Accelerator, the copy engine of sm_90. A tensor map
+// (params.cuh TensorMap, built on the host by cuflash/gpu/tma.py) describes one (sequences, heads,
+// rows, d) array of 16-bit elements; one thread asks for a box of 64 columns × ROWS rows of one
+// (sequence, head), which lands in shared memory 128-byte swizzled (the layout wgmma reads,
+// wgmma_tiles.cuh: a panel of a tile) with every element outside the array zero (rows past the
+// sequence's end, columns past d), and counts its bytes on an mbarrier (complete_tx). One
+// instruction per panel replaces a warpgroup's cp.async copies and their address arithmetic.
+#pragma once
+#include "barrier.cuh"
+#include "params.cuh"
+
+namespace cuflash {
+
+// The copy engine's read of a tensor map ahead of its first copy
+__device__ __forceinline__ void tma_prefetch(const TensorMap& map) {
+    asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<unsigned long long>(&map))
+                 : "memory");
+}
+
+// Columns col.. (64 of them) of rows row.. (the map's box) of (sequence seq, head head) into the
+// 1024-byte aligned panel at dst, counted on bar
+__device__ __forceinline__ void tma_load_panel(void* dst, const TensorMap& map, int col, int row,
+                                               int head, int seq, Mbarrier& bar) {
+    asm volatile(
+        "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+        " [%0], [%1, {%2, %3, %4, %5}], [%6];\n" ::"r"(smem_addr(dst)),
+        "l"(reinterpret_cast<unsigned long long>(&map)), "r"(col), "r"(row), "r"(head), "r"(seq),
+        "r"(smem_addr(&bar.word))
+        : "memory");
+}
+
+// A ROWS × DP tile (DP / 64 panels, wgmma_tiles.cuh) from row `row` of (seq, head), announced on
+// bar and counted there as it lands: the calling thread's arrival on bar
+template <int ROWS, int DP, typename T>
+__device__ __forceinline__ void tma_load_tile(T* s, const TensorMap& map, int row, int head,
+                                              int seq, Mbarrier& bar) {
+    bar.arrive_expect_tx(ROWS * DP * sizeof(T));
+#pragma unroll
+    for (int c = 0; c < DP / 64; ++c)
+        tma_load_panel(s + c * ROWS * 64, map, c * 64, row, head, seq, bar);
+}
+
+}  // namespace cuflash
