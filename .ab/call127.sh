@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # call 127 (next session, on branch tma-bwd: `git checkout tma-bwd`, rebased on main if main
 # moved; .ab/base = main's tree: `git archive main cuflash kernels_cu setup.cfg | tar -x -C .ab/base`):
-# the whole GPU suite on the branch, then the backward A/B over every cell (d = 64 causal lost
-# 1.5-1.8% in call 126), then the backward against torch's cuDNN and FA2.
+# the branch's backward tests first (the dK/dV kernel on the copy engine, 26006b1, has never run on
+# a GPU: a hang shows as this step's timeout), the whole GPU suite, then the backward A/B over
+# every cell (d = 64 causal lost 1.5-1.8% in call 126) and the backward against cuDNN and FA2.
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT
+timeout 150 python3 -m pytest -q -m gpu -n 14 -p no:cacheprovider -rfE -x tests/test_backward.py \
+  tests/test_gpu_kernels.py -k "backward or bwd or tensor_maps" > $OUT/bwd_first.txt 2>&1
+echo "backward first rc=$?"; tail -3 $OUT/bwd_first.txt
 STEPS="env tests" JOBS=14 LIMIT_TESTS=280 TAIL=3 OUT=$OUT bash tests/gpu_session.sh > $OUT/session.txt 2>&1
 timeout 200 python3 tools/ab_speed.py --base .ab/base --new . --passes bwd --T 2048,8192,16384 --rounds 2 \
   > $OUT/ab_bwd.txt 2>&1; echo "ab rc=$?"
