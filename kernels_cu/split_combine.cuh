@@ -52,8 +52,8 @@ __device__ __forceinline__ void finish_split(const P& p, const Seq& seq, int i0,
     // 16 bytes; lane l's chunks at 16·l of each 512-byte split (its own: no other lane reads them)
     const int room = scratch_bytes / NW & ~15, wbytes = (splits * int(sizeof(Acc)) + 15) & ~15;
     const int half = (room - wbytes) / (2 * 32 * 16);
-    // (num_splits <= MAX_SPLITS, cuflash/checks.py: every kernel's shared memory holds a warp's
-    // weights and two splits of chunks)
+    // (the host caps num_splits at what this room holds: cuflash/gpu/ops.py, merge_split_cap,
+    // the same arithmetic; small explicit tiles hold fewer than checks.MAX_SPLITS)
     if (half < 1) __trap();
     Acc* w = reinterpret_cast<Acc*>(scratch + warp * room);
     char* mine = scratch + warp * room + wbytes + 16 * lane;

@@ -315,7 +315,7 @@ MUTANTS = [
       "every batch of staged splits is summed from the first buffer (stale or racing chunks "
       "past the first batch)", gpu=True),
     M("gpu_split_cap_ignored", "cuflash/gpu/ops.py",
-      "cap = merge_split_cap(self.spec, self.acc.itemsize)", "cap = 256",
+      "cap = _merge_split_cap(self.spec, self.acc.itemsize)", "cap = 256",
       "tests/test_split_kv.py::test_split_merge_room_of_small_tiles",
       "automatic splits past what a small tile's merge holds (the kernel traps)", gpu=True),
     # -- the warp-specialized forward's copy-engine loads (NOTES v30)

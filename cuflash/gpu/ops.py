@@ -240,6 +240,13 @@ def merge_split_cap(spec, acc_itemsize: int) -> int:
     return max(0, (room - 2 * 32 * 16) // acc_itemsize)
 
 
+@functools.lru_cache(maxsize=None)
+def _merge_split_cap(spec, acc_itemsize: int) -> int:
+    """merge_split_cap once per spec: spec.smem_bytes() hashes the kernel's sources (~75 µs),
+    which every split launch's set-up paid otherwise."""
+    return merge_split_cap(spec, acc_itemsize)
+
+
 def num_splits_for(n_query_tiles: int, rows: int, key_tiles: int, device_id: int,
                    blocks_per_sm: int = 2, max_splits: int = 128) -> int:
     """Split-KV's splits when the caller leaves them open: one while the query tiles of every
@@ -419,7 +426,7 @@ class ForwardLaunch:
         spec = lambda n: _specs(dt, D, tile, dataclasses.replace(variant, split=n > 1), False)[0]
         self.spec = spec(num_splits)
         if num_splits > 1:   # what the kernel's shared memory lets its merge take
-            cap = merge_split_cap(self.spec, self.acc.itemsize)
+            cap = _merge_split_cap(self.spec, self.acc.itemsize)
             if num_splits > cap and not auto_splits:
                 raise ValueError(
                     f"num_splits={num_splits}: the kernel of tile {tile} at head dim {D} merges "
