@@ -10,4 +10,4 @@ timeout 230 python3 -m pytest -q -m gpu tests/test_distributed.py tests/test_rin
 timeout 300 python3 -m cuflash run experiments/ring.yaml --out $OUT/ring > $OUT/ring_run.log 2>&1; echo "ring.yaml rc=$?"; tail -5 $OUT/ring_run.log
 python3 -m cuflash plot $OUT/ring/results.csv > /dev/null 2>&1; echo "plot rc=$?"
 python3 -m cuflash.experiments.report ring $OUT/ring/results.csv | tee $OUT/ring_table.txt | tail -30
-nvidia-smi --query-gpu=name,memory.used --format=csv >> $OUT/gpus.txt; ls $OUT $OUT/ring
+nvidia-smi --query-gpu=name,memory.used --format=csv >> $OUT/gpus.txt; ls $OUT/ring; tar -C $OUT -cf $OUT/ring.tar ring && rm -rf $OUT/ring  # at most 8 files come back
