@@ -16,11 +16,14 @@
 //   v18  first warp-specialized dK/dV and dQ kernels: cp.async producer, 2 consumer warpgroups.
 //   v20  atomic dQ in the dK/dV kernel (deterministic=False, explicit tiles): dS to shared
 //        memory, dQ = dS·K on the consumers in turns, red.global into dq_accum.
+//   v30  the dQ kernel's tiles by the copy engine (TMA) where the host made maps (the dK/dV
+//        kernel's producer on the copy engine spilled its consumers' registers: NOTES v30).
 //
 // Grid: (key tiles, chunks·sequences·kv heads) (block.cuh, KeyBlock). Block: NT = 128·(NC + 1)
 // threads, BLOCK_N = 64·NC keys. DqWgmmaWs below: the dQ pass, warp-specialized the same way.
 #pragma once
 #include "barrier.cuh"
+#include "tma.cuh"
 #include "wgmma_backward.cuh"
 
 namespace cuflash {
@@ -203,7 +206,8 @@ struct DkdvWgmmaWs {
 };
 
 // The dQ pass the same way: the producer copies the block's Q and dO tiles once and streams
-// the K/V tiles it sees into a ring (kv_stream, as the warp-specialized forward's producer);
+// the K/V tiles it sees into a ring (kv_stream, as the warp-specialized forward's producer;
+// with tensor maps, p.tma_loads, its thread 0 asks the copy engine for them instead);
 // warpgroups 1..NC each own 64 queries and run the wgmma dQ step (WgmmaDqStep) against each
 // K/V tile, handing the buffer back after their dQ product. Grid: (query tiles, sequences·heads)
 // (block.cuh, QueryBlock). Block: NT = 128·(NC + 1) threads, BLOCK_M = 64·NC queries.
@@ -216,14 +220,16 @@ struct DqWgmmaWs {
     using Block = QueryBlock<BLOCK_M, V, Params, float>;
     using Step = WgmmaDqStep<T, DP, BLOCK_M, BLOCK_N>;
     using Tiles = typename Ws::Tiles;   // the producer warpgroup's copies
+    static constexpr bool kTma = V::PACKED == kUnpacked && BLOCK_M % 64 == 0 && BLOCK_N % 64 == 0;
 
     struct Smem : DqTiles<T, DP, BLOCK_M, BLOCK_N, STAGES> {
         Mbarrier q_full;                   // the resident Q and dO landed
         StageBarriers<STAGES> kv_bar;      // full: a K/V tile's copies landed; empty: every
                                            // consumer warp is done reading it
-        __device__ __forceinline__ void init_barriers() {
-            q_full.init(128);                   // each producer thread's copies
-            kv_bar.init(128, 4 * Ws::NC);       // its copies; one arrival per consumer warp
+        // producers: the threads whose copies fill a buffer (128, or one asking the copy engine)
+        __device__ __forceinline__ void init_barriers(unsigned producers) {
+            q_full.init(producers);
+            kv_bar.init(producers, 4 * Ws::NC);   // one arrival per consumer warp
         }
     };
     static constexpr int kSmemBytes = smem_budget<Smem, 1024>();   // + alignment of the first panel
@@ -231,9 +237,35 @@ struct DqWgmmaWs {
     static __device__ __forceinline__ void run(const Params& p) {
         const Block blk(p);
         if (!blk.active) return;
-        Smem& sm = ws_smem<Smem>(kSmemBytes);
+        Smem& sm = ws_smem<Smem>(kSmemBytes, kTma && p.tma_loads ? 1u : 128u);
         const TileIter kv = blk.template key_tiles<BLOCK_N>();
-        specialize<Ws>([&] { produce(p, blk, kv, sm); }, [&] { consume(p, blk, kv, sm); });
+        specialize<Ws>(
+            [&] {
+                if (!(kTma && p.tma_loads)) produce(p, blk, kv, sm);
+                else if (threadIdx.x == 0) produce_tma(p, blk, kv, sm);
+            },
+            [&] { consume(p, blk, kv, sm); });
+    }
+
+    // Thread 0 of warpgroup 0: the same loads by the copy engine
+    static __device__ __forceinline__ void produce_tma(const Params& p, const Block& blk,
+                                                       const TileIter& kv, Smem& sm) {
+        const Seq& s = blk.seq;
+#pragma unroll
+        for (int m = 0; m < 4; ++m) tma_prefetch(p.tma[m]);
+        sm.q_full.arrive_expect_tx(2 * tile_bytes<BLOCK_M, DP, T>());
+        tma_copy_tile<BLOCK_M, DP, 64>(sm.q, p.tma[0], blk.i0, s.h, s.b, sm.q_full);
+        tma_copy_tile<BLOCK_M, DP, 64>(sm.dout, p.tma[3], blk.i0, s.h, s.b, sm.q_full);
+#pragma unroll 1
+        for (int t = 0; t < kv.n; ++t) {
+            const StageRing<STAGES> r(t);
+            const int j0 = Block::kInOrder ? kv.begin + t * BLOCK_N : kv.start(t, BLOCK_N);
+            Mbarrier& full = sm.kv_bar.full[r.stage];
+            sm.kv_bar.empty[r.stage].wait(r.empty_parity());
+            full.arrive_expect_tx(2 * tile_bytes<BLOCK_N, DP, T>());
+            tma_copy_tile<BLOCK_N, DP, 64>(sm.kv.k[r.stage], p.tma[1], j0, s.hk, s.b, full);
+            tma_copy_tile<BLOCK_N, DP, 64>(sm.kv.v[r.stage], p.tma[2], j0, s.hk, s.b, full);
+        }
     }
 
     // Warpgroup 0: Q and dO, then K_t and V_t into stage t % STAGES once the consumers gave it back

@@ -78,7 +78,8 @@ constexpr int kUnbounded = 1 << 30;
 struct alignas(64) TensorMap {
     unsigned long long word[16];
 };
-typedef TensorMap TensorMaps[3];
+typedef TensorMap FwdTensorMaps[3];   // q, k, v
+typedef TensorMap BwdTensorMaps[4];   // q, k, v, dout
 
 // The forward: q (sequences, heads, T_len, d), k and v (sequences, heads / group, S_len, d) in,
 // each with its own strides (x_stride); out (strides out_stride) and lse (lse_stride), natural
@@ -102,7 +103,7 @@ typedef TensorMap TensorMaps[3];
 // swizzled, for the warp-specialized forward's copy-engine loads; tma_loads 1 when they are set
 // (0: its producer's threads copy with cp.async). First in the struct: its 64-byte aligned start.
 #define CUFLASH_FWD_FIELDS(X)               \
-    X(TensorMaps, tma)                      \
+    X(FwdTensorMaps, tma)                   \
     X(int, tma_loads)                       \
     X(const T*, q)                          \
     X(const T*, k)                          \
@@ -136,8 +137,12 @@ typedef TensorMap TensorMaps[3];
 // heads of a group; with group_chunk < group, dk_accum and dv_accum (float, shaped and strided
 // as dk and dv) and dkdv_sem (one counter per sequence, kv head and key tile, zeroed) carry the
 // sum of a group's blocks (block.cuh KeyBlock, epilogue.cuh store_dkdv). Every q-, k- or
-// v-shaped array has its own strides.
+// v-shaped array has its own strides. tma: tensor maps of q, k, v and dout (boxes of 64 rows:
+// one set serves the dK/dV and the dQ kernels) for the warp-specialized kernels' copy-engine
+// loads; tma_loads 1 when they are set.
 #define CUFLASH_BWD_FIELDS(X)               \
+    X(BwdTensorMaps, tma)                   \
+    X(int, tma_loads)                       \
     X(const T*, q)                          \
     X(const T*, k)                          \
     X(const T*, v)                          \

@@ -218,6 +218,17 @@ __device__ __forceinline__ auto kv_stream(const Block& blk, const P& p, const Ti
             p.d);
 }
 
+// lse·log2 e and D of query rows i0.. (0 past the sequence's end), by NT threads' stores
+template <int ROWS, int NT, typename Acc, class P>
+__device__ __forceinline__ void stage_q_stats(Acc* lse2, Acc* D, const P& p, const Seq& seq,
+                                              int i0) {
+    const int rows = min(ROWS, seq.T_len - i0);
+    for (int r = threadIdx.x; r < ROWS; r += NT) {
+        lse2[r] = lse_log2(r < rows ? p.lse[seq.row(i0 + r)] : Acc(0), r < rows);
+        D[r] = r < rows ? p.D[seq.row(i0 + r)] : Acc(0);
+    }
+}
+
 template <int ROWS, int NT, class Tiles, class S, typename Acc, class P>
 __device__ __forceinline__ void stage_q(S* sq, S* sdo, Acc* lse2, Acc* D, const P& p,
                                         const Seq& seq, int i0) {
@@ -225,10 +236,7 @@ __device__ __forceinline__ void stage_q(S* sq, S* sdo, Acc* lse2, Acc* D, const 
     load_tile_at<ROWS, Tiles>(sq, seq.q_row(p.q, p.q_stride, i0), rows, d, int(p.q_stride[2]));
     load_tile_at<ROWS, Tiles>(sdo, seq.q_row(p.dout, p.dout_stride, i0), rows, d,
                               int(p.dout_stride[2]));
-    for (int r = threadIdx.x; r < ROWS; r += NT) {
-        lse2[r] = lse_log2(r < rows ? p.lse[seq.row(i0 + r)] : Acc(0), r < rows);
-        D[r] = r < rows ? p.D[seq.row(i0 + r)] : Acc(0);
-    }
+    stage_q_stats<ROWS, NT>(lse2, D, p, seq, i0);
 }
 
 // Ring of STAGES shared-memory buffers filled by cp.async from every thread: tile t lives in

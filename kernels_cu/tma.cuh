@@ -29,15 +29,34 @@ __device__ __forceinline__ void tma_load_panel(void* dst, const TensorMap& map, 
         : "memory");
 }
 
-// A ROWS × DP tile (DP / 64 panels, wgmma_tiles.cuh) from row `row` of (seq, head), announced on
-// bar and counted there as it lands: the calling thread's arrival on bar
+// The bytes of a ROWS × DP tile: what its copies count on their barrier
 template <int ROWS, int DP, typename T>
-__device__ __forceinline__ void tma_load_tile(T* s, const TensorMap& map, int row, int head,
+__device__ __forceinline__ constexpr unsigned tile_bytes() {
+    return ROWS * DP * sizeof(T);
+}
+
+// A ROWS × DP tile (DP / 64 panels, wgmma_tiles.cuh) from row `row` of (seq, head), in boxes of
+// BOX rows (the map's box: the forward's maps take a tile's rows at once, the backward's 64 at
+// a time, so that one map serves its tiles of 64 and of 128 rows), counted on bar. The caller
+// announces the bytes (Mbarrier::arrive_expect_tx) once for all the copies of a phase.
+template <int ROWS, int DP, int BOX = ROWS, typename T>
+__device__ __forceinline__ void tma_copy_tile(T* s, const TensorMap& map, int row, int head,
                                               int seq, Mbarrier& bar) {
-    bar.arrive_expect_tx(ROWS * DP * sizeof(T));
+    static_assert(ROWS % BOX == 0 && BOX % 8 == 0, "whole boxes of whole swizzle atoms");
 #pragma unroll
     for (int c = 0; c < DP / 64; ++c)
-        tma_load_panel(s + c * ROWS * 64, map, c * 64, row, head, seq, bar);
+#pragma unroll
+        for (int b = 0; b < ROWS / BOX; ++b)
+            tma_load_panel(s + c * ROWS * 64 + b * BOX * 64, map, c * 64, row + b * BOX, head, seq,
+                           bar);
+}
+
+// One tile's copies and their announcement: the calling thread's arrival on bar
+template <int ROWS, int DP, int BOX = ROWS, typename T>
+__device__ __forceinline__ void tma_load_tile(T* s, const TensorMap& map, int row, int head,
+                                              int seq, Mbarrier& bar) {
+    bar.arrive_expect_tx(tile_bytes<ROWS, DP, T>());
+    tma_copy_tile<ROWS, DP, BOX>(s, map, row, head, seq, bar);
 }
 
 }  // namespace cuflash

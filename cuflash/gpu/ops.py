@@ -543,21 +543,17 @@ class ForwardLaunch:
         the kernel's cp.async loads, for other kernels, packed batches and arrays the copy engine
         cannot read (tma.map_shape: e.g. a broadcast axis)."""
         self.maps = None
-        if self.spec.warp_specialized and not r.packed:
-            hk = r.heads // r.group
-            bind_context()   # the driver encodes maps in the thread's current context
-            try:
-                self.maps = tma.TileMaps(dt, [
-                    ((r.batch, r.heads, r.T, r.q.shape[-1]), r.strides(r.q), tile.block_m),
-                    ((r.batch, hk, r.S, r.k.shape[-1]), r.strides(r.k), tile.block_n),
-                    ((r.batch, hk, r.S, r.v.shape[-1]), r.strides(r.v), tile.block_n)])
-            except ValueError:
-                self.maps = None
-        if self.maps is None:
-            return dict(tma=[0] * 48, tma_loads=0)
-        words = (ctypes.c_uint64 * 48)()
-        self.maps.write(words, 0, (views.address(r.q), views.address(r.k), views.address(r.v)))
-        return dict(tma=list(words), tma_loads=1)
+        if not self.spec.warp_specialized or r.packed:
+            return tma.no_maps(3)
+        bind_context()   # the driver encodes maps in the thread's current context
+        hk = r.heads // r.group
+        self.maps, fields = tma.map_fields(dt, [
+            (views.address(r.q), (r.batch, r.heads, r.T, r.q.shape[-1]), r.strides(r.q),
+             tile.block_m),
+            (views.address(r.k), (r.batch, hk, r.S, r.k.shape[-1]), r.strides(r.k), tile.block_n),
+            (views.address(r.v), (r.batch, hk, r.S, r.v.shape[-1]), r.strides(r.v), tile.block_n)],
+            3)
+        return fields
 
     def _struct(self):
         """(the calling thread's struct words, the address of its kernelParams array, that
@@ -609,6 +605,22 @@ def _forward(r: _Run, p, tile, D, num_splits=1, cache: CacheRows | None = None,
     return launch(r.q, r.k, r.v, cache.seqused_k, cache.block_table)
 
 
+def _backward_maps(r: _Run, dout, dt: str, dkdv) -> dict:
+    """The tma and tma_loads fields of a backward: tensor maps of q, k, v and dout in boxes of 64
+    rows, for the warp-specialized dQ kernel's copy-engine loads (its 128-row Q and dO tiles two
+    boxes each; the dK/dV kernel keeps cp.async, NOTES v30), when the dK/dV kernel is
+    warp-specialized (its dQ kernel is too) and the run is not packed; none (cp.async loads)
+    otherwise or for arrays the copy engine cannot read (tma.map_shape)."""
+    if not dkdv.warp_specialized or r.packed:
+        return tma.no_maps(4)
+    bind_context()
+    hk = r.heads // r.group
+    q_shape, k_shape = (r.batch, r.heads, r.T, r.q.shape[-1]), (r.batch, hk, r.S, r.k.shape[-1])
+    return tma.map_fields(dt, [(views.address(x), shape, r.strides(x), 64) for x, shape in
+                               ((r.q, q_shape), (r.k, k_shape), (r.v, k_shape), (dout, q_shape))],
+                          4)[1]
+
+
 def _backward(r: _Run, dout, out, lse, p, tile, D, deterministic):
     """(dq, dk, dv) shaped like r.q, r.k, r.v (dk, dv summed over each kv head's group)."""
     cp = _cp()
@@ -639,7 +651,8 @@ def _backward(r: _Run, dout, out, lse, p, tile, D, deterministic):
     dk_accum = _empty(dk.shape, acc) if group_sum else None
     dv_accum = _empty(dv.shape, acc) if group_sum else None
     dkdv_sem = cp.zeros(kv_rows * key_tiles, dtype=np.int32) if group_sum else None
-    fields = dict(q=r.q, k=r.k, v=r.v, out=out, dout=dout, lse=lse, D=Dsum, dq=dq, dk=dk, dv=dv,
+    fields = dict(**_backward_maps(r, dout, dt, dkdv),
+                  q=r.q, k=r.k, v=r.v, out=out, dout=dout, lse=lse, D=Dsum, dq=dq, dk=dk, dv=dv,
                   dq_accum=dq_accum, dk_accum=dk_accum, dv_accum=dv_accum, dkdv_sem=dkdv_sem,
                   group_chunk=r.group // ranks,
                   q_stride=r.strides(r.q), k_stride=r.strides(r.k),

@@ -93,3 +93,22 @@ class TileMaps:
                 self._encode(i, a)
             self._last = addresses
         ctypes.memmove(ctypes.addressof(words) + 8 * first, self._words, ctypes.sizeof(self._words))
+
+
+def no_maps(count: int) -> dict:
+    """The tma and tma_loads fields of a launch without maps (kernels_cu/params.cuh)."""
+    return dict(tma=[0] * (_WORDS * count), tma_loads=0)
+
+
+def map_fields(dtype: str, arrays, count: int):
+    """(TileMaps or None, the tma and tma_loads fields) of `count` maps, one per entry of
+    ``arrays``: (address, shape (sequences, heads, rows, d), element strides, box rows). None and
+    no maps (the kernels' cp.async loads) when one of the arrays cannot be mapped (map_shape).
+    The caller's thread needs a current context (the driver encodes in it: ops.bind_context)."""
+    try:
+        maps = TileMaps(dtype, [(shape, strides, box) for _, shape, strides, box in arrays])
+    except ValueError:
+        return None, no_maps(count)
+    words = (ctypes.c_uint64 * (_WORDS * count))()
+    maps.write(words, 0, [address for address, *_ in arrays])
+    return maps, dict(tma=list(words), tma_loads=1)
