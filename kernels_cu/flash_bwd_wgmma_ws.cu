@@ -3,7 +3,9 @@
 // does what, as flash_fwd_wgmma_ws.cu does for the forward:
 //   warpgroup 0, the producer, copies the block's K and V tiles once and streams the query tiles
 //     (Q, dO, lse·log2 e, D: stage_q) of every query head of the block's chunk into a ring of
-//     STAGES buffers (cp.async, signalled through mbarriers: barrier.cuh), with few registers;
+//     STAGES buffers, signalled through mbarriers (barrier.cuh), with few registers: thread 0
+//     asks the copy engine for the tiles (tma.cuh) while every producer thread stores lse·log2 e
+//     and D (a packed batch: cp.async copies of every producer thread);
 //   warpgroups 1..NC, the consumers, each own 64 keys of the tile and run the wgmma dK/dV step
 //     (wgmma_backward.cuh, WgmmaDkdvStep) with the registers the producer gave up.
 // No __syncthreads in the loop: a consumer waits for the query tile it needs (full barriers) and
@@ -16,8 +18,8 @@
 //   v18  first warp-specialized dK/dV and dQ kernels: cp.async producer, 2 consumer warpgroups.
 //   v20  atomic dQ in the dK/dV kernel (deterministic=False, explicit tiles): dS to shared
 //        memory, dQ = dS·K on the consumers in turns, red.global into dq_accum.
-//   v30  the dQ kernel's tiles by the copy engine (TMA) where the host made maps (the dK/dV
-//        kernel's producer on the copy engine spilled its consumers' registers: NOTES v30).
+//   v30  the tiles by the copy engine (TMA): the dK/dV kernel's always where unpacked (the host
+//        copies arrays it cannot map), the dQ kernel's where the host made maps.
 //
 // Grid: (key tiles, chunks·sequences·kv heads) (block.cuh, KeyBlock). Block: NT = 128·(NC + 1)
 // threads, BLOCK_N = 64·NC keys. DqWgmmaWs below: the dQ pass, warp-specialized the same way.
@@ -40,11 +42,16 @@ struct DsTiles<T, BLOCK_M, N, false> {};
 
 template <typename T, int DP, int BLOCK_M, int BLOCK_N, int NT, int STAGES, bool ATOMIC_DQ, class V>
 struct DkdvWgmmaWs {
+    // Tensor maps (the copy engine's loads: every tile of an unpacked run; the host copies arrays
+    // it cannot map, ops._backward_maps) describe whole (sequences, heads, rows, d) arrays, in
+    // boxes of 64 rows; a packed batch's tiles come by cp.async
+    static constexpr bool kTma = V::PACKED == kUnpacked && BLOCK_M % 64 == 0 && BLOCK_N % 64 == 0;
     // Keys 64·c .. of the tile on consumer warpgroup c, query tiles through a ring (barrier.cuh).
     // Registers per thread after the hand-over (RegisterSplit): the consumers hold dK and dV
-    // (DP / 2 floats each per thread) beside Sᵀ and dPᵀ; the producer at 40 spilled 8-12 bytes
-    // at d = 128 (232 / 40), 56 does not.
-    using Ws = WarpSpecialized<DP, BLOCK_N, NT, STAGES, (DP > 64 ? 224 : 208)>;
+    // (DP / 2 floats each per thread) beside Sᵀ and dPᵀ. d > 64: the cp.async producer at 40
+    // spilled 8-12 bytes at d = 128 (232 / 40), 56 does not; the copy-engine producer needs
+    // few, and at 224 its window + ALiBi consumer spilled 8 bytes, at 232 none (NOTES v30).
+    using Ws = WarpSpecialized<DP, BLOCK_N, NT, STAGES, (DP > 64 ? (kTma ? 232 : 224) : 208)>;
     using Params = BwdParams<T, float>;
     using Block = KeyBlock<BLOCK_N, V, Params>;
     using Head = GroupHead<BLOCK_M, BLOCK_N, V, Params, float>;
@@ -58,9 +65,13 @@ struct DkdvWgmmaWs {
         Mbarrier kv_full;                  // the resident K and V landed
         StageBarriers<STAGES> q_bar;       // full: a query tile's copies landed and its lse2, D
                                            // stored; empty: every consumer warp is done with it
+        // K and V: the copy engine's bytes announced by one thread, or each producer thread's
+        // copies; a query tile: with the copy engine one arrival announcing Q and dO beside each
+        // producer thread's after its lse2 and D stores, else each thread's copies and stores.
+        // One arrival per consumer warp empties a stage.
         __device__ __forceinline__ void init_barriers() {
-            kv_full.init(128);                  // each producer thread's copies
-            q_bar.init(2 * 128, 4 * Ws::NC);    // its copies and stores; one arrival per consumer warp
+            kv_full.init(kTma ? 1 : 128);
+            q_bar.init(kTma ? 128 + 1 : 2 * 128, 4 * Ws::NC);
         }
     };
     static constexpr int kSmemBytes = smem_budget<Smem, 1024>();   // + alignment of the first panel
@@ -71,7 +82,8 @@ struct DkdvWgmmaWs {
         Smem& sm = ws_smem<Smem>(kSmemBytes);
         specialize<Ws>(
             [&] {
-                produce(p, kb, sm);
+                if constexpr (kTma) produce_tma(p, kb, sm);
+                else produce(p, kb, sm);
                 // a group sum over ranks (ranks > 1) meets at block barriers: the producer takes
                 // part with nothing to add
                 store_dkdv<T>(p, kb, [] {}, NoTile{}, NoTile{});
@@ -105,6 +117,31 @@ struct DkdvWgmmaWs {
             sm.q_bar.full[r.stage].arrive();   // after this thread's lse2 and D stores (release)
         });
         cp_async_wait<0>();   // nothing in flight when the producer's threads end
+    }
+
+    // The same by the copy engine: thread 0 asks for K and V, then for each query tile's Q and
+    // dO, while every producer thread stores its rows' lse·log2 e and D and then arrives
+    static __device__ __forceinline__ void produce_tma(const Params& p, const Block& kb, Smem& sm) {
+        const bool issuer = threadIdx.x == 0;
+        if (issuer) {
+            sm.kv_full.arrive_expect_tx(2 * tile_bytes<BLOCK_N, DP, T>());
+            tma_copy_tile<BLOCK_N, DP, 64>(sm.k, p.tma[1], kb.j0, kb.seq.hk, kb.seq.b, sm.kv_full);
+            tma_copy_tile<BLOCK_N, DP, 64>(sm.v, p.tma[2], kb.j0, kb.seq.hk, kb.seq.b, sm.kv_full);
+        }
+        for_each_tile(p, kb, [&](const Head& head, int t, const StageRing<STAGES>& r) {
+            const int i0 = head.tiles.start(t, BLOCK_M);
+            Mbarrier& full = sm.q_bar.full[r.stage];
+            sm.q_bar.empty[r.stage].wait(r.empty_parity());
+            if (issuer) {
+                full.arrive_expect_tx(2 * tile_bytes<BLOCK_M, DP, T>());
+                tma_copy_tile<BLOCK_M, DP, 64>(sm.q[r.stage], p.tma[0], i0, head.seq.h, head.seq.b,
+                                               full);
+                tma_copy_tile<BLOCK_M, DP, 64>(sm.dout[r.stage], p.tma[3], i0, head.seq.h,
+                                               head.seq.b, full);
+            }
+            stage_q_stats<BLOCK_M, 128>(sm.lse2[r.stage], sm.D[r.stage], p, head.seq, i0);
+            full.arrive();   // after this thread's lse2 and D stores (release)
+        });
     }
 
     // Warpgroup 1 + c: keys 64·c .. 64·c + 63 of the tile

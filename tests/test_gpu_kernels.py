@@ -257,6 +257,43 @@ def test_ws_forward_loads_through_tensor_maps(cp, monkeypatch):
                               dtype=np.float16, name=f"out (tma_loads={maps})")
 
 
+def test_ws_backward_loads_through_tensor_maps(cp, monkeypatch):
+    """On sm_90 the warp-specialized backward gets tensor maps (ops._backward_maps: tma_loads 1;
+    its dK/dV kernel reads by the copy engine only), also for k and v broadcast over the batch,
+    which the host copies first (stride 0 cannot be mapped); dQ, dK and dV match the oracle with
+    GQA and d = 96 (the second 64-column panel half outside the arrays), for both dQ modes."""
+    from cuflash.gpu import ops
+    if ops.device_arch() != "sm_90":
+        pytest.skip("the warp-specialized backward runs on sm_90")
+    seen, real = [], ops._backward_maps
+
+    def spy(r, dout, dt, dkdv):
+        got = real(r, dout, dt, dkdv)
+        seen.append((got[2]["tma_loads"], 0 not in got[0].k.strides))
+        return got
+
+    monkeypatch.setattr(ops, "_backward_maps", spy)
+    tile = TileConfig(64, 128, 12, 2, "wgmma")
+    seed = case_seed("tensor-maps-backward")
+    q, k, v = make_inputs(cp, (2, 4, 201, 96), (2, 2, 333, 96), np.float16, seed=seed)
+    do = make_inputs(cp, (2, 4, 201, 96), (2, 2, 333, 96), np.float16, seed=seed + 1)[0]
+    broadcast = (cp.broadcast_to(k[:1], k.shape), cp.broadcast_to(v[:1], v.shape))
+    for kk, vv in ((k, v), broadcast):
+        out, lse = cuflash.attention(q, kk, vv, causal=True, return_lse=True)
+        qn, kn, vn = (to_numpy(x) for x in (q, kk, vv))
+        refs = oracle_backward(to_numpy(do), qn, kn, vn, causal=True)
+        naive = cuflash.naive_attention_backward(do, q, kk, vv, causal=True)
+        for det in (True, False):
+            seen.clear()
+            grads = cuflash.attention_backward(
+                do, cuflash.Residuals(q, kk, vv, out, lse, causal=True), tile=tile,
+                deterministic=det)
+            assert seen == [(1, True)]
+            for name, g, r, n in zip(("dq", "dk", "dv"), grads, refs, naive):
+                assert_matches_oracle(g, r, n, dtype=np.float16, name=f"{name} (det={det})",
+                                      floor_scale=grad_scale(*refs))
+
+
 def test_default_backward_dq_mode(cp):
     """deterministic=False with tile=None runs default_backward's choice: on sm_90 the
     deterministic pair (the warp-specialized atomic dQ measured slower, v20), so its gradients
