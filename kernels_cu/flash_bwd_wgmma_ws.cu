@@ -296,7 +296,7 @@ struct DqWgmmaWs {
 #pragma unroll 1
         for (int t = 0; t < kv.n; ++t) {
             const StageRing<STAGES> r(t);
-            const int j0 = Block::kInOrder ? kv.begin + t * BLOCK_N : kv.start(t, BLOCK_N);
+            const int j0 = kv.start(t, BLOCK_N);
             Mbarrier& full = sm.kv_bar.full[r.stage];
             sm.kv_bar.empty[r.stage].wait(r.empty_parity());
             full.arrive_expect_tx(2 * tile_bytes<BLOCK_N, DP, T>());

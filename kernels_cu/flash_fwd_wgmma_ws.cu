@@ -108,7 +108,7 @@ struct FwdWgmmaWs {
 #pragma unroll 1
         for (int t = 0; t < kv.n; ++t) {
             const StageRing<STAGES> r(t);
-            const int j0 = Block::kInOrder ? kv.begin + t * BLOCK_N : kv.start(t, BLOCK_N);
+            const int j0 = kv.start(t, BLOCK_N);
             sm.k_empty[r.stage].wait(r.empty_parity());
             tma_load_tile<BLOCK_N, DP>(sm.kv.k[r.stage], p.tma[1], j0, s.hk, s.b,
                                        sm.k_full[r.stage]);
