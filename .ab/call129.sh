@@ -18,11 +18,11 @@ case ${1:-tests} in
     STEPS="env tests" JOBS=14 LIMIT_TESTS=300 TAIL=3 OUT=$OUT bash tests/gpu_session.sh > $OUT/session.txt 2>&1
     echo "=================== SUMMARY"; cat $OUT/summary.txt; tail -3 $OUT/tests.log ;;
   speed)
-    timeout 220 python3 tools/ab_speed.py --base .ab/base --new . --passes bwd --T 2048,8192,16384 --rounds 2 \
+    timeout 110 python3 tools/ab_speed.py --base .ab/base --new . --passes bwd --T 4096,16384 --dtypes float16 --rounds 2 \
       > $OUT/ab_bwd.txt 2>&1; echo "ab rc=$?"
-    timeout 170 python3 tools/bench_fwd_tiles.py --pass bwd --tiles default --T 4096,16384 --rounds 2 --reps 5 \
+    timeout 150 python3 tools/bench_fwd_tiles.py --pass bwd --tiles default --T 4096,16384 --rounds 2 --reps 5 \
       --json $OUT/bwd_vs_torch.json > $OUT/bwd_vs_torch.txt 2>&1; echo "bench rc=$?"
-    timeout 150 python3 tools/bench_variants.py --parts window,modifiers --rounds 3 > $OUT/variants.txt 2>&1
+    timeout 120 python3 tools/bench_variants.py --parts window,modifiers --rounds 2 > $OUT/variants.txt 2>&1
     echo "variants rc=$?"
     echo "=================== SUMMARY"
     tail -30 $OUT/ab_bwd.txt; tail -20 $OUT/bwd_vs_torch.txt; tail -12 $OUT/variants.txt ;;
