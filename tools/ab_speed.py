@@ -7,8 +7,11 @@ and each cell keeps its best round. TFLOP/s by 4·B·H·T²·d forward (halved w
 backward.
 
     python tools/ab_speed.py --base .ab/base --new . [--T 2048,4096,8192,16384] [--rounds 2]
+        [--bwd-tile 64x128x12x2:atomic]
 
 prints a table (new / base per cell, then min / median / max) and writes --json if given.
+--bwd-tile times both trees' backward with that wgmma tile ('default': each tree's own) and,
+with ':atomic', deterministic=False (dQ by atomics), as tools/bench_fwd_tiles.py's --tiles.
 """
 from __future__ import annotations
 
@@ -39,9 +42,12 @@ for spec in json.loads(sys.argv[2]):
     dtype = {"float16": np.float16, "bfloat16": bfloat16, "float32": np.float32}[dt]
     rng = np.random.default_rng(0)
     q, k, v, do = (cp.asarray(rng.standard_normal((B, H, T, d)).astype(dtype)) for _ in range(4))
+    bwd_kw = json.loads(sys.argv[4])
+    if bwd_kw.get("tile"):
+        bwd_kw["tile"] = cuflash.TileConfig(*bwd_kw["tile"], "wgmma")
     if hasattr(cuflash, "Residuals"):   # the backward takes the forward's residuals
         o, lse = cuflash.attention(q, k, v, return_residuals=True, **kw)
-        bwd = lambda: cuflash.attention_backward(do, lse)
+        bwd = lambda: cuflash.attention_backward(do, lse, **bwd_kw)
     else:                               # trees before 2026-12-01: arrays and settings again
         o, lse = cuflash.attention(q, k, v, causal=causal, return_lse=True)
         bwd = lambda: cuflash.attention_backward(do, q, k, v, o, lse, causal=causal)
@@ -54,10 +60,27 @@ print("RESULT " + json.dumps(out))
 """
 
 
-def run_tree(tree, cells):
+def bwd_options(text: str) -> dict:
+    """attention_backward's keyword arguments of a --bwd-tile: '64x128x12x2' or 'default', and
+    ':atomic' after either for deterministic=False ({} for 'default' alone)."""
+    text, _, mode = text.partition(":")
+    if mode not in ("", "atomic"):
+        raise SystemExit(f"--bwd-tile: unknown mode {mode!r} (only ':atomic')")
+    out = {} if mode == "" else {"deterministic": False}
+    if text != "default":
+        try:
+            m, n, w, st = (int(x) for x in text.split("x"))
+        except ValueError:
+            raise SystemExit(f"--bwd-tile: {text!r} is not block_m x block_n x warps x stages, "
+                             f"e.g. 64x128x12x2") from None
+        out["tile"] = [m, n, w, st]
+    return out
+
+
+def run_tree(tree, cells, bwd_kw=None):
     env = dict(os.environ, PYTHONPATH=os.path.abspath(tree))
     r = subprocess.run([sys.executable, "-c", CELL_CODE, os.path.abspath(tree), json.dumps(cells),
-                        GPUTIME],
+                        GPUTIME, json.dumps(bwd_kw or {})],
                        capture_output=True, text=True, env=env, timeout=900)
     line = [x for x in r.stdout.splitlines() if x.startswith("RESULT ")]
     if r.returncode or not line:
@@ -88,13 +111,15 @@ def cells_of(a) -> list:
 def main(argv=None):
     ap = cell_parser(__doc__)
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--bwd-tile", default="default")
     ap.add_argument("--json")
     a = ap.parse_args(argv)
     cells = cells_of(a)
+    bwd_kw = bwd_options(a.bwd_tile)
     best = {"base": {}, "new": {}}
     for r in range(a.rounds):
         for name, tree in (("base", a.base), ("new", a.new)):
-            for cell, tf in run_tree(tree, cells).items():
+            for cell, tf in run_tree(tree, cells, bwd_kw).items():
                 best[name][cell] = max(tf, best[name].get(cell, 0.0))
             print(f"round {r + 1}: {name} done", flush=True)
         report(cells, best, a.passes.split(","))   # after every round: a time-out keeps the table

@@ -1,0 +1,33 @@
+"""tools/ab_speed.py's arguments (no GPU: the side-by-side timing itself runs on one): the cells
+an A/B times and the backward options --bwd-tile hands both trees."""
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+import ab_speed  # noqa: E402
+
+
+def test_bwd_tile_options():
+    """'default' leaves each tree its own backward; a tile names the wgmma tile, ':atomic' asks
+    deterministic=False (dQ by atomics) with either; anything else stops with the flag's name."""
+    assert ab_speed.bwd_options("default") == {}
+    assert ab_speed.bwd_options("default:atomic") == {"deterministic": False}
+    assert ab_speed.bwd_options("64x128x12x2:atomic") == {"tile": [64, 128, 12, 2],
+                                                          "deterministic": False}
+    assert ab_speed.bwd_options("64x128x12x3") == {"tile": [64, 128, 12, 3]}
+    for bad in ("64x128", "64x128x12x2:fast", "big"):
+        with pytest.raises(SystemExit, match="--bwd-tile"):
+            ab_speed.bwd_options(bad)
+
+
+def test_cells():
+    """One cell per pass, head dim, dtype, causal flag and T, in that nesting."""
+    a = ab_speed.cell_parser(ab_speed.__doc__).parse_args(
+        ["--base", "a", "--new", "b", "--T", "1024,2048", "--d", "64", "--dtypes", "float16",
+         "--passes", "bwd", "--causal", "0,1"])
+    assert ab_speed.cells_of(a) == [[1024, 64, "float16", False, "bwd"],
+                                    [2048, 64, "float16", False, "bwd"],
+                                    [1024, 64, "float16", True, "bwd"],
+                                    [2048, 64, "float16", True, "bwd"]]
