@@ -30,6 +30,11 @@
 
 namespace cuflash {
 
+// Whether a backward kernel's tiles come by the copy engine: tensor maps describe whole
+// (sequences, heads, rows, d) arrays (not a packed batch's rows), in boxes of 64 rows
+template <class V, int BLOCK_M, int BLOCK_N>
+constexpr bool kBwdTma = V::PACKED == kUnpacked && BLOCK_M % 64 == 0 && BLOCK_N % 64 == 0;
+
 // The atomic-dQ kernel's dS tiles: for two query tiles in turn, BLOCK_M queries × the block's
 // N·64 keys as N panels of 64 keys (128-byte swizzle: each panel 1024-byte aligned), panel c
 // written by consumer warpgroup c; nothing without atomic dQ
@@ -42,10 +47,9 @@ struct DsTiles<T, BLOCK_M, N, false> {};
 
 template <typename T, int DP, int BLOCK_M, int BLOCK_N, int NT, int STAGES, bool ATOMIC_DQ, class V>
 struct DkdvWgmmaWs {
-    // Tensor maps (the copy engine's loads: every tile of an unpacked run; the host copies arrays
-    // it cannot map, ops._backward_maps) describe whole (sequences, heads, rows, d) arrays, in
-    // boxes of 64 rows; a packed batch's tiles come by cp.async
-    static constexpr bool kTma = V::PACKED == kUnpacked && BLOCK_M % 64 == 0 && BLOCK_N % 64 == 0;
+    // Every tile of an unpacked run by the copy engine (the host copies arrays it cannot map,
+    // ops._backward_maps); a packed batch's tiles by cp.async
+    static constexpr bool kTma = kBwdTma<V, BLOCK_M, BLOCK_N>;
     // Keys 64·c .. of the tile on consumer warpgroup c, query tiles through a ring (barrier.cuh).
     // Registers per thread after the hand-over (RegisterSplit): the consumers hold dK and dV
     // (DP / 2 floats each per thread) beside Sᵀ and dPᵀ. d > 64: the cp.async producer at 40
@@ -124,21 +128,16 @@ struct DkdvWgmmaWs {
     static __device__ __forceinline__ void produce_tma(const Params& p, const Block& kb, Smem& sm) {
         const bool issuer = threadIdx.x == 0;
         if (issuer) {
-            sm.kv_full.arrive_expect_tx(2 * tile_bytes<BLOCK_N, DP, T>());
-            tma_copy_tile<BLOCK_N, DP, 64>(sm.k, p.tma[1], kb.j0, kb.seq.hk, kb.seq.b, sm.kv_full);
-            tma_copy_tile<BLOCK_N, DP, 64>(sm.v, p.tma[2], kb.j0, kb.seq.hk, kb.seq.b, sm.kv_full);
+            tma_load_pair<BLOCK_N, DP, 64>(sm.k, p.tma[1], sm.v, p.tma[2], kb.j0, kb.seq.hk,
+                                           kb.seq.b, sm.kv_full);
         }
         for_each_tile(p, kb, [&](const Head& head, int t, const StageRing<STAGES>& r) {
             const int i0 = head.tiles.start(t, BLOCK_M);
             Mbarrier& full = sm.q_bar.full[r.stage];
             sm.q_bar.empty[r.stage].wait(r.empty_parity());
-            if (issuer) {
-                full.arrive_expect_tx(2 * tile_bytes<BLOCK_M, DP, T>());
-                tma_copy_tile<BLOCK_M, DP, 64>(sm.q[r.stage], p.tma[0], i0, head.seq.h, head.seq.b,
-                                               full);
-                tma_copy_tile<BLOCK_M, DP, 64>(sm.dout[r.stage], p.tma[3], i0, head.seq.h,
-                                               head.seq.b, full);
-            }
+            if (issuer)
+                tma_load_pair<BLOCK_M, DP, 64>(sm.q[r.stage], p.tma[0], sm.dout[r.stage], p.tma[3],
+                                               i0, head.seq.h, head.seq.b, full);
             stage_q_stats<BLOCK_M, 128>(sm.lse2[r.stage], sm.D[r.stage], p, head.seq, i0);
             full.arrive();   // after this thread's lse2 and D stores (release)
         });
@@ -257,7 +256,7 @@ struct DqWgmmaWs {
     using Block = QueryBlock<BLOCK_M, V, Params, float>;
     using Step = WgmmaDqStep<T, DP, BLOCK_M, BLOCK_N>;
     using Tiles = typename Ws::Tiles;   // the producer warpgroup's copies
-    static constexpr bool kTma = V::PACKED == kUnpacked && BLOCK_M % 64 == 0 && BLOCK_N % 64 == 0;
+    static constexpr bool kTma = kBwdTma<V, BLOCK_M, BLOCK_N>;   // where the host made maps
 
     struct Smem : DqTiles<T, DP, BLOCK_M, BLOCK_N, STAGES> {
         Mbarrier q_full;                   // the resident Q and dO landed
@@ -290,18 +289,15 @@ struct DqWgmmaWs {
         const Seq& s = blk.seq;
 #pragma unroll
         for (int m = 0; m < 4; ++m) tma_prefetch(p.tma[m]);
-        sm.q_full.arrive_expect_tx(2 * tile_bytes<BLOCK_M, DP, T>());
-        tma_copy_tile<BLOCK_M, DP, 64>(sm.q, p.tma[0], blk.i0, s.h, s.b, sm.q_full);
-        tma_copy_tile<BLOCK_M, DP, 64>(sm.dout, p.tma[3], blk.i0, s.h, s.b, sm.q_full);
+        tma_load_pair<BLOCK_M, DP, 64>(sm.q, p.tma[0], sm.dout, p.tma[3], blk.i0, s.h, s.b,
+                                       sm.q_full);
 #pragma unroll 1
         for (int t = 0; t < kv.n; ++t) {
             const StageRing<STAGES> r(t);
             const int j0 = kv.start(t, BLOCK_N);
-            Mbarrier& full = sm.kv_bar.full[r.stage];
             sm.kv_bar.empty[r.stage].wait(r.empty_parity());
-            full.arrive_expect_tx(2 * tile_bytes<BLOCK_N, DP, T>());
-            tma_copy_tile<BLOCK_N, DP, 64>(sm.kv.k[r.stage], p.tma[1], j0, s.hk, s.b, full);
-            tma_copy_tile<BLOCK_N, DP, 64>(sm.kv.v[r.stage], p.tma[2], j0, s.hk, s.b, full);
+            tma_load_pair<BLOCK_N, DP, 64>(sm.kv.k[r.stage], p.tma[1], sm.kv.v[r.stage], p.tma[2],
+                                           j0, s.hk, s.b, sm.kv_bar.full[r.stage]);
         }
     }
 

@@ -51,6 +51,17 @@ __device__ __forceinline__ void tma_copy_tile(T* s, const TensorMap& map, int ro
                            bar);
 }
 
+// Two tiles of ROWS rows from the same row of (seq, head) of two maps (K and V, Q and dO), their
+// bytes announced together: the calling thread's arrival on bar
+template <int ROWS, int DP, int BOX = ROWS, typename T>
+__device__ __forceinline__ void tma_load_pair(T* a, const TensorMap& map_a, T* b,
+                                              const TensorMap& map_b, int row, int head, int seq,
+                                              Mbarrier& bar) {
+    bar.arrive_expect_tx(2 * tile_bytes<ROWS, DP, T>());
+    tma_copy_tile<ROWS, DP, BOX>(a, map_a, row, head, seq, bar);
+    tma_copy_tile<ROWS, DP, BOX>(b, map_b, row, head, seq, bar);
+}
+
 // One tile's copies and their announcement: the calling thread's arrival on bar
 template <int ROWS, int DP, int BOX = ROWS, typename T>
 __device__ __forceinline__ void tma_load_tile(T* s, const TensorMap& map, int row, int head,
