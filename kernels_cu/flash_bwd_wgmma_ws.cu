@@ -45,11 +45,24 @@ struct DsTiles {
 template <typename T, int BLOCK_M, int N>
 struct DsTiles<T, BLOCK_M, N, false> {};
 
+// The atomic-dQ kernel's float dQ on its way to dq_accum by the copy engine (unpacked runs):
+// per consumer warpgroup one panel of 64 query rows × 64 columns, as the two boxes of 32 columns
+// that the map of dq_accum reads, 128-byte swizzled (tma.cuh sw128_f32); nothing otherwise
+template <int N, bool ON>
+struct DqPanels {
+    alignas(1024) float dq[N][2][64 * 32];
+};
+template <int N>
+struct DqPanels<N, false> {};
+
 template <typename T, int DP, int BLOCK_M, int BLOCK_N, int NT, int STAGES, bool ATOMIC_DQ, class V>
 struct DkdvWgmmaWs {
     // Every tile of an unpacked run by the copy engine (the host copies arrays it cannot map,
     // ops._backward_maps); a packed batch's tiles by cp.async
     static constexpr bool kTma = kBwdTma<V, BLOCK_M, BLOCK_N>;
+    // atomic dQ's reductions: by the copy engine (one per box of dq_accum) where the tiles come by
+    // it, else red.global from the consumers' registers (a packed batch)
+    static constexpr bool kTmaDq = ATOMIC_DQ && kTma;
     // Keys 64·c .. of the tile on consumer warpgroup c, query tiles through a ring (barrier.cuh).
     // Registers per thread after the hand-over (RegisterSplit): the consumers hold dK and dV
     // (DP / 2 floats each per thread) beside Sᵀ and dPᵀ. d > 64: the cp.async producer at 40
@@ -65,7 +78,7 @@ struct DkdvWgmmaWs {
     static_assert(!ATOMIC_DQ || BLOCK_M == 64, "atomic dQ: one m64 product per query tile");
 
     struct Smem : DkdvTiles<T, DP, BLOCK_M, BLOCK_N, STAGES>,
-                  DsTiles<T, BLOCK_M, Ws::NC, ATOMIC_DQ> {
+                  DsTiles<T, BLOCK_M, Ws::NC, ATOMIC_DQ>, DqPanels<Ws::NC, kTmaDq> {
         Mbarrier kv_full;                  // the resident K and V landed
         StageBarriers<STAGES> q_bar;       // full: a query tile's copies landed and its lse2, D
                                            // stored; empty: every consumer warp is done with it
@@ -168,8 +181,10 @@ struct DkdvWgmmaWs {
                                        lane);
                       });
             if (lane == 0) sm.q_bar.empty[r.stage].arrive();   // one arrival per warp
-            if constexpr (ATOMIC_DQ) add_dq(p, head.seq, i0, sm.ds[parity], sm.k, parity, warp, lane);
+            if constexpr (ATOMIC_DQ) add_dq(p, head.seq, i0, sm, parity, warp, lane);
         });
+        if constexpr (kTmaDq)   // the reductions done before the block's shared memory goes
+            if (threadIdx.x % 128 == 0) bulk_wait<0>();
         store_dkdv_fragments<T>(p, kb, dK, dV, wkey, lane);   // dK_j, dV_j summed over the group
     }
 
@@ -196,7 +211,9 @@ struct DkdvWgmmaWs {
     // dQ rows i0 + wq·16 + g (+ 8) of this warp, on the consumer warpgroups in turns (tile n
     // on warpgroup n % 2, Ws::NC = 2): dS (A: queries × BLOCK_N keys, K-major panels, one per
     // warpgroup) times the resident K (B, MN-major), both read from shared memory, one product of
-    // N = 64 per 64-column panel of dQ, each added to dq_accum by vector reductions. The other
+    // N = 64 per 64-column panel of dQ, added to dq_accum: by the copy engine (kTmaDq: the panel
+    // stored to the warpgroup's DqPanels, two reductions of a box each by its first thread; the
+    // panel's next products run while the engine reads it) or by vector reductions. The other
     // warpgroup only signals that its dS panel is stored (bar.arrive) and goes on to the next
     // tile: the two drift half a tile apart, one's products beside the other's exponentials (a
     // barrier of both, with dQ's panels split between them, held them in step: 0.82-0.88× the
@@ -204,9 +221,10 @@ struct DkdvWgmmaWs {
     // with the tile: warpgroup c stores tile n + 2's dS after tile n + 1's barrier, which the other
     // reaches after its tile-n products completed.
     static __device__ __forceinline__ void add_dq(const Params& p, const Seq& seq, int i0,
-                                                  const T* ds, const T* sK, int parity, int warp,
-                                                  int lane) {
+                                                  Smem& sm, int parity, int warp, int lane) {
         using MMA_Q = Wgmma<64, T>;
+        const T* ds = sm.ds[parity];
+        const T* sK = sm.k;
         fence_proxy_async();   // the stmatrix stores, before wgmma reads them
         const NamedBarrier ready{1 + parity, 128 * Ws::NC};
         if (warp / 4 != parity) {   // the other warpgroup's turn: hand it this one's dS
@@ -226,6 +244,10 @@ struct DkdvWgmmaWs {
             wgmma_wait<0>();
             wgmma_fence_regs(acc);
             const int wq = warp % 4, g = lane >> 2, t4 = lane & 3;
+            if constexpr (kTmaDq) {
+                store_dq_panel(p, seq, i0, sm, pn, acc, warp, lane);
+                continue;
+            }
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
                 const int i = i0 + wq * 16 + g + h * 8;
@@ -237,6 +259,43 @@ struct DkdvWgmmaWs {
                         red_add_v2(row + jn * 8, acc[jn][2 * h] * p.scale,
                                    acc[jn][2 * h + 1] * p.scale);
             }
+        }
+    }
+
+    // One 64 × 64 panel of scale · dQ (this warpgroup's accumulators, the wgmma m64n64 layout:
+    // rows wq·16 + g (+ 8), columns jn·8 + 2·t4 (+ 1)) into dq_accum by the copy engine: once the
+    // panel's previous reductions have read the warpgroup's buffer, every thread stores its
+    // values swizzled, and after a barrier the first thread asks for the two boxes' reductions
+    // (columns past d: none; rows past T: skipped by the engine)
+    static __device__ __forceinline__ void store_dq_panel(const Params& p, const Seq& seq, int i0,
+                                                          Smem& sm, int pn,
+                                                          const float (&acc)[8][4], int warp,
+                                                          int lane) {
+        const int wg = warp / 4, wq = warp % 4, g = lane >> 2, t4 = lane & 3;
+        const bool lead = threadIdx.x % 128 == 0;
+        const NamedBarrier mine{3 + wg, 128};
+        if (lead) bulk_wait_read<0>();
+        mine.sync();
+        char* box = reinterpret_cast<char*>(sm.dq[wg][0]);
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int row = wq * 16 + g + h * 8;
+#pragma unroll
+            for (int jn = 0; jn < 8; ++jn) {
+                const int col = jn * 8 + 2 * t4;   // 0..63: box col / 32
+                *reinterpret_cast<float2*>(box + (col >> 5) * 64 * 32 * 4 +
+                                           sw128_f32(row, col & 31)) =
+                    make_float2(acc[jn][2 * h] * p.scale, acc[jn][2 * h + 1] * p.scale);
+            }
+        }
+        fence_proxy_async();   // the stores, before the engine reads them
+        mine.sync();
+        if (lead) {
+#pragma unroll
+            for (int b = 0; b < 2; ++b)
+                if (pn * 64 + b * 32 < p.d)
+                    tma_reduce_add(p.tma[4], sm.dq[wg][b], pn * 64 + b * 32, i0, seq.h, seq.b);
+            bulk_commit();
         }
     }
 };

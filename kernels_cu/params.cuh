@@ -79,7 +79,7 @@ struct alignas(64) TensorMap {
     unsigned long long word[16];
 };
 typedef TensorMap FwdTensorMaps[3];   // q, k, v
-typedef TensorMap BwdTensorMaps[4];   // q, k, v, dout
+typedef TensorMap BwdTensorMaps[5];   // q, k, v, dout, dq_accum (float, atomic dQ)
 
 // The forward: q (sequences, heads, T_len, d), k and v (sequences, heads / group, S_len, d) in,
 // each with its own strides (x_stride); out (strides out_stride) and lse (lse_stride), natural
@@ -139,7 +139,8 @@ typedef TensorMap BwdTensorMaps[4];   // q, k, v, dout
 // sum of a group's blocks (block.cuh KeyBlock, epilogue.cuh store_dkdv). Every q-, k- or
 // v-shaped array has its own strides. tma: tensor maps of q, k, v and dout (boxes of 64 rows:
 // one set serves the dK/dV and the dQ kernels) for the warp-specialized kernels' copy-engine
-// loads; tma_loads 1 when they are set.
+// loads, and with atomic dQ one of dq_accum (boxes of 64 rows × 32 floats) for its reductions;
+// tma_loads 1 when they are set.
 #define CUFLASH_BWD_FIELDS(X)               \
     X(BwdTensorMaps, tma)                   \
     X(int, tma_loads)                       \

@@ -70,4 +70,36 @@ __device__ __forceinline__ void tma_load_tile(T* s, const TensorMap& map, int ro
     tma_copy_tile<ROWS, DP, BOX>(s, map, row, head, seq, bar);
 }
 
+// -- The copy engine's reductions into global memory (the atomic-dQ kernel's float dQ). A map of
+//    a float array in boxes of 32 columns (128 bytes) × ROWS rows reads its box from shared
+//    memory 128-byte swizzled: float (row, col) of the box at byte sw128_f32(row, col).
+__device__ __forceinline__ int sw128_f32(int row, int col) {
+    return row * 128 + ((((col >> 2) ^ row) & 7) << 4) + (col & 3) * 4;
+}
+
+// Adds the box at src (shared memory) into the map's array at columns col.., rows row.. of
+// (sequence seq, head head); elements outside the array are skipped. Asynchronous: src may be
+// written again once this thread's bulk_wait_read has passed the group it was committed in.
+__device__ __forceinline__ void tma_reduce_add(const TensorMap& map, const void* src, int col,
+                                               int row, int head, int seq) {
+    asm volatile(
+        "cp.reduce.async.bulk.tensor.4d.global.shared::cta.add.tile.bulk_group"
+        " [%0, {%1, %2, %3, %4}], [%5];\n" ::"l"(reinterpret_cast<unsigned long long>(&map)),
+        "r"(col), "r"(row), "r"(head), "r"(seq), "r"(smem_addr(src))
+        : "memory");
+}
+__device__ __forceinline__ void bulk_commit() {
+    asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+}
+// This thread's bulk groups but the newest N have read their shared memory
+template <int N>
+__device__ __forceinline__ void bulk_wait_read() {
+    asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
+}
+// ... and have completed
+template <int N>
+__device__ __forceinline__ void bulk_wait() {
+    asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
 }  // namespace cuflash

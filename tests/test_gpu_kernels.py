@@ -260,16 +260,19 @@ def test_ws_forward_loads_through_tensor_maps(cp, monkeypatch):
 def test_ws_backward_loads_through_tensor_maps(cp, monkeypatch):
     """On sm_90 the warp-specialized backward gets tensor maps (ops._backward_maps: tma_loads 1;
     its dK/dV kernel reads by the copy engine only), also for k and v broadcast over the batch,
-    which the host copies first (stride 0 cannot be mapped); dQ, dK and dV match the oracle with
-    GQA and d = 96 (the second 64-column panel half outside the arrays), for both dQ modes."""
+    which the host copies first (stride 0 cannot be mapped), and with atomic dQ a fifth map, of
+    dq_accum, through which the copy engine adds dQ (rows past T and columns past d skipped); dQ,
+    dK and dV match the oracle with GQA and d = 96 (the second 64-column panel half outside the
+    arrays), for both dQ modes."""
     from cuflash.gpu import ops
     if ops.device_arch() != "sm_90":
         pytest.skip("the warp-specialized backward runs on sm_90")
     seen, real = [], ops._backward_maps
 
-    def spy(r, dout, dt, dkdv):
-        got = real(r, dout, dt, dkdv)
-        seen.append((got[2]["tma_loads"], 0 not in got[0].k.strides))
+    def spy(r, dout, dt, dkdv, dq_accum=None):
+        got = real(r, dout, dt, dkdv, dq_accum)
+        seen.append((got[2]["tma_loads"], 0 not in got[0].k.strides,
+                     any(got[2]["tma"][64:80])))
         return got
 
     monkeypatch.setattr(ops, "_backward_maps", spy)
@@ -288,7 +291,7 @@ def test_ws_backward_loads_through_tensor_maps(cp, monkeypatch):
             grads = cuflash.attention_backward(
                 do, cuflash.Residuals(q, kk, vv, out, lse, causal=True), tile=tile,
                 deterministic=det)
-            assert seen == [(1, True)]
+            assert seen == [(1, True, not det)]
             for name, g, r, n in zip(("dq", "dk", "dv"), grads, refs, naive):
                 assert_matches_oracle(g, r, n, dtype=np.float16, name=f"{name} (det={det})",
                                       floor_scale=grad_scale(*refs))

@@ -168,6 +168,23 @@ def test_tensor_map_shapes():
     # (B, T, H, d) views: rows H·d apart, heads d apart
     assert tma.map_shape((2, 4, 100, 64), [25600, 64, 256], 2) == \
         ((64, 100, 4, 2), (512, 128, 51200))
+    # float32 (the atomic-dQ kernel's dq_accum): rows of 64 floats, 256 bytes
+    assert tma.map_shape((2, 4, 100, 64), [25600, 6400, 64], 4) == \
+        ((64, 100, 4, 2), (256, 25600, 102400))
+
+
+def test_tensor_map_boxes():
+    """A map's box is 128 bytes of columns (the 128-byte swizzle's span) × its rows: 64 columns
+    of 16-bit elements, 32 of float32 (a map may name its own dtype), with the driver's type
+    codes (FLOAT16 6, BFLOAT16 9, FLOAT32 7); nothing is encoded until write (no GPU here)."""
+    from cuflash.gpu import tma
+    maps = tma.TileMaps("bfloat16", [((2, 4, 100, 128), [51200, 12800, 128], 64),
+                                     ((2, 4, 100, 128), [51200, 12800, 128], 64, "float32")])
+    (t0, _, _, box0), (t1, dims1, st1, box1) = maps.args
+    assert (t0, tuple(box0)) == (9, (64, 64, 1, 1))
+    assert (t1, tuple(box1), tuple(dims1), tuple(st1)) == \
+        (7, (32, 64, 1, 1), (128, 100, 4, 2), (512, 51200, 204800))
+    assert tma.no_maps(5) == {"tma": [0] * 80, "tma_loads": 0}
 
 
 def test_forward_params_hold_tensor_maps_first():

@@ -605,24 +605,30 @@ def _forward(r: _Run, p, tile, D, num_splits=1, cache: CacheRows | None = None,
     return launch(r.q, r.k, r.v, cache.seqused_k, cache.block_table)
 
 
-def _backward_maps(r: _Run, dout, dt: str, dkdv):
+def _backward_maps(r: _Run, dout, dt: str, dkdv, dq_accum=None):
     """(r, dout, the tma and tma_loads fields) of a backward: tensor maps of q, k, v and dout in
     boxes of 64 rows (one set serves the warp-specialized dK/dV kernel, whose 64-row query and
     128-row key tiles come by the copy engine only, and its dQ kernel, tiles the other way round)
-    when the dK/dV kernel is warp-specialized and the run is not packed; where an array cannot be
-    mapped (tma.map_shape: a broadcast axis) r and dout come back as C-contiguous copies, which
-    can. No maps otherwise (cp.async loads)."""
+    and, given dq_accum (the atomic-dQ kernel's float (batch, heads, T, D)), one of it in boxes of
+    64 rows × 32 floats that the kernel's reductions go through, when the dK/dV kernel is
+    warp-specialized and the run is not packed; where an array cannot be mapped (tma.map_shape: a
+    broadcast axis) r and dout come back as C-contiguous copies, which can. No maps otherwise
+    (cp.async loads, red.global reductions)."""
     if not dkdv.warp_specialized or r.packed or r.S == 0 or r.T == 0:   # (no dK/dV launch)
-        return r, dout, tma.no_maps(4)
+        return r, dout, tma.no_maps(5)
     bind_context()   # the driver encodes maps in the thread's current context
 
     def maps(r, dout):
         hk = r.heads // r.group
         q_shape, k_shape = (r.batch, r.heads, r.T, r.q.shape[-1]), (r.batch, hk, r.S,
                                                                     r.k.shape[-1])
-        return tma.map_fields(dt, [(views.address(x), shape, r.strides(x), 64) for x, shape in
-                                   ((r.q, q_shape), (r.k, k_shape), (r.v, k_shape),
-                                    (dout, q_shape))], 4)[0:2]
+        arrays = [(views.address(x), shape, r.strides(x), 64) for x, shape in
+                  ((r.q, q_shape), (r.k, k_shape), (r.v, k_shape), (dout, q_shape))]
+        if dq_accum is not None:
+            B, H, T, D = dq_accum.shape
+            arrays.append((views.address(dq_accum), (B, H, T, D), [H * T * D, T * D, D], 64,
+                           "float32"))
+        return tma.map_fields(dt, arrays, 5)[0:2]
 
     made, fields = maps(r, dout)
     if made is None:
@@ -667,7 +673,7 @@ def _backward(r: _Run, dout, out, lse, p, tile, D, deterministic):
     dk_accum = _empty(dk.shape, acc) if group_sum else None
     dv_accum = _empty(dv.shape, acc) if group_sum else None
     dkdv_sem = cp.zeros(kv_rows * key_tiles, dtype=np.int32) if group_sum else None
-    r, dout, maps = _backward_maps(r, dout, dt, dkdv)
+    r, dout, maps = _backward_maps(r, dout, dt, dkdv, dq_accum)
     fields = dict(**maps,
                   q=r.q, k=r.k, v=r.v, out=out, dout=dout, lse=lse, D=Dsum, dq=dq, dk=dk, dv=dv,
                   dq_accum=dq_accum, dk_accum=dk_accum, dv_accum=dv_accum, dkdv_sem=dkdv_sem,

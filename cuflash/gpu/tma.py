@@ -2,10 +2,11 @@
 ``cuTensorMapEncodeTiled`` through ctypes (libcuda is where a GPU is; CuPy exposes no tensor-map
 call, and cuda-bindings would be a dependency for one function).
 
-A map describes one (sequences, heads, rows, d) array of 16-bit elements as the copy engine reads
-it: dims (d, rows, heads, sequences) innermost first, their strides in bytes, a box of 64 columns
-× ``box_rows`` rows (one 128-byte swizzled panel of a wgmma tile: wgmma_tiles.cuh), elements
-outside the array read as zero. The map holds the array's address, so a launch re-encodes its
+A map describes one (sequences, heads, rows, d) array as the copy engine reads it: dims (d, rows,
+heads, sequences) innermost first, their strides in bytes, a box of 128 bytes of columns × ``box_rows``
+rows, 128-byte swizzled: for 16-bit elements 64 columns, one panel of a wgmma tile
+(wgmma_tiles.cuh), elements outside the array read as zero; for float32 (the atomic-dQ kernel's
+dq_accum, which the engine adds into) 32 columns, elements outside the array left alone. The map holds the array's address, so a launch re-encodes its
 maps when the addresses change (:class:`TileMaps`); the rest is fixed per launch.
 """
 from __future__ import annotations
@@ -13,7 +14,8 @@ from __future__ import annotations
 import ctypes
 import functools
 
-_DATA_TYPE = {"float16": 6, "bfloat16": 9}   # CU_TENSOR_MAP_DATA_TYPE_FLOAT16, _BFLOAT16
+_DATA_TYPE = {"float16": 6, "bfloat16": 9, "float32": 7}   # CU_TENSOR_MAP_DATA_TYPE_FLOAT16, ...
+_ITEMSIZE = {"float16": 2, "bfloat16": 2, "float32": 4}
 _SWIZZLE_128B = 3                             # CU_TENSOR_MAP_SWIZZLE_128B
 _L2_PROMOTION_256B = 3                        # CU_TENSOR_MAP_L2_PROMOTION_L2_256B
 _WORDS = 16                                   # a CUtensorMap: 128 bytes, 64-byte aligned
@@ -59,17 +61,19 @@ class TileMaps:
     skipping the encoding when the addresses are the last call's."""
 
     def __init__(self, dtype: str, arrays):
-        """arrays: (shape, element strides, box rows) per map, shape (sequences, heads, rows, d).
-        Raises ValueError when one of them cannot be mapped (map_shape)."""
-        self.dtype = _DATA_TYPE[dtype]
+        """arrays: (shape, element strides, box rows[, dtype]) per map, shape (sequences, heads,
+        rows, d), dtype (default ``dtype``) one of float16, bfloat16, float32. Raises ValueError
+        when one of them cannot be mapped (map_shape)."""
         self.args = []
-        for shape, strides, box_rows in arrays:
-            got = map_shape(shape, strides, 2)
+        for shape, strides, box_rows, *own in arrays:
+            name = own[0] if own else dtype
+            size = _ITEMSIZE[name]
+            got = map_shape(shape, strides, size)
             if got is None:
                 raise ValueError(f"no tensor map for shape {tuple(shape)}, strides {strides}")
             dims, st = got
-            self.args.append((_U64x4(*dims), _U64x3(*st),
-                              _U32x4(64, min(int(box_rows), 256), 1, 1)))
+            self.args.append((_DATA_TYPE[name], _U64x4(*dims), _U64x3(*st),
+                              _U32x4(128 // size, min(int(box_rows), 256), 1, 1)))
         # one 64-byte aligned CUtensorMap to encode into (the driver's type is aligned so)
         self._buf = (ctypes.c_uint64 * (_WORDS + 8))()
         self._at = -(-ctypes.addressof(self._buf) // 64) * 64
@@ -77,8 +81,8 @@ class TileMaps:
         self._last, self._words = None, (ctypes.c_uint64 * (_WORDS * len(self.args)))()
 
     def _encode(self, i: int, address: int) -> None:
-        dims, strides, box = self.args[i]
-        rc = _encode_tiled()(self._at, self.dtype, 4, address, ctypes.addressof(dims),
+        dtype, dims, strides, box = self.args[i]
+        rc = _encode_tiled()(self._at, dtype, 4, address, ctypes.addressof(dims),
                              ctypes.addressof(strides), ctypes.addressof(box),
                              ctypes.addressof(self._ones), 0, _SWIZZLE_128B, _L2_PROMOTION_256B, 0)
         if rc != 0:
@@ -102,13 +106,14 @@ def no_maps(count: int) -> dict:
 
 def map_fields(dtype: str, arrays, count: int):
     """(TileMaps or None, the tma and tma_loads fields) of `count` maps, one per entry of
-    ``arrays``: (address, shape (sequences, heads, rows, d), element strides, box rows). None and
+    ``arrays``: (address, shape (sequences, heads, rows, d), element strides, box rows[, dtype]),
+    the rest zero. None and
     no maps (the kernels' cp.async loads) when one of the arrays cannot be mapped (map_shape).
     The caller's thread needs a current context (the driver encodes in it: ops.bind_context)."""
     try:
-        maps = TileMaps(dtype, [(shape, strides, box) for _, shape, strides, box in arrays])
+        maps = TileMaps(dtype, [entry[1:] for entry in arrays])
     except ValueError:
         return None, no_maps(count)
     words = (ctypes.c_uint64 * (_WORDS * count))()
-    maps.write(words, 0, [address for address, *_ in arrays])
+    maps.write(words, 0, [entry[0] for entry in arrays])
     return maps, dict(tma=list(words), tma_loads=1)
