@@ -69,6 +69,11 @@ struct DkdvWgmmaWs {
     // spilled 8-12 bytes at d = 128 (232 / 40), 56 does not; the copy-engine producer needs
     // few, and at 224 its window + ALiBi consumer spilled 8 bytes, at 232 none (NOTES v30).
     using Ws = WarpSpecialized<DP, BLOCK_N, NT, STAGES, (DP > 64 ? (kTma ? 232 : 224) : 208)>;
+    // dQ's product: where each consumer warpgroup has a 64-column panel of its own (d = 128 with
+    // two), both take part in every tile, warpgroup c its panel c over the block's keys
+    // (FlashAttention-3's split; the warpgroups meet at each tile's dS); else tile n's whole
+    // product on warpgroup n % 2, the other going on (v20)
+    static constexpr bool kSplitDq = kTmaDq && DP / 64 == Ws::NC;
     using Params = BwdParams<T, float>;
     using Block = KeyBlock<BLOCK_N, V, Params>;
     using Head = GroupHead<BLOCK_M, BLOCK_N, V, Params, float>;
@@ -219,21 +224,15 @@ struct DkdvWgmmaWs {
     // barrier of both, with dQ's panels split between them, held them in step: 0.82-0.88× the
     // deterministic backward at d = 128, call 62). The named barrier and the dS buffer alternate
     // with the tile: warpgroup c stores tile n + 2's dS after tile n + 1's barrier, which the other
-    // reaches after its tile-n products completed.
+    // reaches after its tile-n products completed. kSplitDq (d = 128 on the copy engine) takes
+    // the split again, with the copy engine's reductions (to be measured beside the turns).
     static __device__ __forceinline__ void add_dq(const Params& p, const Seq& seq, int i0,
                                                   Smem& sm, int parity, int warp, int lane) {
         using MMA_Q = Wgmma<64, T>;
         const T* ds = sm.ds[parity];
         const T* sK = sm.k;
-        fence_proxy_async();   // the stmatrix stores, before wgmma reads them
-        const NamedBarrier ready{1 + parity, 128 * Ws::NC};
-        if (warp / 4 != parity) {   // the other warpgroup's turn: hand it this one's dS
-            ready.arrive();
-            return;
-        }
-        ready.sync();
-#pragma unroll 1   // one panel's accumulators live at a time (unrolled, ptxas spilled at d = 128)
-        for (int pn = 0; pn < DP / 64; ++pn) {
+        // dQ's 64-column panel pn over the block's keys, added to dq_accum
+        auto panel = [&](int pn) {
             float acc[8][4];
             wgmma_fence();
 #pragma unroll
@@ -243,11 +242,11 @@ struct DkdvWgmmaWs {
             wgmma_commit();
             wgmma_wait<0>();
             wgmma_fence_regs(acc);
-            const int wq = warp % 4, g = lane >> 2, t4 = lane & 3;
             if constexpr (kTmaDq) {
                 store_dq_panel(p, seq, i0, sm, pn, acc, warp, lane);
-                continue;
+                return;
             }
+            const int wq = warp % 4, g = lane >> 2, t4 = lane & 3;
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
                 const int i = i0 + wq * 16 + g + h * 8;
@@ -259,7 +258,21 @@ struct DkdvWgmmaWs {
                         red_add_v2(row + jn * 8, acc[jn][2 * h] * p.scale,
                                    acc[jn][2 * h + 1] * p.scale);
             }
+        };
+        fence_proxy_async();   // the stmatrix stores, before wgmma reads them
+        const NamedBarrier ready{1 + parity, 128 * Ws::NC};
+        if constexpr (kSplitDq) {   // both dS panels stored: each warpgroup its panel of dQ
+            ready.sync();
+            panel(warp / 4);   // ptxas spills 64 bytes here at d = 128 (the turns: none)
+            return;
         }
+        if (warp / 4 != parity) {   // the other warpgroup's turn: hand it this one's dS
+            ready.arrive();
+            return;
+        }
+        ready.sync();
+#pragma unroll 1   // one panel's accumulators live at a time (unrolled, ptxas spilled at d = 128)
+        for (int pn = 0; pn < DP / 64; ++pn) panel(pn);
     }
 
     // One 64 × 64 panel of scale · dQ (this warpgroup's accumulators, the wgmma m64n64 layout:
