@@ -62,7 +62,9 @@ struct DkdvWgmmaWs {
     static constexpr bool kTma = kBwdTma<V, BLOCK_M, BLOCK_N>;
     // atomic dQ's reductions: by the copy engine (one per box of dq_accum) where the tiles come by
     // it, else red.global from the consumers' registers (a packed batch)
-    static constexpr bool kTmaDq = ATOMIC_DQ && kTma;
+    // (the two float panels, 32 KB, do not fit beside a third stage at d = 128: the reductions
+    // of those tiles stay red.global)
+    static constexpr bool kTmaDq = ATOMIC_DQ && kTma && (DP <= 64 || STAGES == 2);
     // Keys 64·c .. of the tile on consumer warpgroup c, query tiles through a ring (barrier.cuh).
     // Registers per thread after the hand-over (RegisterSplit): the consumers hold dK and dV
     // (DP / 2 floats each per thread) beside Sᵀ and dPᵀ. d > 64: the cp.async producer at 40
