@@ -546,13 +546,9 @@ class ForwardLaunch:
         if not self.spec.warp_specialized or r.packed:
             return tma.no_maps(3)
         bind_context()   # the driver encodes maps in the thread's current context
-        hk = r.heads // r.group
         self.maps, fields = tma.map_fields(dt, [
-            (views.address(r.q), (r.batch, r.heads, r.T, r.q.shape[-1]), r.strides(r.q),
-             tile.block_m),
-            (views.address(r.k), (r.batch, hk, r.S, r.k.shape[-1]), r.strides(r.k), tile.block_n),
-            (views.address(r.v), (r.batch, hk, r.S, r.v.shape[-1]), r.strides(r.v), tile.block_n)],
-            3)
+            _map_entry(r, r.q, tile.block_m), _map_entry(r, r.k, tile.block_n, keys=True),
+            _map_entry(r, r.v, tile.block_n, keys=True)], 3)
         return fields
 
     def _struct(self):
@@ -605,6 +601,14 @@ def _forward(r: _Run, p, tile, D, num_splits=1, cache: CacheRows | None = None,
     return launch(r.q, r.k, r.v, cache.seqused_k, cache.block_table)
 
 
+def _map_entry(r: _Run, x, box_rows: int, keys: bool = False):
+    """tma.map_fields' entry of one of a run's arrays: x's address, its (sequences, heads, rows,
+    d) shape as the kernels index it (q-shaped: heads, T rows; keys: kv heads, S rows), its
+    element strides and the box's rows."""
+    heads, rows = (r.heads // r.group, r.S) if keys else (r.heads, r.T)
+    return views.address(x), (r.batch, heads, rows, x.shape[-1]), r.strides(x), box_rows
+
+
 def _backward_maps(r: _Run, dout, dt: str, dkdv, dq_accum=None):
     """(r, dout, the tma and tma_loads fields) of a backward: tensor maps of q, k, v and dout in
     boxes of 64 rows (one set serves the warp-specialized dK/dV kernel, whose 64-row query and
@@ -619,16 +623,13 @@ def _backward_maps(r: _Run, dout, dt: str, dkdv, dq_accum=None):
     bind_context()   # the driver encodes maps in the thread's current context
 
     def maps(r, dout):
-        hk = r.heads // r.group
-        q_shape, k_shape = (r.batch, r.heads, r.T, r.q.shape[-1]), (r.batch, hk, r.S,
-                                                                    r.k.shape[-1])
-        arrays = [(views.address(x), shape, r.strides(x), 64) for x, shape in
-                  ((r.q, q_shape), (r.k, k_shape), (r.v, k_shape), (dout, q_shape))]
+        arrays = [_map_entry(r, r.q, 64), _map_entry(r, r.k, 64, keys=True),
+                  _map_entry(r, r.v, 64, keys=True), _map_entry(r, dout, 64)]
         if dq_accum is not None:
             B, H, T, D = dq_accum.shape
             arrays.append((views.address(dq_accum), (B, H, T, D), [H * T * D, T * D, D], 64,
                            "float32"))
-        return tma.map_fields(dt, arrays, 5)[0:2]
+        return tma.map_fields(dt, arrays, 5)
 
     made, fields = maps(r, dout)
     if made is None:
