@@ -363,8 +363,9 @@ def default_backward(head_dim: int, dtype, *, causal: bool = False, deterministi
     takes its own deterministic pass). deterministic=False permits dQ by atomics in the dK/dV
     kernel; the default takes them only where they measured faster than the deterministic pair,
     so on Hopper (wgmma tiles) it runs the deterministic pair: the warp-specialized kernel's
-    atomic dQ ran at 0.95-1.03× of it at d = 64 and 0.80-0.91× at d = 128 (v20, NOTES.md; float16,
-    T = 4096-16384), and the mma atomic tile that deterministic=False took before at 0.43-0.51×.
+    atomic dQ (reductions by the copy engine, dQ's product split at d = 128) ran at 0.99-1.07× of
+    it at d = 64 and 0.87-1.00× at d = 128 (v32, NOTES.md; float16, T = 4096 and 16384), and the
+    mma atomic tile that deterministic=False took before at 0.43-0.51×.
     An explicit warp-specialized tile with deterministic=False runs the atomic kernel."""
     tile = default_tile(head_dim, dtype, backward=True, causal=causal,
                         deterministic=deterministic, smem_limit=smem_limit, arch=arch)
