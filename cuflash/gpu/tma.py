@@ -3,11 +3,12 @@
 call, and cuda-bindings would be a dependency for one function).
 
 A map describes one (sequences, heads, rows, d) array as the copy engine reads it: dims (d, rows,
-heads, sequences) innermost first, their strides in bytes, a box of 128 bytes of columns × ``box_rows``
-rows, 128-byte swizzled: for 16-bit elements 64 columns, one panel of a wgmma tile
+heads, sequences) innermost first, their strides in bytes, a box of 128 bytes of columns ×
+``box_rows`` rows, 128-byte swizzled: for 16-bit elements 64 columns, one panel of a wgmma tile
 (wgmma_tiles.cuh), elements outside the array read as zero; for float32 (the atomic-dQ kernel's
-dq_accum, which the engine adds into) 32 columns, elements outside the array left alone. The map holds the array's address, so a launch re-encodes its
-maps when the addresses change (:class:`TileMaps`); the rest is fixed per launch.
+dq_accum, which the engine adds into) 32 columns, elements outside the array left alone. The
+map holds the array's address, so a launch re-encodes its maps when the addresses change
+(:class:`TileMaps`); the rest is fixed per launch.
 """
 from __future__ import annotations
 
@@ -107,9 +108,9 @@ def no_maps(count: int) -> dict:
 def map_fields(dtype: str, arrays, count: int):
     """(TileMaps or None, the tma and tma_loads fields) of `count` maps, one per entry of
     ``arrays``: (address, shape (sequences, heads, rows, d), element strides, box rows[, dtype]),
-    the rest zero. None and
-    no maps (the kernels' cp.async loads) when one of the arrays cannot be mapped (map_shape).
-    The caller's thread needs a current context (the driver encodes in it: ops.bind_context)."""
+    the rest zero. None and no maps (the kernels' cp.async loads) when one of the arrays cannot
+    be mapped (map_shape). The caller's thread needs a current context (the driver encodes in
+    it: ops.bind_context)."""
     try:
         maps = TileMaps(dtype, [entry[1:] for entry in arrays])
     except ValueError:
