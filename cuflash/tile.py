@@ -12,7 +12,7 @@ import numpy as np
 
 from .device import DEFAULT_ARCH, is_hopper
 from ._xp import dtype_name
-from .precision import FAMILY, STANDS_IN, check as _check_precision
+from .precision import FAMILY, PRODUCTS, STANDS_IN, check as _check_precision
 
 KERNELS = ("simt", "mma", "wgmma", "dmma", "tf32", "tf32x3")
 #: TileConfig's allowed warps (12: the warp-specialized wgmma forward) and stages
@@ -203,6 +203,30 @@ def tf32_tiles(head_dim: int, family: str) -> list[TileConfig]:
     return [TileConfig(*t, family) for t in tiles]
 
 
+#: The widest head dim of the TF32 backward (flash_bwd_tf32.cu): a warp keeps dK and dV of its 16
+#: keys in registers, 128 floats per thread at d = 128
+TF32_BWD_MAX_D = 128
+
+
+def tf32_backward_tiles(head_dim: int, family: str) -> list[TileConfig]:
+    """Backward tiles of the float32 TF32 kernels (``family`` 'tf32' or 'tf32x3';
+    flash_bwd_tf32.cu), preferred first, head dims up to TF32_BWD_MAX_D: block_m queries per step
+    of the dK/dV kernel (and query rows of the dQ kernel, 16 per warp), block_n = 16 keys per
+    warp (two warps per 16 keys above d = 64, each half of the columns of dK and dV). The dQ
+    kernel takes the tile transposed (plan.specs_for). A dK/dV warp holds dK and dV of its keys
+    (d / 2 floats per thread, d / 4 above d = 64) beside Sᵀ and dPᵀ (block_m / 2) and P's split
+    operands (block_m at 'tf32x3'): 64 queries per step spilled 216 bytes at d = 64 (causal,
+    sm_90), 32 do not. Not yet measured against each other (v33, NOTES.md)."""
+    if head_dim > TF32_BWD_MAX_D:
+        raise ValueError(f"the TF32 backward takes head dims up to {TF32_BWD_MAX_D}, got "
+                         f"{head_dim}")
+    if head_dim <= 64:
+        tiles = [(32, 64, 4, 2), (32, 64, 4, 1), (32, 32, 2, 1)]
+    else:   # two warps per 16 keys (flash_bwd_tf32.cu, DSPLIT)
+        tiles = [(32, 64, 8, 2), (32, 64, 8, 1), (32, 32, 4, 1)]
+    return [TileConfig(*t, family) for t in tiles]
+
+
 def wgmma_forward_tiles(head_dim: int) -> list[TileConfig]:
     """Forward tiles of the wgmma kernels, preferred first. d <= 128: the warp-specialized kernel
     (12 warps: a producer warpgroup and two consumers, flash_fwd_wgmma_ws.cu), 128 × 128 with 2
@@ -256,18 +280,22 @@ def tile_candidates(head_dim: int, dtype, *, backward: bool = False, causal: boo
     ``dmma``: the GPU has float64 tensor cores (has_fp64_tensor_cores). ``precision``: float32's
     (``cuflash.precision``; None: its default): the forward of 'tf32' takes the TF32 kernels'
     tiles alone (nothing else computes it), of 'highest' those first, then the CUDA-core tiles
-    (as accurate: GPUs before sm_80); the backward has CUDA cores only ('highest' and 'ieee';
-    'tf32' is refused).
+    (as accurate: GPUs before sm_80); the backward likewise, at head dims up to TF32_BWD_MAX_D
+    (wider: 'highest' on the CUDA cores, 'tf32' refused).
     """
     name = dtype_name(dtype)
     prec = _check_precision(precision, dtype)
-    if prec == "tf32" and backward:
-        raise ValueError("precision='tf32' runs the float32 forward only: the float32 backward "
-                         "computes on the CUDA cores")
-    if prec in ("tf32", "highest") and not backward:
-        tiles = tf32_tiles(head_dim, FAMILY[prec])
+    if prec == "tf32" and backward and head_dim > TF32_BWD_MAX_D:
+        raise ValueError(f"precision='tf32': the TF32 backward takes head dims up to "
+                         f"{TF32_BWD_MAX_D}, got {head_dim}; wider heads run the float32 "
+                         f"backward on the CUDA cores (precision='ieee' or 'highest')")
+    if prec in ("tf32", "highest"):
+        tiles = (tf32_tiles(head_dim, FAMILY[prec]) if not backward else
+                 tf32_backward_tiles(head_dim, FAMILY[prec]) if head_dim <= TF32_BWD_MAX_D
+                 else [])
         if prec in STANDS_IN:
-            tiles += tile_candidates(head_dim, dtype, causal=causal, hopper=hopper,
+            tiles += tile_candidates(head_dim, dtype, backward=backward, causal=causal,
+                                     deterministic=deterministic, hopper=hopper,
                                      precision=STANDS_IN[prec])
         return tiles
     if dmma and dmma_capable(head_dim, dtype) and head_dim <= DMMA_DEFAULT_MAX_D and \
@@ -357,8 +385,8 @@ def default_tile(head_dim: int, dtype, *, backward: bool = False, causal: bool =
 
 
 def default_backward(head_dim: int, dtype, *, causal: bool = False, deterministic: bool = True,
-                     smem_limit: int | None = None,
-                     arch: str | None = None) -> tuple[TileConfig, bool]:
+                     smem_limit: int | None = None, arch: str | None = None,
+                     precision: str | None = None) -> tuple[TileConfig, bool]:
     """The backward that ``tile=None`` runs: (``default_tile(..., backward=True)``, whether dQ
     takes its own deterministic pass). deterministic=False permits dQ by atomics in the dK/dV
     kernel; the default takes them only where they measured faster than the deterministic pair,
@@ -366,17 +394,20 @@ def default_backward(head_dim: int, dtype, *, causal: bool = False, deterministi
     atomic dQ (reductions by the copy engine, dQ's product split at d = 128) ran at 0.99-1.07× of
     it at d = 64 and 0.87-1.00× at d = 128 (v32, NOTES.md; float16, T = 4096 and 16384), and the
     mma atomic tile that deterministic=False took before at 0.43-0.51×.
-    An explicit warp-specialized tile with deterministic=False runs the atomic kernel."""
+    An explicit warp-specialized tile with deterministic=False runs the atomic kernel. The TF32
+    backward (float32, ``precision`` 'tf32' or 'highest') has no atomic mode: it runs its pair.
+    ``precision``: float32's, as in ``default_tile``."""
     tile = default_tile(head_dim, dtype, backward=True, causal=causal,
-                        deterministic=deterministic, smem_limit=smem_limit, arch=arch)
+                        deterministic=deterministic, smem_limit=smem_limit, arch=arch,
+                        precision=precision)
     return tile, default_dq_deterministic(tile, deterministic)
 
 
 def default_dq_deterministic(tile: TileConfig, deterministic: bool) -> bool:
     """Whether the default backward on ``tile`` (``default_backward``'s choice) takes the
     deterministic dQ pass when ``deterministic`` is asked: always for True; for False on the wgmma
-    tiles (measured faster than their atomic dQ, or they have none)."""
-    return bool(deterministic) or tile.kernel == "wgmma"
+    tiles (measured faster than their atomic dQ, or they have none) and the TF32 tiles (none)."""
+    return bool(deterministic) or tile.kernel in ("wgmma", *PRODUCTS)
 
 
 @functools.lru_cache(maxsize=None)

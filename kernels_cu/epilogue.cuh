@@ -3,7 +3,7 @@
 //                      forward, dQ of the dQ kernels), each row times a factor, rounded to T,
 //                      staged in shared memory the warp owns and stored with 16-byte writes
 //   store_rows_direct  rows of a C-fragment accumulator (16 per warp: dK, dV) stored from the
-//                      registers, 4 bytes per lane
+//                      registers, two elements per lane and store (store2)
 //   store_dkdv         the dK/dV kernels' end: a GQA group's blocks summed in a fixed order
 // C fragment (mma.cuh): acc[mt][n][e] is row 16·mt + g + 8·(e / 2), column 8·n + 2t + e % 2 of
 // the warp's rows, lane = 4g + t.
@@ -159,18 +159,19 @@ __device__ __forceinline__ void store_rows_direct(T* __restrict__ g_out, int d, 
         for (int n = 0; n < NO; ++n) {
             const int c = n * 8 + 2 * t4;
             if (c < d)
-                *reinterpret_cast<unsigned*>(g_out + size_t(r) * ld + c) =
-                    pack2<T>(acc[n][2 * h] * factor, acc[n][2 * h + 1] * factor);
+                store2<T>(g_out + size_t(r) * ld + c, acc[n][2 * h] * factor,
+                          acc[n][2 * h + 1] * factor);
         }
     }
 }
 
 // A C-fragment accumulator of a warp (16 rows from wrow; mma.cuh) as store_dkdv visits it:
 // each(f) calls f(row, column, value) for each of this thread's elements.
+// col0: the accumulator's first column (a warp holding part of d: flash_bwd_tf32.cu).
 template <int NO>
 struct Fragments {
     const float (&acc)[NO][4];
-    int wrow, lane;
+    int wrow, lane, col0 = 0;
     template <class F>
     __device__ __forceinline__ void each(F&& f) const {
         const int g = lane >> 2, t4 = lane & 3;
@@ -179,7 +180,8 @@ struct Fragments {
 #pragma unroll
             for (int n = 0; n < NO; ++n)
 #pragma unroll
-                for (int e = 0; e < 2; ++e) f(wrow + g + h * 8, n * 8 + 2 * t4 + e, acc[n][2 * h + e]);
+                for (int e = 0; e < 2; ++e)
+                    f(wrow + g + h * 8, col0 + n * 8 + 2 * t4 + e, acc[n][2 * h + e]);
     }
 };
 
@@ -242,20 +244,22 @@ __device__ __forceinline__ void store_dkdv(const P& p, const KB& kb, Direct&& di
     }
 }
 
-// store_dkdv of the tensor-core kernels: this warp's 16 keys from wkey, C fragments dK, dV
+// store_dkdv of the tensor-core kernels: this warp's 16 keys from wkey, C fragments dK, dV of
+// columns col0 .. col0 + 8·NO
 template <typename T, int NO, class P, class KB>
 __device__ __forceinline__ void store_dkdv_fragments(const P& p, const KB& kb,
                                                      const float (&dK)[NO][4],
-                                                     const float (&dV)[NO][4], int wkey, int lane) {
+                                                     const float (&dV)[NO][4], int wkey, int lane,
+                                                     int col0 = 0) {
     store_dkdv<T>(
         p, kb,
         [&] {
-            store_rows_direct<T, NO>(kb.seq.k_row(p.dk, p.dk_stride, kb.j0), p.d,
+            store_rows_direct<T, NO>(kb.seq.k_row(p.dk, p.dk_stride, kb.j0) + col0, p.d - col0,
                                      int(p.dk_stride[2]), kb.rows, dK, p.scale, wkey, lane);
-            store_rows_direct<T, NO>(kb.seq.k_row(p.dv, p.dv_stride, kb.j0), p.d,
+            store_rows_direct<T, NO>(kb.seq.k_row(p.dv, p.dv_stride, kb.j0) + col0, p.d - col0,
                                      int(p.dv_stride[2]), kb.rows, dV, 1.f, wkey, lane);
         },
-        Fragments<NO>{dK, wkey, lane}, Fragments<NO>{dV, wkey, lane});
+        Fragments<NO>{dK, wkey, lane, col0}, Fragments<NO>{dV, wkey, lane, col0});
 }
 
 }  // namespace cuflash

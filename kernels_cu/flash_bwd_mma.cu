@@ -175,7 +175,7 @@ struct DqMma : TileKernel<DqMma<T, DP, BLOCK_M, BLOCK_N, NT, STAGES, V>> {
     using Smem = DqTiles<T, LDS, BLOCK_M, BLOCK_N, STAGES>;   // pipeline.cuh
 
     static __device__ __forceinline__ void body(const Params& p, const Block& blk, Smem& sm) {
-        const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t4 = lane & 3;
+        const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2;
         const int i0 = blk.i0, d = p.d, wrow = warp * 16 * MT;
 
         auto keys = start_dq_tile<BLOCK_M, BLOCK_N, Tiles, CpAsyncPipeline<STAGES>>(blk, p, sm);
@@ -222,15 +222,8 @@ struct DqMma : TileKernel<DqMma<T, DP, BLOCK_M, BLOCK_N, NT, STAGES, V>> {
             }
 
             // -- dS = P ∘ (dP - D) · g in place of dP (rows r = 2·mt + h)
-            bwd_probs<float, 2 * MT, 2 * NS>(
-                [&](int r, int e) -> float& { return s[r >> 1][e >> 1][2 * (r & 1) + (e & 1)]; },
-                [&](int r, int e) -> float& { return dp[r >> 1][e >> 1][2 * (r & 1) + (e & 1)]; },
-                [&](int r, int e, int& i, int& j) {
-                    i = i0 + wrow + (r >> 1) * 16 + g + (r & 1) * 8;
-                    j = j0 + (e >> 1) * 8 + 2 * t4 + (e & 1);
-                },
-                [&](int r, int) { return lse2[r]; }, [&](int r, int) { return Dr[r]; },
-                blk.mask, blk.score, keys.needs_mask(t, j0), Exp2Exact());
+            query_tile_probs<MT, NS>(s, dp, blk, keys.needs_mask(t, j0), i0 + wrow, j0, lane,
+                                     lse2, Dr, Exp2Exact());
 
             // -- dS rounded to T and packed as A fragments (k = keys); dQ_i += dS_ij K_j
             unsigned sa[MT][BLOCK_N / 16][4];

@@ -145,16 +145,13 @@ __device__ __forceinline__ void for_each_query_tile(const P& p, const KB& kb, Bu
 
 // The dK/dV tensor-core kernels' Pᵀ and dSᵀ (softmax.cuh, bwd_probs) of one warp's 16 keys from
 // key j × BLOCK_M queries from i0 (tile t of the head's list), in C fragments (rows r = keys
-// g / g + 8, elements e = queries): st holds Sᵀ and becomes Pᵀ, dpt holds dPᵀ and becomes dSᵀ;
-// then both rounded to T as A fragments (k = queries) in pa and sa, so that the float
-// accumulators die before the next products. lse2, Ds: the queries' lse·log2 e and D.
-template <typename T, int BLOCK_M, class Head, class Exp>
-__device__ __forceinline__ void key_tile_probs(float (&st)[BLOCK_M / 8][4],
-                                               float (&dpt)[BLOCK_M / 8][4],
-                                               unsigned (&pa)[BLOCK_M / 16][4],
-                                               unsigned (&sa)[BLOCK_M / 16][4], const Head& head,
-                                               int t, int i0, int j, int lane, const float* lse2,
-                                               const float* Ds, Exp exp2) {
+// g / g + 8, elements e = queries): st holds Sᵀ and becomes Pᵀ, dpt holds dPᵀ and becomes dSᵀ.
+// lse2, Ds: the queries' lse·log2 e and D.
+template <int BLOCK_M, class Head, class Exp>
+__device__ __forceinline__ void key_tile_probs_f(float (&st)[BLOCK_M / 8][4],
+                                                 float (&dpt)[BLOCK_M / 8][4], const Head& head,
+                                                 int t, int i0, int j, int lane, const float* lse2,
+                                                 const float* Ds, Exp exp2) {
     const int g = lane >> 2, t4 = lane & 3;
     auto ql = [&](int e) { return (e >> 1) * 8 + 2 * t4 + (e & 1); };   // query within the tile
     bwd_probs<float, 2, BLOCK_M / 4>(
@@ -163,11 +160,44 @@ __device__ __forceinline__ void key_tile_probs(float (&st)[BLOCK_M / 8][4],
         [&](int r, int e, int& i, int& jj) { i = i0 + ql(e); jj = j + g + r * 8; },
         [&](int, int e) { return lse2[ql(e)]; }, [&](int, int e) { return Ds[ql(e)]; },
         head.mask, head.score, head.needs_mask(t, i0), exp2);
+}
+
+// key_tile_probs_f, then both rounded to T as A fragments (k = queries) in pa and sa, so that the
+// float accumulators die before the next products (the 16-bit kernels)
+template <typename T, int BLOCK_M, class Head, class Exp>
+__device__ __forceinline__ void key_tile_probs(float (&st)[BLOCK_M / 8][4],
+                                               float (&dpt)[BLOCK_M / 8][4],
+                                               unsigned (&pa)[BLOCK_M / 16][4],
+                                               unsigned (&sa)[BLOCK_M / 16][4], const Head& head,
+                                               int t, int i0, int j, int lane, const float* lse2,
+                                               const float* Ds, Exp exp2) {
+    key_tile_probs_f<BLOCK_M>(st, dpt, head, t, i0, j, lane, lse2, Ds, exp2);
 #pragma unroll
     for (int kk = 0; kk < BLOCK_M / 16; ++kk) {
         c_to_a<T>(pa[kk], st[2 * kk], st[2 * kk + 1]);
         c_to_a<T>(sa[kk], dpt[2 * kk], dpt[2 * kk + 1]);
     }
+}
+
+// The dQ tensor-core kernels' P and dS (bwd_probs) of one warp's 16·MT query rows from row i
+// × the NS 8-key n-tiles of a key tile from j0, in C fragments (rows r = 2·mt + h: query
+// i + 16·mt + 8·h + g): s holds S and becomes P, dp holds dP and becomes dS. lse2, Dr: the rows'
+// lse·log2 e and D (dq_row_stats); needs_mask: the tile's (KeyTiles::needs_mask).
+template <int MT, int NS, class QB, class Exp>
+__device__ __forceinline__ void query_tile_probs(float (&s)[MT][NS][4], float (&dp)[MT][NS][4],
+                                                 const QB& blk, bool needs_mask, int i, int j0,
+                                                 int lane, const float (&lse2)[2 * MT],
+                                                 const float (&Dr)[2 * MT], Exp exp2) {
+    const int g = lane >> 2, t4 = lane & 3;
+    bwd_probs<float, 2 * MT, 2 * NS>(
+        [&](int r, int e) -> float& { return s[r >> 1][e >> 1][2 * (r & 1) + (e & 1)]; },
+        [&](int r, int e) -> float& { return dp[r >> 1][e >> 1][2 * (r & 1) + (e & 1)]; },
+        [&](int r, int e, int& ii, int& j) {
+            ii = i + (r >> 1) * 16 + g + (r & 1) * 8;
+            j = j0 + (e >> 1) * 8 + 2 * t4 + (e & 1);
+        },
+        [&](int r, int) { return lse2[r]; }, [&](int r, int) { return Dr[r]; }, blk.mask,
+        blk.score, needs_mask, exp2);
 }
 
 }  // namespace cuflash

@@ -67,6 +67,10 @@ _KERNELS = {
     ("bwd_dq", "dmma"): ("DqDmma", "flash_bwd_dmma.cu"),
     ("fwd", "tf32"): ("FwdMma", "flash_fwd_mma.cu"),     # with Tf32Products<1>
     ("fwd", "tf32x3"): ("FwdMma", "flash_fwd_mma.cu"),   # with Tf32Products<3>
+    ("bwd_dkdv", "tf32"): ("DkdvTf32", "flash_bwd_tf32.cu"),
+    ("bwd_dkdv", "tf32x3"): ("DkdvTf32", "flash_bwd_tf32.cu"),
+    ("bwd_dq", "tf32"): ("DqTf32", "flash_bwd_tf32.cu"),
+    ("bwd_dq", "tf32x3"): ("DqTf32", "flash_bwd_tf32.cu"),
 }
 
 
@@ -78,8 +82,7 @@ def kernel_type(spec: KernelSpec) -> str:
     """The C++ kernel struct of one specialization, e.g.
     ``cuflash::FwdMma<__half, 128, 128, 32, 128, 2, cuflash::Variant<false, false, false>>``:
     its template parameters are the kernel's (simt: no stages; dK/dV of simt, mma and the
-    warp-specialized wgmma kernel: the dQ mode; the TF32 families: the mma forward with their
-    products last)."""
+    warp-specialized wgmma kernel: the dQ mode; the TF32 families: their products last)."""
     t, fam = spec.tile, spec.family
     struct, _ = _KERNELS[_kernel_key(spec)]
     args = [spec.ctype, spec.head_dim, t.block_m, t.block_n, spec.threads()]

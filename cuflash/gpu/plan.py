@@ -15,7 +15,8 @@ import math
 from .. import device
 from .._xp import accum_dtype, dtype_name, resolve_dtype
 from ..precision import PRODUCTS, of_family
-from ..tile import TileConfig, dmma_capable, mma_capable, wgmma_forward_tiles
+from ..tile import (TF32_BWD_MAX_D, TileConfig, dmma_capable, mma_capable,
+                    wgmma_forward_tiles)
 
 ROLES = ("fwd", "bwd_dkdv", "bwd_dq")
 _SHORT = {"float16": "f16", "bfloat16": "bf16", "float32": "f32", "float64": "f64"}
@@ -343,17 +344,33 @@ def _validate_dmma(spec: KernelSpec, where: str, arch: str | None) -> None:
 
 
 def _validate_tf32(spec: KernelSpec, where: str, arch: str | None) -> None:
-    """The TF32 families: flash_fwd_mma.cu with Tf32Products (float32, forward only), whose
-    warps own 16·MT query rows as the 16-bit mma forward's."""
+    """The TF32 families: flash_fwd_mma.cu and flash_bwd_tf32.cu with Tf32Products (float32),
+    whose warps own 16·MT query rows (forward, dQ) or 16 keys (dK/dV) as the 16-bit mma
+    kernels'; the backward has no atomic-dQ mode and heads of at most TF32_BWD_MAX_D."""
     prec = of_family(spec.family)
     if spec.dtype != "float32":
         raise ValueError(f"{where}: kernel={spec.family!r} (precision={prec!r}) takes float32 "
                          f"inputs only")
-    if spec.role != "fwd":
-        raise ValueError(f"{where}: precision={prec!r} has a forward kernel only; the float32 "
-                         f"backward runs on CUDA cores (kernel='simt')")
+    if spec.role != "fwd" and spec.head_dim > TF32_BWD_MAX_D:
+        raise ValueError(f"{where}: the TF32 backward takes head dims up to {TF32_BWD_MAX_D} "
+                         f"(dK and dV of a warp's 16 keys live in its registers); wider heads "
+                         f"run the float32 backward on CUDA cores (precision='ieee')")
+    if spec.atomic_dq:
+        raise ValueError(f"{where}: the TF32 backward computes dQ in its own pass; use "
+                         f"deterministic=True (or a simt tile for atomic dQ)")
     if arch is not None and _sm(arch) < FAMILY_MIN_SM[spec.family]:
         raise ValueError(f"{where}: mma.sync .tf32 needs sm_80 or later, this GPU is {arch}")
+    t = spec.tile
+    if spec.role == "bwd_dkdv" and spec.head_dim > 64:
+        # above d = 64 two warps share each 16 keys, each half of dK's and dV's columns
+        if t.block_n != 8 * t.num_warps:
+            raise ValueError(f"{where}: block_n must be 8·num_warps at head dims above 64 (two "
+                             f"warps per 16 keys)")
+        if t.block_m % 16 or t.block_m > 128:
+            raise ValueError(f"{where}: block_m must be a multiple of 16, at most 128")
+        if t.num_stages > 2:
+            raise ValueError(f"{where}: the mma backward kernels use 1 or 2 stages")
+        return
     _validate_mma(spec, where)
 
 
@@ -395,10 +412,12 @@ def specs_for(dtype, head_dim: int, tile: TileConfig, variant, backward: bool,
                          f"got {name}")
     if tile.kernel == "dmma" and not dmma_capable(head_dim, dtype):
         raise ValueError(f"TileConfig.kernel='dmma' needs float64 inputs, got {name}")
-    if tile.kernel in PRODUCTS and (name != "float32" or backward):
+    if tile.kernel in PRODUCTS and name != "float32":
         raise ValueError(f"TileConfig.kernel={tile.kernel!r} (precision="
-                         f"{of_family(tile.kernel)!r}) runs the float32 forward only, got "
-                         f"{name}{' and a backward' if backward else ''}")
+                         f"{of_family(tile.kernel)!r}) takes float32 inputs only, got {name}")
+    if tile.kernel in PRODUCTS and backward and not deterministic:
+        raise ValueError(f"TileConfig {tile.short()}: the TF32 backward computes dQ in its own "
+                         f"pass; use deterministic=True or a simt tile for atomic dQ")
     if tile.kernel == "wgmma" and backward and not deterministic and \
             not tile.warp_specialized_dkdv:
         raise ValueError(f"TileConfig {tile.short()}: {_WGMMA_ATOMIC}")
@@ -410,7 +429,13 @@ def specs_for(dtype, head_dim: int, tile: TileConfig, variant, backward: bool,
         return [KernelSpec("fwd", name, dp, tile, variant)]
     if deterministic:
         dq_tile = tile
-        if tile.warp_specialized_dkdv:
+        if tile.kernel in PRODUCTS:
+            # the TF32 dQ kernel takes the dK/dV tile transposed (16 query rows per warp of the
+            # same warps, block_m keys per step): its float32 Q, dO and K/V tiles fill shared
+            # memory fast, and block_m queries would leave 2 warps per block at d = 128
+            dq_tile = tile.replace(block_m=tile.block_n, block_n=tile.block_m,
+                                   num_warps=tile.block_n // 16)
+        elif tile.warp_specialized_dkdv:
             # a warp-specialized dK/dV tile (block_n keys on block_n / 64 consumer warpgroups):
             # the dQ kernel takes it transposed, block_n queries on as many consumers, also
             # warp-specialized (flash_bwd_wgmma_ws.cu)
@@ -430,9 +455,9 @@ def specs_for(dtype, head_dim: int, tile: TileConfig, variant, backward: bool,
 def check_tile(tile: TileConfig, head_dim: int, dtype, *, backward=False, smem_limit=None,
                arch=None):
     """Raise ValueError if `tile` cannot run this pass (thread mapping, shared memory, arch)."""
-    # the wgmma and dmma backwards: only their deterministic pair is checked (the dmma and the
-    # 4- and 8-warp wgmma ones have no atomic-dQ mode; the warp-specialized dK/dV kernel's, which
+    # the wgmma, dmma and TF32 backwards: only their deterministic pair is checked (the dmma, TF32
+    # and 4- and 8-warp wgmma ones have no atomic-dQ mode; the warp-specialized dK/dV kernel's, which
     # takes 32 KB more shared memory, is checked when deterministic=False asks for it)
-    for det in ((True, False) if backward and tile.kernel not in ("wgmma", "dmma") else (True,)):
+    for det in ((True, False) if backward and tile.kernel in ("simt", "mma") else (True,)):
         for spec in specs_for(dtype, head_dim, tile, False, backward, det):
             validate(spec, smem_limit, arch)

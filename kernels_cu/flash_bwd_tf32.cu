@@ -1,0 +1,159 @@
+// cuflash: FlashAttention backward in float32 on TF32 tensor cores, mma.sync m16n8k8 .tf32 (sm_80+).
+// The algorithm is flash_bwd.cu's (and cuflash/twin.py's) with every product a tensor-core
+// product; the structure is flash_bwd_mma.cu's deterministic pair (and flash_bwd_dmma.cu's), the
+// score tiles kept in registers. Products is the only part that says how float32 is multiplied
+// (tf32.cuh): Tf32Products<1> precision="tf32" (each operand rounded to TF32, one product),
+// Tf32Products<3> precision="highest" (3xTF32: float32's accuracy). Both of its products serve
+// all five of the backward's:
+//   scores  c[m][n] += A_m · B_nᵀ over d         Sᵀ = K Qᵀ, dPᵀ = V dOᵀ; S = Q Kᵀ, dP = dO Vᵀ
+//   add_pv  o[m] += C-fragment tile · rows       dV += Pᵀ dO, dK += dSᵀ Q; dQ += dS K
+// (add_pv takes its A operand from the C fragments as they stand: tf32.cuh's header).
+//
+//   DkdvTf32  one K/V tile resident (DSPLIT warps own each 16 keys), Q/dO tiles streamed
+//             through a cp.async ring (for_each_query_tile): Sᵀ and dPᵀ in registers,
+//             Pᵀ = 2^(u·mul - lse·log2 e), dSᵀ = Pᵀ ∘ (dPᵀ - D) · g (key_tile_probs_f),
+//             dV += Pᵀ dO and dK += dSᵀ Q from the registers, each of the DSPLIT warps its
+//             share of d. DSPLIT = 2 above d = 64: dK and dV of 16 keys at d = 128 are 128
+//             floats per thread, which left no room for the rest (ptxas spilled 36-820 bytes);
+//             both warps compute the 16 keys' Sᵀ and dPᵀ (2 of the step's 4 products twice).
+//   DqTf32    one Q/dO tile resident (warp owns 16·MT queries), K/V tiles streamed: S, dP, dS in
+//             registers (query_tile_probs), dQ += dS K_j in a fixed order.
+// No atomic-dQ mode: deterministic=False runs this pair too (cuflash/tile.py,
+// default_dq_deterministic). D = rowsum(dO ∘ O) comes from BwdPreprocess (bwd_preprocess.cuh).
+//
+// Versions (predictions and results in NOTES.md):
+//   v33  as above.
+#pragma once
+#include "mainloop.cuh"
+#include "tf32.cuh"
+
+namespace cuflash {
+
+// The float32 tiles' staging: rows of Products' padded stride, 4 floats per 16-byte copy
+template <int DP, int NT, class Products>
+using Tf32Tiles = CpAsyncTiles<DP, NT, RowMajor<Products::template kLds<DP>>, 4>;
+
+template <typename T, int DP, int BLOCK_M, int BLOCK_N, int NT, int STAGES, class V,
+          class Products>
+struct DkdvTf32 : TileKernel<DkdvTf32<T, DP, BLOCK_M, BLOCK_N, NT, STAGES, V, Products>> {
+    static_assert(sizeof(T) == 4, "the TF32 kernels take float32");
+    using Params = BwdParams<T, float>;
+    using Block = KeyBlock<BLOCK_N, V, Params>;
+    static constexpr int NW = NT / 32;
+    static constexpr int DSPLIT = DP > 64 ? 2 : 1;   // warps per 16 keys, each DP / DSPLIT columns
+    static constexpr int NO = DP / 8 / DSPLIT;       // 8-column n-tiles of a warp's dK, dV
+    static constexpr int LDS = Products::template kLds<DP>;
+    static_assert(BLOCK_N * DSPLIT == 16 * NW, "DSPLIT warps per 16 keys");
+    static_assert(BLOCK_M % 16 == 0 && BLOCK_M <= 128 && DP % 16 == 0,
+                  "tiles must be multiples of 16");
+    static_assert(STAGES == 1 || STAGES == 2, "1 or 2 stages");
+
+    using Tiles = Tf32Tiles<DP, NT, Products>;
+    using Smem = DkdvTiles<T, LDS, BLOCK_M, BLOCK_N, STAGES>;   // pipeline.cuh
+
+    static __device__ __forceinline__ void body(const Params& p, const Block& kb, Smem& sm) {
+        const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+        const int j0 = kb.j0, d = p.d;
+        const int wkey = warp / DSPLIT * 16;              // this warp's first key in the tile
+        const int col0 = warp % DSPLIT * (DP / DSPLIT);   // and its first column of dK, dV
+        load_key_rows<BLOCK_N, Tiles>(sm.k, kb, p.k, p.k_stride, d);
+        load_key_rows<BLOCK_N, Tiles>(sm.v, kb, p.v, p.v_stride, d);
+
+        float dK[1][NO][4], dV[1][NO][4];   // keys wkey + g and wkey + g + 8
+        zero_fragments(dK[0]);
+        zero_fragments(dV[0]);
+
+        using Head = GroupHead<BLOCK_M, BLOCK_N, V, Params, float>;
+        for_each_query_tile<BLOCK_M, NT, Tiles, Head, CpAsyncPipeline<STAGES>>(
+            p, kb,
+            [&](int s) { return StagedQuery<T, float>{sm.q[s], sm.dout[s], sm.lse2[s], sm.D[s]}; },
+            [&](const Head& head, int t, int i0, const StagedQuery<T, float>& staged) {
+                // -- Sᵀ = K_j Q_iᵀ and dPᵀ = V_j dO_iᵀ for this warp's 16 keys
+                float st[1][BLOCK_M / 8][4], dpt[1][BLOCK_M / 8][4];
+                zero_fragments(st[0]);
+                zero_fragments(dpt[0]);
+                Products::template scores<1, BLOCK_M, DP, LDS>(st, sm.k, wkey, staged.q, 0, lane);
+                Products::template scores<1, BLOCK_M, DP, LDS>(dpt, sm.v, wkey, staged.dout, 0,
+                                                               lane);
+
+                // -- Pᵀ in place of Sᵀ, dSᵀ in place of dPᵀ
+                key_tile_probs_f<BLOCK_M>(st[0], dpt[0], head, t, i0, j0 + wkey, lane,
+                                          staged.lse2, staged.D, Exp2Exact());
+
+                // -- dV_j += P_ijᵀ dO_i, dK_j += dS_ijᵀ Q_i (k = queries; this warp's columns)
+                Products::template add_pv<1, BLOCK_M, DP / DSPLIT, LDS>(dV, st,
+                                                                        staged.dout + col0, lane);
+                Products::template add_pv<1, BLOCK_M, DP / DSPLIT, LDS>(dK, dpt, staged.q + col0,
+                                                                        lane);
+            });
+
+        store_dkdv_fragments<T>(p, kb, dK[0], dV[0], wkey, lane, col0);   // summed over the group
+    }
+};
+
+// Deterministic dQ: one Q/dO tile resident (warp owns 16·MT query rows), K/V tiles streamed.
+template <typename T, int DP, int BLOCK_M, int BLOCK_N, int NT, int STAGES, class V,
+          class Products>
+struct DqTf32 : TileKernel<DqTf32<T, DP, BLOCK_M, BLOCK_N, NT, STAGES, V, Products>> {
+    static_assert(sizeof(T) == 4, "the TF32 kernels take float32");
+    using Params = BwdParams<T, float>;
+    using Block = QueryBlock<BLOCK_M, V, Params, float>;
+    static constexpr int NW = NT / 32;
+    static constexpr int MT = BLOCK_M / (16 * NW);   // 16-row m-tiles per warp
+    static constexpr int NS = BLOCK_N / 8;           // 8-column n-tiles of S
+    static constexpr int NO = DP / 8;                // 8-column n-tiles of dQ
+    static constexpr int LDS = Products::template kLds<DP>;
+    static_assert((MT == 1 || MT == 2) && BLOCK_M == 16 * MT * NW, "BLOCK_M must be 16·MT·warps");
+    static_assert(BLOCK_N % 16 == 0 && DP % 16 == 0, "tiles must be multiples of 16");
+    static_assert(STAGES == 1 || STAGES == 2, "1 or 2 stages");
+
+    using Tiles = Tf32Tiles<DP, NT, Products>;
+    using Smem = DqTiles<T, LDS, BLOCK_M, BLOCK_N, STAGES>;   // pipeline.cuh
+
+    static __device__ __forceinline__ void body(const Params& p, const Block& blk, Smem& sm) {
+        const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2;
+        const int i0 = blk.i0, d = p.d, wrow = warp * 16 * MT;
+
+        auto keys = start_dq_tile<BLOCK_M, BLOCK_N, Tiles, CpAsyncPipeline<STAGES>>(blk, p, sm);
+
+        float lse2[2 * MT], Dr[2 * MT], dQ[MT][NO][4];
+        dq_row_stats(lse2, Dr, p, blk, i0, wrow, g);   // row wrow + 16·mt + 8·h + g at 2·mt + h
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) zero_fragments(dQ[mt]);
+
+        for (int t = 0; t < keys.n(); ++t) {
+            const int j0 = keys.start(t);
+            const int stage = keys.acquire(t);
+            const T* Ks = sm.kv.k[stage];
+
+            // -- S = Q_i K_jᵀ, dP = dO_i V_jᵀ
+            float s[MT][NS][4], dp[MT][NS][4];
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) {
+                zero_fragments(s[mt]);
+                zero_fragments(dp[mt]);
+            }
+            Products::template scores<MT, BLOCK_N, DP, LDS>(s, sm.q, wrow, Ks, 0, lane);
+            Products::template scores<MT, BLOCK_N, DP, LDS>(dp, sm.dout, wrow, sm.kv.v[stage], 0,
+                                                            lane);
+
+            // -- dS = P ∘ (dP - D) · g in place of dP; dQ_i += dS_ij K_j
+            query_tile_probs<MT, NS>(s, dp, blk, keys.needs_mask(t, j0), i0 + wrow, j0, lane,
+                                     lse2, Dr, Exp2Exact());
+            Products::template add_pv<MT, BLOCK_N, DP, LDS>(dQ, dp, Ks, lane);
+            keys.release();
+        }
+        keys.drain();
+
+        // -- dQ_i = scale · Σ_j dS_ij K_j, staged in this warp's own Q rows for 16-byte stores
+        float f[MT][2];
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) f[mt][0] = f[mt][1] = p.scale;
+        store_rows_staged<T, MT, NO, DP>(blk.seq.q_row(p.dq, p.dq_stride, i0), d, p.dq_stride[2],
+                                         blk.rows, dQ, f, sm.q,
+                                         [](int r, int c) { return tile_at<LDS>(r, c); }, wrow,
+                                         lane);
+    }
+};
+
+}  // namespace cuflash
