@@ -43,6 +43,12 @@ def _forward_tile(p, tile, precision):
     tile = checks.check_tile(tile)
     if tile is None:
         return _default(p, prec), prec
+    return tile, _tile_precision(tile, precision, prec)
+
+
+def _tile_precision(tile, precision, prec):
+    """The precision a given tile computes float32 in, checked against the one asked for
+    (``precision`` as given, ``prec`` checked; the forward's and the backward's rule)."""
     own = _precision.of_family(tile.kernel)
     if precision is None or _precision.STANDS_IN.get(prec) == own:
         # the tile decides (cuflash.precision.STANDS_IN: 'highest' on a CUDA-core tile)
@@ -51,17 +57,21 @@ def _forward_tile(p, tile, precision):
         raise ValueError(f"precision={prec!r} does not match tile={tile.short()}, whose kernel "
                          f"computes float32 as precision={own!r} (TileConfig.kernel="
                          f"{_precision.FAMILY[prec]!r} computes {prec!r})")
-    return tile, prec
+    return prec
 
 
-def _backward_choice(p, tile, deterministic):
-    """(tile, deterministic) a backward runs: the tile given and its dQ mode as asked, or with
-    tile=None ``tile.default_backward``'s choice."""
+def _backward_choice(p, tile, deterministic, precision=None):
+    """(tile, deterministic, precision) a backward runs: the tile given, its dQ mode as asked
+    and the precision it computes (checked as the forward's, ``_forward_tile``), or with
+    tile=None ``tile.default_backward``'s choice in float32's ``precision``."""
     tile, deterministic = checks.check_tile(tile), bool(deterministic)
+    prec = _precision.check(precision, p.dtype)
     if tile is not None:
-        return tile, deterministic
+        return tile, deterministic, _tile_precision(tile, precision, prec)
     d, kw = _device(p)
-    return default_backward(d, p.dtype, causal=p.causal, deterministic=deterministic, **kw)
+    tile, det = default_backward(d, p.dtype, causal=p.causal, deterministic=deterministic,
+                                 precision=None if prec == "native" else prec, **kw)
+    return tile, det, _tile_precision(tile, None, prec)
 
 
 def _score_mods(p):
@@ -86,8 +96,9 @@ def _forward(p, q, k, v, tile, num_splits=1, precision="ieee"):
     return out3.reshape(p.lead + (p.T, p.dv)), lse3.reshape(p.lead + (p.T,))
 
 
-def _backward(p, dout, q, k, v, out, lse, tile, deterministic):
-    """(dq, dk, dv) shaped like q, k, v, as _forward."""
+def _backward(p, dout, q, k, v, out, lse, tile, deterministic, precision="ieee"):
+    """(dq, dk, dv) shaped like q, k, v, as _forward (the tile's kernel family computes
+    ``precision``)."""
     ops = _backend(p.xp)
     if ops is not None:
         return ops.backward(dout, q, k, v, out, lse, p, tile=tile, deterministic=deterministic)
@@ -97,7 +108,7 @@ def _backward(p, dout, q, k, v, out, lse, tile, deterministic):
     lse3 = xp.ascontiguousarray(lse).reshape(p.batch, p.T)
     grads = twin.backward(do3, q3, k3, v3, o3, lse3, mask=p.mask, scale=p.scale,
                           block_m=tile.block_m, block_n=tile.block_n,
-                          deterministic=deterministic, **_score_mods(p))
+                          deterministic=deterministic, precision=precision, **_score_mods(p))
     shapes = (p.lead + (p.T, p.d), p.lead + (p.S, p.d), p.lead + (p.S, p.dv))
     return tuple(checks.unbroadcast(g.reshape(s), x.shape, xp, group)
                  for g, s, x, group in zip(grads, shapes, (q, k, v), (1, p.group, p.group)))
@@ -265,7 +276,8 @@ class VarlenResiduals(Residuals):
                     softcap=self.softcap, alibi_slopes=self.alibi_slopes)
 
 
-def attention_backward(dout, residuals, *args, tile=None, deterministic=True, **kwargs):
+def attention_backward(dout, residuals, *args, tile=None, deterministic=True, precision=None,
+                       **kwargs):
     """Gradients of ``sum(dout · attention(q, k, v, ...))`` with respect to q, k and v.
 
     P is recomputed tile by tile from q, k and lse; no T×S matrix is stored.
@@ -287,7 +299,15 @@ def attention_backward(dout, residuals, *args, tile=None, deterministic=True, **
         its bits can vary from run to run. The CPU twin mirrors both orders. False only
         permits atomics: with ``tile=None`` the library takes them where they measured faster
         (``cuflash.tile.default_backward``; on Hopper it runs the deterministic pair), with a
-        tile given it runs that tile's atomic-dQ kernel.
+        tile given it runs that tile's atomic-dQ kernel. The TF32 backward (float32 with
+        precision 'tf32' or 'highest') has no atomic mode and runs its pair either way.
+    precision : {'highest', 'tf32', 'ieee'} or None
+        How a float32 backward computes its five products, as :func:`attention`'s forward
+        (``cuflash.precision``): 'highest' (the default) on TF32 tensor cores in three products
+        per operand pair (3xTF32), 'tf32' one product of TF32-rounded operands, 'ieee' float32
+        products on the CUDA cores. The TF32 backward takes head dims up to 128 and sm_80 or
+        later; beyond, 'highest' runs on the CUDA cores and 'tf32' is an error. Independent of
+        the forward's precision. Other dtypes have one precision each.
 
     Returns
     -------
@@ -300,7 +320,8 @@ def attention_backward(dout, residuals, *args, tile=None, deterministic=True, **
     if args or kwargs or not isinstance(residuals, Residuals):
         extra = sorted(kwargs)
         raise TypeError(
-            "attention_backward(dout, residuals, *, tile=None, deterministic=True) takes the "
+            "attention_backward(dout, residuals, *, tile=None, deterministic=True, "
+            "precision=None) takes the "
             "forward's residuals as one object, so that it runs with the forward's settings: "
             "out, res = cuflash.attention(q, k, v, ..., return_residuals=True), or "
             "cuflash.Residuals(q, k, v, out, lse, causal=..., ...) for arrays of your own"
@@ -309,13 +330,14 @@ def attention_backward(dout, residuals, *args, tile=None, deterministic=True, **
                f"positional arguments" if args or not isinstance(residuals, Residuals) else ""))
     if isinstance(residuals, VarlenResiduals):
         from .varlen import attention_varlen_backward
-        return attention_varlen_backward(dout, residuals, tile=tile, deterministic=deterministic)
+        return attention_varlen_backward(dout, residuals, tile=tile, deterministic=deterministic,
+                                         precision=precision)
     r = residuals
     q, k, v, out, lse = r.q, r.k, r.v, r.out, r.lse
     p = checks.check_qkv(q, k, v, **r.options())
     if not isinstance(deterministic, (bool, np.bool_)):
         raise TypeError(f"deterministic must be a bool, got {deterministic!r}")
-    tile, deterministic = _backward_choice(p, tile, deterministic)
+    tile, deterministic, prec = _backward_choice(p, tile, deterministic, precision)
     xp = p.xp
     full = p.lead + (p.T, p.dv)
     checks.check_same("dout", dout, "the output", full, p.dtype, xp)
@@ -323,7 +345,8 @@ def attention_backward(dout, residuals, *args, tile=None, deterministic=True, **
     checks.check_same("lse", lse, "the forward's lse", p.lead + (p.T,), accum_dtype(p.dtype), xp)
     if p.T == 0:
         return tuple(xp.zeros(x.shape, p.dtype) for x in (q, k, v))
-    return _backward(p, dout, q, k, v, out, lse, tile, deterministic)
+    return _backward(p, dout, q, k, v, out, lse, tile, deterministic,
+                     "ieee" if prec == "native" else prec)
 
 
 _OPTIONS = ("causal", "scale", "window", "softcap", "alibi_slopes", "mask_mod")
@@ -333,7 +356,8 @@ def attention_vjp(q, k, v, **kwargs):
     """``(out, vjp)`` where ``vjp(dout) -> (dq, dk, dv)``: the handle autodiff code expects.
 
     Keyword arguments: the options of :func:`attention` (causal, scale, window, softcap,
-    alibi_slopes, mask_mod, tile, precision), backward_tile and deterministic (backward). The forward's
+    alibi_slopes, mask_mod, tile, precision), backward_tile and deterministic (backward);
+    ``precision`` serves both passes. The forward's
     residuals are kept for the backward: references to q, k, v (not copies), out and lse;
     nothing T×S.
     """
@@ -349,7 +373,8 @@ def attention_vjp(q, k, v, **kwargs):
     out, res = attention(q, k, v, return_residuals=True, **kwargs)
 
     def vjp(dout):
-        return attention_backward(dout, res, tile=bwd_tile, deterministic=deterministic)
+        return attention_backward(dout, res, tile=bwd_tile, deterministic=deterministic,
+                                  precision=kwargs.get("precision"))
 
     return out, vjp
 

@@ -178,7 +178,7 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k=None, *, max_seqlen_q=N
     return (out,) + ((lse,) if return_lse else ()) + ((res,) if return_residuals else ())
 
 
-def attention_varlen_backward(dout, residuals, *, tile=None, deterministic=True):
+def attention_varlen_backward(dout, residuals, *, tile=None, deterministic=True, precision=None):
     """Gradients of ``sum(dout · attention_varlen(q, k, v, ...))`` with respect to q, k and v.
 
     Parameters
@@ -189,7 +189,7 @@ def attention_varlen_backward(dout, residuals, *, tile=None, deterministic=True)
         ``attention_varlen(..., return_residuals=True)``'s, or built by hand
         (``cuflash.VarlenResiduals(q, k, v, out, lse, cu_seqlens_q=..., cu_seqlens_k=...,
         causal=...)``, lse (Hq, total_q)).
-    tile, deterministic
+    tile, deterministic, precision
         As in :func:`cuflash.attention_backward`.
 
     Returns
@@ -202,7 +202,8 @@ def attention_varlen_backward(dout, residuals, *, tile=None, deterministic=True)
     """
     if not isinstance(residuals, VarlenResiduals):
         raise TypeError(
-            "attention_varlen_backward(dout, residuals, *, tile=None, deterministic=True) takes "
+            "attention_varlen_backward(dout, residuals, *, tile=None, deterministic=True, "
+            "precision=None) takes "
             "the VarlenResiduals of attention_varlen(..., return_residuals=True) (or "
             "cuflash.VarlenResiduals(q, k, v, out, lse, cu_seqlens_q=..., cu_seqlens_k=..., "
             f"...)); got {type(residuals).__name__} (a dense Residuals goes to "
@@ -221,7 +222,7 @@ def attention_varlen_backward(dout, residuals, *, tile=None, deterministic=True)
                       accum_dtype(dt), xp)
     ops = api._backend(xp)
     if ops is not None:
-        tile, det = api._backward_choice(vp, tile, deterministic)
+        tile, det, _ = api._backward_choice(vp, tile, deterministic, precision)
         return ops.backward_packed(dout, r.q, r.k, r.v, r.out, r.lse, vp, tile=tile,
                                    deterministic=det)
     dq = xp.zeros(r.q.shape, dtype=dt)
@@ -236,7 +237,7 @@ def attention_varlen_backward(dout, residuals, *, tile=None, deterministic=True)
                             _gather(r.out, rq), _gather_lse(r.lse, rq), alibi_slopes=slopes,
                             **opts)
             g = attention_backward(_gather(dout, rq), res, tile=tile,
-                                   deterministic=bool(deterministic))
+                                   deterministic=bool(deterministic), precision=precision)
             _scatter(dq, rq, g[0])
             _scatter(dk, rk, g[1])
             _scatter(dv, rk, g[2])

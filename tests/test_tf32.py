@@ -97,16 +97,53 @@ def test_tile_and_precision_must_agree():
 
 def test_plan_refuses_what_tf32_kernels_cannot_run():
     t = TileConfig(64, 32, 4, 2, "tf32x3")
-    with pytest.raises(ValueError, match="float32 forward only"):
+    with pytest.raises(ValueError, match="float32 inputs only"):
         plan.specs_for("float16", 64, t, False, backward=False)
-    with pytest.raises(ValueError, match="float32 forward only"):
-        plan.specs_for("float32", 64, t, False, backward=True)
+    with pytest.raises(ValueError, match="float32 inputs only"):
+        plan.specs_for("float16", 64, t, False, backward=True)
     with pytest.raises(ValueError, match="sm_80 or later"):
         plan.check_tile(t, 64, "float32", arch="sm_75")
     with pytest.raises(ValueError, match="16 or 32 rows per warp"):
         plan.check_tile(TileConfig(64, 32, 1, 2, "tf32"), 64, "float32", arch="sm_90")
-    with pytest.raises(ValueError, match="float32 forward only"):
-        default_tile(64, "float32", backward=True, precision="tf32")
+    # the backward: a deterministic pair only, heads up to 128, 16 keys per warp (two warps
+    # per 16 keys above d = 64)
+    bt = TileConfig(32, 64, 4, 2, "tf32x3")
+    with pytest.raises(ValueError, match="computes dQ in its own pass"):
+        plan.specs_for("float32", 64, bt, False, backward=True, deterministic=False)
+    with pytest.raises(ValueError, match="head dims up to 128"):
+        plan.check_tile(TileConfig(32, 64, 8, 1, "tf32x3"), 160, "float32", backward=True)
+    with pytest.raises(ValueError, match="head dims up to 128"):
+        default_tile(160, "float32", backward=True, precision="tf32")
+    with pytest.raises(ValueError, match="one warp per 16 keys"):
+        plan.check_tile(TileConfig(32, 64, 8, 1, "tf32"), 64, "float32", backward=True)
+    with pytest.raises(ValueError, match="8·num_warps"):
+        plan.check_tile(TileConfig(32, 64, 4, 1, "tf32"), 128, "float32", backward=True)
+    # 'highest' above 128 runs on the CUDA cores, as accurate
+    assert default_tile(160, "float32", backward=True).kernel == "simt"
+
+
+@pytest.mark.parametrize("prec,family", [("tf32", "tf32"), ("highest", "tf32x3")])
+def test_backward_tiles_and_kernel_types(prec, family):
+    """The float32 backward's default in a TF32 precision: that family's pair (flash_bwd_tf32.cu),
+    deterministic=False too (no atomic mode), the dQ kernel on the tile transposed."""
+    from cuflash.tile import default_backward, tf32_backward_tiles
+    for arch, limit in (("sm_90", plan.SMEM_LIMIT["sm_90"]), ("sm_80", plan.SMEM_LIMIT["sm_80"])):
+        for d in (16, 64, 100, 128):
+            for det in (True, False):
+                tile, dq_det = default_backward(d, "float32", arch=arch, smem_limit=limit,
+                                                deterministic=det, precision=prec)
+                assert tile.kernel == family and tile in tf32_backward_tiles(d, family)
+                assert dq_det
+    tile = tf32_backward_tiles(128, family)[0]
+    dkdv, dq = plan.specs_for("float32", 128, tile, True, True)
+    assert build.kernel_type(dkdv).startswith("cuflash::DkdvTf32<float, 128, 32, 64, 256, 2,")
+    assert build.kernel_type(dq).startswith("cuflash::DqTf32<float, 128, 64, 32, 128, 2,")
+    assert build.kernel_type(dq).endswith(f"cuflash::Tf32Products<{precision.PRODUCTS[family]}>>")
+    # 'ieee' keeps the CUDA cores; the default ('highest') takes the 3xTF32 pair
+    assert default_backward(64, "float32", arch="sm_90", smem_limit=plan.SMEM_LIMIT["sm_90"],
+                            precision="ieee")[0].kernel == "simt"
+    assert default_backward(64, "float32", arch="sm_90",
+                            smem_limit=plan.SMEM_LIMIT["sm_90"])[0].kernel == "tf32x3"
 
 
 @pytest.mark.parametrize("prec,family,n", [("tf32", "tf32", 1), ("highest", "tf32x3", 3)])
@@ -128,6 +165,9 @@ def test_tf32_kernels_in_the_compile_check():
     for fam in ("tf32", "tf32x3"):
         for d in (64, 128, 256):
             assert any(n.startswith(f"cuflash_{fam}_fwd_f32_d{d}_") for n in names), (fam, d)
+    for role in ("bwd_dkdv", "bwd_dq"):   # the default float32 backward ('highest')
+        for d in (64, 128):
+            assert any(n.startswith(f"cuflash_tf32x3_{role}_f32_d{d}_") for n in names), (role, d)
 
 
 # -- the CPU twin and naive ----------------------------------------------------------------------
@@ -305,3 +345,113 @@ def test_tf32_default_tiles_every_width(cp, d, prec):
                           seed=case_seed("tf32w", d, prec))
     out, lse = cuflash.attention(q, k, v, causal=True, precision=prec, return_lse=True)
     _check_kernel(cp, out, lse, q, k, v, prec, name=f"{prec} d={d}", causal=True)
+
+
+# -- the backward (flash_bwd_tf32.cu) ------------------------------------------------------------
+
+TF32_BWD_TILES = [TileConfig(32, 64, 4, 2, "tf32x3"), TileConfig(32, 64, 8, 2, "tf32x3"),
+                  TileConfig(32, 32, 2, 1, "tf32x3"), TileConfig(64, 64, 4, 1, "tf32x3"),
+                  TileConfig(32, 64, 4, 2, "tf32"), TileConfig(32, 64, 8, 2, "tf32")]
+
+
+def _check_grads(cp, q, k, v, prec, *, name, tile=None, deterministic=True, **opts):
+    """dq, dk, dv of the TF32 backward against the float64 oracle, beside naive's backward in
+    its precision (naive float32 for 'highest'); returns dq's error."""
+    from cuflash.oracle import oracle_backward
+    from helpers import grad_scale, randn
+    dout = randn(cp, q.shape[:-1] + (v.shape[-1],), np.float32, 977)
+    out, res = cuflash.attention(q, k, v, return_residuals=True, **opts)
+    grads = cuflash.attention_backward(dout, res, tile=tile, deterministic=deterministic,
+                                       precision=None if tile is not None else prec)
+    host = [to_numpy(x) for x in (dout, q, k, v)]
+    refs = oracle_backward(*host, **opts)
+    naive = cuflash.naive_attention_backward(
+        *host, precision="tf32" if prec == "tf32" else "ieee", **opts)
+    for gname, g, ref, nv in zip(("dq", "dk", "dv"), grads, refs, naive):
+        assert_matches_oracle(g, ref, nv, dtype="float32", floor_scale=grad_scale(*refs),
+                              name=f"{gname} {name}")
+    return rel_error(to_numpy(grads[0]), refs[0])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("tile", TF32_BWD_TILES, ids=lambda t: t.short())
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("T,S,d", [(97, 257, 64), (257, 97, 128), (1000, 1000, 40), (17, 1, 96),
+                                   (1, 77, 16), (130, 130, 72)])
+def test_tf32_backward_tiles_against_oracle(cp, tile, causal, T, S, d):
+    from cuflash.gpu.ops import device_arch, smem_limit
+    try:
+        plan.check_tile(tile, d, "float32", backward=True, smem_limit=smem_limit(),
+                        arch=device_arch())
+    except ValueError as exc:
+        pytest.skip(f"tile not valid here: {exc}")
+    seed = case_seed("tf32bwd", tile, causal, T, S, d)
+    q, k, v = make_inputs(cp, (2, 3, T, d), (2, 3, S, d), np.float32, seed=seed)
+    _check_grads(cp, q, k, v, precision.of_family(tile.kernel), name=tile.short(), tile=tile,
+                 causal=causal)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("opts", [dict(window=(40, 7)), dict(softcap=5.0),
+                                  dict(causal=True, window=(30, None)), dict(alibi="slopes")],
+                         ids=["window", "softcap", "causal-window", "alibi"])
+@pytest.mark.parametrize("prec", ["tf32", "highest"])
+@pytest.mark.parametrize("d", [64, 128])
+def test_tf32_backward_variants_and_gqa(cp, opts, prec, d):
+    """Every score variant through the TF32 backward, under GQA (2 kv heads for 4 query heads:
+    the dK/dV kernel sums each group), deterministic=False too (it runs the pair)."""
+    q, _, _ = make_inputs(cp, (2, 4, 150, d), (2, 4, 1, d), np.float32,
+                          seed=case_seed("tf32bv", prec, d, sorted(opts)))
+    _, k, v = make_inputs(cp, (2, 2, 1, d), (2, 2, 203, d), np.float32, seed=case_seed("kv", d))
+    opts = dict(opts)
+    if opts.get("alibi"):
+        del opts["alibi"]
+        opts["alibi_slopes"] = cp.asarray(np.linspace(0.05, 0.5, 4), dtype=cp.float32)
+    _check_grads(cp, q, k, v, prec, name=f"{prec} d={d} {sorted(opts)}", deterministic=False,
+                 **opts)
+
+
+@pytest.mark.gpu
+def test_tf32_backward_highest_is_three_products(cp):
+    """'highest' keeps float32's accuracy in the backward where one TF32 product does not: dq's
+    error at least 20x below 'tf32's, each within the criterion; the default float32 backward is
+    the 3xTF32 pair and gives its bits, run after run (the pair is deterministic)."""
+    q, k, v = make_inputs(cp, (2, 4, 512, 128), (2, 4, 512, 128), np.float32, seed=61)
+    hi = _check_grads(cp, q, k, v, "highest", name="highest")
+    lo = _check_grads(cp, q, k, v, "tf32", name="tf32")
+    assert lo >= 20 * hi, (lo, hi)
+    from cuflash.gpu.ops import device_arch, smem_limit
+    from cuflash.tile import default_backward
+    assert default_backward(128, "float32", arch=device_arch(),
+                            smem_limit=smem_limit())[0].kernel == "tf32x3"
+    dout = make_inputs(cp, (2, 4, 512, 128), (1, 1, 1, 1), np.float32, seed=62)[0]
+    out, res = cuflash.attention(q, k, v, return_residuals=True)
+    a = [to_numpy(g) for g in cuflash.attention_backward(dout, res)]
+    b = [to_numpy(g) for g in cuflash.attention_backward(dout, res, precision="highest")]
+    c = [to_numpy(g) for g in cuflash.attention_backward(dout, res, precision="ieee")]
+    for x, y, z in zip(a, b, c):
+        np.testing.assert_array_equal(x, y)
+        assert np.abs(x - z).max() > 0   # and not the CUDA cores' result
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("prec", ["tf32", "highest"])
+def test_tf32_backward_packed_batch(cp, prec):
+    """attention_varlen_backward in a TF32 precision against the oracle of each sequence."""
+    from cuflash.oracle import oracle_backward_varlen
+    from helpers import grad_scale, randn
+    lens = np.array([1, 130, 0, 77, 300], dtype=np.int32)
+    cu = np.concatenate([[0], np.cumsum(lens)]).astype(np.int32)
+    n = int(cu[-1])
+    q, k, v = make_inputs(cp, (n, 4, 64), (n, 2, 64), np.float32, seed=71)
+    dout = randn(cp, (n, 4, 64), np.float32, 72)
+    cuc = cp.asarray(cu)
+    out, res = cuflash.attention_varlen(q, k, v, cuc, cuc, causal=True, return_residuals=True)
+    grads = cuflash.attention_varlen_backward(dout, res, precision=prec)
+    host = [to_numpy(x) for x in (dout, q, k, v)]
+    refs = oracle_backward_varlen(*host, cu, cu, causal=True)
+    naive = cuflash.naive_attention_varlen_backward(
+        *host, cu, cu, causal=True, precision="tf32" if prec == "tf32" else "ieee")
+    for gname, g, ref, nv in zip(("dq", "dk", "dv"), grads, refs, naive):
+        assert_matches_oracle(g, ref, nv, dtype="float32", floor_scale=grad_scale(*refs),
+                              name=f"{gname} packed {prec}")
