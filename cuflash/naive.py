@@ -133,25 +133,27 @@ def naive_attention(q, k, v, *, causal=False, scale=None, return_lse=False, wind
 
 
 def naive_attention_backward(dout, q, k, v, *, causal=False, scale=None, window=None,
-                             softcap=None, alibi_slopes=None, mask_mod=None):
+                             softcap=None, alibi_slopes=None, mask_mod=None, precision=None):
     """Gradients (dq, dk, dv) of ``sum(dout · naive_attention(q, k, v, ...))``, materialized.
 
     dout: (..., T, d_v) like the output. Returns arrays shaped like q, k, v (summed over
     broadcast leading dims, and under GQA over each group's query heads), in their dtype. The
     T×S probabilities and their gradient are written out. Options as in
-    :func:`naive_attention`.
+    :func:`naive_attention`; ``precision`` (float32): all five products (the recomputed scores,
+    dV, dP, dQ, dK) computed as ``cuflash.precision`` says.
     """
     problem = checks.check_qkv(q, k, v, causal=causal, scale=scale, window=window,
                                softcap=softcap, alibi_slopes=alibi_slopes, mask_mod=mask_mod)
+    prec = _precision.check(precision, problem.dtype)
     xp, dt = problem.xp, q.dtype
     checks.check_same("dout", dout, "the output", problem.lead + (problem.T, problem.dv), dt, xp)
     q_in, k_in, v_in = q, k, v
     q, k, v, lead = _grouped(q, k, v, problem)
     if problem.group > 1:
         dout = dout.reshape(lead + tuple(dout.shape[-2:]))
-    p, _, g = _probabilities(q, k, problem, grad=True, lead=lead)   # the forward's passes
-    dv = _matmul(xp.swapaxes(p, -1, -2), dout, xp)       # read TS, dout; write dv
-    dp = _matmul(dout, xp.swapaxes(v, -1, -2), xp)       # read dout, v; write TS
+    p, _, g = _probabilities(q, k, problem, grad=True, lead=lead, prec=prec)   # the forward's
+    dv = _matmul(xp.swapaxes(p, -1, -2), dout, xp, prec)  # read TS, dout; write dv
+    dp = _matmul(dout, xp.swapaxes(v, -1, -2), xp, prec)  # read dout, v; write TS
     acc = accum_dtype(dt)
     D = (p * dp).sum(axis=-1, keepdims=True, dtype=acc)  # read 2 TS, write TS, read TS
     dp -= D.astype(dt)                                   # read TS, write TS
@@ -159,8 +161,8 @@ def naive_attention_backward(dout, q, k, v, *, causal=False, scale=None, window=
     if g is not None:
         dp *= g                                          # softcap: · d s_out / d s_in
     dp *= xp.asarray(problem.scale, dtype=dt)            # read TS, write TS
-    dq = _matmul(dp, k, xp)                              # read TS, k; write dq
-    dk = _matmul(xp.swapaxes(dp, -1, -2), q, xp)         # read TS, q; write dk
+    dq = _matmul(dp, k, xp, prec)                        # read TS, k; write dq
+    dk = _matmul(xp.swapaxes(dp, -1, -2), q, xp, prec)   # read TS, q; write dk
     if problem.group > 1:   # GQA: sum each group's G query heads (axis -3 of the view)
         dq = _ungrouped(dq, problem, 2)
         dk, dv = (x.astype(acc).sum(axis=-3).astype(dt) for x in (dk, dv))
@@ -210,13 +212,16 @@ def naive_attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k=None, *, max_seql
 
 def naive_attention_varlen_backward(dout, q, k, v, cu_seqlens_q, cu_seqlens_k=None, *,
                                     max_seqlen_q=None, max_seqlen_k=None, causal=False,
-                                    scale=None, window=None, softcap=None, alibi_slopes=None):
+                                    scale=None, window=None, softcap=None, alibi_slopes=None,
+                                    precision=None):
     """Gradients (dq, dk, dv) of ``sum(dout · naive_attention_varlen(q, k, v, ...))``, shaped
-    like q, k, v, one sequence at a time (keys of sequences without queries get 0)."""
+    like q, k, v, one sequence at a time (keys of sequences without queries get 0);
+    ``precision`` as :func:`naive_attention_backward` takes it."""
     vp = checks.check_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q=max_seqlen_q,
                              max_seqlen_k=max_seqlen_k, causal=causal, scale=scale,
                              window=window, softcap=softcap, alibi_slopes=alibi_slopes)
     xp, dt = vp.xp, vp.dtype
+    _precision.check(precision, dt)
     checks.check_same("dout", dout, "the output", (vp.total_q, vp.Hq, vp.dv), dt, xp)
     dq, dk, dv = (xp.zeros(x.shape, dtype=dt) for x in (q, k, v))
     if vp.Hq:
@@ -225,7 +230,8 @@ def naive_attention_varlen_backward(dout, q, k, v, cu_seqlens_q, cu_seqlens_k=No
                 _heads_first(dout, rq, xp), _heads_first(q, rq, xp), _heads_first(k, rk, xp),
                 _heads_first(v, rk, xp), causal=causal, scale=vp.scale, window=window,
                 softcap=softcap,
-                alibi_slopes=None if vp.alibi_slopes is None else vp.alibi_slopes[b])
+                alibi_slopes=None if vp.alibi_slopes is None else vp.alibi_slopes[b],
+                precision=precision)
             for dst, rows, g in zip((dq, dk, dv), (rq, rk, rk), grads):
                 dst[rows] = xp.swapaxes(g, 0, 1)
     return dq, dk, dv

@@ -178,7 +178,7 @@ def _merge_splits(parts, acc):
 
 
 def backward(dout, q, k, v, out, lse, *, mask: Mask, scale, block_m, block_n, deterministic=True,
-             counter=None, **score_mods):
+             counter=None, precision="ieee", **score_mods):
     """(dq, dk, dv), each shaped and typed like its input; P is recomputed from q, k and lse.
 
     Algorithm 2 of FlashAttention-2: D = rowsum(dO ∘ O) first; then, for each K/V tile, stream
@@ -186,7 +186,7 @@ def backward(dout, q, k, v, out, lse, *, mask: Mask, scale, block_m, block_n, de
     by a read-modify-write per (Q tile, K/V tile) pair into a float accumulator (the kernels'
     atomic mode, ``deterministic=False``) or by a second pass with one Q tile resident that loops
     over K/V tiles (``deterministic=True``: a fixed summation order, more recomputation).
-    ``score_mods`` as in :func:`forward`.
+    ``score_mods`` and ``precision`` (its five products) as in :func:`forward`.
     """
     counter = counter or ByteCounter()
     B, T, d = q.shape
@@ -211,11 +211,11 @@ def backward(dout, q, k, v, out, lse, *, mask: Mask, scale, block_m, block_n, de
 
         def recompute(q_i, k_j, v_j, do_i, lse_i, D_i, i0, j0):
             """P_ij and dS_ij of one tile pair, from Q_i, K_j, lse_i (no stored P)."""
-            s, g = tile_scores(q_i @ k_j.transpose(0, 2, 1), i0, i0 + q_i.shape[1], j0,
-                               j0 + k_j.shape[1], grad=True)
+            s, g = tile_scores(matmul(q_i, k_j.transpose(0, 2, 1), precision), i0,
+                               i0 + q_i.shape[1], j0, j0 + k_j.shape[1], grad=True)
             lse_safe = np.where(lse_i == -np.inf, np.inf, lse_i)   # rows that saw no key: P = 0
             p = np.exp(s - lse_safe[..., None])
-            dp = do_i @ v_j.transpose(0, 2, 1)                      # dP_ij = dO_i V_jᵀ
+            dp = matmul(do_i, v_j.transpose(0, 2, 1), precision)    # dP_ij = dO_i V_jᵀ
             ds = p * (dp - D_i[..., None])                          # dS_ij = P ∘ (dP - D)
             return p, ds if g is None else ds * g                   # · d softcap / d s
 
@@ -235,12 +235,13 @@ def backward(dout, q, k, v, out, lse, *, mask: Mask, scale, block_m, block_n, de
                 lse_i = counter.load("lse", lse[:, i0:i1], acc)
                 D_i = counter.load("D", D[:, i0:i1], acc)
                 p, ds = recompute(q_i, k_j, v_j, do_i, lse_i, D_i, i0, j0)
-                dv_j += _round(p, dt, acc).transpose(0, 2, 1) @ do_i     # dV_j += P_ijᵀ dO_i
+                # dV_j += P_ijᵀ dO_i, dK_j += dS_ijᵀ Q_i
+                dv_j += matmul(_round(p, dt, acc).transpose(0, 2, 1), do_i, precision)
                 ds_r = _round(ds, dt, acc)
-                dk_j += ds_r.transpose(0, 2, 1) @ q_i                    # dK_j += dS_ijᵀ Q_i
+                dk_j += matmul(ds_r.transpose(0, 2, 1), q_i, precision)
                 if not deterministic:                                    # dQ_i += dS_ij K_j
                     counter.add("dq_accum", dq_acc, (slice(None), slice(i0, i1)),
-                                (ds_r @ k_j) * sc)
+                                matmul(ds_r, k_j, precision) * sc)
             counter.store("dk", dk, (slice(None), slice(j0, j1)), (dk_j * sc).astype(dt))
             counter.store("dv", dv, (slice(None), slice(j0, j1)), dv_j.astype(dt))
 
@@ -263,6 +264,6 @@ def backward(dout, q, k, v, out, lse, *, mask: Mask, scale, block_m, block_n, de
                 k_j = counter.load("k", k[:, j0:j1], acc)
                 v_j = counter.load("v", v[:, j0:j1], acc)
                 _, ds = recompute(q_i, k_j, v_j, do_i, lse_i, D_i, i0, j0)
-                dq_i += _round(ds, dt, acc) @ k_j
+                dq_i += matmul(_round(ds, dt, acc), k_j, precision)
             counter.store("dq", dq, (slice(None), slice(i0, i1)), (dq_i * sc).astype(dt))
     return dq, dk, dv

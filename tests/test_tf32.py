@@ -194,6 +194,35 @@ def test_twin_precisions_against_oracle(causal):
     assert rel_error(got["tf32"][0], ref) >= 50 * rel_error(got["highest"][0], ref)
 
 
+@pytest.mark.parametrize("causal", [False, True])
+def test_twin_backward_precisions_against_oracle(causal):
+    """The twin's backward in each precision against the oracle beside naive's backward in the
+    same one ('highest' beside naive float32); 'tf32' clearly worse than 'highest', which is at
+    float32's level: a backward that dropped the split or the rounding fails."""
+    from cuflash.oracle import oracle_backward
+    from helpers import grad_scale
+    q, k, v = _inputs(np, 2, 2, 77, 130, 64, seed=4)
+    dout = np.random.default_rng(5).standard_normal(q.shape).astype(F32)
+    refs = oracle_backward(dout, q, k, v, causal=causal)
+    errs = {}
+    for prec, naive_prec in (("ieee", "ieee"), ("highest", "ieee"), ("tf32", "tf32")):
+        out, res = cuflash.attention(q, k, v, causal=causal, return_residuals=True)
+        grads = cuflash.attention_backward(dout, res, precision=prec)
+        naive = cuflash.naive_attention_backward(dout, q, k, v, causal=causal,
+                                                 precision=naive_prec)
+        for name, g, ref, nv in zip(("dq", "dk", "dv"), grads, refs, naive):
+            assert_matches_oracle(g, ref, nv, dtype="float32", floor_scale=grad_scale(*refs),
+                                  name=f"{name} ({prec})")
+        errs[prec] = np.array([rel_error(g, r) for g, r in zip(grads, refs)])
+    # each of dq, dk, dv (a product left unrounded under 'tf32' shows in its own gradient)
+    assert (errs["tf32"] >= 50 * errs["highest"]).all(), errs
+    assert (errs["highest"] <= 4 * errs["ieee"]).all(), errs
+    with pytest.raises(ValueError, match="precision="):
+        cuflash.naive_attention_backward(dout, q, k, v, precision="bogus")
+    with pytest.raises(ValueError, match="precision="):
+        cuflash.attention_backward(dout, res, precision="bogus")
+
+
 # -- the kernels ----------------------------------------------------------------------------------
 
 @pytest.fixture
