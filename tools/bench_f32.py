@@ -85,13 +85,17 @@ def main(argv=None):
     ap.add_argument("--errors", action="store_true")
     ap.add_argument("--no-torch", action="store_true")
     ap.add_argument("--jobs", type=int, default=8, help="processes compiling the kernels first")
+    ap.add_argument("--pass", dest="pass_", choices=["fwd", "bwd"], default="fwd",
+                    help="bwd: attention_backward in each precision (10·B·H·T²·d FLOPs, halved "
+                         "when causal) against torch's efficient backward (autograd.grad)")
     a = ap.parse_args(argv)
     import cupy as cp
 
     import cuflash
     from cuflash.experiments import env, gputime
     from cuflash.gpu import ops, plan
-    from cuflash.tile import default_tile
+    from cuflash.tile import default_backward, default_tile
+    bwd = a.pass_ == "bwd"
     torch = None
     if not a.no_torch:
         try:
@@ -105,16 +109,17 @@ def main(argv=None):
     specs = {}
     for d in a.d:
         for causal in causals:
-            tiles = [default_tile(d, "float32", causal=causal, precision=p, **kw)
+            tiles = [default_backward(d, "float32", causal=causal, precision=p, **kw)[0]
+                     if bwd else default_tile(d, "float32", causal=causal, precision=p, **kw)
                      for p in PRECISIONS]
-            if a.tiles and not causal:
+            if a.tiles and not causal and not bwd:
                 tiles += ablation_tiles(d, a.families.split(","))
             for t in tiles:
                 try:
-                    plan.check_tile(t, d, "float32", **kw)
+                    plan.check_tile(t, d, "float32", backward=bwd, **kw)
                 except ValueError:
                     continue
-                for sp in plan.specs_for("float32", d, t, causal, False):
+                for sp in plan.specs_for("float32", d, t, causal, bwd):
                     specs[sp.name] = sp
     precompile(list(specs.values()), a.jobs)
 
@@ -134,17 +139,21 @@ def main(argv=None):
             q, k, v = (cp.asarray(rng.standard_normal((B, H, T, d)).astype(np.float32))
                        for _ in range(3))
             for causal in causals:
-                flops = 4.0 * B * H * T * T * d * (0.5 if causal else 1.0)
+                flops = (10.0 if bwd else 4.0) * B * H * T * T * d * (0.5 if causal else 1.0)
                 cell = {}
                 runs = [(p, None, p) for p in PRECISIONS]
-                if a.tiles and T == 4096 and not causal:
+                if bwd:
+                    dout = cp.asarray(rng.standard_normal((B, H, T, d)).astype(np.float32))
+                    _, res = cuflash.attention(q, k, v, causal=causal, return_residuals=True)
+                if a.tiles and T == 4096 and not causal and not bwd:
                     runs += [(t.short(), t, None) for t in ablation_tiles(d, a.families.split(","))]
                 for name, tile, prec in runs:
                     try:
                         if tile is not None:
                             plan.check_tile(tile, d, "float32", **kw)
-                        t_ms = ms(lambda: cuflash.attention(q, k, v, causal=causal, tile=tile,
-                                                            precision=prec))
+                        t_ms = ms(lambda: cuflash.attention_backward(dout, res, precision=prec)
+                                  if bwd else cuflash.attention(q, k, v, causal=causal,
+                                                                tile=tile, precision=prec))
                     except Exception as exc:   # a tile that does not fit: say so, go on
                         print(f"# {name} d={d} T={T}: {str(exc)[:200]}", flush=True)
                         continue
@@ -157,14 +166,25 @@ def main(argv=None):
                             torch.nn.functional.scaled_dot_product_attention(tq, tk, tv,
                                                                              is_causal=causal)
                     try:
-                        cell["torch_eff"] = flops / ms(t_fwd) / 1e9
+                        if bwd:
+                            for x in (tq, tk, tv):
+                                x.requires_grad_(True)
+                            with sdpa_kernel(SDPBackend.EFFICIENT_ATTENTION):
+                                to = torch.nn.functional.scaled_dot_product_attention(
+                                    tq, tk, tv, is_causal=causal)
+                            tdo = torch.as_tensor(dout, device="cuda")
+
+                            def t_bwd():
+                                torch.autograd.grad(to, (tq, tk, tv), tdo, retain_graph=True)
+                        cell["torch_eff"] = flops / ms(t_bwd if bwd else t_fwd) / 1e9
                     except RuntimeError as exc:
                         print(f"# torch d={d} T={T}: {str(exc)[:200]}", flush=True)
-                    del tq, tk, tv
+                    to = tdo = None   # the autograd graph's saved tensors go with it
+                    del tq, tk, tv, to, tdo
                     torch.cuda.empty_cache()
                 ref = cell.get("torch_eff")
                 for name, tf in cell.items():
-                    emit("fwd", d, T, int(causal), name, f"{tf:.1f}",
+                    emit(a.pass_, d, T, int(causal), name, f"{tf:.1f}",
                          f"{tf / ref:.2f}" if ref else "-")
             del q, k, v
             cp.get_default_memory_pool().free_all_blocks()
