@@ -212,7 +212,7 @@ def test_twin_backward_precisions_against_oracle(causal):
                                                  precision=naive_prec)
         for name, g, ref, nv in zip(("dq", "dk", "dv"), grads, refs, naive):
             assert_matches_oracle(g, ref, nv, dtype="float32", floor_scale=grad_scale(*refs),
-                                  name=f"{name} ({prec})")
+                                  name=f"{name} ({prec})", product_unit=_product_unit(prec))
         errs[prec] = np.array([rel_error(g, r) for g, r in zip(grads, refs)])
     # each of dq, dk, dv (a product left unrounded under 'tf32' shows in its own gradient)
     assert (errs["tf32"] >= 50 * errs["highest"]).all(), errs
@@ -383,6 +383,12 @@ TF32_BWD_TILES = [TileConfig(32, 64, 4, 2, "tf32x3"), TileConfig(32, 64, 8, 2, "
                   TileConfig(32, 64, 4, 2, "tf32"), TileConfig(32, 64, 8, 2, "tf32")]
 
 
+def _product_unit(prec):
+    """assert_matches_oracle's product_unit of a backward in ``prec``: TF32's unit roundoff for
+    'tf32' (its dS of one-key rows, helpers.PRODUCT_UNITS), None otherwise."""
+    return 2.0 ** -11 if prec == "tf32" else None
+
+
 def _check_grads(cp, q, k, v, prec, *, name, tile=None, deterministic=True, **opts):
     """dq, dk, dv of the TF32 backward against the float64 oracle, beside naive's backward in
     its precision (naive float32 for 'highest'); returns dq's error."""
@@ -393,12 +399,13 @@ def _check_grads(cp, q, k, v, prec, *, name, tile=None, deterministic=True, **op
     grads = cuflash.attention_backward(dout, res, tile=tile, deterministic=deterministic,
                                        precision=None if tile is not None else prec)
     host = [to_numpy(x) for x in (dout, q, k, v)]
+    opts = {n: to_numpy(x) if n == "alibi_slopes" else x for n, x in opts.items()}
     refs = oracle_backward(*host, **opts)
     naive = cuflash.naive_attention_backward(
         *host, precision="tf32" if prec == "tf32" else "ieee", **opts)
     for gname, g, ref, nv in zip(("dq", "dk", "dv"), grads, refs, naive):
         assert_matches_oracle(g, ref, nv, dtype="float32", floor_scale=grad_scale(*refs),
-                              name=f"{gname} {name}")
+                              name=f"{gname} {name}", product_unit=_product_unit(prec))
     return rel_error(to_numpy(grads[0]), refs[0])
 
 
@@ -483,4 +490,4 @@ def test_tf32_backward_packed_batch(cp, prec):
         *host, cu, cu, causal=True, precision="tf32" if prec == "tf32" else "ieee")
     for gname, g, ref, nv in zip(("dq", "dk", "dv"), grads, refs, naive):
         assert_matches_oracle(g, ref, nv, dtype="float32", floor_scale=grad_scale(*refs),
-                              name=f"{gname} packed {prec}")
+                              name=f"{gname} packed {prec}", product_unit=_product_unit(prec))
