@@ -212,17 +212,19 @@ def tf32_backward_tiles(head_dim: int, family: str) -> list[TileConfig]:
     """Backward tiles of the float32 TF32 kernels (``family`` 'tf32' or 'tf32x3';
     flash_bwd_tf32.cu), preferred first, head dims up to TF32_BWD_MAX_D: block_m queries per step
     of the dK/dV kernel (and query rows of the dQ kernel, 16 per warp), block_n = 16 keys per
-    warp (two warps per 16 keys above d = 64, each half of the columns of dK and dV). The dQ
-    kernel takes the tile transposed (plan.specs_for). A dK/dV warp holds dK and dV of its keys
-    (d / 2 floats per thread, d / 4 above d = 64) beside Sᵀ and dPᵀ (block_m / 2) and P's split
-    operands (block_m at 'tf32x3'): 64 queries per step spilled 216 bytes at d = 64 (causal,
-    sm_90), 32 do not. Not yet measured against each other (v33, NOTES.md)."""
+    warp, or 16 per pair of warps (block_n = 8 · warps: one computes Sᵀ and dV, the other dPᵀ
+    and dK; above d = 64 the only way). The dQ kernel takes the tile transposed
+    (plan.specs_for). A solo dK/dV warp holds dK and dV of its keys (d / 2 floats per thread)
+    beside Sᵀ and dPᵀ (block_m / 2) and P's split operands (block_m at 'tf32x3'): 64 queries per
+    step spilled 216 bytes at d = 64 (causal, sm_90), 32 do not. Call 137 (v33, NOTES.md), H200:
+    'highest' 28-29 TFLOP/s at d = 64 (solo) and 20-21 at d = 128 (then two warps per 16 keys
+    that each computed both Sᵀ and dPᵀ); the pair is not yet measured."""
     if head_dim > TF32_BWD_MAX_D:
         raise ValueError(f"the TF32 backward takes head dims up to {TF32_BWD_MAX_D}, got "
                          f"{head_dim}")
     if head_dim <= 64:
         tiles = [(32, 64, 4, 2), (32, 64, 4, 1), (32, 32, 2, 1)]
-    else:   # two warps per 16 keys (flash_bwd_tf32.cu, DSPLIT)
+    else:   # a pair of warps per 16 keys (flash_bwd_tf32.cu)
         tiles = [(32, 64, 8, 2), (32, 64, 8, 1), (32, 32, 4, 1)]
     return [TileConfig(*t, family) for t in tiles]
 

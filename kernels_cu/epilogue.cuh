@@ -167,21 +167,22 @@ __device__ __forceinline__ void store_rows_direct(T* __restrict__ g_out, int d, 
 
 // A C-fragment accumulator of a warp (16 rows from wrow; mma.cuh) as store_dkdv visits it:
 // each(f) calls f(row, column, value) for each of this thread's elements.
-// col0: the accumulator's first column (a warp holding part of d: flash_bwd_tf32.cu).
+// on = false: no elements (a warp that holds the other one of dK, dV: flash_bwd_tf32.cu).
 template <int NO>
 struct Fragments {
     const float (&acc)[NO][4];
-    int wrow, lane, col0 = 0;
+    int wrow, lane;
+    bool on = true;
     template <class F>
     __device__ __forceinline__ void each(F&& f) const {
+        if (!on) return;
         const int g = lane >> 2, t4 = lane & 3;
 #pragma unroll
         for (int h = 0; h < 2; ++h)
 #pragma unroll
             for (int n = 0; n < NO; ++n)
 #pragma unroll
-                for (int e = 0; e < 2; ++e)
-                    f(wrow + g + h * 8, col0 + n * 8 + 2 * t4 + e, acc[n][2 * h + e]);
+                for (int e = 0; e < 2; ++e) f(wrow + g + h * 8, n * 8 + 2 * t4 + e, acc[n][2 * h + e]);
     }
 };
 
@@ -244,22 +245,38 @@ __device__ __forceinline__ void store_dkdv(const P& p, const KB& kb, Direct&& di
     }
 }
 
-// store_dkdv of the tensor-core kernels: this warp's 16 keys from wkey, C fragments dK, dV of
-// columns col0 .. col0 + 8·NO
+// store_dkdv of the tensor-core kernels: this warp's 16 keys from wkey, C fragments dK, dV
 template <typename T, int NO, class P, class KB>
 __device__ __forceinline__ void store_dkdv_fragments(const P& p, const KB& kb,
                                                      const float (&dK)[NO][4],
-                                                     const float (&dV)[NO][4], int wkey, int lane,
-                                                     int col0 = 0) {
+                                                     const float (&dV)[NO][4], int wkey, int lane) {
     store_dkdv<T>(
         p, kb,
         [&] {
-            store_rows_direct<T, NO>(kb.seq.k_row(p.dk, p.dk_stride, kb.j0) + col0, p.d - col0,
+            store_rows_direct<T, NO>(kb.seq.k_row(p.dk, p.dk_stride, kb.j0), p.d,
                                      int(p.dk_stride[2]), kb.rows, dK, p.scale, wkey, lane);
-            store_rows_direct<T, NO>(kb.seq.k_row(p.dv, p.dv_stride, kb.j0) + col0, p.d - col0,
+            store_rows_direct<T, NO>(kb.seq.k_row(p.dv, p.dv_stride, kb.j0), p.d,
                                      int(p.dv_stride[2]), kb.rows, dV, 1.f, wkey, lane);
         },
-        Fragments<NO>{dK, wkey, lane, col0}, Fragments<NO>{dV, wkey, lane, col0});
+        Fragments<NO>{dK, wkey, lane}, Fragments<NO>{dV, wkey, lane});
+}
+
+// The same for a warp that holds one of them (is_dk: dK, else dV) of its 16 keys from wkey; a
+// warp holding the other stores it in the same call (every thread of the block takes part)
+template <typename T, int NO, class P, class KB>
+__device__ __forceinline__ void store_dkdv_one(const P& p, const KB& kb, const float (&acc)[NO][4],
+                                               bool is_dk, int wkey, int lane) {
+    store_dkdv<T>(
+        p, kb,
+        [&] {
+            if (is_dk)
+                store_rows_direct<T, NO>(kb.seq.k_row(p.dk, p.dk_stride, kb.j0), p.d,
+                                         int(p.dk_stride[2]), kb.rows, acc, p.scale, wkey, lane);
+            else
+                store_rows_direct<T, NO>(kb.seq.k_row(p.dv, p.dv_stride, kb.j0), p.d,
+                                         int(p.dv_stride[2]), kb.rows, acc, 1.f, wkey, lane);
+        },
+        Fragments<NO>{acc, wkey, lane, is_dk}, Fragments<NO>{acc, wkey, lane, !is_dk});
 }
 
 }  // namespace cuflash

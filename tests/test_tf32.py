@@ -115,9 +115,11 @@ def test_plan_refuses_what_tf32_kernels_cannot_run():
     with pytest.raises(ValueError, match="head dims up to 128"):
         default_tile(160, "float32", backward=True, precision="tf32")
     with pytest.raises(ValueError, match="one warp per 16 keys"):
-        plan.check_tile(TileConfig(32, 64, 8, 1, "tf32"), 64, "float32", backward=True)
-    with pytest.raises(ValueError, match="8·num_warps"):
+        plan.check_tile(TileConfig(32, 128, 4, 1, "tf32"), 64, "float32", backward=True)
+    with pytest.raises(ValueError, match="a pair of warps per 16 keys"):
         plan.check_tile(TileConfig(32, 64, 4, 1, "tf32"), 128, "float32", backward=True)
+    # a pair of warps per 16 keys at any head dim (block_n = 8·num_warps)
+    plan.check_tile(TileConfig(64, 64, 8, 2, "tf32x3"), 64, "float32", backward=True)
     # 'highest' above 128 runs on the CUDA cores, as accurate
     assert default_tile(160, "float32", backward=True).kernel == "simt"
 
@@ -378,7 +380,9 @@ def test_tf32_default_tiles_every_width(cp, d, prec):
 
 # -- the backward (flash_bwd_tf32.cu) ------------------------------------------------------------
 
+# solo (16 keys per warp) and pair (16 keys per two warps: block_n = 8·warps) tiles
 TF32_BWD_TILES = [TileConfig(32, 64, 4, 2, "tf32x3"), TileConfig(32, 64, 8, 2, "tf32x3"),
+                  TileConfig(64, 64, 8, 2, "tf32x3"),
                   TileConfig(32, 32, 2, 1, "tf32x3"), TileConfig(64, 64, 4, 1, "tf32x3"),
                   TileConfig(32, 64, 4, 2, "tf32"), TileConfig(32, 64, 8, 2, "tf32")]
 

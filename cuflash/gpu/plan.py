@@ -361,11 +361,12 @@ def _validate_tf32(spec: KernelSpec, where: str, arch: str | None) -> None:
     if arch is not None and _sm(arch) < FAMILY_MIN_SM[spec.family]:
         raise ValueError(f"{where}: mma.sync .tf32 needs sm_80 or later, this GPU is {arch}")
     t = spec.tile
-    if spec.role == "bwd_dkdv" and spec.head_dim > 64:
-        # above d = 64 two warps share each 16 keys, each half of dK's and dV's columns
-        if t.block_n != 8 * t.num_warps:
-            raise ValueError(f"{where}: block_n must be 8·num_warps at head dims above 64 (two "
-                             f"warps per 16 keys)")
+    if spec.role == "bwd_dkdv" and (spec.head_dim > 64 or t.block_n == 8 * t.num_warps):
+        # a pair of warps per 16 keys (flash_bwd_tf32.cu): one computes Sᵀ and dV, the other
+        # dPᵀ and dK; above d = 64 the only way (one warp's dK and dV would not fit)
+        if t.block_n != 8 * t.num_warps or t.num_warps % 2:
+            raise ValueError(f"{where}: block_n must be 8·num_warps with an even num_warps "
+                             f"(a pair of warps per 16 keys){' at head dims above 64' if spec.head_dim > 64 else ''}")
         if t.block_m % 16 or t.block_m > 128:
             raise ValueError(f"{where}: block_m must be a multiple of 16, at most 128")
         if t.num_stages > 2:
