@@ -167,15 +167,12 @@ __device__ __forceinline__ void store_rows_direct(T* __restrict__ g_out, int d, 
 
 // A C-fragment accumulator of a warp (16 rows from wrow; mma.cuh) as store_dkdv visits it:
 // each(f) calls f(row, column, value) for each of this thread's elements.
-// on = false: no elements (a warp that holds the other one of dK, dV: flash_bwd_tf32.cu).
 template <int NO>
 struct Fragments {
     const float (&acc)[NO][4];
     int wrow, lane;
-    bool on = true;
     template <class F>
     __device__ __forceinline__ void each(F&& f) const {
-        if (!on) return;
         const int g = lane >> 2, t4 = lane & 3;
 #pragma unroll
         for (int h = 0; h < 2; ++h)
@@ -261,6 +258,17 @@ __device__ __forceinline__ void store_dkdv_fragments(const P& p, const KB& kb,
         Fragments<NO>{dK, wkey, lane}, Fragments<NO>{dV, wkey, lane});
 }
 
+// Fragments of a warp that may hold the other tile (on = false: no elements)
+template <int NO>
+struct FragmentsIf {
+    Fragments<NO> tile;
+    bool on;
+    template <class F>
+    __device__ __forceinline__ void each(F&& f) const {
+        if (on) tile.each(f);
+    }
+};
+
 // The same for a warp that holds one of them (is_dk: dK, else dV) of its 16 keys from wkey; a
 // warp holding the other stores it in the same call (every thread of the block takes part)
 template <typename T, int NO, class P, class KB>
@@ -276,7 +284,7 @@ __device__ __forceinline__ void store_dkdv_one(const P& p, const KB& kb, const f
                 store_rows_direct<T, NO>(kb.seq.k_row(p.dv, p.dv_stride, kb.j0), p.d,
                                          int(p.dv_stride[2]), kb.rows, acc, 1.f, wkey, lane);
         },
-        Fragments<NO>{acc, wkey, lane, is_dk}, Fragments<NO>{acc, wkey, lane, !is_dk});
+        FragmentsIf<NO>{{acc, wkey, lane}, is_dk}, FragmentsIf<NO>{{acc, wkey, lane}, !is_dk});
 }
 
 }  // namespace cuflash

@@ -222,7 +222,7 @@ struct DqMma : TileKernel<DqMma<T, DP, BLOCK_M, BLOCK_N, NT, STAGES, V>> {
             }
 
             // -- dS = P ∘ (dP - D) · g in place of dP (rows r = 2·mt + h)
-            query_tile_probs<MT, NS>(s, dp, blk, keys.needs_mask(t, j0), i0 + wrow, j0, lane,
+            query_tile_probs<MT, NS>(s, dp, blk, keys.needs_mask(t, j0), i0, wrow, j0, lane,
                                      lse2, Dr, Exp2Exact());
 
             // -- dS rounded to T and packed as A fragments (k = keys); dQ_i += dS_ij K_j

@@ -178,7 +178,7 @@ struct DqTf32 : TileKernel<DqTf32<T, DP, BLOCK_M, BLOCK_N, NT, STAGES, V, Produc
                                                             lane);
 
             // -- dS = P ∘ (dP - D) · g in place of dP; dQ_i += dS_ij K_j
-            query_tile_probs<MT, NS>(s, dp, blk, keys.needs_mask(t, j0), i0 + wrow, j0, lane,
+            query_tile_probs<MT, NS>(s, dp, blk, keys.needs_mask(t, j0), i0, wrow, j0, lane,
                                      lse2, Dr, Exp2Exact());
             Products::template add_pv<MT, BLOCK_N, DP, LDS>(dQ, dp, Ks, lane);
             keys.release();
