@@ -9,7 +9,9 @@
 //            dV += Pᵀ dO and dK += dSᵀ Q from registers (C fragments reused as A);
 //            atomic mode: dSᵀ to shared memory, dQ_i += dS K_j, float atomics to dq_accum.
 //   DqMma    (deterministic mode) one Q tile resident (warp owns 16·MT queries), K/V tiles
-//            streamed: S, dP, dS in registers, dQ += dS K_j; fixed summation order.
+//            streamed: S, dP, dS in registers, dQ += dS K_j; fixed summation order. Its
+//            products are a Products policy (as flash_fwd_mma.cu's): the float32 TF32 backward
+//            (flash_bwd_tf32.cu) runs it with Tf32Products.
 // D = rowsum(dO ∘ O) comes from BwdPreprocess (bwd_preprocess.cuh).
 //
 // Versions (predictions and results in NOTES.md):
@@ -17,8 +19,11 @@
 //   v2  Pᵀ and dSᵀ packed to 16-bit A fragments right after they are computed (float
 //       accumulators die early); dSᵀ stored from the packed fragments.
 //   v6  written on the shared mainloop parts; any mask band, softcap, ALiBi.
+//   v33 DqMma's products through a Products policy (S and dP no longer interleaved in one k
+//       loop), so the TF32 backward's dQ kernel is this one.
 #pragma once
 #include "mainloop.cuh"
+#include "tf32.cuh"
 
 namespace cuflash {
 
@@ -158,21 +163,24 @@ struct DkdvMma : TileKernel<DkdvMma<T, DP, BLOCK_M, BLOCK_N, NT, STAGES, ATOMIC_
 };
 
 // Deterministic dQ: one Q tile resident (warp owns 16·MT query rows), K/V tiles streamed.
-template <typename T, int DP, int BLOCK_M, int BLOCK_N, int NT, int STAGES, class V>
-struct DqMma : TileKernel<DqMma<T, DP, BLOCK_M, BLOCK_N, NT, STAGES, V>> {
+// Products (mma.cuh, tf32.cuh): HalfProducts<T> for float16 / bfloat16, Tf32Products<N> for
+// float32 on TF32 tensor cores (the dQ kernel of flash_bwd_tf32.cu's pair).
+template <typename T, int DP, int BLOCK_M, int BLOCK_N, int NT, int STAGES, class V,
+          class Products = HalfProducts<T>>
+struct DqMma : TileKernel<DqMma<T, DP, BLOCK_M, BLOCK_N, NT, STAGES, V, Products>> {
     using Params = BwdParams<T, float>;
     using Block = QueryBlock<BLOCK_M, V, Params, float>;
     static constexpr int NW = NT / 32;
-    static constexpr int MT = BLOCK_M / (16 * NW);
-    static constexpr int NS = BLOCK_N / 8;
-    static constexpr int NO = DP / 8;
-    static constexpr int LDS = DP + 8;
+    static constexpr int MT = BLOCK_M / (16 * NW);   // 16-row m-tiles per warp
+    static constexpr int NS = BLOCK_N / 8;           // 8-column n-tiles of S
+    static constexpr int NO = DP / 8;                // 8-column n-tiles of dQ
+    static constexpr int LDS = Products::template kLds<DP>;
     static_assert(MT >= 1 && BLOCK_M == 16 * MT * NW, "BLOCK_M must be 16·MT·warps");
     static_assert(BLOCK_N % 16 == 0 && DP % 16 == 0, "tiles must be multiples of 16");
     static_assert(STAGES == 1 || STAGES == 2, "1 or 2 stages");
 
-    using Tiles = MmaTiles<DP, LDS, NT>;   // how a tile is staged (pipeline.cuh)
-    using Smem = DqTiles<T, LDS, BLOCK_M, BLOCK_N, STAGES>;   // pipeline.cuh
+    using Tiles = CpAsyncTiles<DP, NT, RowMajor<LDS>, 16 / sizeof(T)>;   // staging (pipeline.cuh)
+    using Smem = DqTiles<T, LDS, BLOCK_M, BLOCK_N, STAGES>;              // pipeline.cuh
 
     static __device__ __forceinline__ void body(const Params& p, const Block& blk, Smem& sm) {
         const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2;
@@ -189,7 +197,6 @@ struct DqMma : TileKernel<DqMma<T, DP, BLOCK_M, BLOCK_N, NT, STAGES, V>> {
             const int j0 = keys.start(t);
             const int stage = keys.acquire(t);
             const T* Ks = sm.kv.k[stage];
-            const T* Vs = sm.kv.v[stage];
 
             // -- S = Q_i K_jᵀ, dP = dO_i V_jᵀ
             float s[MT][NS][4], dp[MT][NS][4];
@@ -198,37 +205,15 @@ struct DqMma : TileKernel<DqMma<T, DP, BLOCK_M, BLOCK_N, NT, STAGES, V>> {
                 zero_fragments(s[mt]);
                 zero_fragments(dp[mt]);
             }
-#pragma unroll
-            for (int kk = 0; kk < DP / 16; ++kk) {
-                unsigned aq[MT][4], ao[MT][4];
-#pragma unroll
-                for (int mt = 0; mt < MT; ++mt) {
-                    ldmatrix_x4(aq[mt], frag_a_addr<LDS>(sm.q, wrow + mt * 16, kk * 16, lane));
-                    ldmatrix_x4(ao[mt], frag_a_addr<LDS>(sm.dout, wrow + mt * 16, kk * 16, lane));
-                }
-#pragma unroll
-                for (int nn = 0; nn < BLOCK_N / 16; ++nn) {
-                    unsigned bk[4], bv[4];
-                    ldmatrix_x4(bk, frag_b_addr<LDS>(Ks, nn * 16, kk * 16, lane));
-                    ldmatrix_x4(bv, frag_b_addr<LDS>(Vs, nn * 16, kk * 16, lane));
-#pragma unroll
-                    for (int mt = 0; mt < MT; ++mt) {
-                        mma16816<T>(s[mt][2 * nn], aq[mt], bk[0], bk[1]);
-                        mma16816<T>(s[mt][2 * nn + 1], aq[mt], bk[2], bk[3]);
-                        mma16816<T>(dp[mt][2 * nn], ao[mt], bv[0], bv[1]);
-                        mma16816<T>(dp[mt][2 * nn + 1], ao[mt], bv[2], bv[3]);
-                    }
-                }
-            }
+            Products::template scores<MT, BLOCK_N, DP, LDS>(s, sm.q, wrow, Ks, 0, lane);
+            Products::template scores<MT, BLOCK_N, DP, LDS>(dp, sm.dout, wrow, sm.kv.v[stage], 0,
+                                                            lane);
 
-            // -- dS = P ∘ (dP - D) · g in place of dP (rows r = 2·mt + h)
+            // -- dS = P ∘ (dP - D) · g in place of dP (rows r = 2·mt + h); dQ_i += dS_ij K_j
+            //    (16-bit: dS rounded to T and packed as A fragments first)
             query_tile_probs<MT, NS>(s, dp, blk, keys.needs_mask(t, j0), i0, wrow, j0, lane,
                                      lse2, Dr, Exp2Exact());
-
-            // -- dS rounded to T and packed as A fragments (k = keys); dQ_i += dS_ij K_j
-            unsigned sa[MT][BLOCK_N / 16][4];
-            c_to_a_tile<T>(sa, dp);
-            mma_rows<T, MT, BLOCK_N / 16, DP, LDS>(dQ, sa, Ks, lane);
+            Products::template add_pv<MT, BLOCK_N, DP, LDS>(dQ, dp, Ks, lane);
             keys.release();
         }
         keys.drain();
@@ -237,9 +222,10 @@ struct DqMma : TileKernel<DqMma<T, DP, BLOCK_M, BLOCK_N, NT, STAGES, V>> {
         float f[MT][2];
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) f[mt][0] = f[mt][1] = p.scale;
-        store_rows_staged<T, MT, NO, DP>(blk.seq.q_row(p.dq, p.dq_stride, i0), d, p.dq_stride[2], blk.rows,
-                                         dQ, f, sm.q,
-                                         [](int r, int c) { return tile_at<LDS>(r, c); }, wrow, lane);
+        store_rows_staged<T, MT, NO, DP>(blk.seq.q_row(p.dq, p.dq_stride, i0), d, p.dq_stride[2],
+                                         blk.rows, dQ, f, sm.q,
+                                         [](int r, int c) { return tile_at<LDS>(r, c); }, wrow,
+                                         lane);
     }
 };
 

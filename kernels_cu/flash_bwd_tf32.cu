@@ -20,8 +20,9 @@
 //               holds one of dK, dV: d / 2 floats per thread where solo holds d (at d = 128
 //               solo left no room for the rest: ptxas spilled 36-820 bytes), and no product
 //               is done twice (the exponentials are: both warps need Pᵀ).
-//   DqTf32    one Q/dO tile resident (warp owns 16·MT queries), K/V tiles streamed: S, dP, dS in
-//             registers (query_tile_probs), dQ += dS K_j in a fixed order.
+//   dQ        flash_bwd_mma.cu's DqMma with Tf32Products: one Q/dO tile resident (warp owns 16·MT
+//             queries), K/V tiles streamed, S, dP, dS in registers, dQ += dS K_j in a fixed
+//             order.
 // No atomic-dQ mode: deterministic=False runs this pair too (cuflash/tile.py,
 // default_dq_deterministic). D = rowsum(dO ∘ O) comes from BwdPreprocess (bwd_preprocess.cuh).
 //
@@ -33,10 +34,6 @@
 #include "tf32.cuh"
 
 namespace cuflash {
-
-// The float32 tiles' staging: rows of Products' padded stride, 4 floats per 16-byte copy
-template <int DP, int NT, class Products>
-using Tf32Tiles = CpAsyncTiles<DP, NT, RowMajor<Products::template kLds<DP>>, 4>;
 
 template <typename T, int DP, int BLOCK_M, int BLOCK_N, int NT, int STAGES, class V,
           class Products>
@@ -55,7 +52,7 @@ struct DkdvTf32 : TileKernel<DkdvTf32<T, DP, BLOCK_M, BLOCK_N, NT, STAGES, V, Pr
                   "tiles must be multiples of 16");
     static_assert(STAGES == 1 || STAGES == 2, "1 or 2 stages");
 
-    using Tiles = Tf32Tiles<DP, NT, Products>;
+    using Tiles = CpAsyncTiles<DP, NT, RowMajor<LDS>, 4>;   // 4 floats per 16-byte copy
     struct Smem : DkdvTiles<T, LDS, BLOCK_M, BLOCK_N, STAGES> {   // pipeline.cuh
         // pair: each pair's Sᵀ as its S-warp's C fragments, lane-major (float4 per n-tile)
         float4 handover[PAIR ? NW / 2 * NQ * 32 : 1];
@@ -128,71 +125,6 @@ struct DkdvTf32 : TileKernel<DkdvTf32<T, DP, BLOCK_M, BLOCK_N, NT, STAGES, V, Pr
         // dK_j, dV_j summed over the group (pair: the S-warp's dK array holds dV)
         if constexpr (!PAIR) store_dkdv_fragments<T>(p, kb, dK[0], dV[0], wkey, lane);
         else store_dkdv_one<T>(p, kb, dK[0], !s_warp, wkey, lane);
-    }
-};
-
-// Deterministic dQ: one Q/dO tile resident (warp owns 16·MT query rows), K/V tiles streamed.
-template <typename T, int DP, int BLOCK_M, int BLOCK_N, int NT, int STAGES, class V,
-          class Products>
-struct DqTf32 : TileKernel<DqTf32<T, DP, BLOCK_M, BLOCK_N, NT, STAGES, V, Products>> {
-    static_assert(sizeof(T) == 4, "the TF32 kernels take float32");
-    using Params = BwdParams<T, float>;
-    using Block = QueryBlock<BLOCK_M, V, Params, float>;
-    static constexpr int NW = NT / 32;
-    static constexpr int MT = BLOCK_M / (16 * NW);   // 16-row m-tiles per warp
-    static constexpr int NS = BLOCK_N / 8;           // 8-column n-tiles of S
-    static constexpr int NO = DP / 8;                // 8-column n-tiles of dQ
-    static constexpr int LDS = Products::template kLds<DP>;
-    static_assert((MT == 1 || MT == 2) && BLOCK_M == 16 * MT * NW, "BLOCK_M must be 16·MT·warps");
-    static_assert(BLOCK_N % 16 == 0 && DP % 16 == 0, "tiles must be multiples of 16");
-    static_assert(STAGES == 1 || STAGES == 2, "1 or 2 stages");
-
-    using Tiles = Tf32Tiles<DP, NT, Products>;
-    using Smem = DqTiles<T, LDS, BLOCK_M, BLOCK_N, STAGES>;   // pipeline.cuh
-
-    static __device__ __forceinline__ void body(const Params& p, const Block& blk, Smem& sm) {
-        const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2;
-        const int i0 = blk.i0, d = p.d, wrow = warp * 16 * MT;
-
-        auto keys = start_dq_tile<BLOCK_M, BLOCK_N, Tiles, CpAsyncPipeline<STAGES>>(blk, p, sm);
-
-        float lse2[2 * MT], Dr[2 * MT], dQ[MT][NO][4];
-        dq_row_stats(lse2, Dr, p, blk, i0, wrow, g);   // row wrow + 16·mt + 8·h + g at 2·mt + h
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt) zero_fragments(dQ[mt]);
-
-        for (int t = 0; t < keys.n(); ++t) {
-            const int j0 = keys.start(t);
-            const int stage = keys.acquire(t);
-            const T* Ks = sm.kv.k[stage];
-
-            // -- S = Q_i K_jᵀ, dP = dO_i V_jᵀ
-            float s[MT][NS][4], dp[MT][NS][4];
-#pragma unroll
-            for (int mt = 0; mt < MT; ++mt) {
-                zero_fragments(s[mt]);
-                zero_fragments(dp[mt]);
-            }
-            Products::template scores<MT, BLOCK_N, DP, LDS>(s, sm.q, wrow, Ks, 0, lane);
-            Products::template scores<MT, BLOCK_N, DP, LDS>(dp, sm.dout, wrow, sm.kv.v[stage], 0,
-                                                            lane);
-
-            // -- dS = P ∘ (dP - D) · g in place of dP; dQ_i += dS_ij K_j
-            query_tile_probs<MT, NS>(s, dp, blk, keys.needs_mask(t, j0), i0, wrow, j0, lane,
-                                     lse2, Dr, Exp2Exact());
-            Products::template add_pv<MT, BLOCK_N, DP, LDS>(dQ, dp, Ks, lane);
-            keys.release();
-        }
-        keys.drain();
-
-        // -- dQ_i = scale · Σ_j dS_ij K_j, staged in this warp's own Q rows for 16-byte stores
-        float f[MT][2];
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt) f[mt][0] = f[mt][1] = p.scale;
-        store_rows_staged<T, MT, NO, DP>(blk.seq.q_row(p.dq, p.dq_stride, i0), d, p.dq_stride[2],
-                                         blk.rows, dQ, f, sm.q,
-                                         [](int r, int c) { return tile_at<LDS>(r, c); }, wrow,
-                                         lane);
     }
 };
 

@@ -107,8 +107,13 @@ def test_default_tiles_per_architecture(dtype, causal):
                         precision="ieee").kernel == "simt"
     assert default_tile(128, np.float32, smem_limit=plan.SMEM_LIMIT["sm_86"],
                         arch="sm_75").kernel == "simt"
+    # the backward too (flash_bwd_tf32.cu, d <= 128); wider heads and 'ieee' on the CUDA cores
     assert default_tile(128, np.float32, backward=True, smem_limit=HOPPER,
+                        arch="sm_90").kernel == "tf32x3"
+    assert default_tile(160, np.float32, backward=True, smem_limit=HOPPER,
                         arch="sm_90").kernel == "simt"
+    assert default_tile(128, np.float32, backward=True, smem_limit=HOPPER, arch="sm_90",
+                        precision="ieee").kernel == "simt"
 
 
 def test_wgmma_compiles_for_sm90a_without_spills_or_serialized_products():

@@ -139,7 +139,7 @@ def test_backward_tiles_and_kernel_types(prec, family):
     tile = tf32_backward_tiles(128, family)[0]
     dkdv, dq = plan.specs_for("float32", 128, tile, True, True)
     assert build.kernel_type(dkdv).startswith("cuflash::DkdvTf32<float, 128, 32, 64, 256, 2,")
-    assert build.kernel_type(dq).startswith("cuflash::DqTf32<float, 128, 64, 32, 128, 2,")
+    assert build.kernel_type(dq).startswith("cuflash::DqMma<float, 128, 64, 32, 128, 2,")
     assert build.kernel_type(dq).endswith(f"cuflash::Tf32Products<{precision.PRODUCTS[family]}>>")
     # 'ieee' keeps the CUDA cores; the default ('highest') takes the 3xTF32 pair
     assert default_backward(64, "float32", arch="sm_90", smem_limit=plan.SMEM_LIMIT["sm_90"],

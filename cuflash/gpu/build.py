@@ -69,8 +69,8 @@ _KERNELS = {
     ("fwd", "tf32x3"): ("FwdMma", "flash_fwd_mma.cu"),   # with Tf32Products<3>
     ("bwd_dkdv", "tf32"): ("DkdvTf32", "flash_bwd_tf32.cu"),
     ("bwd_dkdv", "tf32x3"): ("DkdvTf32", "flash_bwd_tf32.cu"),
-    ("bwd_dq", "tf32"): ("DqTf32", "flash_bwd_tf32.cu"),
-    ("bwd_dq", "tf32x3"): ("DqTf32", "flash_bwd_tf32.cu"),
+    ("bwd_dq", "tf32"): ("DqMma", "flash_bwd_mma.cu"),     # with Tf32Products<1>
+    ("bwd_dq", "tf32x3"): ("DqMma", "flash_bwd_mma.cu"),   # with Tf32Products<3>
 }
 
 
