@@ -7,6 +7,10 @@
 #                               the backward's speed (prediction, NOTES v33: d = 128 'highest'
 #                               and 'tf32' +20-30% over call 137's 19.6-20.7 and 56-59 TFLOP/s,
 #                               i.e. their ratio to 'ieee' from ~1.05 / ~3.0 to ~1.3 / ~3.7)
+#                               and the 16-bit mma dQ kernel (now through HalfProducts: S and dP
+#                               no longer interleaved) A/B'd against main's (.ab/base = `git archive
+#                               main cuflash kernels_cu setup.cfg | tar -x -C .ab/base`, carried);
+#                               prediction: within ±3%
 #   bash .ab/call138.sh suite   the whole GPU suite (the default float32 backward changes)
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT
@@ -19,8 +23,11 @@ case ${1:-tests} in
       > $OUT/mutants.txt 2>&1; echo "mutants rc=$?"
     timeout 120 python3 tools/bench_f32.py --pass bwd --d 64 128 --T 4096 16384 --reps 3 --jobs 14 \
       > $OUT/bench_bwd.txt 2>&1; echo "bench rc=$?"
+    timeout 120 python3 tools/ab_speed.py --base .ab/base --new . --passes bwd --bwd-tile 64x64x4x1:mma \
+      --T 4096,16384 --dtypes float16 --rounds 2 > $OUT/ab_mma_dq.txt 2>&1; echo "ab rc=$?"
     echo "=================== SUMMARY"; grep -E "passed|failed" $OUT/tests.txt | tail -2
-    tail -3 $OUT/mutants.txt; grep -A40 "^# pass" $OUT/bench_bwd.txt | head -40 ;;
+    tail -3 $OUT/mutants.txt; grep -A40 "^# pass" $OUT/bench_bwd.txt | head -40
+    tail -10 $OUT/ab_mma_dq.txt ;;
   suite)
     STEPS="env tests" JOBS=14 LIMIT_TESTS=300 TAIL=3 OUT=$OUT bash tests/gpu_session.sh > $OUT/session.txt 2>&1
     echo "=================== SUMMARY"; cat $OUT/summary.txt; tail -3 $OUT/tests.log ;;

@@ -10,14 +10,16 @@ import ab_speed  # noqa: E402
 
 
 def test_bwd_tile_options():
-    """'default' leaves each tree its own backward; a tile names the wgmma tile, ':atomic' asks
-    deterministic=False (dQ by atomics) with either; anything else stops with the flag's name."""
+    """'default' leaves each tree its own backward; a tile names the wgmma tile (':mma': the mma
+    one), ':atomic' asks deterministic=False (dQ by atomics) with either; anything else stops
+    with the flag's name."""
     assert ab_speed.bwd_options("default") == {}
     assert ab_speed.bwd_options("default:atomic") == {"deterministic": False}
-    assert ab_speed.bwd_options("64x128x12x2:atomic") == {"tile": [64, 128, 12, 2],
+    assert ab_speed.bwd_options("64x128x12x2:atomic") == {"tile": [64, 128, 12, 2, "wgmma"],
                                                           "deterministic": False}
-    assert ab_speed.bwd_options("64x128x12x3") == {"tile": [64, 128, 12, 3]}
-    for bad in ("64x128", "64x128x12x2:fast", "big"):
+    assert ab_speed.bwd_options("64x128x12x3") == {"tile": [64, 128, 12, 3, "wgmma"]}
+    assert ab_speed.bwd_options("64x64x4x1:mma") == {"tile": [64, 64, 4, 1, "mma"]}
+    for bad in ("64x128", "64x128x12x2:fast", "big", "default:mma", "64x64x4x1:mma:mma"):
         with pytest.raises(SystemExit, match="--bwd-tile"):
             ab_speed.bwd_options(bad)
 

@@ -7,7 +7,7 @@ and each cell keeps its best round. TFLOP/s by 4·B·H·T²·d forward (halved w
 backward.
 
     python tools/ab_speed.py --base .ab/base --new . [--T 2048,4096,8192,16384] [--rounds 2]
-        [--bwd-tile 64x128x12x2:atomic]
+        [--bwd-tile 64x128x12x2:atomic | 64x64x4x1:mma]
 
 prints a table (new / base per cell, then min / median / max) and writes --json if given.
 --bwd-tile times both trees' backward with that wgmma tile ('default': each tree's own) and,
@@ -44,7 +44,7 @@ for spec in json.loads(sys.argv[2]):
     q, k, v, do = (cp.asarray(rng.standard_normal((B, H, T, d)).astype(dtype)) for _ in range(4))
     bwd_kw = json.loads(sys.argv[4])
     if bwd_kw.get("tile"):
-        bwd_kw["tile"] = cuflash.TileConfig(*bwd_kw["tile"], "wgmma")
+        bwd_kw["tile"] = cuflash.TileConfig(*bwd_kw["tile"])
     if hasattr(cuflash, "Residuals"):   # the backward takes the forward's residuals
         o, lse = cuflash.attention(q, k, v, return_residuals=True, **kw)
         bwd = lambda: cuflash.attention_backward(do, lse, **bwd_kw)
@@ -61,19 +61,22 @@ print("RESULT " + json.dumps(out))
 
 
 def bwd_options(text: str) -> dict:
-    """attention_backward's keyword arguments of a --bwd-tile: '64x128x12x2' or 'default', and
-    ':atomic' after either for deterministic=False ({} for 'default' alone)."""
-    text, _, mode = text.partition(":")
-    if mode not in ("", "atomic"):
-        raise SystemExit(f"--bwd-tile: unknown mode {mode!r} (only ':atomic')")
-    out = {} if mode == "" else {"deterministic": False}
+    """attention_backward's keyword arguments of a --bwd-tile: '64x128x12x2' (a wgmma tile) or
+    'default', then ':mma' for the tile of that kernel family and ':atomic' for
+    deterministic=False ({} for 'default' alone)."""
+    text, *modes = text.split(":")
+    if any(m not in ("atomic", "mma") for m in modes) or len(set(modes)) < len(modes):
+        raise SystemExit(f"--bwd-tile: unknown modes {modes!r} (':mma', ':atomic')")
+    out = {"deterministic": False} if "atomic" in modes else {}
     if text != "default":
         try:
             m, n, w, st = (int(x) for x in text.split("x"))
         except ValueError:
             raise SystemExit(f"--bwd-tile: {text!r} is not block_m x block_n x warps x stages, "
                              f"e.g. 64x128x12x2") from None
-        out["tile"] = [m, n, w, st]
+        out["tile"] = [m, n, w, st, "mma" if "mma" in modes else "wgmma"]
+    elif "mma" in modes:
+        raise SystemExit("--bwd-tile: ':mma' names a tile's kernel family; give the tile")
     return out
 
 
