@@ -116,10 +116,10 @@ def test_points_cross_the_precisions_of_the_methods_that_take_one():
     for pass_ in ("forward", "backward"):
         assert {p.precision for p in f32 if p.method == "twin" and p.pass_ == pass_} == set(
             PRECISIONS)
-    # naive's backward recomputes its scores without a precision: one row, not three
-    assert {p.precision for p in f32 if p.method == "naive" and p.pass_ == "forward"} == set(
-        PRECISIONS)
-    assert {p.precision for p in f32 if p.method == "naive" and p.pass_ == "backward"} == {None}
+    # naive too, both passes (its backward computes its five products in the precision)
+    for pass_ in ("forward", "backward"):
+        assert {p.precision for p in f32 if p.method == "naive" and p.pass_ == pass_} == set(
+            PRECISIONS)
     # torch has its own backends: one row per point, whatever the sweep's precisions
     torch = [p for p in f32 if p.method_name == "torch_sdpa"]
     assert torch and {p.precision for p in torch} == {None}
@@ -132,7 +132,7 @@ def test_points_cross_the_precisions_of_the_methods_that_take_one():
 
 @pytest.mark.parametrize("device", ["cpu", "gpu"], ids=["enumerated_for_cpu",
                                                        "enumerated_for_a_gpu"])
-def test_the_forward_tile_is_of_the_precisions_family(device):
+def test_the_tiles_are_of_the_precisions_family(device):
     exp = schema.build(dict(PREC, methods=["twin", "flash"]))
     limit = schema.DEFAULT_SMEM_LIMIT if device == "gpu" else None
     pts = [p for p in enumerate_points(exp, device, smem_limit=limit)
@@ -142,10 +142,12 @@ def test_the_forward_tile_is_of_the_precisions_family(device):
             assert of_family(p.fwd_tile.kernel) == p.precision, p.describe()
             assert p.fwd_tile == schema.library_tile(16, "float32", False, limit, p.causal,
                                                      precision=p.precision)
-        if p.bwd_tile is not None:       # the backward has none: the library's float32 tile
+        if p.bwd_tile is not None:       # the backward's tile: of the precision's family too
+            assert of_family(p.bwd_tile.kernel) == p.precision, p.describe()
             assert p.bwd_tile == schema.library_tile(16, "float32", True, limit, p.causal,
-                                                     bool(p.deterministic))
+                                                     bool(p.deterministic), precision=p.precision)
     assert {p.fwd_tile.kernel for p in pts if p.fwd_tile and p.runs_twin} >= {"simt", "tf32"}
+    assert {p.bwd_tile.kernel for p in pts if p.bwd_tile} >= {"simt", "tf32", "tf32x3"}
 
 
 def test_point_of_row_reads_the_precision(tmp_path):

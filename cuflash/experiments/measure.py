@@ -112,8 +112,9 @@ def _to_numpy(x) -> np.ndarray:
 # -- the measured call ----------------------------------------------------------------------------
 
 def precision_option(point: Point) -> dict:
-    """``{'precision': ...}`` for the point's forward calls (flash, twin, naive; a packed varlen
-    batch's naive_attention_varlen too), or {} for None (the dtype's default)."""
+    """``{'precision': ...}`` for the point's calls (flash, twin, naive, forward and backward; a
+    packed varlen batch's naive functions too), or {} for None (the dtype's default). Flash's
+    backward gets it through its tile's kernel family (points._variants)."""
     return {} if point.precision is None else {"precision": point.precision}
 
 
@@ -129,7 +130,7 @@ def build_call(point: Point, inputs: dict) -> Call:
     dout = inputs.get("dout")
     xp = cupy_module() if point.device == "gpu" else np
     opts = variants.call_options(point, xp)        # causal and the variant, on q's device
-    prec = precision_option(point)                 # float32's, for the forward calls
+    prec = precision_option(point)                 # float32's
 
     def as_numpy(result):
         return tuple(_to_numpy(x) for x in (result if isinstance(result, tuple) else (result,)))
@@ -144,10 +145,11 @@ def build_call(point: Point, inputs: dict) -> Call:
         if point.pass_ == "forward":
             return Call(fwd, kind, as_numpy)
         k2, v2 = kv()                  # as the forward left them (not measured)
-        bwd = lambda: fold(nbwd(dout, q, k2, v2, *pos, **opts))                     # noqa: E731
+        bwd = lambda: fold(nbwd(dout, q, k2, v2, *pos, **opts, **prec))             # noqa: E731
         if point.pass_ == "backward":
             return Call(bwd, kind, as_numpy)
-        return Call(lambda: (fwd(),) + fold(nbwd(dout, q, *kv(), *pos, **opts)), kind, as_numpy)
+        return Call(lambda: (fwd(),) + fold(nbwd(dout, q, *kv(), *pos, **opts, **prec)), kind,
+                    as_numpy)
 
     # flash and twin: cuflash.attention / attention_varlen on the point's arrays (NumPy arrays
     # run the CPU twin); attention_backward takes either's residuals. A packed batch's

@@ -47,11 +47,9 @@ def fmt(value) -> str:
 
 
 def takes_precision(method_name: str, pass_: str) -> bool:
-    """Whether a method's point depends on float32's precision: naive's forward (its backward
-    recomputes the scores without one), flash and twin in every pass (a backward point: the
-    forward that makes its residuals)."""
-    if method_name == "naive":
-        return pass_ != "backward"
+    """Whether a method's point depends on float32's precision: naive, flash and twin in every
+    pass (a backward point: the backward's products, and the forward that makes its
+    residuals)."""
     return method_name in PRECISION_METHODS
 
 
@@ -245,7 +243,7 @@ def _variants(method, d: int, dtype: str, pass_: str, causal: bool, smem_limit: 
               precision: str | None = None):
     """(backend, fwd_tile, bwd_tile, deterministic) for one method entry at one (d, dtype, pass).
     Tile fields a grid leaves out are the library's defaults for a device with ``smem_limit``;
-    the forward's are those of float32's ``precision`` (its kernel family: a default tile of
+    both passes' are those of float32's ``precision`` (its kernel family: a default tile of
     another family would decide the precision itself, ``cuflash.attention``)."""
     if method.name in ("naive", decode.CEILING):
         yield "", None, None, None
@@ -262,8 +260,8 @@ def _variants(method, d: int, dtype: str, pass_: str, causal: bool, smem_limit: 
             ft = (library_tile(d, dtype, False, smem_limit, causal, precision=precision,
                                **fields) if fwd else None)
             for det in (method.deterministic if bwd else (None,)):
-                bt = (library_tile(d, dtype, True, smem_limit, causal, det, **fields)
-                      if bwd else None)
+                bt = (library_tile(d, dtype, True, smem_limit, causal, det,
+                                   precision=precision, **fields) if bwd else None)
                 if bwd and not fields:   # the library's default backward: its dQ mode too
                     det = default_dq_deterministic(bt, det)
                 yield "", ft, bt, det

@@ -134,12 +134,11 @@ def library_tile(head_dim: int, dtype: str, backward: bool, smem_limit: int | No
                  precision: str | None = None, **fields) -> TileConfig:
     """The library's default tile for (head_dim, dtype, pass, causal, dQ mode) on a device with
     ``smem_limit`` bytes of shared memory per block (None: no device), with ``fields`` replaced.
-    ``precision``: float32's forward precision (``cuflash.precision``; None: the default), whose
-    kernel family the forward tile is of; the backward has none (CUDA cores)."""
+    ``precision``: float32's precision (``cuflash.precision``; None: the default), whose kernel
+    family the tile is of, forward or backward."""
     tile = default_tile(head_dim, dtype, backward=backward, causal=causal,
                         deterministic=deterministic, smem_limit=smem_limit,
-                        arch=None if smem_limit is None else device_arch(),
-                        precision=None if backward else precision)
+                        arch=None if smem_limit is None else device_arch(), precision=precision)
     return tile.replace(**fields) if fields else tile
 
 
