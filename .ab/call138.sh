@@ -21,7 +21,8 @@ case ${1:-tests} in
       > $OUT/tests.txt 2>&1; echo "tests rc=$?"; tail -4 $OUT/tests.txt
     timeout 90 python3 tools/mutants.py --gpu gpu_tf32_bwd_pair_handover gpu_tf32_bwd_one_product \
       > $OUT/mutants.txt 2>&1; echo "mutants rc=$?"
-    timeout 120 python3 tools/bench_f32.py --pass bwd --d 64 128 --T 4096 16384 --reps 3 --jobs 14 \
+    timeout 150 python3 tools/bench_f32.py --pass bwd --d 64 128 --T 4096 16384 --reps 3 --jobs 14 \
+      --tiles --families tf32x3 \
       > $OUT/bench_bwd.txt 2>&1; echo "bench rc=$?"
     timeout 120 python3 tools/ab_speed.py --base .ab/base --new . --passes bwd --bwd-tile 64x64x4x1:mma \
       --T 4096,16384 --dtypes float16 --rounds 2 > $OUT/ab_mma_dq.txt 2>&1; echo "ab rc=$?"

@@ -1,13 +1,15 @@
-"""float32 attention forward on one GPU (issue 15): cuflash in each precision ('ieee': the CUDA
-cores; 'highest': 3xTF32; 'tf32': one TF32 product; cuflash.precision) against torch's SDPA
-EFFICIENT_ATTENTION backend in float32 (torch is the yardstick only, cuflash never imports it).
-FlashAttention's benchmark shapes (B·T = 16384, H·d = 2048); TFLOP/s 4·B·H·T²·d, halved when
-causal; each timing the median of --reps calls with the host ahead (cuflash.experiments.gputime),
-every method of a cell in the same process. --tiles adds the TF32 tile ablation at T = 4096;
---errors the error of each method against the float64 oracle (max-norm and normwise) beside
-naive float32 and naive with TF32 products, at B = 1, H = 4, T = S = 1024. A table last.
+"""float32 attention on one GPU (issue 15), forward or (--pass bwd) backward: cuflash in each
+precision ('ieee': the CUDA cores; 'highest': 3xTF32; 'tf32': one TF32 product;
+cuflash.precision) against torch's SDPA EFFICIENT_ATTENTION backend in float32 (torch is the
+yardstick only, cuflash never imports it). FlashAttention's benchmark shapes (B·T = 16384,
+H·d = 2048); TFLOP/s 4·B·H·T²·d forward, 10·B·H·T²·d backward, halved when causal; each timing
+the median of --reps calls with the host ahead (cuflash.experiments.gputime), every method of a
+cell in the same process. --tiles adds the TF32 tile ablation of the pass at T = 4096; --errors
+the error of each method against the float64 oracle (max-norm and normwise) beside naive
+float32 and naive with TF32 products, at B = 1, H = 4, T = S = 1024. A table last.
 
-    python tools/bench_f32.py [--d 64 128 256] [--T 2048 4096 8192 16384] [--tiles] [--errors]
+    python tools/bench_f32.py [--pass bwd] [--d 64 128 256] [--T 2048 4096 8192 16384] [--tiles]
+                              [--errors]
 """
 from __future__ import annotations
 
@@ -39,6 +41,16 @@ def ablation_tiles(d: int, families=("tf32x3", "tf32")):
                  256: [(64, 32, 4, 2), (64, 16, 4, 2), (128, 16, 8, 2), (64, 32, 4, 1)]}}
     pad = 64 if d <= 64 else 128 if d <= 128 else 256
     return [TC(*t, fam) for fam in families for t in shapes[fam][pad]]
+
+
+def ablation_tiles_bwd(d: int, families=("tf32x3", "tf32")):
+    """The TF32 backward tiles --tiles times at T = 4096 (--pass bwd): solo warps (16 keys each)
+    and pairs (16 keys per two warps), every one free of spills on sm_90 (NOTES v33)."""
+    from cuflash import TileConfig as TC
+    shapes = {64: [(32, 64, 4, 2), (32, 64, 4, 1), (32, 64, 8, 2), (64, 64, 8, 2),
+                   (64, 64, 8, 1), (32, 128, 8, 2)],
+              128: [(32, 64, 8, 2), (32, 64, 8, 1), (16, 64, 8, 2)]}   # 16 warps: 128 regs, spills
+    return [TC(*t, fam) for fam in families for t in shapes[64 if d <= 64 else 128]]
 
 
 def errors(cp, d, causal):
@@ -112,8 +124,9 @@ def main(argv=None):
             tiles = [default_backward(d, "float32", causal=causal, precision=p, **kw)[0]
                      if bwd else default_tile(d, "float32", causal=causal, precision=p, **kw)
                      for p in PRECISIONS]
-            if a.tiles and not causal and not bwd:
-                tiles += ablation_tiles(d, a.families.split(","))
+            if a.tiles and not causal:
+                tiles += (ablation_tiles_bwd if bwd else ablation_tiles)(d,
+                                                                         a.families.split(","))
             for t in tiles:
                 try:
                     plan.check_tile(t, d, "float32", backward=bwd, **kw)
@@ -145,13 +158,15 @@ def main(argv=None):
                 if bwd:
                     dout = cp.asarray(rng.standard_normal((B, H, T, d)).astype(np.float32))
                     _, res = cuflash.attention(q, k, v, causal=causal, return_residuals=True)
-                if a.tiles and T == 4096 and not causal and not bwd:
-                    runs += [(t.short(), t, None) for t in ablation_tiles(d, a.families.split(","))]
+                if a.tiles and T == 4096 and not causal:
+                    runs += [(t.short(), t, None) for t in (ablation_tiles_bwd if bwd else
+                             ablation_tiles)(d, a.families.split(","))]
                 for name, tile, prec in runs:
                     try:
                         if tile is not None:
-                            plan.check_tile(tile, d, "float32", **kw)
-                        t_ms = ms(lambda: cuflash.attention_backward(dout, res, precision=prec)
+                            plan.check_tile(tile, d, "float32", backward=bwd, **kw)
+                        t_ms = ms(lambda: cuflash.attention_backward(dout, res, tile=tile,
+                                                                     precision=prec)
                                   if bwd else cuflash.attention(q, k, v, causal=causal,
                                                                 tile=tile, precision=prec))
                     except Exception as exc:   # a tile that does not fit: say so, go on
