@@ -336,11 +336,11 @@ def test_an_old_csv_without_the_precision_column_resumes_as_the_default(tmp_path
 # -- end to end ------------------------------------------------------------------------------------
 
 def _errors(rows) -> dict:
-    """{(method, d, causal, T): {precision: error_rel}} of the float32 rows."""
+    """{(pass, method, d, causal, T): {precision: error_rel}} of the float32 rows."""
     out: dict = {}
     for r in rows:
         if r["dtype"] == "float32":
-            key = (r["method"], r["head_dim"], r["causal"], r["seq_len"])
+            key = (r["pass"], r["method"], r["head_dim"], r["causal"], r["seq_len"])
             out.setdefault(key, {})[r["precision"]] = r["error_rel"]
     return out
 
@@ -353,13 +353,14 @@ def test_cpu_precision_end_to_end(tmp_path, capsys):
     with open(out / "results.csv", newline="") as f:
         assert "precision" in next(csv.reader(f))                 # the header has the column
     rows = results.read_rows(out / "results.csv")
-    assert len(rows) == 96 and {r["status"] for r in rows} == {"ok"}
+    assert len(rows) == 192 and {r["status"] for r in rows} == {"ok"}
+    assert {r["pass"] for r in rows} == {"forward", "backward"}
     assert {(r["dtype"], r["precision"]) for r in rows} == {
         ("float32", "ieee"), ("float32", "tf32"), ("float32", "highest"),
         ("float16", None), ("bfloat16", None), ("float64", None)}
     assert all(r["error_rel"] is not None and r["tflops"] > 0 for r in rows)
     errors = _errors(rows)
-    assert len(errors) == 2 * 2 * 2 * 2                           # method x d x causal x T
+    assert len(errors) == 2 * 2 * 2 * 2 * 2                # pass x method x d x causal x T
     ratios = []
     for key, e in errors.items():
         assert set(e) == set(PRECISIONS), key
@@ -377,9 +378,10 @@ def test_cpu_precision_end_to_end(tmp_path, capsys):
     assert all((out / n).stat().st_size > 5000 for n in pngs) and "plot:" in text
     table = report.precision_table(out / "results.csv")
     lines = table.splitlines()
-    assert len(lines) == 2 + 2 * 2 * 2 * 6                        # d x causal x T x 6 kinds
+    assert len(lines) == 2 + 2 * 2 * 2 * 2 * 6            # pass x d x causal x T x 6 kinds
     assert "| forward | 16 | false | 64 | float32 | tf32 |" in table
     assert "| forward | 32 | true | 256 | float16 | native |" in table
+    assert "| backward | 32 | true | 256 | float32 | highest |" in table
     assert "naive error" in lines[0] and "torch" not in lines[0]
     assert report.main(["precision", str(out / "results.csv")]) == 0
     # resumed: nothing measured again
@@ -420,19 +422,30 @@ def test_precision_report_against_torch(tmp_path):
 def test_shipped_precision_experiments():
     gpu = schema.load(REPO / "experiments" / "precision.yaml",
                       smem_limit=schema.DEFAULT_SMEM_LIMIT)
-    assert [ax.name for ax in gpu.sweeps] == ["float32", "other_dtypes"]
-    assert gpu.sweeps[0].precision == PRECISIONS and gpu.sweeps[1].precision == (None,)
+    assert [ax.name for ax in gpu.sweeps] == ["float32", "other_dtypes", "float32_backward",
+                                              "other_dtypes_backward"]
+    assert [ax.passes for ax in gpu.sweeps] == [("forward",)] * 2 + [("backward",)] * 2
+    for ax in gpu.sweeps[::2]:
+        assert ax.precision == PRECISIONS
+    for ax in gpu.sweeps[1::2]:
+        assert ax.precision == (None,)
     assert gpu.measure.error_heads == 1 and gpu.measure.error_limit == 8192 ** 2
     pts = enumerate_points(gpu, "gpu", smem_limit=schema.DEFAULT_SMEM_LIMIT)
-    assert len(pts) == 252                                   # the count its comment gives
+    assert len(pts) == 420                                   # the count its comment gives
+    fwd = [p for p in pts if p.pass_ == "forward"]
+    bwd = [p for p in pts if p.pass_ == "backward"]
+    assert len(fwd) == 252 and len(bwd) == 168
     flash = [p for p in pts if p.method == "flash"]
     torch = [p for p in pts if p.method_name == "torch_sdpa"]
-    assert len(flash) == 6 * 3 * 2 * 3 and len(torch) == 2 * 4 * 3 * 2 * 3
+    assert len(flash) == 6 * 3 * 2 * 3 + 6 * 2 * 2 * 3
+    assert len(torch) == 2 * 4 * 3 * 2 * 3 + 2 * 4 * 2 * 2 * 3
     assert {p.precision for p in torch} == {None}
-    assert max(p.seq_len for p in pts) == 16384 and {p.pass_ for p in pts} == {"forward"}
+    assert max(p.seq_len for p in pts) == 16384
+    assert {p.head_dim for p in bwd} == {64, 128}     # the TF32 backward's head dims
     for p in flash:
         if p.precision:
-            assert of_family(p.fwd_tile.kernel) == p.precision
+            tile = p.bwd_tile if p.pass_ == "backward" else p.fwd_tile
+            assert of_family(tile.kernel) == p.precision, p.describe()
     # the error sample, one head of the first batch entry, fits the limit up to T = 4096 (the
     # whole problem would not fit at any T); T = 16384 is timed only
     for p in pts:
@@ -440,7 +453,9 @@ def test_shipped_precision_experiments():
         fits = measure.error_scores(p, 1) <= gpu.measure.error_limit
         assert fits == (p.seq_len <= 4096), p.describe()
     cpu = schema.load(REPO / "experiments" / "cpu_precision.yaml")
-    assert cpu.device == "cpu" and [ax.name for ax in cpu.sweeps] == [ax.name for ax in
-                                                                        gpu.sweeps]
-    assert len(enumerate_points(cpu)) == 96                 # the count its comment gives
+    assert cpu.device == "cpu"
+    cpu_pts = enumerate_points(cpu)
+    assert len(cpu_pts) == 192                              # the count its comment gives
+    combos = {(p.dtype, p.precision, p.pass_) for p in cpu_pts}
+    assert combos == {(p.dtype, p.precision, p.pass_) for p in flash}
     assert len(schema.tile_grid_points(REPO / "experiments" / "precision.yaml")) > 0
