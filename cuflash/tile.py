@@ -217,16 +217,20 @@ def tf32_backward_tiles(head_dim: int, family: str) -> list[TileConfig]:
     (plan.specs_for). A solo dK/dV warp holds dK and dV of its keys (d / 2 floats per thread)
     beside Sᵀ and dPᵀ (block_m / 2) and P's split operands (block_m at 'tf32x3'): 64 queries per
     step spilled 216 bytes at d = 64 (causal, sm_90), 32 do not; a pair holds half of that.
-    H200, 'highest', T = 4096, non-causal (tools/bench_f32.py --pass bwd --tiles, calls 138 and
-    141, three runs, NOTES.md v35): d = 64 the pair 64 × 64 × 8 warps 29.9 TFLOP/s against the
-    solo 32 × 64 × 4 28.5; d = 128 32 × 64 × 8 with one stage 26.3-26.5 against two 24.6-24.8."""
+    H200, 'highest' (tf32x3), T = 4096, non-causal (tools/bench_f32.py --pass bwd --tiles, calls
+    138 and 141, three runs, NOTES.md v35): d = 64 the pair 64 × 64 × 8 warps 29.9 TFLOP/s
+    against the solo 32 × 64 × 4 28.5; d = 128 32 × 64 × 8 with one stage 26.3-26.5 against two
+    24.6-24.8. 'tf32' keeps the tiles it was measured with (call 138: 77-85 at d = 64, 61-64 at
+    d = 128); its ablation is still to run."""
     if head_dim > TF32_BWD_MAX_D:
         raise ValueError(f"the TF32 backward takes head dims up to {TF32_BWD_MAX_D}, got "
                          f"{head_dim}")
+    three = family == "tf32x3"
     if head_dim <= 64:
-        tiles = [(64, 64, 8, 2), (32, 64, 4, 2), (32, 32, 2, 1)]
+        tiles = [(64, 64, 8, 2)] * three + [(32, 64, 4, 2), (32, 64, 4, 1), (32, 32, 2, 1)]
     else:   # a pair of warps per 16 keys (flash_bwd_tf32.cu)
-        tiles = [(32, 64, 8, 1), (32, 64, 8, 2), (32, 32, 4, 1)]
+        stages = (1, 2) if three else (2, 1)
+        tiles = [(32, 64, 8, s) for s in stages] + [(32, 32, 4, 1)]
     return [TileConfig(*t, family) for t in tiles]
 
 
