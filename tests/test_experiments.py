@@ -111,12 +111,43 @@ BAD = [
      "plots[0].ratio.numerator", "'flash'"),
     ({"axes": {"seq_len": [1000], "batch": {"tokens": 16384}}}, "axes.batch.tokens", "multiple"),
     ({"methods": ["naive", {"name": "naive"}]}, "methods[1].label", "also used"),
+    ({"plots": [{"x": "tflops", "y": "error_rel", "kind": "scatter",
+                 "ratio": {"numerator": "naive"}}]}, "plots[0].ratio",
+     "a scatter plot has no ratio"),
 ]
 
 
 @pytest.mark.parametrize("data, path, hint", BAD, ids=[b[1] for b in BAD])
 def test_schema_error_names_file_path_and_choices(tmp_path, data, path, hint):
     assert_schema_error(tmp_path, data, path, hint)
+
+
+SCATTER_REFUSES = [("ratio", {"denominator": "naive"}), ("ratio_panel", {"denominator": "naive"}),
+                   ("slope", True), ("identity", True), ("value", ["tflops"])]
+
+
+@pytest.mark.parametrize("key, value", SCATTER_REFUSES, ids=[k for k, _ in SCATTER_REFUSES])
+def test_scatter_refuses_line_and_heatmap_keys(tmp_path, key, value):
+    plot = {"x": "tflops", "y": "error_rel", "kind": "scatter", key: value}
+    assert_schema_error(tmp_path, {"plots": [plot]}, f"plots[0].{key}", "a scatter plot")
+    # the same key on a line plot keeps its meaning (value: its own message, unchanged)
+    line = dict(plot, kind="line")
+    if key == "value":
+        assert_schema_error(tmp_path, {"plots": [line]}, "plots[0].value",
+                            "'value' is for kind: heatmap; a line plot draws 'y'")
+    else:
+        assert schema.build({"plots": [line]}).plots[0].kind == "line"
+
+
+def test_scatter_plot_spec():
+    (p,) = schema.build({"plots": [{"x": "tflops", "y": "error_rel", "kind": "scatter",
+                                    "hue": "precision", "style": "method", "col": "pass",
+                                    "logx": True, "logy": True, "filter": {"method": "flash"},
+                                    "title": "t", "name": "err"}]}).plots
+    assert (p.kind, p.x, p.y, p.hue, p.style, p.col) == ("scatter", "tflops", "error_rel",
+                                                         "precision", "method", ("pass",))
+    assert p.logx and p.logy and p.filter == (("method", ("flash",)),) and p.name == "err"
+    assert "scatter" in schema.PLOT_KINDS and "scatter" in schema.__doc__
 
 
 def test_schema_error_aborts_before_measuring(tmp_path, monkeypatch, capsys):
@@ -449,6 +480,100 @@ def test_plot_from_csv_alone(tmp_path):
     assert cli.main(["plot", str(dst / "results.csv"), "--config", str(other),
                      "--out", str(tmp_path / "o")]) == 0
     assert (tmp_path / "o" / "t.png").stat().st_size > 5000
+
+
+def _drawn_figures(monkeypatch) -> list:
+    """Every matplotlib Figure saved from now on (the plots draw on Agg Figures, not pyplot)."""
+    from matplotlib.figure import Figure
+    figs, save = [], Figure.savefig
+
+    def record(self, *args, **kwargs):
+        figs.append(self)
+        return save(self, *args, **kwargs)
+
+    monkeypatch.setattr(Figure, "savefig", record)
+    return figs
+
+
+def test_scatter_plot_from_csv(tmp_path, monkeypatch):
+    """kind: scatter draws one marker per ok row (no line through them), colour by hue, marker by
+    style, facets by col; OOM and unavailable rows are not points but are counted in a note."""
+    from matplotlib.collections import PathCollection
+    from matplotlib.colors import to_hex
+    plot = {"kind": "scatter", "x": "tflops", "y": "error_rel", "hue": "method",
+            "style": "causal", "col": "pass", "logx": True, "logy": True, "name": "err_speed"}
+    data = {"device": "cpu", "axes": {"seq_len": [16, 32, 64, 128], "head_dim": 16, "heads": 2,
+                                      "dtype": "float32", "causal": [False, True],
+                                      "pass": ["forward", "backward"]},
+            "methods": ["naive", "twin", {"name": "torch_sdpa", "backends": ["flash"]}],
+            "measure": {"repeats": 1, "warmup": 0}, "plots": [plot]}
+    exp = schema.build(data, "s.yaml")
+    fake = FakeMeasure(lambda p: MemoryError() if p.method == "naive" and p.seq_len == 128
+                       else measure.Unavailable("no torch") if p.method == "torch_flash"
+                       else None)
+
+    def with_error(p, cfg):
+        row = fake(p, cfg)
+        return dict(row, error_rel=(3e-6 if p.method == "naive" else 1e-7) * p.seq_len)
+
+    src = tmp_path / "run"
+    runner.run(exp, src, measure=with_error, log=lambda s: None, draw=False)
+    statuses = [r["status"] for r in _rows(src / "results.csv")]
+    assert statuses.count("ok") == 28 and statuses.count("oom") == 4
+    assert statuses.count("unavailable") == 16
+    figs = _drawn_figures(monkeypatch)
+    assert cli.main(["plot", str(src / "results.csv")]) == 0
+    png = src / "err_speed.png"
+    assert png.stat().st_size > 5000 and png.read_bytes()[:4] == b"\x89PNG"
+    (fig,) = figs
+    axes = [ax for ax in fig.axes if ax.get_visible()]
+    assert [ax.get_title() for ax in axes] == ["pass=forward", "pass=backward"]
+    rows = results.read_rows(src / "results.csv")
+    for ax, pass_ in zip(axes, ("forward", "backward")):
+        # nothing joins the points: no line of more than one point
+        assert all(len(line.get_xdata()) <= 1 for line in ax.get_lines())
+        colls = [c for c in ax.collections if isinstance(c, PathCollection)]
+        by_label = {c.get_label(): c for c in colls}
+        # one collection per (method, causal): naive lost its OOM size, torch_flash never ran
+        assert sorted((k, len(c.get_offsets())) for k, c in by_label.items()) == [
+            ("naive False", 3), ("naive True", 3), ("twin False", 4), ("twin True", 4)]
+        # hue: one colour per method, two methods two colours
+        colour = {k: to_hex(c.get_facecolor()[0]) for k, c in by_label.items()}
+        assert colour["naive False"] == colour["naive True"] != colour["twin False"]
+        assert colour["twin False"] == colour["twin True"]
+        # style: one marker per causal value
+        def marker(k):
+            return by_label[k].get_paths()[0].vertices.round(6).tolist()
+        assert marker("naive False") == marker("twin False") != marker("naive True")
+        # the points are the rows' values
+        twin = sorted(tuple(map(float, xy)) for xy in by_label["twin False"].get_offsets())
+        want = sorted((r["tflops"], r["error_rel"]) for r in rows if r["method"] == "twin"
+                      and r["pass"] == pass_ and r["causal"] is False)
+        assert sum(twin, ()) == pytest.approx(sum(want, ()))
+        assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
+        assert sorted(ax.get_legend_handles_labels()[1]) == sorted(by_label)
+        assert ax.get_legend() is not None
+        notes = [t.get_text() for t in ax.texts]
+        assert "not drawn: 2 oom, 8 unavailable" in notes, notes
+    assert "error" in fig._suptitle.get_text() and "throughput" in fig._suptitle.get_text()
+
+
+def test_scatter_of_failed_rows_only(tmp_path, monkeypatch):
+    """A scatter whose rows all failed is drawn (an empty panel saying so), not a crash."""
+    from matplotlib.collections import PathCollection
+    from cuflash.experiments import plots
+    rows = [{"method": "naive", "seq_len": t, "pass": "forward", "status": "oom",
+             "tflops": None, "error_rel": None} for t in (16, 32)]
+    rows.append({"method": "twin", "seq_len": 16, "pass": "forward", "status": "ok",
+                 "tflops": 0.5, "error_rel": None})
+    plot = schema.Plot(x="tflops", y="error_rel", kind="scatter", logy=True)
+    figs = _drawn_figures(monkeypatch)
+    (path,) = plots.draw_all(rows, [plot], tmp_path)
+    assert path.name == "00_error_rel_vs_tflops.png" and path.stat().st_size > 2000
+    (ax,) = figs[0].axes
+    assert not [c for c in ax.collections if isinstance(c, PathCollection)]
+    assert {t.get_text() for t in ax.texts} == {"no successful measurements",
+                                                 "not drawn: 1 no error_rel, 2 oom"}
 
 
 def test_plot_missing_spec_is_a_clear_error(tmp_path, capsys):

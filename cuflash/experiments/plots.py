@@ -1,4 +1,6 @@
-"""Figures from a results CSV: lines (with fitted log-log slopes and OOM marks) and heatmaps.
+"""Figures from a results CSV: lines (with fitted log-log slopes and OOM marks), scatters (one
+marker per row, e.g. error against speed; drawn by ``draw_line``'s facets, colours and markers)
+and heatmaps.
 
 Only the rows are read (``results.read_rows``) and the plot specs of the experiment, so a CSV and
 its ``experiment.yaml`` are enough to redraw everything. Matplotlib is used through its Agg canvas
@@ -295,7 +297,13 @@ def _panel_plot(plot: Plot) -> Plot | None:
 
 def draw_line(rows: list[dict], plot: Plot, path: Path, env: dict | None = None) -> Path:
     """Lines of y against x per series and facet, OOM marks, and with ``ratio_panel`` a panel
-    under each facet with the ratio to a baseline method (``with_ratio``)."""
+    under each facet with the ratio to a baseline method (``with_ratio``).
+
+    ``kind: scatter`` takes the same facets, colours (hue), markers (style) and legend, but draws
+    one marker per ok row and nothing joining them; a series is its hue and style alone (points
+    may share an x). Rows not drawn (OOM, error, unavailable, or no x or y) are counted in a note
+    in the corner of their facet."""
+    scatter = plot.kind == "scatter"
     is_ratio = bool(plot.ratio_numerator or plot.ratio_denominator)
     # a ratio's baseline is looked up among all rows, so the filter need not keep it
     ok = [r for r in select(with_ratio(rows, plot), plot)
@@ -305,19 +313,23 @@ def draw_line(rows: list[dict], plot: Plot, path: Path, env: dict | None = None)
         r for r in select(with_ratio(rows, rplot), plot)
         if r.get("status") == "ok" and r.get(plot.y) is not None and r.get(plot.x) is not None]
     rows = select(rows, plot)
-    ooms = [] if is_ratio else [r for r in rows if r.get("status") == "oom"]
+    ooms = [] if is_ratio or scatter else [r for r in rows if r.get("status") == "oom"]
+    # a scatter marks no failure at a point: its rows without a point are counted in a note
+    drawn = {id(r) for r in ok}
+    undrawn = [r for r in rows if id(r) not in drawn] if scatter else []
     series_cols = [c for c in (plot.hue, plot.style) if c]
     fixed = {plot.x, *series_cols, *plot.col, *(c for c, _ in plot.filter)}
-    extra = split_columns(ok, fixed, lambda r: (tuple(r.get(c) for c in plot.col),
-                                                tuple(r.get(c) for c in series_cols),
-                                                r.get(plot.x)))
+    extra = [] if scatter else split_columns(
+        ok, fixed, lambda r: (tuple(r.get(c) for c in plot.col),
+                              tuple(r.get(c) for c in series_cols), r.get(plot.x)))
     key_cols = series_cols + extra
     order = _method_order(rows)
-    facets = _sorted_unique((tuple(r.get(c) for c in plot.col) for r in ok + ooms),
+    present = ok + ooms + undrawn
+    facets = _sorted_unique((tuple(r.get(c) for c in plot.col) for r in present),
                             plot.col, order) or [()]
-    hues = ([h for (h,) in _sorted_unique(((r.get(plot.hue),) for r in ok + ooms),
+    hues = ([h for (h,) in _sorted_unique(((r.get(plot.hue),) for r in present),
                                            (plot.hue,), order)] if plot.hue else [None])
-    styles = ([s for (s,) in _sorted_unique(((r.get(plot.style),) for r in ok + ooms),
+    styles = ([s for (s,) in _sorted_unique(((r.get(plot.style),) for r in present),
                                              (plot.style,), order)] if plot.style else [None])
     cycle = [c["color"] for c in matplotlib.rcParams["axes.prop_cycle"]]
     color = {h: cycle[i % len(cycle)] for i, h in enumerate(hues)}
@@ -355,11 +367,15 @@ def draw_line(rows: list[dict], plot: Plot, path: Path, env: dict | None = None)
                 name += " (" + _facet_text(*zip(*shown)) + ")"
             xs = [r[plot.x] for r in pts]
             ys = [r[plot.y] for r in pts]
-            fit = _fit_slope(xs, ys) if plot.logx and plot.logy and plot.slope else None
+            fit = (_fit_slope(xs, ys) if plot.logx and plot.logy and plot.slope and not scatter
+                   else None)
             if fit is not None:
                 name += f"  slope {fit[0]:.2f}"
             colour = color.get(hue, cycle[0])
-            if pts:
+            if pts and scatter:
+                ax.scatter(xs, ys, color=colour, marker=_MARKERS[sty % len(_MARKERS)], s=25,
+                           label=name)
+            elif pts:
                 ax.plot(xs, ys, color=colour, linestyle=_LINESTYLES[sty % len(_LINESTYLES)],
                         marker=_MARKERS[sty % len(_MARKERS)], markersize=5, label=name)
                 band = plot.y == "time_ms_median" and not is_ratio and all(
@@ -392,6 +408,10 @@ def draw_line(rows: list[dict], plot: Plot, path: Path, env: dict | None = None)
         ax.grid(True, which="major", alpha=0.3)
         if is_ratio:
             ax.axhline(1.0, color="0.6", linewidth=0.8)
+        missing = [r for r in undrawn if tuple(r.get(c) for c in plot.col) == facet]
+        if missing:
+            ax.text(0.99, 0.01, _undrawn_note(missing, plot), transform=ax.transAxes,
+                    ha="right", va="bottom", fontsize=7, color="0.4")
         if not in_facet and not oom_facet:
             ax.text(0.5, 0.5, "no successful measurements", transform=ax.transAxes,
                     ha="center", va="center", color="0.5")
@@ -409,6 +429,19 @@ def draw_line(rows: list[dict], plot: Plot, path: Path, env: dict | None = None)
     _suptitle(fig, title_of(plot, rows))
     fig.savefig(path, dpi=110)
     return path
+
+
+def _undrawn_note(rows: list[dict], plot: Plot) -> str:
+    """'not drawn: 2 oom, 1 unavailable, 1 no error_rel': a scatter's rows without a point."""
+    def why(r):
+        if r.get("status") != "ok":
+            return r.get("status") or "no status"
+        return f"no {plot.y}" if r.get(plot.y) is None else f"no {plot.x}"
+
+    counts: dict = {}
+    for r in rows:
+        counts[why(r)] = counts.get(why(r), 0) + 1
+    return "not drawn: " + ", ".join(f"{n} {w}" for w, n in sorted(counts.items()))
 
 
 def _ratio_panel(panel, ax, rows, plot: Plot, rplot: Plot, key_cols, series_cols, extra, order,
@@ -539,7 +572,7 @@ def title_of(plot: Plot, rows: list[dict]) -> str:
     if plot.title:
         text = plot.title
     else:
-        text = f"{ratio_label(plot)} vs {label(plot.x)}" if plot.kind == "line" else (
+        text = f"{ratio_label(plot)} vs {label(plot.x)}" if plot.kind != "heatmap" else (
             f"{', '.join(label(v) for v in plot.value)} over {plot.x} × {plot.y}")
         if plot.filter:
             text += "  [" + ", ".join(f"{c}={'|'.join(map(str, v))}"
@@ -644,7 +677,7 @@ def draw_all(rows: list[dict], plots, out_dir, env: dict | None = None) -> list[
     paths = []
     for i, plot in enumerate(plots):
         path = plot_path(out_dir, plot, i)
-        draw = draw_heatmap if plot.kind == "heatmap" else draw_line
+        draw = draw_heatmap if plot.kind == "heatmap" else draw_line   # line and scatter
         paths.append(draw(rows, plot, path, env))
     return paths
 

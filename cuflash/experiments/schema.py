@@ -40,6 +40,10 @@ the key path (``methods[1].grid.block_m``) and the valid choices, raised before 
     plots:
       - {x: seq_len, y: peak_mem_bytes, logx: true, logy: true, col: pass}
       - {x: seq_len, y: tflops_per_gpu, ratio_panel: {denominator: flash, target: 0.9}}
+      - {kind: scatter, x: tflops, y: error_rel, hue: precision, style: method, logy: true}
+
+A plot's ``kind``: ``line`` (default), ``scatter`` (one marker per row, no lines; no ratio,
+ratio_panel, slope, identity or value) or ``heatmap`` (``value`` in cells over x × y).
 
 ``axes`` as a list: each entry is one sweep, named by its key ``sweep`` (a column of the
 results), with its own shapes and variants; the experiment's points are the union of the
@@ -87,7 +91,7 @@ TORCH_BACKENDS = ("flash", "cudnn", "efficient", "math")
 TILE_FIELDS = ("block_m", "block_n", "num_warps", "num_stages", "kernel")
 TILE_CHOICES = {"block_m": (16, 32, 64, 128, 256), "block_n": (16, 32, 64, 128, 256),
                 "num_warps": NUM_WARPS, "num_stages": NUM_STAGES, "kernel": KERNELS}
-PLOT_KINDS = ("line", "heatmap")
+PLOT_KINDS = ("line", "heatmap", "scatter")
 #: Opt-in shared memory per block and architecture assumed when no GPU is visible (device.py).
 DEFAULT_SMEM_LIMIT = device.assumed().smem_per_block
 DEFAULT_ARCH = device.DEFAULT_ARCH
@@ -300,6 +304,8 @@ class Plot:
     y: str
     """Column on the vertical axis (a heatmap's rows)."""
     kind: str = "line"
+    """line (series joined along x), scatter (one marker per row, hue and style as a line
+    plot's, no lines) or heatmap (cells of ``value`` over x × y)."""
     hue: str | None = "method"
     style: str | None = None
     col: tuple[str, ...] = ()
@@ -503,6 +509,15 @@ _MASK_KEYS = {"documents": ("kind", "lengths")}
 _VARLEN_KEYS = ("lengths",)
 _CACHE_LENGTHS_KEYS = ("fractions",)
 _MEASURE_KEYS = tuple(f.name for f in dataclasses.fields(Measure))
+#: Plot keys a scatter plot (unordered points, no lines) refuses, and why.
+_SCATTER_NO = {
+    "ratio": "a scatter plot has no ratio; it draws each row's y against its x "
+             "(use kind: line for a ratio to a baseline)",
+    "ratio_panel": "a scatter plot has no ratio panel (use kind: line)",
+    "slope": "a scatter plot has no fitted slope: its points are not a line (use kind: line)",
+    "identity": "a scatter plot has no y = x line (use kind: line)",
+    "value": "'value' is for kind: heatmap; a scatter plot draws 'y'",
+}
 _PLOT_KEYS = ("x", "y", "kind", "hue", "style", "col", "value", "logx", "logy", "filter", "title",
               "name", "ratio", "ratio_panel", "slope", "identity")
 
@@ -1050,6 +1065,10 @@ def _plot(r: _Reader, raw, i: int, columns: tuple[str, ...], labels: tuple[str, 
     if "kind" in raw:
         kw["kind"] = r.choice(raw["kind"], f"{path}.kind", PLOT_KINDS)
     heat = kw.get("kind") == "heatmap"
+    if kw.get("kind") == "scatter":
+        for key, why in _SCATTER_NO.items():
+            if key in raw:
+                r.fail(f"{path}.{key}", why)
     for key in ("hue", "style"):
         if key in raw:
             if heat:
