@@ -374,7 +374,7 @@ def test_cpu_precision_end_to_end(tmp_path, capsys):
     assert math.exp(np.mean(np.log(ratios))) <= 2.0, ratios
     pngs = {p.name for p in out.glob("*.png")}
     assert pngs == {"tflops.png", "error.png", "float32_time_vs_ieee.png",
-                    "float32_error_by_method.png"}
+                    "float32_error_by_method.png", "error_vs_tflops.png"}
     assert all((out / n).stat().st_size > 5000 for n in pngs) and "plot:" in text
     table = report.precision_table(out / "results.csv")
     lines = table.splitlines()
