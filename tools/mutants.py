@@ -213,7 +213,8 @@ MUTANTS = [
       '    return arch in ("sm_90", "sm_90a")', '    return arch.startswith("sm_8")',
       "tests/test_device.py tests/test_kernel_plan.py", "the Hopper test names the wrong architectures"),
     M("default_dq_atomic_on_hopper", "cuflash/tile.py",
-      '    return bool(deterministic) or tile.kernel == "wgmma"', "    return bool(deterministic)",
+      '    return bool(deterministic) or tile.kernel in ("wgmma", *PRODUCTS)',
+      "    return bool(deterministic) or tile.kernel in PRODUCTS",
       "tests/test_kernel_plan.py",
       "deterministic=False's default on Hopper runs the slower atomic-dQ ws kernel (v20)"),
     # -- GPU-only code (run with --gpu on a GPU machine)
