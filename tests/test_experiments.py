@@ -633,3 +633,26 @@ def test_cpu_quick_end_to_end(tmp_path, capsys):
     assert stored["axes"]["seq_len"] == [32, 64] and stored["name"] == "cpu_quick"
     table = demo.table(rows)
     assert "naive peak" in table and "twin peak" in table and len(table.splitlines()) == 7
+
+
+@pytest.mark.parametrize("lo,hi,want", [(20.0, 500.0, {"20", "50", "200", "500"}),
+                                        (6.0, 700.0, set()), (2.0, 9.0, None)])
+def test_log_axis_minor_labels_do_not_crowd(lo, hi, want):
+    """A log axis over one to two decades labels its minor ticks at 2 and 5 only (matplotlib
+    would label 3, 4, 6, ... too, and they overlap); over more decades none; under one decade
+    matplotlib's own labels stay (want None: not checked beyond drawing)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from cuflash.experiments import plots
+    fig, ax = plt.subplots()
+    ax.scatter([lo, hi], [1.0, 2.0])
+    plots._format_axis(ax, "x", "tflops", True, [lo, hi])
+    fig.canvas.draw()
+    minor = {t.get_text() for t in ax.xaxis.get_minorticklabels() if t.get_text()}
+    lo_shown, hi_shown = ax.get_xlim()
+    majors = [t for t in ax.xaxis.get_majorticklocs() if lo_shown <= t <= hi_shown]
+    plt.close(fig)
+    if want is not None:
+        assert majors, "the decades stay labelled"
+        assert minor == want, minor

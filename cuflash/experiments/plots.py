@@ -273,6 +273,20 @@ def _format_axis(ax, which: str, column: str, log: bool, values) -> None:
             axis.set_minor_locator(ticker.NullLocator())
         axis.set_major_formatter(ticker.FuncFormatter(lambda v, _: short_int(int(v))
                                                       if v >= 1 else f"{v:g}"))
+    elif log:
+        # matplotlib labels every minor tick of a log axis spanning a decade or two ("3×10^1",
+        # "4×10^1", ...), and the labels run into each other: there, only 2 and 5 of each decade
+        # (plain numbers); over more decades, the decades alone
+        pos = [v for v in values if isinstance(v, (int, float)) and v > 0]
+        if pos and max(pos) >= 10 * min(pos):
+            few = max(pos) < 100 * min(pos)
+            axis.set_minor_formatter(ticker.FuncFormatter(
+                lambda v, _: f"{v:g}" if few and _leading_digit(v) in (2, 5) else ""))
+
+
+def _leading_digit(v: float) -> int:
+    """The first significant digit of v > 0 (2 for 0.02, 200 and 250)."""
+    return int(f"{v:e}"[0])
 
 
 # -- line plots -----------------------------------------------------------------------------------
