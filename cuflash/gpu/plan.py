@@ -343,6 +343,10 @@ def _validate_dmma(spec: KernelSpec, where: str, arch: str | None) -> None:
         raise ValueError(f"{where}: the dmma kernels use 1 or 2 stages")
 
 
+_TF32_ATOMIC = ("the TF32 backward computes dQ in its own pass; use deterministic=True or a "
+                "simt tile for atomic dQ")
+
+
 def _validate_tf32(spec: KernelSpec, where: str, arch: str | None) -> None:
     """The TF32 families: flash_fwd_mma.cu and flash_bwd_tf32.cu with Tf32Products (float32),
     whose warps own 16·MT query rows (forward, dQ) or 16 keys (dK/dV) as the 16-bit mma
@@ -356,8 +360,7 @@ def _validate_tf32(spec: KernelSpec, where: str, arch: str | None) -> None:
                          f"(dK and dV of a warp's 16 keys live in its registers); wider heads "
                          f"run the float32 backward on CUDA cores (precision='ieee')")
     if spec.atomic_dq:
-        raise ValueError(f"{where}: the TF32 backward computes dQ in its own pass; use "
-                         f"deterministic=True (or a simt tile for atomic dQ)")
+        raise ValueError(f"{where}: {_TF32_ATOMIC}")
     if arch is not None and _sm(arch) < FAMILY_MIN_SM[spec.family]:
         raise ValueError(f"{where}: mma.sync .tf32 needs sm_80 or later, this GPU is {arch}")
     t = spec.tile
@@ -365,8 +368,9 @@ def _validate_tf32(spec: KernelSpec, where: str, arch: str | None) -> None:
         # a pair of warps per 16 keys (flash_bwd_tf32.cu): one computes Sᵀ and dV, the other
         # dPᵀ and dK; above d = 64 the only way (one warp's dK and dV would not fit)
         if t.block_n != 8 * t.num_warps or t.num_warps % 2:
+            above = " at head dims above 64" if spec.head_dim > 64 else ""
             raise ValueError(f"{where}: block_n must be 8·num_warps with an even num_warps "
-                             f"(a pair of warps per 16 keys){' at head dims above 64' if spec.head_dim > 64 else ''}")
+                             f"(a pair of warps per 16 keys){above}")
         if t.block_m % 16 or t.block_m > 128:
             raise ValueError(f"{where}: block_m must be a multiple of 16, at most 128")
         if t.num_stages > 2:
@@ -417,8 +421,7 @@ def specs_for(dtype, head_dim: int, tile: TileConfig, variant, backward: bool,
         raise ValueError(f"TileConfig.kernel={tile.kernel!r} (precision="
                          f"{of_family(tile.kernel)!r}) takes float32 inputs only, got {name}")
     if tile.kernel in PRODUCTS and backward and not deterministic:
-        raise ValueError(f"TileConfig {tile.short()}: the TF32 backward computes dQ in its own "
-                         f"pass; use deterministic=True or a simt tile for atomic dQ")
+        raise ValueError(f"TileConfig {tile.short()}: {_TF32_ATOMIC}")
     if tile.kernel == "wgmma" and backward and not deterministic and \
             not tile.warp_specialized_dkdv:
         raise ValueError(f"TileConfig {tile.short()}: {_WGMMA_ATOMIC}")
