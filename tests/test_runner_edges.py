@@ -481,3 +481,18 @@ def test_summary_line_names_where_a_benchmark_ran():
                                 torch_version=None, git_commit=None))
     assert "cpu (2 cores)" in cpu and "driver" not in cpu and "(no commit)" in cpu
     assert "+" not in env.summary_line(dict(gpu, git_dirty=False)).split("cuflash ")[1]
+
+
+def test_compile_match_compiles_only_the_named_kernels():
+    """`cuflash compile --match REGEX`: the kernels whose names it searches, reported with their
+    registers and spills, and nothing else (not the preprocess, not the other defaults)."""
+    import io
+    from cuflash.gpu import precompile
+    out = io.StringIO()
+    rc = precompile.run("sm_90", False, 1, include_experiments=False, out=out,
+                        match=r"^cuflash_tf32x3_bwd_dq_f32_d32_.*_causal$")
+    lines = out.getvalue().splitlines()
+    rows = [ln for ln in lines if ln.startswith("cuflash_")]
+    assert rc == 0 and rows and all("tf32x3_bwd_dq_f32_d32" in ln and "causal" in ln
+                                    for ln in rows), lines
+    assert lines[-1].startswith(f"{len(rows)} compiled, 0 failed"), lines

@@ -103,10 +103,15 @@ def _compile(args):
 
 
 def run(arch: str, fail_on_spills: bool, jobs: int, include_experiments: bool = True,
-        out=sys.stdout) -> int:
-    defaults = default_specs(arch)
+        out=sys.stdout, match: str | None = None) -> int:
+    """Compile (``match``: only the kernels whose name the regular expression searches, and not
+    the backward's preprocess) and report; the exit status of ``cuflash compile``."""
+    import re
+    keep = (lambda s: True) if match is None else (lambda s: re.search(match, s.name))
+    defaults = [s for s in default_specs(arch) if keep(s)]
     names = {s.name for s in defaults}
-    extra = [s for s in (experiment_specs() if include_experiments else []) if s.name not in names]
+    extra = [s for s in (experiment_specs() if include_experiments else [])
+             if s.name not in names and keep(s)]
     todo = [(s, arch, build.source(s)) for s in defaults + extra]
     failures, spilled, serialized = [], [], []
     print(f"compiling {len(todo)} kernels for {arch} ({len(defaults)} default, {len(extra)} from "
@@ -127,7 +132,7 @@ def run(arch: str, fail_on_spills: bool, jobs: int, include_experiments: bool = 
                 flag += "  <- wgmma serialized (default)"
             print(f"{spec.name:64} {rep.registers:>4} {rep.spills:>6} {rep.stack_bytes:>5} "
                   f"{spec.smem_bytes():>7}{flag}", file=out)
-    for dt, packed in itertools.product(DTYPES, (False, True)):
+    for dt, packed in itertools.product(DTYPES, (False, True)) if match is None else ():
         try:
             build.compile_offline(build.preprocess_source(dt, packed),
                                   build.preprocess_name(dt, packed), arch)
@@ -156,8 +161,11 @@ def main(argv=None) -> int:
                     help="compiler processes (default: CPU count)")
     ap.add_argument("--no-experiments", action="store_true",
                     help="only the defaults, not the experiments' tile grids")
+    ap.add_argument("--match", metavar="REGEX",
+                    help="only the kernels whose name this searches, e.g. 'tf32x3_bwd' (the "
+                         "registers and spills of one family after an edit)")
     args = ap.parse_args(argv)
-    return run(args.arch, args.fail_on_spills, args.jobs, not args.no_experiments)
+    return run(args.arch, args.fail_on_spills, args.jobs, not args.no_experiments, match=args.match)
 
 
 if __name__ == "__main__":
