@@ -37,6 +37,10 @@ STANDS_IN = {"highest": "ieee"}
 #: kernel family -> TF32 products per operand pair (kernels_cu/tf32.cuh, Tf32Products<N>)
 PRODUCTS = {"tf32": 1, "tf32x3": 3}
 
+#: kernel families beside FAMILY's that compute a precision: 'tf32' on Hopper's warpgroup
+#: tensor cores (kernels_cu/flash_fwd_wgmma_tf32.cu; a forward, opt-in through its tile)
+ALSO = {"wgmma_tf32": "tf32"}
+
 
 #: float32's default: float32's accuracy (as 'ieee') at the TF32 tensor cores' speed where there
 #: are some (sm_80 and later; before, 'highest' runs on the CUDA cores). H200 (NOTES.md v22):
@@ -61,6 +65,8 @@ def check(precision, dtype) -> str:
 
 def of_family(family: str) -> str:
     """The precision a kernel family computes float32 in ('ieee' for the others)."""
+    if family in ALSO:
+        return ALSO[family]
     return next((p for p, f in FAMILY.items() if f == family and p != "ieee"), "ieee")
 
 

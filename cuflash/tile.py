@@ -14,7 +14,7 @@ from .device import DEFAULT_ARCH, is_hopper
 from ._xp import dtype_name
 from .precision import FAMILY, PRODUCTS, STANDS_IN, check as _check_precision
 
-KERNELS = ("simt", "mma", "wgmma", "dmma", "tf32", "tf32x3")
+KERNELS = ("simt", "mma", "wgmma", "dmma", "tf32", "tf32x3", "wgmma_tf32")
 #: TileConfig's allowed warps (12: the warp-specialized wgmma forward) and stages
 NUM_WARPS = (1, 2, 4, 8, 12, 16)
 NUM_STAGES = (1, 2, 3, 4)
@@ -79,7 +79,10 @@ class TileConfig:
     'dmma' (float64 tensor cores through mma.sync m8n8k4, float64 only, sm_80 and later;
     deterministic backward only), 'tf32' and 'tf32x3' (float32 forward on TF32 tensor cores
     through mma.sync m16n8k8, sm_80 and later: precision='tf32' and 'highest',
-    ``cuflash.precision``; the warp layout of 'mma')."""
+    ``cuflash.precision``; the warp layout of 'mma'), 'wgmma_tf32' (float32 forward of
+    precision='tf32' on Hopper's warpgroup tensor cores, sm_90 only, opt-in: block_m =
+    16·num_warps, 64 rows per 4 warps, block_n and the head dim multiples of 32, 2 stages;
+    ``wgmma_tf32_tiles``)."""
 
     def __post_init__(self):
         for name in ("block_m", "block_n"):
@@ -201,6 +204,27 @@ def tf32_tiles(head_dim: int, family: str) -> list[TileConfig]:
     else:
         tiles = [(64, 32, 4, 2), (64, 32, 4, 1), (32, 16, 2, 1)]
     return [TileConfig(*t, family) for t in tiles]
+
+
+#: The widest head dim of the TF32 wgmma forward (flash_fwd_wgmma_tf32.cu): at 128, Q and two
+#: stages of 64 keys take 192 KB of shared memory in float32
+WGMMA_TF32_MAX_D = 128
+
+
+def wgmma_tf32_tiles(head_dim: int) -> list[TileConfig]:
+    """Forward tiles of the TF32 wgmma kernel (flash_fwd_wgmma_tf32.cu, precision='tf32' on
+    sm_90, opt-in), preferred first: two warpgroups of 64 query rows, a ring of two K / Vᵀ
+    stages. Shared memory in float32: Q 512·d bytes at 128 rows, a stage 2 · 4 · block_n · d;
+    at d = 128 only 64 keys a stage fit beside Q (192 KB), at d = 64 128 keys (160 KB).
+    Not yet measured on a GPU (NOTES.md v36)."""
+    if head_dim > WGMMA_TF32_MAX_D:
+        raise ValueError(f"the TF32 wgmma forward takes head dims up to {WGMMA_TF32_MAX_D}, got "
+                         f"{head_dim}")
+    if head_dim <= 64:
+        tiles = [(128, 128, 8, 2), (128, 64, 8, 2), (64, 64, 4, 2)]
+    else:
+        tiles = [(128, 64, 8, 2), (64, 64, 4, 2), (128, 32, 8, 2)]
+    return [TileConfig(*t, "wgmma_tf32") for t in tiles]
 
 
 #: The widest head dim of the TF32 backward (flash_bwd_tf32.cu): a warp keeps dK and dV of its 16

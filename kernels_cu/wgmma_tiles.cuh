@@ -1,5 +1,6 @@
 // cuflash: shared-memory tiles as Hopper's wgmma reads them (sm_90a), used by the wgmma forward
 // and backward. A tile of ROWS × DP 16-bit elements is DP / 64 panels of ROWS rows × 128 bytes
+// (float32 read as TF32: DP / 32 panels, flash_fwd_wgmma_tf32.cu)
 // with the 128-byte swizzle (PTX ISA, "Shared Memory Matrix Layout"): the 16-byte chunk c of row
 // r sits at chunk c ^ (r % 8). Panels start on 1024-byte boundaries.
 //   "K-major" operands (head dim contiguous and the product's k): a k-step of 16 moves the
@@ -12,10 +13,12 @@
 
 namespace cuflash {
 
-// Element offset of (r, col) in a 128-byte-swizzled tile of ROWS rows.
-template <int ROWS>
+// Element offset of (r, col) in a 128-byte-swizzled tile of ROWS rows of BYTES-byte elements
+// (panels of 128 / BYTES columns, 16-byte chunks of 16 / BYTES elements)
+template <int ROWS, int BYTES = 2>
 __device__ __forceinline__ int sw128(int r, int col) {
-    return (col >> 6) * (ROWS * 64) + r * 64 + ((((col >> 3) & 7) ^ (r & 7)) << 3) + (col & 7);
+    constexpr int P = 128 / BYTES, E = 16 / BYTES;
+    return (col / P) * (ROWS * P) + r * P + ((((col / E) & 7) ^ (r & 7)) * E) + (col % E);
 }
 
 // The 128-byte-swizzled layout as CpAsyncTiles (mma.cuh) fills it
@@ -48,10 +51,11 @@ __device__ __forceinline__ unsigned long long sw128_desc(const void* p, unsigned
 }
 
 // Descriptor of k-step kk of a K-major tile of ROWS rows starting at row pointer `s` (panel kk / 4,
-// 32 bytes per step inside it).
+// 32 bytes per step inside it: 16 elements of 16 bits, 8 of TF32).
 template <int ROWS, typename T>
 __device__ __forceinline__ unsigned long long kmajor_desc(const T* s, int kk) {
-    return sw128_desc(s + (kk >> 2) * ROWS * 64 + (kk & 3) * 16, 0);
+    constexpr int P = 128 / int(sizeof(T)), K = 32 / int(sizeof(T));
+    return sw128_desc(s + (kk >> 2) * ROWS * P + (kk & 3) * K, 0);
 }
 
 // Descriptor of k-step kk (16 rows) of an MN-major tile of ROWS rows.

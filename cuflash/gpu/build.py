@@ -71,6 +71,7 @@ _KERNELS = {
     ("bwd_dkdv", "tf32x3"): ("DkdvTf32", "flash_bwd_tf32.cu"),
     ("bwd_dq", "tf32"): ("DqMma", "flash_bwd_mma.cu"),     # with Tf32Products<1>
     ("bwd_dq", "tf32x3"): ("DqMma", "flash_bwd_mma.cu"),   # with Tf32Products<3>
+    ("fwd", "wgmma_tf32"): ("FwdWgmmaTf32", "flash_fwd_wgmma_tf32.cu"),
 }
 
 

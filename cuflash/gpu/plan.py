@@ -15,7 +15,7 @@ import math
 from .. import device
 from .._xp import accum_dtype, dtype_name, resolve_dtype
 from ..precision import PRODUCTS, of_family
-from ..tile import (TF32_BWD_MAX_D, TileConfig, dmma_capable, mma_capable,
+from ..tile import (TF32_BWD_MAX_D, WGMMA_TF32_MAX_D, TileConfig, dmma_capable, mma_capable,
                     wgmma_forward_tiles)
 
 ROLES = ("fwd", "bwd_dkdv", "bwd_dq")
@@ -46,11 +46,12 @@ def head_dim_pad(d: int, family: str) -> int:
 #: Architecture each kernel family is compiled for; None = the device's own (CuPy chooses).
 #: wgmma exists only on sm_90a, whose code runs on compute capability 9.0 devices alone.
 FAMILY_ARCH = {"simt": None, "mma": None, "wgmma": "sm_90a", "dmma": None, "tf32": None,
-               "tf32x3": None}
+               "tf32x3": None, "wgmma_tf32": "sm_90a"}
 
 #: The oldest architecture each family runs on (mma.sync m16n8k16, m16n8k8 .tf32 and m8n8k4 .f64:
 #: sm_80)
-FAMILY_MIN_SM = {"simt": 0, "mma": 80, "wgmma": 90, "dmma": 80, "tf32": 80, "tf32x3": 80}
+FAMILY_MIN_SM = {"simt": 0, "mma": 80, "wgmma": 90, "dmma": 80, "tf32": 80, "tf32x3": 80,
+                 "wgmma_tf32": 90}
 
 
 #: Variant.cache -> the C++ CacheKind (kernels_cu/mask.cuh)
@@ -238,6 +239,8 @@ def validate(spec: KernelSpec, smem_limit: int | None = None, arch: str | None =
         _validate_dmma(spec, where, arch)
     elif spec.family in PRODUCTS:
         _validate_tf32(spec, where, arch)
+    elif spec.family == "wgmma_tf32":
+        _validate_wgmma_tf32(spec, where)
     else:
         if spec.dtype not in ("float16", "bfloat16"):
             raise ValueError(f"{where}: the mma kernels need float16 or bfloat16 inputs")
@@ -248,6 +251,31 @@ def validate(spec: KernelSpec, smem_limit: int | None = None, arch: str | None =
     if smem_limit is not None and spec.smem_bytes() > smem_limit:
         raise ValueError(f"{where}: needs {spec.smem_bytes()} bytes of shared memory per block, "
                          f"the device allows {smem_limit}")
+
+
+def _validate_wgmma_tf32(spec: KernelSpec, where: str) -> None:
+    """flash_fwd_wgmma_tf32.cu: float32 read as TF32 by wgmma, a forward of dense batches."""
+    t, v = spec.tile, spec.variant
+    if spec.dtype != "float32":
+        raise ValueError(f"{where}: kernel='wgmma_tf32' (precision='tf32') takes float32 inputs "
+                         f"only")
+    if spec.role != "fwd":
+        raise ValueError(f"{where}: kernel='wgmma_tf32' is a forward kernel; the backward of "
+                         f"precision='tf32' runs kernel='tf32'")
+    if v.split or v.cache or v.packed:
+        raise ValueError(f"{where}: kernel='wgmma_tf32' runs neither split-KV, a KV cache nor a "
+                         f"packed batch (kernel='tf32' does)")
+    if t.num_warps % 4 or t.block_m != 16 * t.num_warps:
+        raise ValueError(f"{where}: block_m must be 64 rows per warpgroup of 4 warps "
+                         f"(block_m = 16·num_warps, num_warps a multiple of 4)")
+    if t.block_n % 32:
+        raise ValueError(f"{where}: block_n must be a multiple of 32 (128-byte panels of float32)")
+    if t.num_stages != 2:
+        raise ValueError(f"{where}: the TF32 wgmma forward uses 2 stages (tile j+1 loads while "
+                         f"tile j is computed)")
+    if spec.head_dim > WGMMA_TF32_MAX_D:
+        raise ValueError(f"{where}: the TF32 wgmma forward takes head dims up to "
+                         f"{WGMMA_TF32_MAX_D}")
 
 
 _WGMMA_ATOMIC = ("the 4-warp and 8-warp wgmma backwards compute dQ in their own pass; use "
@@ -417,6 +445,10 @@ def specs_for(dtype, head_dim: int, tile: TileConfig, variant, backward: bool,
                          f"got {name}")
     if tile.kernel == "dmma" and not dmma_capable(head_dim, dtype):
         raise ValueError(f"TileConfig.kernel='dmma' needs float64 inputs, got {name}")
+    if tile.kernel == "wgmma_tf32" and (name != "float32" or backward):
+        raise ValueError(f"TileConfig.kernel='wgmma_tf32' is float32's forward of precision='tf32' "
+                         f"({'a backward' if backward else name + ' inputs'} asked for): the "
+                         f"backward of precision='tf32' runs kernel='tf32'")
     if tile.kernel in PRODUCTS and name != "float32":
         raise ValueError(f"TileConfig.kernel={tile.kernel!r} (precision="
                          f"{of_family(tile.kernel)!r}) takes float32 inputs only, got {name}")

@@ -1,0 +1,188 @@
+// cuflash: float32 forward on Hopper's warpgroup tensor cores, precision 'tf32' (sm_90a): one TF32
+// product a step, as flash_fwd_mma.cu with Tf32Products<1> computes it on mma.sync, here on
+// wgmma.mma_async m64nNk8 .tf32 (Wgmma<N, float>, wgmma.cuh). The algorithm is flash_fwd_mma.cu's
+// (and cuflash/twin.py's): S = Q Kᵀ, the mask and score modifier, the online softmax (m, l,
+// alpha), O += P V, O / l and lse at the end; the mask, modifiers, softmax and epilogue are the
+// shared parts (mainloop.cuh).
+//
+// What TF32 on wgmma asks for, and where it is done:
+//   * Both operands K-major in shared memory (the PTX ISA has no transpose for .tf32). Q·Kᵀ reads
+//     Q and K as they lie (head dim contiguous). P·V needs V with its keys contiguous: the host
+//     stages Vᵀ before the launch (cuflash/gpu/tf32_stage.py), and the kernel reads p.v as Vᵀ:
+//     row c of head dim at p.v + b·v_stride[0] + hk·v_stride[1] + c·v_stride[2], keys at unit
+//     stride, zero past the keys up to a whole tile.
+//   * wgmma reads a float32 operand's TF32 bits by truncation, where 'tf32' means rounding to
+//     nearest (cvt.rna, cuflash/precision.py): the host stages K and Vᵀ rounded, and the kernel
+//     rounds its Q tile in shared memory once, after it lands.
+//   * P goes to P·V from registers as the m16n8k8 .tf32 A fragment per warp (tf32.cuh's layout):
+//     in each 8 keys, slot t takes key 2t and slot t + 4 key 2t + 1, so that S's accumulator
+//     fragment is the A fragment as it stands; the staged Vᵀ holds its keys in that order
+//     (0, 2, 4, 6, 1, 3, 5, 7 in every 8).
+// One step per key tile, the products in turn (S_t, then P_t V_t), with the copies of tile t + 1
+// in flight behind them (a ring of two K / Vᵀ stages): at d = 128 float32 tiles are twice the
+// 16-bit kernels' bytes, and Q (64 KB at 128 rows) and two stages of 64 keys (64 KB each) are
+// what fits. The two warpgroups of a block overlap one another's softmax and products only
+// through the warp schedulers (flash_fwd_wgmma.cu's v3).
+//
+// Grid: (ceil(T / BLOCK_M), sequences·heads) (block.cuh, QueryBlock). Block: NT = 32·warps
+// threads, BLOCK_M = 16·warps, each warpgroup 64 query rows.
+#pragma once
+#include "mainloop.cuh"
+#include "tf32.cuh"
+#include "wgmma_tiles.cuh"
+
+namespace cuflash {
+
+// A ROWS × COLS float32 tile into 128-byte-swizzled panels (sw128<ROWS, 4>) by cp.async, 16 bytes
+// a copy: row r from g + r·pitch; rows from rows_valid on and columns from cols_valid on
+// zero-filled (cols_valid a multiple of 4).
+template <int ROWS, int COLS, int NT>
+__device__ __forceinline__ void load_tf32_tile(float* s, const float* g, long long pitch,
+                                               int rows_valid, int cols_valid) {
+    constexpr int CPR = COLS / 4;   // 16-byte chunks per row
+#pragma unroll
+    for (int c = threadIdx.x; c < ROWS * CPR; c += NT) {
+        const int r = c / CPR, col = (c % CPR) * 4;
+        const bool ok = r < rows_valid && col < cols_valid;
+        cp_async16(s + sw128<ROWS, 4>(r, col), ok ? g + r * pitch + col : g, ok);
+    }
+}
+
+// The chunks of a ROWS × COLS tile this thread copied (load_tf32_tile), rounded to TF32 in place
+template <int ROWS, int COLS, int NT>
+__device__ __forceinline__ void round_tf32_tile(float* s) {
+    constexpr int CPR = COLS / 4;
+#pragma unroll
+    for (int c = threadIdx.x; c < ROWS * CPR; c += NT) {
+        float4* at = reinterpret_cast<float4*>(s + sw128<ROWS, 4>(c / CPR, (c % CPR) * 4));
+        float4 x = *at;
+        x.x = __uint_as_float(to_tf32(x.x));
+        x.y = __uint_as_float(to_tf32(x.y));
+        x.z = __uint_as_float(to_tf32(x.z));
+        x.w = __uint_as_float(to_tf32(x.w));
+        *at = x;
+    }
+}
+
+template <typename T, int DP, int BLOCK_M, int BLOCK_N, int NT, int STAGES, class V>
+struct FwdWgmmaTf32 : TileKernel<FwdWgmmaTf32<T, DP, BLOCK_M, BLOCK_N, NT, STAGES, V>, 1024> {
+    static_assert(sizeof(T) == 4, "float32 read as TF32");
+    using Params = FwdParams<T, float>;
+    using Block = QueryBlock<BLOCK_M, V, Params, float>;
+    static constexpr int NW = NT / 32;
+    static constexpr int NS = BLOCK_N / 8;   // 8-key n-tiles of S, and k-steps of P·V
+    static constexpr int NO = DP / 8;        // 8-column n-tiles of O
+    static_assert(NW % 4 == 0 && BLOCK_M == 16 * NW, "64 query rows per warpgroup of 4 warps");
+    static_assert(DP % 32 == 0 && BLOCK_N % 32 == 0 && BLOCK_N <= 256 && DP <= 256,
+                  "whole 128-byte panels of float32");
+    static_assert(STAGES == 2, "tile t + 1 loads while tile t is computed");
+    static_assert(!V::SPLIT && V::CACHE == kNoCache, "no split-KV, no KV cache (the host's plan)");
+    using MMA_S = Wgmma<BLOCK_N, float>;
+    using MMA_O = Wgmma<DP, float>;
+
+    struct Smem {
+        float q[BLOCK_M * DP];               // resident Q tile, rounded; later each warp's O rows
+        float k[STAGES][BLOCK_N * DP];       // K tiles (staged rounded by the host)
+        float vt[STAGES][DP * BLOCK_N];      // Vᵀ tiles: DP rows of BLOCK_N keys
+    };
+
+    // Tile t of the key tiles kv into stage `stage`: K's rows and Vᵀ's columns from j0
+    static __device__ __forceinline__ void load_kv(const Params& p, const Block& blk,
+                                                   const TileIter& kv, int t, Smem& sm,
+                                                   int stage) {
+        const int j0 = kv.start(t, BLOCK_N);
+        load_tf32_tile<BLOCK_N, DP, NT>(sm.k[stage], blk.seq.k_row(p.k, p.k_stride, j0),
+                                        p.k_stride[2], BLOCK_N, DP);
+        const float* vt = p.v + (blk.seq.b * p.v_stride[0] + blk.seq.hk * p.v_stride[1] +
+                                 blk.seq.k0 + j0);
+        load_tf32_tile<DP, BLOCK_N, NT>(sm.vt[stage], vt, p.v_stride[2], DP, BLOCK_N);
+        cp_async_commit();
+    }
+
+    static __device__ __forceinline__ void body(const Params& p, const Block& blk, Smem& sm) {
+        const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t4 = lane & 3;
+        const int wg = warp / 4, wrow = warp * 16;
+        const float* sQw = sm.q + wg * 64 * 32;   // this warpgroup's rows of panel 0
+        const TileIter kv = blk.template key_tiles<BLOCK_N>();
+
+        load_tf32_tile<BLOCK_M, DP, NT>(sm.q, blk.seq.q_row(p.q, p.q_stride, blk.i0),
+                                        p.q_stride[2], blk.rows, p.d);
+        cp_async_commit();
+        if (kv.n > 0) load_kv(p, blk, kv, 0, sm, 0);
+        cp_async_wait<1>();                       // Q landed (this thread's copies)
+        round_tf32_tile<BLOCK_M, DP, NT>(sm.q);
+
+        float o[NO][4];
+        zero_fragments(o);
+        OnlineSoftmax<float, 2, 4> softmax;
+        for (int t = 0; t < kv.n; ++t) {
+            const int stage = t % STAGES;
+            cp_async_wait<0>();                   // tile t (and at t = 0 the rounded Q)...
+            fence_proxy_async();                  // ...visible to the tensor cores
+            __syncthreads();                      // every thread's copies; tile t - 1 done
+            if (t + 1 < kv.n) load_kv(p, blk, kv, t + 1, sm, (t + 1) % STAGES);
+
+            // -- S = Q K_tᵀ
+            float s[NS][4];
+            wgmma_fence();
+#pragma unroll
+            for (int kk = 0; kk < DP / 8; ++kk)
+                MMA_S::ss(s, kmajor_desc<BLOCK_M>(sQw, kk), kmajor_desc<BLOCK_N>(sm.k[stage], kk),
+                          kk > 0);
+            wgmma_commit();
+            wgmma_wait<0>();
+            wgmma_fence_regs(s);
+
+            // -- u = score_mod(S), -inf where hidden; new m, P, alpha
+            const int j0 = kv.start(t, BLOCK_N), i0 = blk.i0;
+            auto frag = [&](int r, int e) -> float& { return s[e >> 1][2 * r + (e & 1)]; };
+            auto at = [&](int r, int e, int& i, int& j) {
+                i = i0 + wrow + g + r * 8;
+                j = j0 + (e >> 1) * 8 + 2 * t4 + (e & 1);
+            };
+            modify_and_mask<float, 2, 2 * NS>(frag, at, blk.mask, blk.score,
+                                             blk.template needs_mask<BLOCK_N>(kv, t, j0));
+            float alpha[2];
+            softmax.template update<2 * NS>(frag, blk.score.mul, alpha, Exp2Approx());
+#pragma unroll
+            for (int n = 0; n < NO; ++n)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) o[n][e] *= alpha[e >> 1];
+
+            // -- O += P_t V_t: P rounded to TF32 as A fragments, keys in Vᵀ's order (header)
+            unsigned pa[NS][4];
+#pragma unroll
+            for (int n = 0; n < NS; ++n) {
+                pa[n][0] = to_tf32(s[n][0]);
+                pa[n][1] = to_tf32(s[n][2]);
+                pa[n][2] = to_tf32(s[n][1]);
+                pa[n][3] = to_tf32(s[n][3]);
+            }
+            wgmma_fence();
+#pragma unroll
+            for (int n = 0; n < NS; ++n)
+                MMA_O::template rs<0>(o, pa[n], kmajor_desc<DP>(sm.vt[stage], n), 1);
+            wgmma_commit();
+            wgmma_wait<0>();
+            wgmma_fence_regs(o);
+            wgmma_keep_regs(pa);
+        }
+        cp_async_wait<0>();
+        __syncthreads();   // every warpgroup done with Q: its rows stage O
+
+        // -- O = O / l and lse
+        float inv[1][2];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            float lse;
+            inv[0][h] = softmax.finalize(h, lse);
+            const int r = wrow + g + h * 8;
+            if (t4 == 0 && r < blk.rows) blk.lse_dst(p)[blk.seq.row(blk.i0 + r)] = lse;
+        }
+        const float(&o1)[1][NO][4] = reinterpret_cast<const float(&)[1][NO][4]>(o);
+        store_out<T, 1, NO, DP>(p, blk, o1, inv, sm.q,
+                                [](int r, int c) { return sw128<BLOCK_M, 4>(r, c); }, wrow, lane);
+    }
+};
+
+}  // namespace cuflash
