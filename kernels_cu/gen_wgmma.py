@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-NS = (16, 32, 64, 128, 192, 256)
+NS = (16, 32, 64, 96, 128, 192, 256)
 TYPES = (("__half", "f16"), ("__nv_bfloat16", "bf16"), ("float", "tf32"))
 
 HEAD = """\

@@ -17,8 +17,10 @@ namespace cuflash {
 // (panels of 128 / BYTES columns, 16-byte chunks of 16 / BYTES elements)
 template <int ROWS, int BYTES = 2>
 __device__ __forceinline__ int sw128(int r, int col) {
-    constexpr int P = 128 / BYTES, E = 16 / BYTES;
-    return (col / P) * (ROWS * P) + r * P + ((((col / E) & 7) ^ (r & 7)) * E) + (col % E);
+    static_assert(BYTES == 2 || BYTES == 4, "16-bit or 32-bit elements");
+    constexpr int LP = BYTES == 2 ? 6 : 5, LE = BYTES == 2 ? 3 : 2;   // log2 P, log2 E
+    return (col >> LP) * (ROWS << LP) + r * (1 << LP) + ((((col >> LE) & 7) ^ (r & 7)) << LE) +
+           (col & ((1 << LE) - 1));
 }
 
 // The 128-byte-swizzled layout as CpAsyncTiles (mma.cuh) fills it

@@ -19,7 +19,7 @@ import numpy as np
 from .. import checks, device
 from .._xp import accum_dtype, dtype_name
 from ..tile import section_rows
-from . import build, params, plan, tma, views
+from . import build, params, plan, tf32_stage, tma, views
 
 _LOG2E = 1.4426950408889634
 _MAX_GRID_Y = 65535
@@ -593,6 +593,12 @@ def _forward(r: _Run, p, tile, D, num_splits=1, cache: CacheRows | None = None,
     the keys come from a KV cache (r.S: its capacity per sequence). before_launch: called once
     the launch is prepared, before anything is allocated or launched (a varlen call's deferred
     checks: checks._PendingSeqLens)."""
+    if tile.kernel == "wgmma_tf32":   # its K and Vᵀ staged first (tf32_stage)
+        if cache is not None or r.packed or num_splits not in (1, None):
+            raise ValueError(f"TileConfig {tile.short()}: kernel='wgmma_tf32' runs dense batches "
+                             f"in one pass: no KV cache, packed batch or split-KV (kernel='tf32' "
+                             f"runs them)")
+        r, num_splits = tf32_stage.staged_run(r, tile.block_n), 1
     launch = ForwardLaunch(r, p, tile, D, num_splits, cache)
     if before_launch is not None:
         before_launch()

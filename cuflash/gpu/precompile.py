@@ -19,7 +19,8 @@ from pathlib import Path
 
 from .._xp import DTYPES
 from ..checks import SUPPORTED_HEAD_DIMS
-from ..tile import TileConfig, default_backward, default_tile
+from ..tile import (WGMMA_TF32_MAX_D, TileConfig, default_backward, default_tile,
+                    wgmma_tf32_tiles)
 from . import build, plan
 
 
@@ -53,6 +54,15 @@ def default_specs(arch: str) -> list[plan.KernelSpec]:
                 except ValueError:
                     continue
                 for s in plan.specs_for("float32", d, tile, causal, False):
+                    specs[s.name] = s
+    # ... and its opt-in forward on Hopper's warpgroup tensor cores (kernel='wgmma_tf32'): the
+    # first tile of each head dim it takes
+    if arch == "sm_90":
+        for d in SUPPORTED_HEAD_DIMS:
+            if d > WGMMA_TF32_MAX_D:
+                continue
+            for causal in (False, True):
+                for s in plan.specs_for("float32", d, wgmma_tf32_tiles(d)[0], causal, False):
                     specs[s.name] = s
     for s in list(specs.values()):
         for v in register_tight_variants(s):

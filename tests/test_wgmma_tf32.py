@@ -1,0 +1,199 @@
+"""float32's forward of precision='tf32' on Hopper's warpgroup tensor cores (issue 15;
+kernels_cu/flash_fwd_wgmma_tf32.cu, kernel='wgmma_tf32', opt-in): the host's staged K and Vᵀ
+(cuflash/gpu/tf32_stage.py), the plan's rules, the kernels compiled without a GPU, and the
+kernels against the float64 oracle beside naive attention with TF32 products (gpu-marked; the
+library's criterion, test_tf32's _check_kernel)."""
+import numpy as np
+import pytest
+
+import cuflash
+from cuflash import TileConfig, precision
+from cuflash._xp import cupy_module, to_numpy
+from cuflash.gpu import build, plan, tf32_stage
+from cuflash.tile import WGMMA_TF32_MAX_D, default_tile, wgmma_tf32_tiles
+
+from helpers import poison_gpu_outputs, case_seed, make_inputs  # noqa: F401 (autouse fixture)
+from test_tf32 import _check_kernel
+
+F32 = np.float32
+
+
+# -- the staged K and Vᵀ --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("S,block_n", [(37, 64), (64, 64), (1, 32), (129, 128)])
+def test_staged_keys_and_values(S, block_n):
+    """kr is k rounded to TF32 and zero-padded to whole tiles; vt, read in the kernel's k-slot
+    order (slot t: key 2t, slot t + 4: key 2t + 1 of each 8), is V rounded: P (in S's
+    accumulator order) times vt's rows gives P·tf32(V), padding included."""
+    rng = np.random.default_rng(S)
+    B, H, D = 2, 3, 64
+    k, v = (rng.standard_normal((B, H, S, D)).astype(F32) for _ in range(2))
+    kr, vt = tf32_stage.staged(k, v, block_n)
+    S_pad = tf32_stage.padded_keys(S, block_n)
+    assert S_pad % block_n == 0 and S <= S_pad < S + block_n
+    assert kr.shape == (B, H, S_pad, D) and vt.shape == (B, H, D, S_pad)
+    assert kr.flags.c_contiguous and vt.flags.c_contiguous
+    np.testing.assert_array_equal(kr[:, :, :S], precision.tf32(k))
+    assert not kr[:, :, S:].any() and not (kr.view(np.uint32) & np.uint32(0x1FFF)).any()
+    assert not (vt.view(np.uint32) & np.uint32(0x1FFF)).any()
+    slots = np.array(tf32_stage.KEY_OF_SLOT)
+    assert sorted(slots) == list(range(8))
+    assert all(slots[t] == 2 * t and slots[t + 4] == 2 * t + 1 for t in range(4))
+    p = rng.random((5, S_pad))
+    p[:, S:] = 0
+    # the kernel's A fragment: k-slot s of step u holds key 8u + KEY_OF_SLOT[s]
+    a = p.reshape(5, S_pad // 8, 8)[:, :, slots].reshape(5, S_pad)
+    for b in range(B):
+        for h in range(H):
+            got = a @ vt[b, h].astype(np.float64).T
+            want = p[:, :S] @ precision.tf32(v[b, h]).astype(np.float64)
+            np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+def test_staged_checks():
+    k = np.zeros((1, 1, 8, 32), F32)
+    with pytest.raises(ValueError, match="block_n=12 must be a multiple of 8"):
+        tf32_stage.staged(k, k, 12)
+    with pytest.raises(ValueError, match="one shape"):
+        tf32_stage.staged(k, np.zeros((1, 1, 9, 32), F32), 32)
+
+
+# -- the plan ------------------------------------------------------------------------------------
+
+def test_tiles_and_plan():
+    smem = plan.SMEM_LIMIT["sm_90"]
+    for d in (16, 64, 100, 128):
+        for tile in wgmma_tf32_tiles(d):
+            assert tile.kernel == "wgmma_tf32" and precision.of_family(tile.kernel) == "tf32"
+            for variant in (plan.Variant("dense"), plan.Variant("causal"),
+                            plan.Variant("window", softcap=True, alibi=True)):
+                (spec,) = plan.specs_for("float32", d, tile, variant, False)
+                plan.validate(spec, smem, "sm_90")
+                assert spec.arch == "sm_90a" and spec.head_dim % 32 == 0
+                assert build.kernel_type(spec).startswith(
+                    f"cuflash::FwdWgmmaTf32<float, {spec.head_dim}, {tile.block_m}, "
+                    f"{tile.block_n}, {tile.num_threads}, 2,")
+    with pytest.raises(ValueError, match="head dims up to 128"):
+        wgmma_tf32_tiles(WGMMA_TF32_MAX_D + 1)
+    # opt-in: float32's defaults stay the mma.sync TF32 kernels
+    for prec in ("tf32", "highest"):
+        assert default_tile(128, "float32", arch="sm_90", smem_limit=smem,
+                            precision=prec).kernel != "wgmma_tf32"
+
+
+@pytest.mark.parametrize("tile,dtype,backward,match", [
+    (TileConfig(128, 64, 8, 2, "wgmma_tf32"), "float16", False, "float32's forward"),
+    (TileConfig(128, 64, 8, 2, "wgmma_tf32"), "float32", True, "backward of precision='tf32' "
+                                                                "runs kernel='tf32'"),
+])
+def test_plan_refuses_other_passes(tile, dtype, backward, match):
+    with pytest.raises(ValueError, match=match):
+        plan.specs_for(dtype, 64, tile, False, backward)
+
+
+@pytest.mark.parametrize("tile,variant,match", [
+    (TileConfig(128, 64, 8, 3, "wgmma_tf32"), plan.Variant(), "2 stages"),
+    (TileConfig(128, 16, 8, 2, "wgmma_tf32"), plan.Variant(), "block_n must be a multiple of 32"),
+    (TileConfig(64, 64, 8, 2, "wgmma_tf32"), plan.Variant(), "block_m = 16·num_warps"),
+    (TileConfig(128, 64, 8, 2, "wgmma_tf32"), plan.Variant(packed=True), "packed batch"),
+    (TileConfig(128, 64, 8, 2, "wgmma_tf32"), plan.Variant(split=True), "split-KV"),
+    (TileConfig(128, 64, 8, 2, "wgmma_tf32"), plan.Variant(cache="cache"), "KV cache"),
+])
+def test_validate_names_the_problem(tile, variant, match):
+    (spec,) = plan.specs_for("float32", 64, tile, variant, False)
+    with pytest.raises(ValueError, match=match):
+        plan.validate(spec, plan.SMEM_LIMIT["sm_90"], "sm_90")
+    with pytest.raises(ValueError, match="runs only on sm_90"):
+        plan.validate(plan.specs_for("float32", 64, wgmma_tf32_tiles(64)[0], False, False)[0],
+                      plan.SMEM_LIMIT["sm_80"], "sm_80")
+
+
+def test_first_tiles_compile_without_spills():
+    """NVRTC, no GPU: the first tile of d = 64 and 128, dense and causal with every modifier,
+    compiles for sm_90a with no spill and wgmma not serialized by ptxas."""
+    for d in (64, 128):
+        for variant in (plan.Variant("causal"), plan.Variant("window", softcap=True, alibi=True)):
+            (spec,) = plan.specs_for("float32", d, wgmma_tf32_tiles(d)[0], variant, False)
+            r = build.compile_offline(build.source(spec), spec.name, spec.arch, spec.smem_bytes())
+            assert r.spills == 0 and not r.serialized, (spec.name, r)
+
+
+# -- the kernels ---------------------------------------------------------------------------------
+
+@pytest.fixture
+def cp():
+    return cupy_module()
+
+
+def _hopper_or_skip(tile, d):
+    from cuflash.gpu.ops import device_arch, smem_limit
+    try:
+        plan.check_tile(tile, d, "float32", smem_limit=smem_limit(), arch=device_arch())
+    except ValueError as exc:
+        pytest.skip(f"tile not valid here: {exc}")
+
+
+WGMMA_TF32_TILES = [TileConfig(128, 128, 8, 2, "wgmma_tf32"), TileConfig(128, 64, 8, 2, "wgmma_tf32"),
+                    TileConfig(64, 64, 4, 2, "wgmma_tf32"), TileConfig(128, 32, 8, 2, "wgmma_tf32")]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("tile", WGMMA_TF32_TILES, ids=lambda t: t.short())
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("T,S,d", [(97, 257, 64), (257, 97, 128), (1000, 1000, 40), (17, 1, 96),
+                                   (1, 77, 16), (300, 300, 128)])
+def test_wgmma_tf32_against_oracle(cp, tile, causal, T, S, d):
+    _hopper_or_skip(tile, d)
+    q, k, v = make_inputs(cp, (2, 3, T, d), (2, 3, S, d), np.float32,
+                          seed=case_seed("wgtf32", tile, causal, T, S, d))
+    out, lse = cuflash.attention(q, k, v, causal=causal, tile=tile, return_lse=True)
+    _check_kernel(cp, out, lse, q, k, v, "tf32", name=tile.short(), causal=causal)
+    # the same bits as asked with precision='tf32' named (the tile decides it either way)
+    again = cuflash.attention(q, k, v, causal=causal, tile=tile, precision="tf32")
+    cp.testing.assert_array_equal(again, out)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("opts", [dict(window=(40, 7)), dict(softcap=5.0),
+                                  dict(causal=True, window=(30, None)), dict(alibi="slopes"),
+                                  dict(causal=True, softcap=3.0, alibi="slopes")],
+                         ids=["window", "softcap", "causal-window", "alibi",
+                              "causal-softcap-alibi"])
+def test_wgmma_tf32_variants_and_gqa(cp, opts):
+    tile = TileConfig(128, 64, 8, 2, "wgmma_tf32")
+    _hopper_or_skip(tile, 128)
+    q, _, _ = make_inputs(cp, (2, 8, 150, 128), (2, 8, 1, 128), np.float32,
+                          seed=case_seed("wgtf32v", sorted(opts)))
+    _, k, v = make_inputs(cp, (2, 2, 1, 128), (2, 2, 203, 128), np.float32,
+                          seed=case_seed("wgtf32kv", sorted(opts)))
+    opts = dict(opts)
+    if opts.get("alibi"):
+        del opts["alibi"]
+        opts["alibi_slopes"] = cp.asarray(np.linspace(0.05, 0.5, 8), dtype=cp.float32)
+    out, lse = cuflash.attention(q, k, v, tile=tile, return_lse=True, **opts)
+    _check_kernel(cp, out, lse, q, k, v, "tf32", name="wgmma_tf32 GQA", **opts)
+
+
+@pytest.mark.gpu
+def test_wgmma_tf32_matches_the_mma_kernel(cp):
+    """The wgmma kernel and the mma.sync 'tf32' kernel compute the same TF32 products of the same
+    roundings; their sums run in other orders, so they agree to float32's accumulation error,
+    far below TF32's (the two are compared with each other and each with the oracle)."""
+    tile = TileConfig(128, 64, 8, 2, "wgmma_tf32")
+    _hopper_or_skip(tile, 128)
+    q, k, v = make_inputs(cp, (1, 4, 512, 128), (1, 4, 512, 128), np.float32, seed=51)
+    a = to_numpy(cuflash.attention(q, k, v, tile=tile))
+    b = to_numpy(cuflash.attention(q, k, v, precision="tf32"))
+    scale = np.abs(b).max()
+    assert np.abs(a - b).max() <= 1e-5 * scale, np.abs(a - b).max() / scale
+
+
+@pytest.mark.gpu
+def test_wgmma_tf32_refuses_what_it_does_not_run(cp):
+    tile = TileConfig(128, 64, 8, 2, "wgmma_tf32")
+    _hopper_or_skip(tile, 64)
+    q, k, v = make_inputs(cp, (1, 2, 64, 64), (1, 2, 64, 64), np.float32, seed=52)
+    with pytest.raises(ValueError, match="split-KV"):
+        cuflash.attention(q, k, v, tile=tile, num_splits=2)
+    with pytest.raises(ValueError, match="precision='highest' does not match"):
+        cuflash.attention(q, k, v, tile=tile, precision="highest")
