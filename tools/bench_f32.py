@@ -38,7 +38,9 @@ def ablation_tiles(d: int, families=("tf32x3", "tf32")):
                       (128, 32, 8, 2)],
                  128: [(64, 32, 4, 2), (128, 32, 8, 2), (128, 64, 8, 2), (64, 64, 4, 2),
                        (128, 32, 4, 2), (64, 32, 4, 1)],
-                 256: [(64, 32, 4, 2), (64, 16, 4, 2), (128, 16, 8, 2), (64, 32, 4, 1)]}}
+                 256: [(64, 32, 4, 2), (64, 16, 4, 2), (128, 16, 8, 2), (64, 32, 4, 1)]},
+        "wgmma_tf32": {64: [(128, 128, 8, 2), (128, 64, 8, 2), (64, 64, 4, 2)],
+                       128: [(128, 64, 8, 2), (64, 64, 4, 2), (128, 32, 8, 2)], 256: []}}
     pad = 64 if d <= 64 else 128 if d <= 128 else 256
     return [TC(*t, fam) for fam in families for t in shapes[fam][pad]]
 
@@ -95,6 +97,9 @@ def main(argv=None):
     ap.add_argument("--tiles", action="store_true", help="the TF32 tile ablation at T = 4096")
     ap.add_argument("--families", default="tf32x3,tf32", help="the families --tiles times")
     ap.add_argument("--errors", action="store_true")
+    ap.add_argument("--wgmma", action="store_true",
+                    help="the forward of 'tf32' on Hopper's wgmma too (kernel='wgmma_tf32', its "
+                         "first tile; opt-in, so not among the precisions' defaults), each cell")
     ap.add_argument("--no-torch", action="store_true")
     ap.add_argument("--jobs", type=int, default=8, help="processes compiling the kernels first")
     ap.add_argument("--pass", dest="pass_", choices=["fwd", "bwd"], default="fwd",
@@ -106,7 +111,8 @@ def main(argv=None):
     import cuflash
     from cuflash.experiments import env, gputime
     from cuflash.gpu import ops, plan
-    from cuflash.tile import default_backward, default_tile
+    from cuflash.tile import (WGMMA_TF32_MAX_D, default_backward, default_tile,
+                              wgmma_tf32_tiles)
     bwd = a.pass_ == "bwd"
     torch = None
     if not a.no_torch:
@@ -124,6 +130,8 @@ def main(argv=None):
             tiles = [default_backward(d, "float32", causal=causal, precision=p, **kw)[0]
                      if bwd else default_tile(d, "float32", causal=causal, precision=p, **kw)
                      for p in PRECISIONS]
+            if a.wgmma and not bwd and d <= WGMMA_TF32_MAX_D:
+                tiles.append(wgmma_tf32_tiles(d)[0])
             if a.tiles and not causal:
                 tiles += (ablation_tiles_bwd if bwd else ablation_tiles)(d,
                                                                          a.families.split(","))
@@ -155,6 +163,8 @@ def main(argv=None):
                 flops = (10.0 if bwd else 4.0) * B * H * T * T * d * (0.5 if causal else 1.0)
                 cell = {}
                 runs = [(p, None, p) for p in PRECISIONS]
+                if a.wgmma and not bwd and d <= WGMMA_TF32_MAX_D:
+                    runs.append(("wgmma_tf32", wgmma_tf32_tiles(d)[0], None))
                 if bwd:
                     dout = cp.asarray(rng.standard_normal((B, H, T, d)).astype(np.float32))
                     _, res = cuflash.attention(q, k, v, causal=causal, return_residuals=True)

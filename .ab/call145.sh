@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# call 145 (next session, branch wgmma-tf32, never run on a GPU): float32's forward of
+# precision='tf32' on Hopper's wgmma (kernels_cu/flash_fwd_wgmma_tf32.cu, kernel='wgmma_tf32',
+# opt-in; NOTES v36). One device call:
+#   bash .ab/call145.sh   its GPU tests first (a wrong fragment order or descriptor shows there,
+#                         against the oracle), the GPU mutants, then its speed beside the mma.sync
+#                         'tf32' kernel and torch's efficient float32 (bench_f32 --wgmma), and
+#                         its tile ablation at T = 4096.
+# Prediction (NOTES v36): d = 128 150-200 TFLOP/s against the mma 'tf32' kernel's 92-116
+# (1.4-1.8x), d = 64 140-190 against 110-144; at T = 1024 less (the host's staging of K and
+# V^T, about ten CuPy passes over k and v, is O(S·d) against the kernel's O(T·S·d)).
+export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD
+OUT=${OUT:-/tmp/out}; mkdir -p $OUT
+timeout 150 python3 -m pytest -q -m gpu -n 14 -p no:cacheprovider -rfE -x tests/test_wgmma_tf32.py \
+  > $OUT/tests.txt 2>&1; echo "tests rc=$?"; tail -4 $OUT/tests.txt
+timeout 90 python3 tools/mutants.py --gpu gpu_wgmma_tf32_slot_order gpu_wgmma_tf32_q_truncated \
+  > $OUT/mutants.txt 2>&1; echo "mutants rc=$?"
+timeout 150 python3 tools/bench_f32.py --wgmma --d 64 128 --T 1024 4096 16384 --reps 3 --jobs 14 \
+  > $OUT/bench.txt 2>&1; echo "bench rc=$?"
+timeout 100 python3 tools/bench_f32.py --wgmma --d 64 128 --T 4096 --causal no --reps 3 --jobs 14 \
+  --tiles --families wgmma_tf32 --no-torch > $OUT/tiles.txt 2>&1; echo "tiles rc=$?"
+echo "=================== SUMMARY"; grep -E "passed|failed" $OUT/tests.txt | tail -2
+tail -3 $OUT/mutants.txt; grep -E "tf32|torch" $OUT/bench.txt | grep -v "^#" | tail -30
+grep wgmma $OUT/tiles.txt | tail -8
