@@ -5,7 +5,12 @@
 #   bash .ab/call145.sh   its GPU tests first (a wrong fragment order or descriptor shows there,
 #                         against the oracle), the GPU mutants, then its speed beside the mma.sync
 #                         'tf32' kernel and torch's efficient float32 (bench_f32 --wgmma), and
-#                         its tile ablation at T = 4096.
+#                         its tile ablation at T = 4096; then the 16-bit forward A/B'd against
+#                         main (.ab/base = `git archive main cuflash kernels_cu setup.cfg | tar
+#                         -x -C .ab/base`, carried): the branch moved WgmmaFwdRows' mask and
+#                         softmax into wgmma_tile_probs (shared with the TF32 kernel), which
+#                         changed the SASS of 61 of 90 16-bit wgmma forwards (the warp-specialized
+#                         ones; the order of the same instructions). Prediction: 0.99-1.01.
 # Prediction (NOTES v36): d = 128 150-200 TFLOP/s against the mma 'tf32' kernel's 92-116
 # (1.4-1.8x), d = 64 140-190 against 110-144; at T = 1024 less (the host's staging of K and
 # V^T, about ten CuPy passes over k and v, is O(S·d) against the kernel's O(T·S·d)).
@@ -15,10 +20,13 @@ timeout 150 python3 -m pytest -q -m gpu -n 14 -p no:cacheprovider -rfE -x tests/
   > $OUT/tests.txt 2>&1; echo "tests rc=$?"; tail -4 $OUT/tests.txt
 timeout 90 python3 tools/mutants.py --gpu gpu_wgmma_tf32_slot_order gpu_wgmma_tf32_q_truncated \
   > $OUT/mutants.txt 2>&1; echo "mutants rc=$?"
-timeout 150 python3 tools/bench_f32.py --wgmma --d 64 128 --T 1024 4096 16384 --reps 3 --jobs 14 \
+timeout 130 python3 tools/bench_f32.py --wgmma --d 64 128 --T 1024 4096 16384 --reps 3 --jobs 14 \
   > $OUT/bench.txt 2>&1; echo "bench rc=$?"
-timeout 100 python3 tools/bench_f32.py --wgmma --d 64 128 --T 4096 --causal no --reps 3 --jobs 14 \
+timeout 80 python3 tools/bench_f32.py --wgmma --d 64 128 --T 4096 --causal no --reps 3 --jobs 14 \
   --tiles --families wgmma_tf32 --no-torch > $OUT/tiles.txt 2>&1; echo "tiles rc=$?"
+timeout 120 python3 tools/ab_speed.py --base .ab/base --new . --passes fwd --T 4096,16384 --rounds 1 \
+  > $OUT/ab_fwd16.txt 2>&1; echo "ab rc=$?"
 echo "=================== SUMMARY"; grep -E "passed|failed" $OUT/tests.txt | tail -2
 tail -3 $OUT/mutants.txt; grep -E "tf32|torch" $OUT/bench.txt | grep -v "^#" | tail -30
 grep wgmma $OUT/tiles.txt | tail -8
+tail -3 $OUT/ab_fwd16.txt

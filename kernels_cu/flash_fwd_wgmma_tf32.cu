@@ -27,9 +27,8 @@
 // Grid: (ceil(T / BLOCK_M), sequences·heads) (block.cuh, QueryBlock). Block: NT = 32·warps
 // threads, BLOCK_M = 16·warps, each warpgroup 64 query rows.
 #pragma once
-#include "mainloop.cuh"
 #include "tf32.cuh"
-#include "wgmma_tiles.cuh"
+#include "wgmma_forward.cuh"
 
 namespace cuflash {
 
@@ -133,17 +132,9 @@ struct FwdWgmmaTf32 : TileKernel<FwdWgmmaTf32<T, DP, BLOCK_M, BLOCK_N, NT, STAGE
             wgmma_wait<0>();
             wgmma_fence_regs(s);
 
-            // -- u = score_mod(S), -inf where hidden; new m, P, alpha
-            const int j0 = kv.start(t, BLOCK_N), i0 = blk.i0;
-            auto frag = [&](int r, int e) -> float& { return s[e >> 1][2 * r + (e & 1)]; };
-            auto at = [&](int r, int e, int& i, int& j) {
-                i = i0 + wrow + g + r * 8;
-                j = j0 + (e >> 1) * 8 + 2 * t4 + (e & 1);
-            };
-            modify_and_mask<float, 2, 2 * NS>(frag, at, blk.mask, blk.score,
-                                             blk.template needs_mask<BLOCK_N>(kv, t, j0));
+            // -- u = score_mod(S), -inf where hidden; new m, P, alpha (wgmma_forward.cuh)
             float alpha[2];
-            softmax.template update<2 * NS>(frag, blk.score.mul, alpha, Exp2Approx());
+            wgmma_tile_probs<BLOCK_N>(s, blk, kv, t, wrow, g, t4, softmax, alpha);
 #pragma unroll
             for (int n = 0; n < NO; ++n)
 #pragma unroll

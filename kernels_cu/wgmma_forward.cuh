@@ -27,6 +27,27 @@ struct NoStepHooks {
     __device__ __forceinline__ void v_read() const {}
 };
 
+// One warpgroup's scores of key tile t (first key j0 = kv.start(t)) become probabilities: s, the
+// wgmma accumulator of this warp's 16 rows from wrow (C fragments, 8 keys an n-tile), gets
+// u = score_mod(S) and -inf where hidden (mask.cuh, score.cuh), then the online softmax's P;
+// alpha: each row's rescale of O. Written once for the wgmma forwards of every dtype
+// (WgmmaFwdRows, flash_fwd_wgmma_tf32.cu).
+template <int BLOCK_N, class Block, class Softmax>
+__device__ __forceinline__ void wgmma_tile_probs(float (&s)[BLOCK_N / 8][4], const Block& blk,
+                                                 const TileIter& kv, int t, int wrow, int g,
+                                                 int t4, Softmax& softmax, float (&alpha)[2]) {
+    constexpr int NS = BLOCK_N / 8;
+    const int j0 = kv.start(t, BLOCK_N), i0 = blk.i0;
+    auto frag = [&](int r, int e) -> float& { return s[e >> 1][2 * r + (e & 1)]; };
+    auto at = [&](int r, int e, int& i, int& j) {
+        i = i0 + wrow + g + r * 8;
+        j = j0 + (e >> 1) * 8 + 2 * t4 + (e & 1);
+    };
+    modify_and_mask<float, 2, 2 * NS>(frag, at, blk.mask, blk.score,
+                                     blk.template needs_mask<BLOCK_N>(kv, t, j0));
+    softmax.template update<2 * NS>(frag, blk.score.mul, alpha, Exp2Approx());
+}
+
 template <typename T, int DP, int BLOCK_M, int BLOCK_N, class Block>
 struct WgmmaFwdRows {
     static constexpr int NS = BLOCK_N / 8;   // 8-column n-tiles of S
@@ -74,16 +95,8 @@ struct WgmmaFwdRows {
         hooks.k_read();
 
         // -- u = score_mod(S), -inf where hidden; new m, P, alpha
-        const int j0 = kv.start(t, BLOCK_N), i0 = blk.i0;
-        auto frag = [&](int r, int e) -> float& { return s[e >> 1][2 * r + (e & 1)]; };
-        auto at = [&](int r, int e, int& i, int& j) {
-            i = i0 + wrow + g + r * 8;
-            j = j0 + (e >> 1) * 8 + 2 * t4 + (e & 1);
-        };
-        modify_and_mask<float, 2, 2 * NS>(frag, at, blk.mask, blk.score,
-                                         blk.template needs_mask<BLOCK_N>(kv, t, j0));
         float alpha[2];
-        softmax.template update<2 * NS>(frag, blk.score.mul, alpha, Exp2Approx());
+        wgmma_tile_probs<BLOCK_N>(s, blk, kv, t, wrow, g, t4, softmax, alpha);
         if constexpr (!FIRST) {
             wgmma_wait<0>();
             wgmma_fence_regs(o[0]);
