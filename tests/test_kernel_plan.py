@@ -154,7 +154,7 @@ def test_kernel_getters_are_cached():
     from a cache, not rebuild the source (reading kernels_cu/ costs ~0.6 ms per call: a
     backward lost that much per call when a decorator slid off get_preprocess)."""
     from cuflash.gpu import build
-    for name in ("get_kernel", "get_tile_lists", "get_preprocess", "_module"):
+    for name in ("get_kernel", "get_tile_lists", "get_preprocess", "get_tf32_stage", "_module"):
         assert hasattr(getattr(build, name), "cache_info"), f"build.{name} is not cached"
 
 

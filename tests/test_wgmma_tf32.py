@@ -189,6 +189,22 @@ def test_wgmma_tf32_matches_the_mma_kernel(cp):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("S,block_n,D", [(37, 64, 64), (300, 128, 32), (1, 64, 128), (129, 32, 96)])
+def test_staging_kernel_matches_the_rule(cp, S, block_n, D):
+    """kernels_cu/tf32_stage.cuh gives tf32_stage.staged's arrays bit for bit (NaN-poisoned
+    outputs: every element written), from k and v with strided (broadcast) rows."""
+    from cuflash.gpu import ops
+    k = cp.asarray(np.random.default_rng(S).standard_normal((2, 3, S, D)).astype(F32))
+    v = cp.broadcast_to(cp.asarray(np.random.default_rng(S + 1).standard_normal(
+        (1, 3, S, D)).astype(F32)), (2, 3, S, D))
+    r = ops._Run(k, k, v, 2, 3, 1, S, S)
+    got = tf32_stage.staged_run(r, block_n)
+    want_k, want_v = tf32_stage.staged(k, v, block_n, cp)
+    cp.testing.assert_array_equal(got.k, want_k)
+    cp.testing.assert_array_equal(got.v, want_v)
+
+
+@pytest.mark.gpu
 def test_wgmma_tf32_refuses_what_it_does_not_run(cp):
     tile = TileConfig(128, 64, 8, 2, "wgmma_tf32")
     _hopper_or_skip(tile, 64)

@@ -12,8 +12,10 @@ tile's block_n (the kernel loads whole tiles; keys past S are zero, and masked):
 KEY_OF_SLOT is the order in which the kernel's P fragments hold each 8 keys: its S accumulator
 gives thread (g, t) keys 2t and 2t + 1 of an 8-key n-tile, which go into the m16n8k8 A fragment
 as k-slots t and t + 4 (kernels_cu/tf32.cuh), so Vᵀ holds key 2t at slot t and 2t + 1 at t + 4.
-The kernel rounds its Q tile itself (once per block, in shared memory). The staged arrays cost
-one copy of k and two of v for the duration of the call.
+The kernel rounds its Q tile itself (once per block, in shared memory). On the GPU one kernel
+stages both in a pass over k and v (kernels_cu/tf32_stage.cuh, ``staged_run``); ``staged`` is
+the same rule in array operations, the reference the tests hold that kernel to. The staged
+arrays cost one copy of k and of v for the duration of the call.
 """
 from __future__ import annotations
 
@@ -52,9 +54,25 @@ def staged(k, v, block_n: int, xp=np):
 
 
 def staged_run(r, block_n: int):
-    """A forward run (ops._Run) with its k and v replaced by their staged forms (kr, vt): the
-    launch then reads kr's strides as K's and vt's [sequence, head, row] strides as Vᵀ's
-    [sequence, head, head-dim row] (kernels_cu/flash_fwd_wgmma_tf32.cu)."""
+    """A forward run (ops._Run) with its k and v replaced by their staged forms (kr, vt), made by
+    kernels_cu/tf32_stage.cuh: the launch then reads kr's strides as K's and vt's [sequence,
+    head, row] strides as Vᵀ's [sequence, head, head-dim row] (flash_fwd_wgmma_tf32.cu)."""
     import cupy as cp
-    kr, vt = staged(r.k, r.v, block_n, cp)
+    from . import build, views
+    from .ops import _empty   # (NaN-filled under ops.poisoned_outputs: every element is written)
+    B, H, S, D = r.k.shape
+    S_pad = padded_keys(S, block_n)
+    if D > build.TF32_STAGE_MAX_D or S_pad % build.TF32_STAGE_KEYS or B * H > 65535:
+        raise ValueError(f"the TF32 wgmma forward stages head dims up to "
+                         f"{build.TF32_STAGE_MAX_D}, {build.TF32_STAGE_KEYS} keys a block and "
+                         f"at most 65535 (sequence, kv head) pairs; got d={D}, "
+                         f"block_n={block_n}, {B * H} pairs")
+    kr = _empty((B, H, S_pad, D), np.float32)
+    vt = _empty((B, H, D, S_pad), np.float32)
+    if B * H:
+        fn = build.get_tf32_stage(cp.cuda.Device().id)
+        ks, vs = views.strides(r.k), views.strides(r.v)
+        fn((S_pad // build.TF32_STAGE_KEYS, B * H), (256,),
+           (r.k, r.v, *(np.int64(x) for x in ks), *(np.int64(x) for x in vs), np.int32(H),
+            np.int32(S), np.int32(S_pad), np.int32(D), kr, vt))
     return dataclasses.replace(r, k=kr, v=vt)

@@ -1,0 +1,47 @@
+// cuflash: K and Vᵀ staged for the TF32 wgmma forward (flash_fwd_wgmma_tf32.cu), in one pass over
+// k and v. cuflash/gpu/tf32_stage.py states the rule and computes it with array operations
+// (the reference the tests hold this kernel to):
+//     kr[b, h, j, c]      = tf32(k[b, h, j, c])                  (0 for S <= j < S_pad)
+//     vt[b, h, c, 8u + s] = tf32(v[b, h, 8u + key_of_slot(s), c])  (0 past S)
+// One block: KEYS keys (KEYS / 8 groups of 8) × D columns of one (sequence, kv head), 256
+// threads. K goes row by row (reads and writes along c); V goes through shared memory, read along
+// c and written along the keys of each Vᵀ row.
+#pragma once
+#include "tf32.cuh"
+
+namespace cuflash {
+
+// The key of the 8 that k-slot s of a P·V step holds (tf32_stage.KEY_OF_SLOT): slot t key 2t,
+// slot t + 4 key 2t + 1
+__device__ __forceinline__ int key_of_slot(int s) { return s < 4 ? 2 * s : 2 * (s - 4) + 1; }
+
+template <int KEYS, int MAX_D>
+struct Tf32Stage {
+    static constexpr int NT = 256;
+    static_assert(KEYS % 8 == 0, "whole 8-key groups");
+
+    // grid (S_pad / KEYS, sequences · heads); k, v strides [sequence, head, row] in elements
+    static __device__ __forceinline__ void run(const float* k, const float* v, long long ks0,
+                                               long long ks1, long long ks2, long long vs0,
+                                               long long vs1, long long vs2, int heads, int S,
+                                               int S_pad, int D, float* kr, float* vt) {
+        __shared__ float sv[KEYS][MAX_D + 1];   // odd row length: the column reads hit 32 banks
+        const int bh = blockIdx.y, b = bh / heads, h = bh % heads, j0 = blockIdx.x * KEYS;
+        const float* kb = k + b * ks0 + h * ks1;
+        const float* vb = v + b * vs0 + h * vs1;
+        for (int i = threadIdx.x; i < KEYS * D; i += NT) {
+            const int r = i / D, c = i % D, j = j0 + r;
+            const bool in = j < S;
+            kr[((long long)bh * S_pad + j) * D + c] =
+                in ? __uint_as_float(to_tf32(kb[j * ks2 + c])) : 0.f;
+            sv[r][c] = in ? __uint_as_float(to_tf32(vb[j * vs2 + c])) : 0.f;
+        }
+        __syncthreads();
+        for (int i = threadIdx.x; i < D * KEYS; i += NT) {
+            const int c = i / KEYS, s = i % KEYS;
+            vt[((long long)bh * D + c) * S_pad + j0 + s] = sv[(s & ~7) + key_of_slot(s & 7)][c];
+        }
+    }
+};
+
+}  // namespace cuflash
