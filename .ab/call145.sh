@@ -11,6 +11,9 @@
 #                         softmax into wgmma_tile_probs (shared with the TF32 kernel), which
 #                         changed the SASS of 61 of 90 16-bit wgmma forwards (the warp-specialized
 #                         ones; the order of the same instructions). Prediction: 0.99-1.01.
+# Last, the float64 and float32 GEMM ceilings (cupy 8192^3): GPU.md has none for float64, and
+# issue 15's float64 backward bar (2x torch's math path, which ran 35-41 TFLOP/s at d = 128)
+# may lie above the H200's float64 tensor peak (67 TFLOP/s on the datasheet); NOTES v35.
 # Prediction (NOTES v36): d = 128 150-200 TFLOP/s against the mma 'tf32' kernel's 92-116
 # (1.4-1.8x) at T = 16384, d = 64 140-190 against 110-144; at T = 1024 about half that (the
 # staging kernel's one pass over k and v, ~0.15 ms, against the attention kernel's ~0.2 ms).
@@ -24,9 +27,19 @@ timeout 130 python3 tools/bench_f32.py --wgmma --d 64 128 --T 1024 4096 16384 --
   > $OUT/bench.txt 2>&1; echo "bench rc=$?"
 timeout 80 python3 tools/bench_f32.py --wgmma --d 64 128 --T 4096 --causal no --reps 3 --jobs 14 \
   --tiles --families wgmma_tf32 --no-torch > $OUT/tiles.txt 2>&1; echo "tiles rc=$?"
-timeout 120 python3 tools/ab_speed.py --base .ab/base --new . --passes fwd --T 4096,16384 --rounds 1 \
+timeout 110 python3 tools/ab_speed.py --base .ab/base --new . --passes fwd --T 4096,16384 --rounds 1 \
   > $OUT/ab_fwd16.txt 2>&1; echo "ab rc=$?"
+timeout 40 python3 -c "
+import cupy as cp, statistics
+from cuflash.experiments import gputime
+for dt in (cp.float64, cp.float32):
+    a = cp.random.standard_normal((8192, 8192)).astype(dt); b = a.copy()
+    ms = statistics.median(gputime.gpu_times(lambda: a @ b, 5, 2))
+    print(f'matmul 8192^3 {cp.dtype(dt).name}: {2 * 8192**3 / ms / 1e9:.1f} TFLOP/s')
+" > $OUT/gemm.txt 2>&1; echo "gemm rc=$?"   # the float64 ceiling GPU.md lacks (issue 15's bar)
 echo "=================== SUMMARY"; grep -E "passed|failed" $OUT/tests.txt | tail -2
 tail -3 $OUT/mutants.txt; grep -E "tf32|torch" $OUT/bench.txt | grep -v "^#" | tail -30
 grep wgmma $OUT/tiles.txt | tail -8
 tail -3 $OUT/ab_fwd16.txt
+
+cat $OUT/gemm.txt
