@@ -177,15 +177,17 @@ def test_wgmma_tf32_variants_and_gqa(cp, opts):
 @pytest.mark.gpu
 def test_wgmma_tf32_matches_the_mma_kernel(cp):
     """The wgmma kernel and the mma.sync 'tf32' kernel compute the same TF32 products of the same
-    roundings; their sums run in other orders, so they agree to float32's accumulation error,
-    far below TF32's (the two are compared with each other and each with the oracle)."""
+    roundings; their sums run in other orders (and exp2 is ex2.approx here, exact there), so a
+    P near a TF32 rounding boundary may round the other way: about one element in 2^11, each
+    moving out by 2^-11 of its 1/512 share. So they agree to 2e-5 of out's largest value, 25x
+    below TF32's own error (5e-4; a wrong rounding of a whole operand moves out by ~1e-4)."""
     tile = TileConfig(128, 64, 8, 2, "wgmma_tf32")
     _hopper_or_skip(tile, 128)
     q, k, v = make_inputs(cp, (1, 4, 512, 128), (1, 4, 512, 128), np.float32, seed=51)
     a = to_numpy(cuflash.attention(q, k, v, tile=tile))
     b = to_numpy(cuflash.attention(q, k, v, precision="tf32"))
     scale = np.abs(b).max()
-    assert np.abs(a - b).max() <= 1e-5 * scale, np.abs(a - b).max() / scale
+    assert np.abs(a - b).max() <= 2e-5 * scale, np.abs(a - b).max() / scale
 
 
 @pytest.mark.gpu
