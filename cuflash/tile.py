@@ -213,17 +213,20 @@ WGMMA_TF32_MAX_D = 128
 
 def wgmma_tf32_tiles(head_dim: int) -> list[TileConfig]:
     """Forward tiles of the TF32 wgmma kernel (flash_fwd_wgmma_tf32.cu, precision='tf32' on
-    sm_90, opt-in), preferred first: two warpgroups of 64 query rows, a ring of two K / Vᵀ
-    stages. Shared memory in float32: Q 512·d bytes at 128 rows, a stage 2 · 4 · block_n · d;
-    at d = 128 only 64 keys a stage fit beside Q (192 KB), at d = 64 128 keys (160 KB).
+    sm_90, opt-in), preferred first: warpgroups of 64 query rows; 2 stages (S_j, then P_j V_j)
+    or 3 (S_j beside P_(j-1) V_(j-1)). Shared memory in float32: Q 512·d bytes at 128 rows, a
+    stage 2 · 4 · block_n · d: at d = 128 two stages of 64 keys fit beside Q (192 KB), three only
+    of 32 keys or beside 64 rows; at d = 64 two or three of 128 keys (160 / 224 KB).
     Not yet measured on a GPU (NOTES.md v36)."""
     if head_dim > WGMMA_TF32_MAX_D:
         raise ValueError(f"the TF32 wgmma forward takes head dims up to {WGMMA_TF32_MAX_D}, got "
                          f"{head_dim}")
     if head_dim <= 64:
-        tiles = [(128, 128, 8, 2), (128, 64, 8, 2), (64, 64, 4, 2)]
+        tiles = [(128, 128, 8, 2), (128, 64, 8, 2), (64, 64, 4, 2), (128, 128, 8, 3),
+                 (128, 64, 8, 3)]
     else:
-        tiles = [(128, 64, 8, 2), (64, 64, 4, 2), (128, 32, 8, 2)]
+        tiles = [(128, 64, 8, 2), (64, 64, 4, 2), (128, 32, 8, 2), (64, 64, 4, 3),
+                 (128, 32, 8, 3)]
     return [TileConfig(*t, "wgmma_tf32") for t in tiles]
 
 

@@ -18,11 +18,15 @@
 //     in each 8 keys, slot t takes key 2t and slot t + 4 key 2t + 1, so that S's accumulator
 //     fragment is the A fragment as it stands; the staged Vᵀ holds its keys in that order
 //     (0, 2, 4, 6, 1, 3, 5, 7 in every 8).
-// One step per key tile, the products in turn (S_t, then P_t V_t), with the copies of tile t + 1
-// in flight behind them (a ring of two K / Vᵀ stages): at d = 128 float32 tiles are twice the
-// 16-bit kernels' bytes, and Q (64 KB at 128 rows) and two stages of 64 keys (64 KB each) are
-// what fits. The two warpgroups of a block overlap one another's softmax and products only
-// through the warp schedulers (flash_fwd_wgmma.cu's v3).
+//   (WgmmaOperands<float>, wgmma_forward.cuh, says both rules for the shared step.)
+// A warpgroup's step is the 16-bit kernels' (wgmma_forward.cuh, WgmmaFwdRows), with tile t + 1's
+// cp.async copies in flight behind it, in one of two schedules:
+//   STAGES = 2: S_t and then P_t V_t in turn, each step its own last product. At d = 128, Q
+//   (64 KB at 128 rows) and two stages of 64 keys (64 KB each) are what fits.
+//   STAGES = 3: S_t issued beside P_{t-1} V_{t-1}, as the 16-bit kernels do. It takes a third
+//   stage, since Vᵀ_{t-1} is still read in step t; at d = 128 only 32-key tiles or 64 query
+//   rows fit.
+// The two warpgroups of a block overlap one another's work through the warp schedulers.
 //
 // Grid: (ceil(T / BLOCK_M), sequences·heads) (block.cuh, QueryBlock). Block: NT = 32·warps
 // threads, BLOCK_M = 16·warps, each warpgroup 64 query rows.
@@ -68,16 +72,13 @@ struct FwdWgmmaTf32 : TileKernel<FwdWgmmaTf32<T, DP, BLOCK_M, BLOCK_N, NT, STAGE
     static_assert(sizeof(T) == 4, "float32 read as TF32");
     using Params = FwdParams<T, float>;
     using Block = QueryBlock<BLOCK_M, V, Params, float>;
+    using Rows = WgmmaFwdRows<T, DP, BLOCK_M, BLOCK_N, Block>;   // wgmma_forward.cuh
     static constexpr int NW = NT / 32;
-    static constexpr int NS = BLOCK_N / 8;   // 8-key n-tiles of S, and k-steps of P·V
-    static constexpr int NO = DP / 8;        // 8-column n-tiles of O
     static_assert(NW % 4 == 0 && BLOCK_M == 16 * NW, "64 query rows per warpgroup of 4 warps");
     static_assert(DP % 32 == 0 && BLOCK_N % 32 == 0 && BLOCK_N <= 256 && DP <= 256,
                   "whole 128-byte panels of float32");
-    static_assert(STAGES == 2, "tile t + 1 loads while tile t is computed");
+    static_assert(STAGES == 2 || STAGES == 3, "2: S_t, then P_t V_t; 3: S_t beside P_{t-1} V_{t-1}");
     static_assert(!V::SPLIT && V::CACHE == kNoCache, "no split-KV, no KV cache (the host's plan)");
-    using MMA_S = Wgmma<BLOCK_N, float>;
-    using MMA_O = Wgmma<DP, float>;
 
     struct Smem {
         float q[BLOCK_M * DP];               // resident Q tile, rounded; later each warp's O rows
@@ -98,10 +99,20 @@ struct FwdWgmmaTf32 : TileKernel<FwdWgmmaTf32<T, DP, BLOCK_M, BLOCK_N, NT, STAGE
         cp_async_commit();
     }
 
+    // Tile t landed and seen by every thread (and by the tensor cores), and every warpgroup done
+    // with step t - 1; then tile t + 1's copies issued into the stage that tile t + 1 - STAGES
+    // left (its last reader, P V of step t + 2 - STAGES, waited for before this barrier)
+    static __device__ __forceinline__ int acquire(const Params& p, const Block& blk,
+                                                  const TileIter& kv, int t, Smem& sm) {
+        cp_async_wait<0>();
+        fence_proxy_async();
+        __syncthreads();
+        if (t + 1 < kv.n) load_kv(p, blk, kv, t + 1, sm, (t + 1) % STAGES);
+        return t % STAGES;
+    }
+
     static __device__ __forceinline__ void body(const Params& p, const Block& blk, Smem& sm) {
-        const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t4 = lane & 3;
-        const int wg = warp / 4, wrow = warp * 16;
-        const float* sQw = sm.q + wg * 64 * 32;   // this warpgroup's rows of panel 0
+        const int warp = threadIdx.x / 32;
         const TileIter kv = blk.template key_tiles<BLOCK_N>();
 
         load_tf32_tile<BLOCK_M, DP, NT>(sm.q, blk.seq.q_row(p.q, p.q_stride, blk.i0),
@@ -109,70 +120,32 @@ struct FwdWgmmaTf32 : TileKernel<FwdWgmmaTf32<T, DP, BLOCK_M, BLOCK_N, NT, STAGE
         cp_async_commit();
         if (kv.n > 0) load_kv(p, blk, kv, 0, sm, 0);
         cp_async_wait<1>();                       // Q landed (this thread's copies)
-        round_tf32_tile<BLOCK_M, DP, NT>(sm.q);
+        round_tf32_tile<BLOCK_M, DP, NT>(sm.q);   // made visible by the first acquire
 
-        float o[NO][4];
-        zero_fragments(o);
-        OnlineSoftmax<float, 2, 4> softmax;
-        for (int t = 0; t < kv.n; ++t) {
-            const int stage = t % STAGES;
-            cp_async_wait<0>();                   // tile t (and at t = 0 the rounded Q)...
-            fence_proxy_async();                  // ...visible to the tensor cores
-            __syncthreads();                      // every thread's copies; tile t - 1 done
-            if (t + 1 < kv.n) load_kv(p, blk, kv, t + 1, sm, (t + 1) % STAGES);
-
-            // -- S = Q K_tᵀ
-            float s[NS][4];
-            wgmma_fence();
-#pragma unroll
-            for (int kk = 0; kk < DP / 8; ++kk)
-                MMA_S::ss(s, kmajor_desc<BLOCK_M>(sQw, kk), kmajor_desc<BLOCK_N>(sm.k[stage], kk),
-                          kk > 0);
-            wgmma_commit();
-            wgmma_wait<0>();
-            wgmma_fence_regs(s);
-
-            // -- u = score_mod(S), -inf where hidden; new m, P, alpha (wgmma_forward.cuh)
-            float alpha[2];
-            wgmma_tile_probs<BLOCK_N>(s, blk, kv, t, wrow, g, t4, softmax, alpha);
-#pragma unroll
-            for (int n = 0; n < NO; ++n)
-#pragma unroll
-                for (int e = 0; e < 4; ++e) o[n][e] *= alpha[e >> 1];
-
-            // -- O += P_t V_t: P rounded to TF32 as A fragments, keys in Vᵀ's order (header)
-            unsigned pa[NS][4];
-#pragma unroll
-            for (int n = 0; n < NS; ++n) {
-                pa[n][0] = to_tf32(s[n][0]);
-                pa[n][1] = to_tf32(s[n][2]);
-                pa[n][2] = to_tf32(s[n][1]);
-                pa[n][3] = to_tf32(s[n][3]);
+        Rows rows(blk, sm.q, warp / 4, warp, threadIdx.x % 32);
+        const int n = kv.n;
+        if constexpr (STAGES == 2) {
+            for (int t = 0; t < n; ++t) {         // S_t, then P_t V_t
+                const int stage = acquire(p, blk, kv, t, sm);
+                rows.template step<true>(kv, t, sm.k[stage], nullptr, NoStepHooks{});
+                rows.last_product(sm.vt[stage], NoStepHooks{});
             }
-            wgmma_fence();
-#pragma unroll
-            for (int n = 0; n < NS; ++n)
-                MMA_O::template rs<0>(o, pa[n], kmajor_desc<DP>(sm.vt[stage], n), 1);
-            wgmma_commit();
-            wgmma_wait<0>();
-            wgmma_fence_regs(o);
-            wgmma_keep_regs(pa);
+        } else {                                  // S_t beside P_{t-1} V_{t-1}
+            if (n > 0) {   // the first step peeled (flash_fwd_wgmma.cu: under `if (t > 0)` ptxas
+                           // serialized every wgmma)
+                const int stage = acquire(p, blk, kv, 0, sm);
+                rows.template step<true>(kv, 0, sm.k[stage], nullptr, NoStepHooks{});
+            }
+            for (int t = 1; t < n; ++t) {
+                const int stage = acquire(p, blk, kv, t, sm);
+                rows.template step<false>(kv, t, sm.k[stage], sm.vt[(t + STAGES - 1) % STAGES],
+                                          NoStepHooks{});
+            }
+            if (n > 0) rows.last_product(sm.vt[(n - 1) % STAGES], NoStepHooks{});
         }
         cp_async_wait<0>();
         __syncthreads();   // every warpgroup done with Q: its rows stage O
-
-        // -- O = O / l and lse
-        float inv[1][2];
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            float lse;
-            inv[0][h] = softmax.finalize(h, lse);
-            const int r = wrow + g + h * 8;
-            if (t4 == 0 && r < blk.rows) blk.lse_dst(p)[blk.seq.row(blk.i0 + r)] = lse;
-        }
-        const float(&o1)[1][NO][4] = reinterpret_cast<const float(&)[1][NO][4]>(o);
-        store_out<T, 1, NO, DP>(p, blk, o1, inv, sm.q,
-                                [](int r, int c) { return sw128<BLOCK_M, 4>(r, c); }, wrow, lane);
+        rows.epilogue(p, sm.q);
     }
 };
 

@@ -15,6 +15,7 @@
 // after, k_read() once S_t is done with K_t, v_read() once P_{t-1} V_{t-1} is done with V_{t-1}.
 #pragma once
 #include "mainloop.cuh"
+#include "tf32.cuh"
 #include "wgmma_tiles.cuh"
 
 namespace cuflash {
@@ -48,11 +49,50 @@ __device__ __forceinline__ void wgmma_tile_probs(float (&s)[BLOCK_N / 8][4], con
     softmax.template update<2 * NS>(frag, blk.score.mul, alpha, Exp2Approx());
 }
 
+// How the products of a wgmma forward take their operands, by element type (one rule each):
+//   K_STEP   the k of one instruction: 16 for 16-bit operands, 8 for TF32
+//   TRANS_V  P·V's transpose flag for B: V as it lands (16-bit: MN-major, the instruction
+//            transposes it) or Vᵀ staged by the host (TF32: K-major, no transpose for .tf32)
+//   v_desc   P·V's B descriptor at k-step kk of the V (or Vᵀ) tile at Vp
+//   to_a     P's A fragment of k-step kk from S's accumulators (16-bit: two n-tiles packed;
+//            TF32: one n-tile rounded, keys in Vᵀ's slot order, tf32.cuh / tf32_stage.py)
+template <typename T>
+struct WgmmaOperands {
+    static constexpr int K_STEP = 16, TRANS_V = 1;
+    template <int BLOCK_N, int DP>
+    static __device__ __forceinline__ unsigned long long v_desc(const T* Vp, int kk) {
+        return mnmajor_desc<BLOCK_N>(Vp, kk);
+    }
+    template <int NS>
+    static __device__ __forceinline__ void to_a(unsigned (&a)[4], const float (&s)[NS][4], int kk) {
+        c_to_a<T>(a, s[2 * kk], s[2 * kk + 1]);
+    }
+};
+template <>
+struct WgmmaOperands<float> {
+    static constexpr int K_STEP = 8, TRANS_V = 0;
+    template <int BLOCK_N, int DP>
+    static __device__ __forceinline__ unsigned long long v_desc(const float* Vp, int kk) {
+        return kmajor_desc<DP>(Vp, kk);
+    }
+    template <int NS>
+    static __device__ __forceinline__ void to_a(unsigned (&a)[4], const float (&s)[NS][4], int kk) {
+        a[0] = to_tf32(s[kk][0]);
+        a[1] = to_tf32(s[kk][2]);
+        a[2] = to_tf32(s[kk][1]);
+        a[3] = to_tf32(s[kk][3]);
+    }
+};
+
 template <typename T, int DP, int BLOCK_M, int BLOCK_N, class Block>
 struct WgmmaFwdRows {
+    using Ops = WgmmaOperands<T>;
     static constexpr int NS = BLOCK_N / 8;   // 8-column n-tiles of S
     static constexpr int NO = DP / 8;        // 8-column n-tiles of O
-    static_assert(BLOCK_N % 16 == 0 && BLOCK_N <= 256 && DP % 64 == 0 && DP <= 256, "tile sizes");
+    static constexpr int PANEL = 128 / int(sizeof(T));   // columns of a 128-byte panel
+    static constexpr int NK = BLOCK_N / Ops::K_STEP;      // k-steps of P·V
+    static_assert(BLOCK_N % 16 == 0 && BLOCK_N <= 256 && DP % PANEL == 0 && DP <= 256,
+                  "tile sizes");
     using MMA_S = Wgmma<BLOCK_N, T>;
     using MMA_O = Wgmma<DP, T>;
 
@@ -61,11 +101,11 @@ struct WgmmaFwdRows {
     const int lane, g, t4, wrow;   // wrow: this warp's first row in the tile
     float o[1][NO][4];             // unnormalized O rows (g, g+8) of this warp
     OnlineSoftmax<float, 2, 4> softmax;
-    unsigned pa[BLOCK_N / 16][4];  // P_{t-1} as A fragments, read by the product in flight
+    unsigned pa[NK][4];            // P_{t-1} as A fragments, read by the product in flight
 
     // warpgroup wg of the tile (rows 64·wg ..), warp: its warp among the tile's (rows 16·warp ..)
     __device__ __forceinline__ WgmmaFwdRows(const Block& b, const T* sq, int wg, int warp, int ln)
-        : blk(b), sQw(sq + wg * 64 * 64), lane(ln), g(ln >> 2), t4(ln & 3), wrow(warp * 16) {
+        : blk(b), sQw(sq + wg * 64 * PANEL), lane(ln), g(ln >> 2), t4(ln & 3), wrow(warp * 16) {
         zero_fragments(o[0]);
     }
 
@@ -77,13 +117,14 @@ struct WgmmaFwdRows {
         hooks.turn();
         wgmma_fence();
 #pragma unroll
-        for (int kk = 0; kk < DP / 16; ++kk)
+        for (int kk = 0; kk < DP / Ops::K_STEP; ++kk)
             MMA_S::ss(s, kmajor_desc<BLOCK_M>(sQw, kk), kmajor_desc<BLOCK_N>(Ks, kk), kk > 0);
         wgmma_commit();
         if constexpr (!FIRST) {
 #pragma unroll
-            for (int kk = 0; kk < BLOCK_N / 16; ++kk)   // 16 keys (2048 bytes of V) per k-step
-                MMA_O::template rs<1>(o[0], pa[kk], mnmajor_desc<BLOCK_N>(Vp, kk), 1);
+            for (int kk = 0; kk < NK; ++kk)   // K_STEP keys of V per k-step
+                MMA_O::template rs<Ops::TRANS_V>(o[0], pa[kk],
+                                                 Ops::template v_desc<BLOCK_N, DP>(Vp, kk), 1);
             wgmma_commit();
             hooks.issued();
             wgmma_wait<1>();         // S_t is done; P_{t-1} V_{t-1} may still run
@@ -105,7 +146,7 @@ struct WgmmaFwdRows {
         }
         // -- P_t rounded to T as A fragments, only now that P_{t-1} V_{t-1} is done with pa
 #pragma unroll
-        for (int kk = 0; kk < BLOCK_N / 16; ++kk) c_to_a<T>(pa[kk], s[2 * kk], s[2 * kk + 1]);
+        for (int kk = 0; kk < NK; ++kk) Ops::to_a(pa[kk], s, kk);
 #pragma unroll
         for (int n = 0; n < NO; ++n)
 #pragma unroll
@@ -118,8 +159,9 @@ struct WgmmaFwdRows {
         hooks.turn();
         wgmma_fence();
 #pragma unroll
-        for (int kk = 0; kk < BLOCK_N / 16; ++kk)
-            MMA_O::template rs<1>(o[0], pa[kk], mnmajor_desc<BLOCK_N>(Vp, kk), 1);
+        for (int kk = 0; kk < NK; ++kk)
+            MMA_O::template rs<Ops::TRANS_V>(o[0], pa[kk],
+                                             Ops::template v_desc<BLOCK_N, DP>(Vp, kk), 1);
         wgmma_commit();
         hooks.issued();
         wgmma_wait<0>();
@@ -140,7 +182,8 @@ struct WgmmaFwdRows {
             if (t4 == 0 && r < blk.rows) blk.lse_dst(p)[blk.seq.row(blk.i0 + r)] = lse;
         }
         store_out<T, 1, NO, DP>(p, blk, o, inv, stage,
-                                [](int r, int c) { return sw128<BLOCK_M>(r, c); }, wrow, lane);
+                                [](int r, int c) { return sw128<BLOCK_M, int(sizeof(T))>(r, c); },
+                                wrow, lane);
     }
 };
 

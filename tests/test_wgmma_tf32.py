@@ -72,7 +72,7 @@ def test_tiles_and_plan():
                 assert spec.arch == "sm_90a" and spec.head_dim % 32 == 0
                 assert build.kernel_type(spec).startswith(
                     f"cuflash::FwdWgmmaTf32<float, {spec.head_dim}, {tile.block_m}, "
-                    f"{tile.block_n}, {tile.num_threads}, 2,")
+                    f"{tile.block_n}, {tile.num_threads}, {tile.num_stages},")
     with pytest.raises(ValueError, match="head dims up to 128"):
         wgmma_tf32_tiles(WGMMA_TF32_MAX_D + 1)
     # opt-in: float32's defaults stay the mma.sync TF32 kernels
@@ -92,7 +92,7 @@ def test_plan_refuses_other_passes(tile, dtype, backward, match):
 
 
 @pytest.mark.parametrize("tile,variant,match", [
-    (TileConfig(128, 64, 8, 3, "wgmma_tf32"), plan.Variant(), "2 stages"),
+    (TileConfig(128, 64, 8, 4, "wgmma_tf32"), plan.Variant(), "2 stages"),
     (TileConfig(128, 16, 8, 2, "wgmma_tf32"), plan.Variant(), "block_n must be a multiple of 32"),
     (TileConfig(64, 64, 8, 2, "wgmma_tf32"), plan.Variant(), "block_m = 16·num_warps"),
     (TileConfig(128, 64, 8, 2, "wgmma_tf32"), plan.Variant(packed=True), "packed batch"),
@@ -133,8 +133,9 @@ def _hopper_or_skip(tile, d):
         pytest.skip(f"tile not valid here: {exc}")
 
 
-WGMMA_TF32_TILES = [TileConfig(128, 128, 8, 2, "wgmma_tf32"), TileConfig(128, 64, 8, 2, "wgmma_tf32"),
-                    TileConfig(64, 64, 4, 2, "wgmma_tf32"), TileConfig(128, 32, 8, 2, "wgmma_tf32")]
+WGMMA_TF32_TILES = [TileConfig(*t, "wgmma_tf32") for t in (
+    (128, 128, 8, 2), (128, 64, 8, 2), (64, 64, 4, 2), (128, 32, 8, 2),   # S_j, then P_j V_j
+    (128, 64, 8, 3), (64, 64, 4, 3), (128, 32, 8, 3))]                     # S_j beside P_(j-1) V_(j-1)
 
 
 @pytest.mark.gpu

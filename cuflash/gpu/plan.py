@@ -270,9 +270,9 @@ def _validate_wgmma_tf32(spec: KernelSpec, where: str) -> None:
                          f"(block_m = 16·num_warps, num_warps a multiple of 4)")
     if t.block_n % 32:
         raise ValueError(f"{where}: block_n must be a multiple of 32 (128-byte panels of float32)")
-    if t.num_stages != 2:
-        raise ValueError(f"{where}: the TF32 wgmma forward uses 2 stages (tile j+1 loads while "
-                         f"tile j is computed)")
+    if t.num_stages not in (2, 3):
+        raise ValueError(f"{where}: the TF32 wgmma forward uses 2 stages (S_j, then P_j V_j) or 3 "
+                         f"(S_j beside P_(j-1) V_(j-1)), tile j+1 loading meanwhile")
     if spec.head_dim > WGMMA_TF32_MAX_D:
         raise ValueError(f"{where}: the TF32 wgmma forward takes head dims up to "
                          f"{WGMMA_TF32_MAX_D}")
