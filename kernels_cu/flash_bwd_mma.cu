@@ -211,8 +211,8 @@ struct DqMma : TileKernel<DqMma<T, DP, BLOCK_M, BLOCK_N, NT, STAGES, V, Products
 
             // -- dS = P ∘ (dP - D) · g in place of dP (rows r = 2·mt + h); dQ_i += dS_ij K_j
             //    (16-bit: dS rounded to T and packed as A fragments first)
-            query_tile_probs<MT, NS>(s, dp, blk, keys.needs_mask(t, j0), i0, wrow, j0, lane,
-                                     lse2, Dr, Exp2Exact());
+            query_tile_probs<MT, NS>(s, dp, blk.mask, blk.score, keys.needs_mask(t, j0), i0, wrow,
+                                     j0, lane, lse2, Dr, Exp2Exact());
             Products::template add_pv<MT, BLOCK_N, DP, LDS>(dQ, dp, Ks, lane);
             keys.release();
         }

@@ -182,12 +182,14 @@ __device__ __forceinline__ void key_tile_probs(float (&st)[BLOCK_M / 8][4],
 // The dQ tensor-core kernels' P and dS (bwd_probs) of one warp's 16·MT query rows (from row
 // wrow of the tile from i0) × the NS 8-key n-tiles of a key tile from j0, in C fragments (rows
 // r = 2·mt + h: query i0 + wrow + 16·mt + 8·h + g): s holds S and becomes P, dp holds dP and
-// becomes dS. lse2, Dr: the rows' lse·log2 e and D (dq_row_stats); needs_mask: the tile's
-// (KeyTiles::needs_mask).
-template <int MT, int NS, class QB, class Exp>
+// becomes dS. lse2, Dr: the rows' lse·log2 e and D (dq_row_stats); mask, score: the block's
+// (a QueryBlock's); needs_mask: the tile's (KeyTiles::needs_mask). The mma dQ kernel (MT m-tiles
+// a warp) and the wgmma dQ step (MT = 1) both take it.
+template <int MT, int NS, class Mask, class Score, class Exp>
 __device__ __forceinline__ void query_tile_probs(float (&s)[MT][NS][4], float (&dp)[MT][NS][4],
-                                                 const QB& blk, bool needs_mask, int i0, int wrow,
-                                                 int j0, int lane, const float (&lse2)[2 * MT],
+                                                 const Mask& mask, const Score& score,
+                                                 bool needs_mask, int i0, int wrow, int j0,
+                                                 int lane, const float (&lse2)[2 * MT],
                                                  const float (&Dr)[2 * MT], Exp exp2) {
     const int g = lane >> 2, t4 = lane & 3;
     bwd_probs<float, 2 * MT, 2 * NS>(
@@ -197,8 +199,8 @@ __device__ __forceinline__ void query_tile_probs(float (&s)[MT][NS][4], float (&
             i = i0 + wrow + (r >> 1) * 16 + g + (r & 1) * 8;
             j = j0 + (e >> 1) * 8 + 2 * t4 + (e & 1);
         },
-        [&](int r, int) { return lse2[r]; }, [&](int r, int) { return Dr[r]; }, blk.mask,
-        blk.score, needs_mask, exp2);
+        [&](int r, int) { return lse2[r]; }, [&](int r, int) { return Dr[r]; }, mask, score,
+        needs_mask, exp2);
 }
 
 }  // namespace cuflash

@@ -89,7 +89,6 @@ struct WgmmaDqStep {
                                                int lane, const float (&lse2)[2],
                                                const float (&Dr)[2], const Mask& mask,
                                                const Score& score, bool needs_mask) {
-        const int g = lane >> 2, t4 = lane & 3;
         // -- S = Q_i K_jᵀ, dP = dO_i V_jᵀ (one group)
         float s[NS][4], dp[NS][4];
         wgmma_fence();
@@ -103,16 +102,10 @@ struct WgmmaDqStep {
         wgmma_fence_regs(s);
         wgmma_fence_regs(dp);
 
-        // -- dS = P ∘ (dP - D) · g in place of dP (rows r = h: g / g + 8)
-        bwd_probs<float, 2, 2 * NS>(
-            [&](int r, int e) -> float& { return s[e >> 1][2 * r + (e & 1)]; },
-            [&](int r, int e) -> float& { return dp[e >> 1][2 * r + (e & 1)]; },
-            [&](int r, int e, int& i, int& j) {
-                i = i0 + wrow + g + r * 8;
-                j = j0 + (e >> 1) * 8 + 2 * t4 + (e & 1);
-            },
-            [&](int r, int) { return lse2[r]; }, [&](int r, int) { return Dr[r]; }, mask, score,
-            needs_mask, Exp2Approx());
+        // -- dS = P ∘ (dP - D) · g in place of dP (mainloop.cuh: the warp's 16 rows, MT = 1)
+        query_tile_probs<1, NS>(reinterpret_cast<float(&)[1][NS][4]>(s),
+                                reinterpret_cast<float(&)[1][NS][4]>(dp), mask, score, needs_mask,
+                                i0, wrow, j0, lane, lse2, Dr, Exp2Approx());
 
         // -- dS as A fragments (k = keys); dQ_i += dS_ij K_j with K read MN-major
         unsigned sa[BLOCK_N / 16][4];
