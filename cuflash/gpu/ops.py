@@ -632,8 +632,7 @@ def _backward_maps(r: _Run, dout, dt: str, dkdv, dq_accum=None):
         arrays = [_map_entry(r, r.q, 64), _map_entry(r, r.k, 64, keys=True),
                   _map_entry(r, r.v, 64, keys=True), _map_entry(r, dout, 64)]
         if dq_accum is not None:
-            B, H, T, D = dq_accum.shape
-            arrays.append((views.address(dq_accum), (B, H, T, D), [H * T * D, T * D, D], 64,
+            arrays.append((views.address(dq_accum), dq_accum.shape, views.strides(dq_accum), 64,
                            "float32"))
         return tma.map_fields(dt, arrays, 5)
 
