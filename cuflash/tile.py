@@ -217,7 +217,10 @@ def wgmma_tf32_tiles(head_dim: int) -> list[TileConfig]:
     or 3 (S_j beside P_(j-1) V_(j-1)). Shared memory in float32: Q 512·d bytes at 128 rows, a
     stage 2 · 4 · block_n · d: at d = 128 two stages of 64 keys fit beside Q (192 KB), three only
     of 32 keys or beside 64 rows; at d = 64 two or three of 128 keys (160 / 224 KB).
-    Not yet measured on a GPU (NOTES.md v36)."""
+    H200, T = 4096, FlashAttention's shapes, non-causal (tools/bench_f32.py --wgmma --tiles, call
+    145, NOTES.md v36), TFLOP/s: d = 64 128 × 128 171.4, 128 × 64 156.0, 64 × 64 151.5, 3 stages
+    160.0 / 142.8; d = 128 128 × 64 188.6-189.4, 64 × 64 129.9, 128 × 32 156.6, 3 stages 128.4 /
+    147.8."""
     if head_dim > WGMMA_TF32_MAX_D:
         raise ValueError(f"the TF32 wgmma forward takes head dims up to {WGMMA_TF32_MAX_D}, got "
                          f"{head_dim}")
@@ -247,8 +250,8 @@ def tf32_backward_tiles(head_dim: int, family: str) -> list[TileConfig]:
     H200, 'highest' (tf32x3), T = 4096, non-causal (tools/bench_f32.py --pass bwd --tiles, calls
     138 and 141, three runs, NOTES.md v35): d = 64 the pair 64 × 64 × 8 warps 29.9 TFLOP/s
     against the solo 32 × 64 × 4 28.5; d = 128 32 × 64 × 8 with one stage 26.3-26.5 against two
-    24.6-24.8. 'tf32' keeps the tiles it was measured with (call 138: 77-85 at d = 64, 61-64 at
-    d = 128); its ablation is still to run."""
+    24.6-24.8. 'tf32' (call 147): d = 64 32 × 64 × 4 83.1-83.9, 1 stage 83.7, 8 warps 76.1; d = 128
+    the pair with one stage 66.7 against two 61.6-61.8."""
     if head_dim > TF32_BWD_MAX_D:
         raise ValueError(f"the TF32 backward takes head dims up to {TF32_BWD_MAX_D}, got "
                          f"{head_dim}")
@@ -256,8 +259,7 @@ def tf32_backward_tiles(head_dim: int, family: str) -> list[TileConfig]:
     if head_dim <= 64:
         tiles = [(64, 64, 8, 2)] * three + [(32, 64, 4, 2), (32, 64, 4, 1), (32, 32, 2, 1)]
     else:   # a pair of warps per 16 keys (flash_bwd_tf32.cu)
-        stages = (1, 2) if three else (2, 1)
-        tiles = [(32, 64, 8, s) for s in stages] + [(32, 32, 4, 1)]
+        tiles = [(32, 64, 8, 1), (32, 64, 8, 2), (32, 32, 4, 1)]
     return [TileConfig(*t, family) for t in tiles]
 
 

@@ -138,7 +138,7 @@ def test_backward_tiles_and_kernel_types(prec, family):
                 assert dq_det
     tile = tf32_backward_tiles(128, family)[0]
     dkdv, dq = plan.specs_for("float32", 128, tile, True, True)
-    stages = 1 if family == "tf32x3" else 2    # tile.tf32_backward_tiles: call 141's ablation
+    stages = 1    # tile.tf32_backward_tiles: calls 141 (tf32x3) and 147 ('tf32')
     assert build.kernel_type(dkdv).startswith(
         f"cuflash::DkdvTf32<float, 128, 32, 64, 256, {stages},")
     assert build.kernel_type(dq).startswith(f"cuflash::DqMma<float, 128, 64, 32, 128, {stages},")
@@ -386,7 +386,8 @@ def test_tf32_default_tiles_every_width(cp, d, prec):
 TF32_BWD_TILES = [TileConfig(32, 64, 4, 2, "tf32x3"), TileConfig(32, 64, 8, 2, "tf32x3"),
                   TileConfig(64, 64, 8, 2, "tf32x3"),
                   TileConfig(32, 32, 2, 1, "tf32x3"), TileConfig(64, 64, 4, 1, "tf32x3"),
-                  TileConfig(32, 64, 4, 2, "tf32"), TileConfig(32, 64, 8, 2, "tf32")]
+                  TileConfig(32, 64, 4, 2, "tf32"), TileConfig(32, 64, 8, 2, "tf32"),
+                  TileConfig(32, 64, 8, 1, "tf32")]
 
 
 def _product_unit(prec):
