@@ -7,7 +7,7 @@ import numpy as np
 
 from . import checks, precision as _precision, twin
 from ._xp import accum_dtype, dtype_name
-from .tile import default_backward, default_tile
+from .tile import default_backward, default_tile, wgmma_tf32_pays
 
 
 def _backend(xp):
@@ -27,22 +27,24 @@ def _device(p):
     return p.kernel_d, dict(smem_limit=ops.smem_limit(), arch=ops.device_arch())
 
 
-def _default(p, precision=None):
+def _default(p, precision=None, dense=False):
     """Default forward tile for this problem (on the GPU, one that fits the device) in float32's
-    ``precision`` (cuflash.precision)."""
+    ``precision`` (cuflash.precision); ``dense``: a dense batch in one pass (no packed batch,
+    KV cache or split-KV), which the TF32 wgmma forward may run (tile.wgmma_tf32_pays)."""
     d, kw = _device(p)
-    return default_tile(d, p.dtype, causal=p.causal, precision=precision, **kw)
+    staged = dense and wgmma_tf32_pays(d, p.S)
+    return default_tile(d, p.dtype, causal=p.causal, precision=precision, staged=staged, **kw)
 
 
-def _forward_tile(p, tile, precision):
+def _forward_tile(p, tile, precision, dense=False):
     """(tile, precision) a forward runs: ``precision`` checked against the dtype
     (cuflash.precision.check) and against the tile's kernel family when a tile is given (with
     precision=None the tile decides: 'tf32', 'highest' for the TF32 families, 'ieee' for the
-    others), or the default tile of that precision."""
+    others), or the default tile of that precision (``dense`` as ``_default``'s)."""
     prec = _precision.check(precision, p.dtype)
     tile = checks.check_tile(tile)
     if tile is None:
-        return _default(p, prec), prec
+        return _default(p, prec, dense), prec
     return tile, _tile_precision(tile, precision, prec)
 
 
@@ -196,7 +198,7 @@ def attention(q, k, v, *, causal=False, scale=None, tile=None, return_lse=False,
     p = checks.check_qkv(q, k, v, causal=causal, scale=scale, window=window, softcap=softcap,
                          alibi_slopes=alibi_slopes, mask_mod=mask_mod)
     num_splits = checks.check_num_splits(num_splits)
-    tile, prec = _forward_tile(p, tile, precision)
+    tile, prec = _forward_tile(p, tile, precision, dense=num_splits == 1)
     xp = p.xp
     if not isinstance(return_residuals, (bool, np.bool_)):
         raise TypeError(f"return_residuals must be a bool, got {return_residuals!r}")

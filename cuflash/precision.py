@@ -38,7 +38,8 @@ STANDS_IN = {"highest": "ieee"}
 PRODUCTS = {"tf32": 1, "tf32x3": 3}
 
 #: kernel families beside FAMILY's that compute a precision: 'tf32' on Hopper's warpgroup
-#: tensor cores (kernels_cu/flash_fwd_wgmma_tf32.cu; a forward, opt-in through its tile)
+#: tensor cores (kernels_cu/flash_fwd_wgmma_tf32.cu; a forward, the default of dense batches on
+#: sm_90 where tile.wgmma_tf32_pays)
 ALSO = {"wgmma_tf32": "tf32"}
 
 

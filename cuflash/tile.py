@@ -80,7 +80,8 @@ class TileConfig:
     deterministic backward only), 'tf32' and 'tf32x3' (float32 forward on TF32 tensor cores
     through mma.sync m16n8k8, sm_80 and later: precision='tf32' and 'highest',
     ``cuflash.precision``; the warp layout of 'mma'), 'wgmma_tf32' (float32 forward of
-    precision='tf32' on Hopper's warpgroup tensor cores, sm_90 only, opt-in: block_m =
+    precision='tf32' on Hopper's warpgroup tensor cores, sm_90 only, the default of dense
+    batches where ``wgmma_tf32_pays``: block_m =
     16·num_warps, 64 rows per 4 warps, block_n and the head dim multiples of 32, 2 stages;
     ``wgmma_tf32_tiles``)."""
 
@@ -211,9 +212,24 @@ def tf32_tiles(head_dim: int, family: str) -> list[TileConfig]:
 WGMMA_TF32_MAX_D = 128
 
 
+#: Keys from which the TF32 wgmma forward is the default at d <= 64: below, its staging pass (one
+#: read of k and v, one write of K and Vᵀ) weighs more than its faster products. H200, float32,
+#: FlashAttention's shapes, wgmma_tf32 / the mma 'tf32' kernel, non-causal / causal (call 148,
+#: NOTES.md v37): d = 64 T = 1024 0.96 / 0.84, 2048 1.09 / 1.01, 4096 1.18 / 1.14; d = 128
+#: 1.13-1.35 at T = 1024 and 1.53-1.76 above.
+WGMMA_TF32_MIN_KEYS = 2048
+
+
+def wgmma_tf32_pays(head_dim: int, seq_len_k: int) -> bool:
+    """Whether the default forward of precision='tf32' on sm_90 takes the TF32 wgmma kernel for
+    a dense batch in one pass (``tile_candidates(staged=True)``): head dims up to
+    WGMMA_TF32_MAX_D, at d <= 64 from WGMMA_TF32_MIN_KEYS keys on."""
+    return head_dim <= WGMMA_TF32_MAX_D and (head_dim > 64 or seq_len_k >= WGMMA_TF32_MIN_KEYS)
+
+
 def wgmma_tf32_tiles(head_dim: int) -> list[TileConfig]:
     """Forward tiles of the TF32 wgmma kernel (flash_fwd_wgmma_tf32.cu, precision='tf32' on
-    sm_90, opt-in), preferred first: warpgroups of 64 query rows; 2 stages (S_j, then P_j V_j)
+    sm_90: the default of dense batches where ``wgmma_tf32_pays``), preferred first: warpgroups of 64 query rows; 2 stages (S_j, then P_j V_j)
     or 3 (S_j beside P_(j-1) V_(j-1)). Shared memory in float32: Q 512·d bytes at 128 rows, a
     stage 2 · 4 · block_n · d: at d = 128 two stages of 64 keys fit beside Q (192 KB), three only
     of 32 keys or beside 64 rows; at d = 64 two or three of 128 keys (160 / 224 KB).
@@ -308,7 +324,7 @@ def _wgmma_backward_tiles(head_dim: int) -> list[TileConfig]:
 def tile_candidates(head_dim: int, dtype, *, backward: bool = False, causal: bool = False,
                     deterministic: bool = True, hopper: bool = True,
                     wgmma: bool = False, dmma: bool = False,
-                    precision: str | None = None) -> list[TileConfig]:
+                    precision: str | None = None, staged: bool = False) -> list[TileConfig]:
     """Tiles for (head_dim, dtype, pass), preferred first; ``default_tile`` takes the first that
     fits the device. The reason for each first choice sits beside it; the measurements are
     experiments/tile_ablation.yaml on the H200 (NOTES.md, v2): float16, T = 8192, FA shapes.
@@ -317,7 +333,10 @@ def tile_candidates(head_dim: int, dtype, *, backward: bool = False, causal: boo
     (``cuflash.precision``; None: its default): the forward of 'tf32' takes the TF32 kernels'
     tiles alone (nothing else computes it), of 'highest' those first, then the CUDA-core tiles
     (as accurate: GPUs before sm_80); the backward likewise, at head dims up to TF32_BWD_MAX_D
-    (wider: 'highest' on the CUDA cores, 'tf32' refused).
+    (wider: 'highest' on the CUDA cores, 'tf32' refused). ``staged``: the forward may take the
+    TF32 wgmma kernel (with ``wgmma``, precision 'tf32', d <= WGMMA_TF32_MAX_D): a dense batch
+    in one pass where it pays (``wgmma_tf32_pays``; it stages K and Vᵀ first, and runs neither
+    packed batches, KV caches nor split-KV), its tiles first.
     """
     name = dtype_name(dtype)
     prec = _check_precision(precision, dtype)
@@ -329,6 +348,11 @@ def tile_candidates(head_dim: int, dtype, *, backward: bool = False, causal: boo
         tiles = (tf32_tiles(head_dim, FAMILY[prec]) if not backward else
                  tf32_backward_tiles(head_dim, FAMILY[prec]) if head_dim <= TF32_BWD_MAX_D
                  else [])
+        if prec == "tf32" and wgmma and staged and not backward and \
+                head_dim <= WGMMA_TF32_MAX_D:
+            # float32 as TF32 on Hopper's warpgroup tensor cores: 1.1-1.8x the mma.sync kernel
+            # where wgmma_tf32_pays (NOTES.md v36, v37)
+            tiles = wgmma_tf32_tiles(head_dim) + tiles
         if prec in STANDS_IN:
             tiles += tile_candidates(head_dim, dtype, backward=backward, causal=causal,
                                      deterministic=deterministic, hopper=hopper,
@@ -409,15 +433,18 @@ def tile_candidates(head_dim: int, dtype, *, backward: bool = False, causal: boo
 
 def default_tile(head_dim: int, dtype, *, backward: bool = False, causal: bool = False,
                  deterministic: bool = True, smem_limit: int | None = None,
-                 arch: str | None = None, precision: str | None = None) -> TileConfig:
+                 arch: str | None = None, precision: str | None = None,
+                 staged: bool = False) -> TileConfig:
     """The tile used when ``tile=None``: the first of ``tile_candidates`` that the kernels accept
     within ``smem_limit`` bytes of shared memory per block on a GPU of architecture ``arch``
     ('sm_90', ...; Hopper-only kernels are considered only when it says sm_90, the float64
     tensor-core kernels only when it says sm_80 or sm_90). With no limit: the first candidate
     without either (the CPU twin reads only block_m, block_n). ``precision``: float32's
-    (``cuflash.precision``, None its default 'highest': the TF32 kernels' tiles first)."""
+    (``cuflash.precision``, None its default 'highest': the TF32 kernels' tiles first).
+    ``staged``: as ``tile_candidates``' (the caller's problem is a dense batch in one pass where
+    ``wgmma_tf32_pays``)."""
     return _default_tile(int(head_dim), dtype_name(dtype), bool(backward), bool(causal),
-                         bool(deterministic), smem_limit, arch, precision)
+                         bool(deterministic), smem_limit, arch, precision, bool(staged))
 
 
 def default_backward(head_dim: int, dtype, *, causal: bool = False, deterministic: bool = True,
@@ -448,14 +475,15 @@ def default_dq_deterministic(tile: TileConfig, deterministic: bool) -> bool:
 
 @functools.lru_cache(maxsize=None)
 def _default_tile(head_dim, dtype, backward, causal, deterministic, smem_limit, arch,
-                  precision=None):
+                  precision=None, staged=False):
     # cached: every attention call without a tile asks, and the checks below are not free
     known = smem_limit is not None and arch is not None   # a real (or assumed) device
     cands = tile_candidates(head_dim, dtype, backward=backward, causal=causal,
                             deterministic=deterministic,
                             hopper=is_hopper(arch or DEFAULT_ARCH),
                             wgmma=known and is_hopper(arch),
-                            dmma=known and has_fp64_tensor_cores(arch), precision=precision)
+                            dmma=known and has_fp64_tensor_cores(arch), precision=precision,
+                            staged=staged)
     if smem_limit is None:
         return cands[0]
     from .gpu.plan import check_tile  # the kernels' constraints live with the kernels

@@ -1,5 +1,6 @@
 """float32's forward of precision='tf32' on Hopper's warpgroup tensor cores (issue 15;
-kernels_cu/flash_fwd_wgmma_tf32.cu, kernel='wgmma_tf32', opt-in): the host's staged K and Vᵀ
+kernels_cu/flash_fwd_wgmma_tf32.cu, kernel='wgmma_tf32', the default of dense batches on sm_90
+where tile.wgmma_tf32_pays): the host's staged K and Vᵀ
 (cuflash/gpu/tf32_stage.py), the plan's rules, the kernels compiled without a GPU, and the
 kernels against the float64 oracle beside naive attention with TF32 products (gpu-marked; the
 library's criterion, test_tf32's _check_kernel)."""
@@ -10,7 +11,8 @@ import cuflash
 from cuflash import TileConfig, precision
 from cuflash._xp import cupy_module, to_numpy
 from cuflash.gpu import build, plan, tf32_stage
-from cuflash.tile import WGMMA_TF32_MAX_D, default_tile, wgmma_tf32_tiles
+from cuflash.tile import (WGMMA_TF32_MAX_D, WGMMA_TF32_MIN_KEYS, default_tile, wgmma_tf32_pays,
+                          wgmma_tf32_tiles)
 
 from helpers import poison_gpu_outputs, case_seed, make_inputs  # noqa: F401 (autouse fixture)
 from test_tf32 import _check_kernel
@@ -75,10 +77,28 @@ def test_tiles_and_plan():
                     f"{tile.block_n}, {tile.num_threads}, {tile.num_stages},")
     with pytest.raises(ValueError, match="head dims up to 128"):
         wgmma_tf32_tiles(WGMMA_TF32_MAX_D + 1)
-    # opt-in: float32's defaults stay the mma.sync TF32 kernels
-    for prec in ("tf32", "highest"):
-        assert default_tile(128, "float32", arch="sm_90", smem_limit=smem,
-                            precision=prec).kernel != "wgmma_tf32"
+    # the default of 'tf32' where the caller says its batch is dense (staged) and it pays, on
+    # sm_90 only; 'highest', the backward and other GPUs keep the mma.sync TF32 kernels
+    for d in (16, 64, 96, 128, 256):
+        for staged in (False, True):
+            for prec in ("tf32", "highest"):
+                for arch in ("sm_90", "sm_80"):
+                    for backward in (False, True):
+                        try:
+                            t = default_tile(d, "float32", arch=arch, smem_limit=smem,
+                                             precision=prec, staged=staged, backward=backward)
+                        except ValueError:   # 'tf32' backward above d = 128
+                            assert prec == "tf32" and backward and d > 128
+                            continue
+                        want = (staged and prec == "tf32" and arch == "sm_90" and not backward
+                                and d <= WGMMA_TF32_MAX_D)
+                        if want:
+                            assert t == wgmma_tf32_tiles(d)[0], (d, staged, prec, arch)
+                        else:
+                            assert t.kernel != "wgmma_tf32", (d, staged, prec, arch, backward)
+    assert wgmma_tf32_pays(128, 1) and wgmma_tf32_pays(96, 1) and not wgmma_tf32_pays(256, 10**6)
+    assert wgmma_tf32_pays(64, WGMMA_TF32_MIN_KEYS) and not wgmma_tf32_pays(64, WGMMA_TF32_MIN_KEYS - 1)
+    assert not wgmma_tf32_pays(16, 1000) and wgmma_tf32_pays(16, 4096)
 
 
 @pytest.mark.parametrize("tile,dtype,backward,match", [
@@ -186,7 +206,9 @@ def test_wgmma_tf32_matches_the_mma_kernel(cp):
     _hopper_or_skip(tile, 128)
     q, k, v = make_inputs(cp, (1, 4, 512, 128), (1, 4, 512, 128), np.float32, seed=51)
     a = to_numpy(cuflash.attention(q, k, v, tile=tile))
-    b = to_numpy(cuflash.attention(q, k, v, precision="tf32"))
+    mma = default_tile(128, "float32", precision="tf32")   # staged=False: the mma.sync kernel
+    assert mma.kernel == "tf32"
+    b = to_numpy(cuflash.attention(q, k, v, tile=mma))
     scale = np.abs(b).max()
     assert np.abs(a - b).max() <= 2e-5 * scale, np.abs(a - b).max() / scale
 
@@ -216,3 +238,29 @@ def test_wgmma_tf32_refuses_what_it_does_not_run(cp):
         cuflash.attention(q, k, v, tile=tile, num_splits=2)
     with pytest.raises(ValueError, match="precision='highest' does not match"):
         cuflash.attention(q, k, v, tile=tile, precision="highest")
+
+
+@pytest.mark.gpu
+def test_tf32_default_takes_wgmma_where_it_pays(cp):
+    """precision='tf32' with tile=None: on sm_90 a dense batch in one pass runs the TF32 wgmma
+    kernel where tile.wgmma_tf32_pays (the same bits as its tile named), the mma.sync kernel
+    otherwise: short keys at d = 64, automatic split-KV, a packed batch (the mma kernel's bits)."""
+    tile = wgmma_tf32_tiles(64)[0]
+    _hopper_or_skip(tile, 64)
+    mma = default_tile(64, "float32", precision="tf32")
+    T = WGMMA_TF32_MIN_KEYS
+    q, k, v = make_inputs(cp, (1, 2, T, 64), (1, 2, T, 64), np.float32, seed=53)
+    got = cuflash.attention(q, k, v, precision="tf32", causal=True)
+    cp.testing.assert_array_equal(got, cuflash.attention(q, k, v, tile=tile, causal=True))
+    assert not bool(cp.array_equal(got, cuflash.attention(q, k, v, tile=mma, causal=True)))
+    short = [x[:, :, :T - 1] for x in (q, k, v)]     # one key below: the mma kernel
+    cp.testing.assert_array_equal(cuflash.attention(*short, precision="tf32"),
+                                  cuflash.attention(*short, tile=mma))
+    cp.testing.assert_array_equal(cuflash.attention(q, k, v, precision="tf32", num_splits=None),
+                                  cuflash.attention(q, k, v, tile=mma, num_splits=None))
+    cu = cp.asarray([0, T], dtype=cp.int32)
+    packed = [x[0].transpose(1, 0, 2).copy() for x in (q, k, v)]   # (T, heads, d)
+    cp.testing.assert_array_equal(
+        cuflash.attention_varlen(*packed, cu, cu, max_seqlen_q=T, max_seqlen_k=T,
+                                 precision="tf32"),
+        cuflash.attention_varlen(*packed, cu, cu, max_seqlen_q=T, max_seqlen_k=T, tile=mma))

@@ -100,8 +100,9 @@ def main(argv=None):
     ap.add_argument("--families", default="tf32x3,tf32", help="the families --tiles times")
     ap.add_argument("--errors", action="store_true")
     ap.add_argument("--wgmma", action="store_true",
-                    help="the forward of 'tf32' on Hopper's wgmma too (kernel='wgmma_tf32', its "
-                         "first tile; opt-in, so not among the precisions' defaults), each cell")
+                    help="both forward kernels of 'tf32' named too, each cell: Hopper's wgmma "
+                         "(kernel='wgmma_tf32', its first tile; the default of 'tf32' on sm_90 "
+                         "where tile.wgmma_tf32_pays) and mma.sync (mma_tf32)")
     ap.add_argument("--no-torch", action="store_true")
     ap.add_argument("--jobs", type=int, default=8, help="processes compiling the kernels first")
     ap.add_argument("--pass", dest="pass_", choices=["fwd", "bwd"], default="fwd",
@@ -132,7 +133,7 @@ def main(argv=None):
             tiles = [default_backward(d, "float32", causal=causal, precision=p, **kw)[0]
                      if bwd else default_tile(d, "float32", causal=causal, precision=p, **kw)
                      for p in PRECISIONS]
-            if a.wgmma and not bwd and d <= WGMMA_TF32_MAX_D:
+            if not bwd and d <= WGMMA_TF32_MAX_D:   # 'tf32''s default on sm_90 where it pays
                 tiles.append(wgmma_tf32_tiles(d)[0])
             if a.tiles and not causal:
                 tiles += (ablation_tiles_bwd if bwd else ablation_tiles)(d,
@@ -166,7 +167,10 @@ def main(argv=None):
                 cell = {}
                 runs = [(p, None, p) for p in PRECISIONS]
                 if a.wgmma and not bwd and d <= WGMMA_TF32_MAX_D:
+                    # both kernels of 'tf32' named, whichever its default takes at this length
                     runs.append(("wgmma_tf32", wgmma_tf32_tiles(d)[0], None))
+                    runs.append(("mma_tf32", default_tile(d, "float32", causal=causal,
+                                                          precision="tf32", **kw), None))
                 if bwd:
                     dout = cp.asarray(rng.standard_normal((B, H, T, d)).astype(np.float32))
                     _, res = cuflash.attention(q, k, v, causal=causal, return_residuals=True)

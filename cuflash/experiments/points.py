@@ -14,7 +14,7 @@ import dataclasses
 import json
 
 from ..mask import Mask
-from ..tile import TileConfig, default_dq_deterministic
+from ..tile import TileConfig, default_dq_deterministic, wgmma_tf32_pays
 from . import decode, layouts, ring, variants
 from .schema import Experiment, device_smem_limit, library_tile
 
@@ -240,11 +240,13 @@ def resolve_device(exp: Experiment) -> str:
 
 
 def _variants(method, d: int, dtype: str, pass_: str, causal: bool, smem_limit: int | None,
-              precision: str | None = None):
+              precision: str | None = None, staged: bool = False):
     """(backend, fwd_tile, bwd_tile, deterministic) for one method entry at one (d, dtype, pass).
     Tile fields a grid leaves out are the library's defaults for a device with ``smem_limit``;
     both passes' are those of float32's ``precision`` (its kernel family: a default tile of
-    another family would decide the precision itself, ``cuflash.attention``)."""
+    another family would decide the precision itself, ``cuflash.attention``). ``staged``: the
+    point is a dense batch where the TF32 wgmma forward pays (``tile.wgmma_tf32_pays``), as
+    cuflash.attention's default decides."""
     if method.name in ("naive", decode.CEILING):
         yield "", None, None, None
     elif method.name == ring.METHOD:      # the local calls pick their tiles; dQ deterministic
@@ -258,7 +260,7 @@ def _variants(method, d: int, dtype: str, pass_: str, causal: bool, smem_limit: 
         for partial in method.tiles:
             fields = dict(partial or ())
             ft = (library_tile(d, dtype, False, smem_limit, causal, precision=precision,
-                               **fields) if fwd else None)
+                               staged=staged, **fields) if fwd else None)
             for det in (method.deterministic if bwd else (None,)):
                 bt = (library_tile(d, dtype, True, smem_limit, causal, det,
                                    precision=precision, **fields) if bwd else None)
@@ -348,7 +350,8 @@ def _add_points(points, seen, exp, ax, device, smem_limit, pass_, dtype, d, caus
             extra = m.ring.point_fields()
         prec = precision if takes_precision(m.name, pass_) else None
         found = (_variants(m, d, dtype, pass_, tiled_causal,
-                           None if m.name == "twin" else smem_limit, prec)
+                           None if m.name == "twin" else smem_limit, prec,
+                           staged=varlen is None and wgmma_tf32_pays(d, S))
                  if cache is None else [("", None, None, None)])
         for backend, ft, bt, det in found:
             label = f"{m.label}_{backend}" if backend else m.label

@@ -135,14 +135,17 @@ class SchemaError(ValueError):
 
 def library_tile(head_dim: int, dtype: str, backward: bool, smem_limit: int | None,
                  causal: bool = False, deterministic: bool = True,
-                 precision: str | None = None, **fields) -> TileConfig:
+                 precision: str | None = None, staged: bool = False,
+                 **fields) -> TileConfig:
     """The library's default tile for (head_dim, dtype, pass, causal, dQ mode) on a device with
     ``smem_limit`` bytes of shared memory per block (None: no device), with ``fields`` replaced.
     ``precision``: float32's precision (``cuflash.precision``; None: the default), whose kernel
-    family the tile is of, forward or backward."""
+    family the tile is of, forward or backward. ``staged``: as ``default_tile``'s (a dense batch
+    where the TF32 wgmma forward pays)."""
     tile = default_tile(head_dim, dtype, backward=backward, causal=causal,
                         deterministic=deterministic, smem_limit=smem_limit,
-                        arch=None if smem_limit is None else device_arch(), precision=precision)
+                        arch=None if smem_limit is None else device_arch(), precision=precision,
+                        staged=staged)
     return tile.replace(**fields) if fields else tile
 
 

@@ -44,7 +44,7 @@ def default_specs(arch: str) -> list[plan.KernelSpec]:
                             continue   # nothing fits this GPU (the library says so at call time)
                         for s in plan.specs_for(dt, d, tile, causal, backward, det):
                             specs[s.name] = s
-    # float32's opt-in precision='tf32' (its default, 'highest', is in the loop above)
+    # float32's precision='tf32' on mma.sync (its default, 'highest', is in the loop above)
     for prec in ("tf32",):
         for d in SUPPORTED_HEAD_DIMS:
             for causal in (False, True):
@@ -55,8 +55,8 @@ def default_specs(arch: str) -> list[plan.KernelSpec]:
                     continue
                 for s in plan.specs_for("float32", d, tile, causal, False):
                     specs[s.name] = s
-    # ... and its opt-in forward on Hopper's warpgroup tensor cores (kernel='wgmma_tf32'): the
-    # first tile of each head dim it takes
+    # ... and its forward on Hopper's warpgroup tensor cores (kernel='wgmma_tf32'), the default
+    # of dense batches where tile.wgmma_tf32_pays: the first tile of each head dim it takes
     if arch == "sm_90":
         for d in SUPPORTED_HEAD_DIMS:
             if d > WGMMA_TF32_MAX_D:
