@@ -37,21 +37,17 @@
 namespace cuflash {
 
 // A ROWS × COLS float32 tile into 128-byte-swizzled panels (sw128<ROWS, 4>) by cp.async, 16 bytes
-// a copy: row r from g + r·pitch; rows from rows_valid on and columns from cols_valid on
+// a copy (SwizzledTilesF32, the 16-bit kernels' loader: a thread's chunks down one stepped
+// pointer): row r from g + r·pitch; rows from rows_valid on and columns from cols_valid on
 // zero-filled (cols_valid a multiple of 4).
 template <int ROWS, int COLS, int NT>
 __device__ __forceinline__ void load_tf32_tile(float* s, const float* g, long long pitch,
                                                int rows_valid, int cols_valid) {
-    constexpr int CPR = COLS / 4;   // 16-byte chunks per row
-#pragma unroll
-    for (int c = threadIdx.x; c < ROWS * CPR; c += NT) {
-        const int r = c / CPR, col = (c % CPR) * 4;
-        const bool ok = r < rows_valid && col < cols_valid;
-        cp_async16(s + sw128<ROWS, 4>(r, col), ok ? g + r * pitch + col : g, ok);
-    }
+    SwizzledTilesF32<COLS, NT>::template load<ROWS>(s, g, rows_valid, cols_valid, int(pitch));
 }
 
-// The chunks of a ROWS × COLS tile this thread copied (load_tf32_tile), rounded to TF32 in place
+// The chunks of a ROWS × COLS tile this thread copied (load_tf32_tile: chunk c = threadIdx.x +
+// i·NT of row c / (COLS / 4)), rounded to TF32 in place
 template <int ROWS, int COLS, int NT>
 __device__ __forceinline__ void round_tf32_tile(float* s) {
     constexpr int CPR = COLS / 4;

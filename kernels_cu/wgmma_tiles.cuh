@@ -23,16 +23,20 @@ __device__ __forceinline__ int sw128(int r, int col) {
            (col & ((1 << LE) - 1));
 }
 
-// The 128-byte-swizzled layout as CpAsyncTiles (mma.cuh) fills it
-struct Swizzle128 {
+// The 128-byte-swizzled layout of BYTES-byte elements as CpAsyncTiles (mma.cuh) fills it
+template <int BYTES>
+struct Swizzle128Of {
     static constexpr bool kUnrolled = true;
     template <int ROWS>
-    static __device__ __forceinline__ int at(int r, int c) { return sw128<ROWS>(r, c); }
+    static __device__ __forceinline__ int at(int r, int c) { return sw128<ROWS, BYTES>(r, c); }
 };
+using Swizzle128 = Swizzle128Of<2>;
 
-// The wgmma kernels' tile loader.
+// The wgmma kernels' tile loader: 16-bit elements, and float32 (the TF32 forward; 4 a chunk)
 template <int DP, int NT>
 using SwizzledTiles = CpAsyncTiles<DP, NT, Swizzle128>;
+template <int DP, int NT>
+using SwizzledTilesF32 = CpAsyncTiles<DP, NT, Swizzle128Of<4>, 4>;
 
 // The shape of a wgmma kernel without warp specialization: NT / 128 warpgroups, each owning 64 of
 // the tile's ROWS resident rows (queries; keys for dK/dV), every thread staging tiles (Tiles).
