@@ -162,10 +162,13 @@ def attention(q, k, v, *, causal=False, scale=None, tile=None, return_lse=False,
         three products (3xTF32), float32's accuracy; 'tf32': one TF32 product, each operand
         rounded to a 10-bit mantissa (faster, ~5e-4 relative error, about float16's); 'ieee':
         float32 products on the CUDA cores. 'tf32' and 'highest' run the kernel families 'tf32'
-        and 'tf32x3' (sm_80 and later; before, 'highest' runs on the CUDA cores); the CPU twin
-        computes the same roundings. With a tile given and precision None, the tile's family
-        decides ('highest' with a CUDA-core tile runs float32 products there). Other dtypes: None
-        only. The backward runs float32 on the CUDA cores.
+        and 'tf32x3' (sm_80 and later; before, 'highest' runs on the CUDA cores). On sm_90,
+        'tf32' with num_splits=1 takes the TF32 wgmma kernel (family 'wgmma_tf32', d <= 128)
+        where ``tile.wgmma_tf32_pays`` (d > 64, or from 2048 keys at d <= 64); it stages K and
+        Vᵀ rounded to TF32 first, a copy of k and v. The CPU twin computes the same roundings.
+        With a tile given and precision None, the tile's family decides ('highest' with a
+        CUDA-core tile runs float32 products there). Other dtypes: None only. The backward takes
+        its own ``precision`` (:func:`attention_backward`).
     return_lse : bool
         Also return the log-sum-exp of each row's scores (natural log).
     return_residuals : bool
