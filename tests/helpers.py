@@ -306,6 +306,19 @@ def family_cases():
     return out
 
 
+def skip_unless_tile_fits(tile, d, dtype, *, passes=("fwd",)):
+    """Skip a kernel test whose tile this GPU cannot run at head dim d (plan.check_tile against
+    the device's arch and shared memory), for each of ``passes`` ('fwd', 'bwd')."""
+    from cuflash.gpu import plan
+    from cuflash.gpu.ops import device_arch, smem_limit
+    try:
+        for pass_ in passes:
+            plan.check_tile(tile, d, dtype_name(dtype), backward=pass_ == "bwd",
+                            smem_limit=smem_limit(), arch=device_arch())
+    except ValueError as exc:
+        pytest.skip(f"tile not valid here: {exc}")
+
+
 def skip_family_here(fam, dtype):
     """Skip what this GPU cannot run: wgmma before sm_90, dmma before sm_80, bfloat16 without
     ml_dtypes."""

@@ -13,7 +13,7 @@ from cuflash.oracle import oracle_attention, oracle_backward
 
 from helpers import (  # poison_gpu_outputs: autouse fixture
     poison_gpu_outputs, ALL_DTYPES, PeakTracker, assert_matches_oracle, case_seed, grad_scale,
-    make_inputs)
+    make_inputs, skip_unless_tile_fits)
 
 pytestmark = pytest.mark.gpu
 
@@ -145,15 +145,8 @@ def _tile_cases():
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("T,S,d", [(97, 257, 64), (257, 97, 128), (1000, 1000, 40), (17, 1, 96)])
 def test_tiles_against_oracle(cp, dtype, tile, pass_, causal, T, S, d):
-    from cuflash.gpu.ops import device_arch, smem_limit
-    from cuflash.gpu.plan import check_tile
-    try:
-        check_tile(tile, d, dtype, backward=pass_ != "fwd", smem_limit=smem_limit(),
-                   arch=device_arch())
-        if pass_ == "both":
-            check_tile(tile, d, dtype, backward=False, smem_limit=smem_limit(), arch=device_arch())
-    except ValueError as exc:
-        pytest.skip(f"tile not valid here: {exc}")
+    skip_unless_tile_fits(tile, d, dtype, passes=("fwd",) if pass_ == "fwd" else
+                          ("bwd", "fwd") if pass_ == "both" else ("bwd",))   # bwd, bwd_det
     # a seed per tile, pass and shape: a kernel that skips a tile cannot pass on stale values
     seed = case_seed(dtype, tile, pass_, causal, T, S, d)
     q, k, v = make_inputs(cp, (2, T, d), (2, S, d), dtype, seed=seed)

@@ -382,3 +382,19 @@ def test_packed_variants_name_and_type():
     assert len({dense, packed, self_}) == 3   # three kernels, cached apart
     with pytest.raises(ValueError, match="same_lens=True needs packed=True"):
         plan.Variant("causal", same_lens=True)
+
+
+def test_skip_unless_tile_fits(monkeypatch):
+    """helpers.skip_unless_tile_fits, which the GPU kernel tests skip by: a tile the device
+    cannot run skips (naming why), one it can run does not, each asked pass checked."""
+    import helpers
+    from cuflash.gpu import ops
+    monkeypatch.setattr(ops, "device_arch", lambda: "sm_80")
+    monkeypatch.setattr(ops, "smem_limit", lambda: plan.SMEM_LIMIT["sm_80"])
+    helpers.skip_unless_tile_fits(TileConfig(64, 64, 4, 1, "mma"), 64, "float16",
+                                  passes=("bwd", "fwd"))
+    with pytest.raises(pytest.skip.Exception, match="tile not valid here"):
+        helpers.skip_unless_tile_fits(TileConfig(128, 64, 8, 2, "wgmma_tf32"), 64, np.float32)
+    with pytest.raises(pytest.skip.Exception, match="tile not valid here"):   # forward-only
+        helpers.skip_unless_tile_fits(TileConfig(128, 64, 8, 2, "wgmma_tf32"), 64, "float32",
+                                      passes=("bwd",))

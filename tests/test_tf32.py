@@ -16,7 +16,7 @@ from cuflash.oracle import normwise_error, oracle_attention, rel_error
 from cuflash.tile import default_tile, tf32_tiles
 
 from helpers import (  # poison_gpu_outputs: autouse fixture
-    poison_gpu_outputs, assert_matches_oracle, case_seed, make_inputs)
+    poison_gpu_outputs, assert_matches_oracle, case_seed, make_inputs, skip_unless_tile_fits)
 
 F32 = np.float32
 
@@ -258,11 +258,7 @@ def _check_kernel(cp, out, lse, q, k, v, prec, *, name, **opts):
 @pytest.mark.parametrize("T,S,d", [(97, 257, 64), (257, 97, 128), (1000, 1000, 40), (17, 1, 96),
                                    (130, 300, 256), (1, 77, 16)])
 def test_tf32_tiles_against_oracle(cp, tile, causal, T, S, d):
-    from cuflash.gpu.ops import device_arch, smem_limit
-    try:
-        plan.check_tile(tile, d, "float32", smem_limit=smem_limit(), arch=device_arch())
-    except ValueError as exc:
-        pytest.skip(f"tile not valid here: {exc}")
+    skip_unless_tile_fits(tile, d, np.float32)
     seed = case_seed("tf32", tile, causal, T, S, d)
     q, k, v = make_inputs(cp, (2, 3, T, d), (2, 3, S, d), np.float32, seed=seed)
     out, lse = cuflash.attention(q, k, v, causal=causal, tile=tile, return_lse=True)
@@ -422,12 +418,7 @@ def _check_grads(cp, q, k, v, prec, *, name, tile=None, deterministic=True, **op
 @pytest.mark.parametrize("T,S,d", [(97, 257, 64), (257, 97, 128), (1000, 1000, 40), (17, 1, 96),
                                    (1, 77, 16), (130, 130, 72)])
 def test_tf32_backward_tiles_against_oracle(cp, tile, causal, T, S, d):
-    from cuflash.gpu.ops import device_arch, smem_limit
-    try:
-        plan.check_tile(tile, d, "float32", backward=True, smem_limit=smem_limit(),
-                        arch=device_arch())
-    except ValueError as exc:
-        pytest.skip(f"tile not valid here: {exc}")
+    skip_unless_tile_fits(tile, d, np.float32, passes=("bwd",))
     seed = case_seed("tf32bwd", tile, causal, T, S, d)
     q, k, v = make_inputs(cp, (2, 3, T, d), (2, 3, S, d), np.float32, seed=seed)
     _check_grads(cp, q, k, v, precision.of_family(tile.kernel), name=tile.short(), tile=tile,

@@ -14,7 +14,8 @@ from cuflash.gpu import build, plan, tf32_stage
 from cuflash.tile import (WGMMA_TF32_MAX_D, WGMMA_TF32_MIN_KEYS, default_tile, wgmma_tf32_pays,
                           wgmma_tf32_tiles)
 
-from helpers import poison_gpu_outputs, case_seed, make_inputs  # noqa: F401 (autouse fixture)
+from helpers import (  # noqa: F401 (poison_gpu_outputs: autouse fixture)
+    poison_gpu_outputs, case_seed, make_inputs, skip_unless_tile_fits)
 from test_tf32 import _check_kernel
 
 F32 = np.float32
@@ -146,11 +147,7 @@ def cp():
 
 
 def _hopper_or_skip(tile, d):
-    from cuflash.gpu.ops import device_arch, smem_limit
-    try:
-        plan.check_tile(tile, d, "float32", smem_limit=smem_limit(), arch=device_arch())
-    except ValueError as exc:
-        pytest.skip(f"tile not valid here: {exc}")
+    skip_unless_tile_fits(tile, d, np.float32)   # sm_90 only, and its shared memory
 
 
 WGMMA_TF32_TILES = [TileConfig(*t, "wgmma_tf32") for t in (
