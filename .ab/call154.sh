@@ -11,4 +11,4 @@ echo "suite rc=$?"; cat $OUT/summary.txt; tail -2 $OUT/tests.log
 timeout 150 python3 tools/bench_f32.py --wgmma --d 64 128 --T 1024 4096 16384 --reps 3 --jobs 14 \
   --no-torch > $OUT/bench_new.txt 2>&1; echo "new rc=$?"
 paste <(grep -E "^fwd .* (wgmma_tf32|mma_tf32) " $OUT/bench_base.txt) <(grep -E "^fwd .* (wgmma_tf32|mma_tf32) " $OUT/bench_new.txt) \
-  | awk '{printf "%s %s %s %s base %s new %s new/base %.3f\n", $2, $3, $4, $5, $6, $12, $12 / $6}'
+  | awk '{printf "%s %s %s %s base %s new %s new/base %.3f\n", $2, $3, $4, $5, $6, $13, $13 / $6}'
