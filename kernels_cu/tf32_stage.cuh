@@ -3,8 +3,8 @@
 // (the reference the tests hold this kernel to):
 //     kr[b, h, j, c]      = tf32(k[b, h, j, c])                  (0 for S <= j < S_pad)
 //     vt[b, h, c, 8u + s] = tf32(v[b, h, 8u + key_of_slot(s), c])  (0 past S)
-// One block: KEYS keys (KEYS / 8 groups of 8) × D columns of one (sequence, kv head), 256
-// threads. K goes row by row (reads and writes along c); V goes through shared memory, read along
+// One block: KEYS keys (KEYS / 8 groups of 8) × D columns of one (sequence, kv head), NT
+// threads (cuflash/gpu/build.py, TF32_STAGE_THREADS: the launch's block too). K goes row by row (reads and writes along c); V goes through shared memory, read along
 // c and written along the keys of each Vᵀ row.
 #pragma once
 #include "tf32.cuh"
@@ -15,9 +15,8 @@ namespace cuflash {
 // slot t + 4 key 2t + 1
 __device__ __forceinline__ int key_of_slot(int s) { return s < 4 ? 2 * s : 2 * (s - 4) + 1; }
 
-template <int KEYS, int MAX_D>
+template <int KEYS, int MAX_D, int NT>
 struct Tf32Stage {
-    static constexpr int NT = 256;
     static_assert(KEYS % 8 == 0, "whole 8-key groups");
 
     // grid (S_pad / KEYS, sequences · heads); k, v strides [sequence, head, row] in elements

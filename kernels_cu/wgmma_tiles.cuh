@@ -56,18 +56,26 @@ __device__ __forceinline__ unsigned long long sw128_desc(const void* p, unsigned
            (static_cast<unsigned long long>(1024 >> 4) << 32) | (1ull << 62);
 }
 
+// The descriptor of the tile at `desc`'s address moved on by `bytes` (a multiple of 16): its
+// address field (bits 0-13, the byte address / 16) plus bytes / 16. No carry leaves the field,
+// since shared memory ends below 256 KB. So a product loop's descriptors are one descriptor of the
+// tile, computed once, plus constants (the k-steps' offsets), not one address conversion each.
+__device__ __forceinline__ unsigned long long desc_plus(unsigned long long desc, int bytes) {
+    return desc + static_cast<unsigned long long>(bytes >> 4);
+}
+
 // Descriptor of k-step kk of a K-major tile of ROWS rows starting at row pointer `s` (panel kk / 4,
 // 32 bytes per step inside it: 16 elements of 16 bits, 8 of TF32).
 template <int ROWS, typename T>
 __device__ __forceinline__ unsigned long long kmajor_desc(const T* s, int kk) {
     constexpr int P = 128 / int(sizeof(T)), K = 32 / int(sizeof(T));
-    return sw128_desc(s + (kk >> 2) * ROWS * P + (kk & 3) * K, 0);
+    return desc_plus(sw128_desc(s, 0), ((kk >> 2) * ROWS * P + (kk & 3) * K) * int(sizeof(T)));
 }
 
 // Descriptor of k-step kk (16 rows) of an MN-major tile of ROWS rows.
 template <int ROWS, typename T>
 __device__ __forceinline__ unsigned long long mnmajor_desc(const T* s, int kk) {
-    return sw128_desc(s + kk * 16 * 64, ROWS * 128);
+    return desc_plus(sw128_desc(s, ROWS * 128), kk * 16 * 64 * int(sizeof(T)));
 }
 
 // Four 8 × 8 blocks of 16-bit elements (an m16n8k16 A fragment's registers r[0..3]) stored

@@ -178,17 +178,19 @@ def preprocess_source(dtype: str, packed: bool = False) -> str:
 
 #: Keys per block of the TF32 wgmma forward's staging (tf32_stage.cuh) and the widest head dim
 #: it stages (the kernel's, tile.WGMMA_TF32_MAX_D)
-TF32_STAGE_KEYS, TF32_STAGE_MAX_D = 32, 128
+TF32_STAGE_KEYS, TF32_STAGE_MAX_D, TF32_STAGE_THREADS = 32, 128, 256
 TF32_STAGE_NAME = "cuflash_tf32_stage"
 
 
 def tf32_stage_source() -> str:
     """K rounded and Vᵀ rounded and reordered for the TF32 wgmma forward (tf32_stage.cuh)."""
-    entry = (f'extern "C" __global__ void __launch_bounds__(256) {TF32_STAGE_NAME}('
+    entry = (f'extern "C" __global__ void __launch_bounds__({TF32_STAGE_THREADS}) '
+             f'{TF32_STAGE_NAME}('
              f"const float* k, const float* v, long long ks0, long long ks1, long long ks2, "
              f"long long vs0, long long vs1, long long vs2, int heads, int S, int S_pad, int D, "
              f"float* kr, float* vt) {{\n"
-             f"    cuflash::Tf32Stage<{TF32_STAGE_KEYS}, {TF32_STAGE_MAX_D}>::run(k, v, ks0, ks1, "
+             f"    cuflash::Tf32Stage<{TF32_STAGE_KEYS}, {TF32_STAGE_MAX_D}, "
+             f"{TF32_STAGE_THREADS}>::run(k, v, ks0, ks1, "
              f"ks2, vs0, vs1, vs2, heads, S, S_pad, D, kr, vt);\n}}\n")
     return f"// {TF32_STAGE_NAME}\n{expand('tf32_stage.cuh')}\n{entry}"
 

@@ -72,7 +72,7 @@ def staged_run(r, block_n: int):
     if B * H:
         fn = build.get_tf32_stage(cp.cuda.Device().id)
         ks, vs = views.strides(r.k), views.strides(r.v)
-        fn((S_pad // build.TF32_STAGE_KEYS, B * H), (256,),
+        fn((S_pad // build.TF32_STAGE_KEYS, B * H), (build.TF32_STAGE_THREADS,),
            (r.k, r.v, *(np.int64(x) for x in ks), *(np.int64(x) for x in vs), np.int32(H),
             np.int32(S), np.int32(S_pad), np.int32(D), kr, vt))
     return dataclasses.replace(r, k=kr, v=vt)
