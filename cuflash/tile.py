@@ -106,9 +106,10 @@ class TileConfig:
 
     @property
     def warp_specialized(self) -> bool:
-        """A wgmma tile with a producer warpgroup beside its block_m / 64 consumer warpgroups:
-        block_m = 16·num_warps - 64 (the forward's flash_fwd_wgmma_ws.cu)."""
-        return self.kernel == "wgmma" and 16 * self.num_warps == self.block_m + 64
+        """A wgmma tile (16-bit, or float32 as TF32: 'wgmma_tf32') with a producer warpgroup
+        beside its block_m / 64 consumer warpgroups: block_m = 16·num_warps - 64 (the forward's
+        flash_fwd_wgmma_ws.cu)."""
+        return self.kernel in ("wgmma", "wgmma_tf32") and 16 * self.num_warps == self.block_m + 64
 
     @property
     def warp_specialized_dkdv(self) -> bool:
@@ -230,7 +231,8 @@ def wgmma_tf32_pays(head_dim: int, seq_len_k: int) -> bool:
 def wgmma_tf32_tiles(head_dim: int) -> list[TileConfig]:
     """Forward tiles of the TF32 wgmma kernel (flash_fwd_wgmma_tf32.cu, precision='tf32' on
     sm_90: the default of dense batches where ``wgmma_tf32_pays``), preferred first: warpgroups of 64 query rows; 2 stages (S_j, then P_j V_j)
-    or 3 (S_j beside P_(j-1) V_(j-1)). Shared memory in float32: Q 512·d bytes at 128 rows, a
+    or 3 (S_j beside P_(j-1) V_(j-1)); or 12 warps, block_m = 128: a producer warpgroup and two
+    consumers (flash_fwd_wgmma_ws.cu, S_j beside P_(j-1) V_(j-1), no block-wide barrier). Shared memory in float32: Q 512·d bytes at 128 rows, a
     stage 2 · 4 · block_n · d: at d = 128 two stages of 64 keys fit beside Q (192 KB), three only
     of 32 keys or beside 64 rows; at d = 64 two or three of 128 keys (160 / 224 KB).
     H200, T = 4096, FlashAttention's shapes, non-causal (tools/bench_f32.py --wgmma --tiles, call
@@ -242,10 +244,10 @@ def wgmma_tf32_tiles(head_dim: int) -> list[TileConfig]:
                          f"{head_dim}")
     if head_dim <= 64:
         tiles = [(128, 128, 8, 2), (128, 64, 8, 2), (64, 64, 4, 2), (128, 128, 8, 3),
-                 (128, 64, 8, 3)]
+                 (128, 64, 8, 3), (128, 128, 12, 2), (128, 64, 12, 3)]
     else:
         tiles = [(128, 64, 8, 2), (64, 64, 4, 2), (128, 32, 8, 2), (64, 64, 4, 3),
-                 (128, 32, 8, 3)]
+                 (128, 32, 8, 3), (128, 64, 12, 2), (128, 32, 12, 3)]
     return [TileConfig(*t, "wgmma_tf32") for t in tiles]
 
 
