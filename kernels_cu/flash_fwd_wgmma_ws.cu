@@ -111,18 +111,23 @@ struct FwdWgmmaWs {
         cp_async_wait<0>();   // nothing in flight when the producer's threads end
     }
 
-    // float32: the host's staged K and Vᵀ tiles (tf32_tiles.cuh), in the same ring
+    // float32: the host's staged K and Vᵀ tiles (tf32_tiles.cuh), in the same ring; tiles in
+    // order: each thread steps its two sources (Tf32StagedKV::Stream), else (a mask_mod's tile
+    // lists) each tile's addresses computed
     static __device__ __forceinline__ void produce_staged(const Params& p, const Block& blk,
                                                           const TileIter& kv, Smem& sm) {
         using KV = Tf32StagedKV<DP, BLOCK_N, 128>;
+        typename KV::Stream kvs(p, blk, kv.n > 0 ? kv.start(0, BLOCK_N) : 0);
         for (int t = 0; t < kv.n; ++t) {
             const StageRing<STAGES> r(t);
             const int j0 = kv.start(t, BLOCK_N);
             sm.k_empty[r.stage].wait(r.empty_parity());
-            KV::load_k(sm.kv.k[r.stage], p, blk, j0);
+            if constexpr (Block::kInOrder) kvs.load_k(sm.kv.k[r.stage]);
+            else KV::load_k(sm.kv.k[r.stage], p, blk, j0);
             sm.k_full[r.stage].arrive_on_copies();
             sm.v_empty[r.stage].wait(r.empty_parity());
-            KV::load_vt(sm.kv.v[r.stage], p, blk, j0);
+            if constexpr (Block::kInOrder) kvs.load_vt(sm.kv.v[r.stage]);
+            else KV::load_vt(sm.kv.v[r.stage], p, blk, j0);
             sm.v_full[r.stage].arrive_on_copies();
         }
     }

@@ -48,21 +48,60 @@ __device__ __forceinline__ void round_tf32_tile(float* s, int tid = threadIdx.x,
 // BLOCK_N rows of DP columns (p.k, its [sequence, head, row] strides), Vᵀ's DP rows of BLOCK_N
 // keys (p.v read as Vᵀ: row c of the head dim at p.v + b·v_stride[0] + hk·v_stride[1] +
 // c·v_stride[2], keys at unit stride). Both are whole tiles: the host zero-padded the keys.
+//   load_k, load_vt  tile j0's, its addresses computed (the 8-warp kernel)
+//   Stream           the tiles of an in-order TileIter one after another (a warp-specialized
+//                    producer): each thread keeps its two sources and steps them by a tile, as
+//                    KVStream does (pipeline.cuh), so that the producer's few registers hold no
+//                    stride products (recomputed per tile, the 56-register producer spilled)
 template <int DP, int BLOCK_N, int NT>
 struct Tf32StagedKV {
+    using KTiles = SwizzledTilesF32<DP, NT>;        // K: BLOCK_N rows of DP
+    using VtTiles = SwizzledTilesF32<BLOCK_N, NT>;  // Vᵀ: DP rows of BLOCK_N
+
+    template <class Params, class Block>
+    static __device__ __forceinline__ const float* k_src(const Params& p, const Block& blk, int j0) {
+        return blk.seq.k_row(p.k, p.k_stride, j0);
+    }
+    template <class Params, class Block>
+    static __device__ __forceinline__ const float* vt_src(const Params& p, const Block& blk,
+                                                          int j0) {
+        return p.v + (blk.seq.b * p.v_stride[0] + blk.seq.hk * p.v_stride[1] + blk.seq.k0 + j0);
+    }
     template <class Params, class Block>
     static __device__ __forceinline__ void load_k(float* s, const Params& p, const Block& blk,
                                                   int j0) {
-        load_tf32_tile<BLOCK_N, DP, NT>(s, blk.seq.k_row(p.k, p.k_stride, j0), p.k_stride[2],
-                                        BLOCK_N, DP);
+        load_tf32_tile<BLOCK_N, DP, NT>(s, k_src(p, blk, j0), p.k_stride[2], BLOCK_N, DP);
     }
     template <class Params, class Block>
     static __device__ __forceinline__ void load_vt(float* s, const Params& p, const Block& blk,
                                                    int j0) {
-        const float* vt = p.v + (blk.seq.b * p.v_stride[0] + blk.seq.hk * p.v_stride[1] +
-                                 blk.seq.k0 + j0);
-        load_tf32_tile<DP, BLOCK_N, NT>(s, vt, p.v_stride[2], DP, BLOCK_N);
+        load_tf32_tile<DP, BLOCK_N, NT>(s, vt_src(p, blk, j0), p.v_stride[2], DP, BLOCK_N);
     }
+
+    struct Stream {
+        const float* k_next;    // this thread's K source in the next tile
+        const float* vt_next;   // ... and Vᵀ's
+        const float* k_any;     // an address of each array (Chunks: the copies that read nothing)
+        const float* vt_any;
+        int k_ld, vt_ld;
+
+        // From the first key j0 of the first tile on
+        template <class Params, class Block>
+        __device__ __forceinline__ Stream(const Params& p, const Block& blk, int j0)
+            : k_any(k_src(p, blk, j0)), vt_any(vt_src(p, blk, j0)), k_ld(int(p.k_stride[2])),
+              vt_ld(int(p.v_stride[2])) {
+            k_next = KTiles::template thread_src<BLOCK_N>(k_any, k_ld);
+            vt_next = VtTiles::template thread_src<DP>(vt_any, vt_ld);
+        }
+        __device__ __forceinline__ void load_k(float* s) {
+            KTiles::template load_from<BLOCK_N>(s, k_next, k_any, BLOCK_N, DP, k_ld);
+            k_next += size_t(BLOCK_N) * k_ld;
+        }
+        __device__ __forceinline__ void load_vt(float* s) {
+            VtTiles::template load_from<DP>(s, vt_next, vt_any, DP, BLOCK_N, vt_ld);
+            vt_next += BLOCK_N;
+        }
+    };
 };
 
 }  // namespace cuflash
