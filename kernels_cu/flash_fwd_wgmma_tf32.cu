@@ -27,6 +27,9 @@
 //   stage, since Vᵀ_{t-1} is still read in step t; at d = 128 only 32-key tiles or 64 query
 //   rows fit.
 // The two warpgroups of a block overlap one another's work through the warp schedulers.
+// The warp-specialized forward (flash_fwd_wgmma_ws.cu) runs the same operands with float32
+// (tf32_tiles.cuh) without the block-wide barrier per key tile, 7-22% faster (NOTES v42): the
+// default of 'tf32' but where its producer's copies spill (64 < d <= 96; tile.wgmma_tf32_tiles).
 //
 // Grid: (ceil(T / BLOCK_M), sequences·heads) (block.cuh, QueryBlock). Block: NT = 32·warps
 // threads, BLOCK_M = 16·warps, each warpgroup 64 query rows.
