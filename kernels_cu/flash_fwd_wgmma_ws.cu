@@ -44,7 +44,9 @@ struct FwdWgmmaWs {
     // before v30, NOTES v17; with the copy-engine producer beside it, the causal softcap + ALiBi
     // consumer spilled 4 bytes at 216 and none at 224), the producer gets 56; d = 64: the
     // producer spills 16 bytes at 72 (its source pointers and the block's setup that the
-    // epilogue reads again), 88/208 spill nowhere.
+    // epilogue reads again), 88/208 spill nowhere. float32 (TF32): 224 at every d (at d = 64 208
+    // spilled 44 bytes: P as TF32 A fragments takes 64 registers at 128 keys), the producer's 56
+    // enough once it steps its sources (Tf32StagedKV::Stream; NOTES v42).
     using Ws = WarpSpecialized<DP, BLOCK_M, NT, STAGES, (DP > 64 || sizeof(T) == 4 ? 224 : 208)>;
     static constexpr int NC = Ws::NC;
     static constexpr bool PINGPONG = NC > 1;
