@@ -164,7 +164,7 @@ def attention(q, k, v, *, causal=False, scale=None, tile=None, return_lse=False,
         float32 products on the CUDA cores. 'tf32' and 'highest' run the kernel families 'tf32'
         and 'tf32x3' (sm_80 and later; before, 'highest' runs on the CUDA cores). On sm_90,
         'tf32' with num_splits=1 takes the TF32 wgmma kernel (family 'wgmma_tf32', d <= 128)
-        where ``tile.wgmma_tf32_pays`` (d > 64, or from 2048 keys at d <= 64); it stages K and
+        where ``tile.wgmma_tf32_pays`` (d > 64, or from 1024 keys at d <= 64); it stages K and
         Vᵀ rounded to TF32 first, a copy of k and v. The CPU twin computes the same roundings.
         With a tile given and precision None, the tile's family decides ('highest' with a
         CUDA-core tile runs float32 products there). Other dtypes: None only. The backward takes

@@ -106,9 +106,10 @@ class TileConfig:
 
     @property
     def warp_specialized(self) -> bool:
-        """A wgmma tile with a producer warpgroup beside its block_m / 64 consumer warpgroups:
-        block_m = 16·num_warps - 64 (the forward's flash_fwd_wgmma_ws.cu)."""
-        return self.kernel == "wgmma" and 16 * self.num_warps == self.block_m + 64
+        """A wgmma tile (16-bit, or float32 as TF32: 'wgmma_tf32') with a producer warpgroup
+        beside its block_m / 64 consumer warpgroups: block_m = 16·num_warps - 64 (the forward's
+        flash_fwd_wgmma_ws.cu)."""
+        return self.kernel in ("wgmma", "wgmma_tf32") and 16 * self.num_warps == self.block_m + 64
 
     @property
     def warp_specialized_dkdv(self) -> bool:
@@ -213,11 +214,12 @@ WGMMA_TF32_MAX_D = 128
 
 
 #: Keys from which the TF32 wgmma forward is the default at d <= 64: below, its staging pass (one
-#: read of k and v, one write of K and Vᵀ) weighs more than its faster products. H200, float32,
-#: FlashAttention's shapes, wgmma_tf32 / the mma 'tf32' kernel, non-causal / causal (call 148,
-#: NOTES.md v37): d = 64 T = 1024 0.96 / 0.84, 2048 1.09 / 1.01, 4096 1.18 / 1.14; d = 128
-#: 1.13-1.35 at T = 1024 and 1.53-1.76 above.
-WGMMA_TF32_MIN_KEYS = 2048
+#: read of k and v, one write of K and Vᵀ) may weigh more than its faster products. H200, float32,
+#: FlashAttention's shapes, wgmma_tf32 / the mma 'tf32' kernel, non-causal / causal: the 8-warp
+#: kernel (call 148, NOTES.md v37) d = 64 T = 1024 0.96 / 0.84, 2048 1.09 / 1.01; the
+#: warp-specialized one (call 156, NOTES.md v42) d = 64 T = 1024 1.26 / 1.03, 4096 1.76 / 1.60;
+#: shorter lengths were not measured.
+WGMMA_TF32_MIN_KEYS = 1024
 
 
 def wgmma_tf32_pays(head_dim: int, seq_len_k: int) -> bool:
@@ -229,23 +231,34 @@ def wgmma_tf32_pays(head_dim: int, seq_len_k: int) -> bool:
 
 def wgmma_tf32_tiles(head_dim: int) -> list[TileConfig]:
     """Forward tiles of the TF32 wgmma kernel (flash_fwd_wgmma_tf32.cu, precision='tf32' on
-    sm_90: the default of dense batches where ``wgmma_tf32_pays``), preferred first: warpgroups of 64 query rows; 2 stages (S_j, then P_j V_j)
-    or 3 (S_j beside P_(j-1) V_(j-1)). Shared memory in float32: Q 512·d bytes at 128 rows, a
-    stage 2 · 4 · block_n · d: at d = 128 two stages of 64 keys fit beside Q (192 KB), three only
-    of 32 keys or beside 64 rows; at d = 64 two or three of 128 keys (160 / 224 KB).
-    H200, T = 4096, FlashAttention's shapes, non-causal (tools/bench_f32.py --wgmma --tiles, call
-    145, NOTES.md v36), TFLOP/s: d = 64 128 × 128 171.4, 128 × 64 156.0, 64 × 64 151.5, 3 stages
-    160.0 / 142.8; d = 128 128 × 64 188.6-189.4, 64 × 64 129.9, 128 × 32 156.6, 3 stages 128.4 /
-    147.8."""
+    sm_90: the default of dense batches where ``wgmma_tf32_pays``), preferred first. 12 warps,
+    block_m = 128: a producer warpgroup and two consumers (flash_fwd_wgmma_ws.cu, S_j beside
+    P_(j-1) V_(j-1), no block-wide barrier); 4 or 8 warps (flash_fwd_wgmma_tf32.cu): warpgroups
+    of 64 query rows, 2 stages (S_j, then P_j V_j) or 3 (S_j beside P_(j-1) V_(j-1)). Shared
+    memory in float32: Q 512·d bytes at 128 rows, a stage 2 · 4 · block_n · d: at d = 128 two
+    stages of 64 keys fit beside Q (192 KB), three only of 32 keys or beside 64 rows; at d = 64
+    two or three of 128 keys (160 / 224 KB).
+    H200, FlashAttention's shapes, TFLOP/s (tools/bench_f32.py --wgmma, NOTES.md v42, call 156),
+    T = 4096 / 16384 non-causal: d = 64 128 × 128 × 12 252.7 / 279.1, 128 × 64 × 12 × 3
+    226.5 / 242.4, the 8-warp 128 × 128 220.2 / 245.8; d = 128 128 × 64 × 12 290.8 / 327.8,
+    128 × 32 × 12 × 3 225.7 / 237.2, the 8-warp 128 × 64 246.8 / 272.4. The 8-warp tiles at
+    T = 4096 (call 145, NOTES.md v36): d = 64 128 × 64 156.0, 64 × 64 151.5, 3 stages
+    160.0 / 142.8; d = 128 64 × 64 129.9, 128 × 32 156.6, 3 stages 128.4 / 147.8."""
     if head_dim > WGMMA_TF32_MAX_D:
         raise ValueError(f"the TF32 wgmma forward takes head dims up to {WGMMA_TF32_MAX_D}, got "
                          f"{head_dim}")
     if head_dim <= 64:
+        ws = [(128, 128, 12, 2), (128, 64, 12, 3)]
         tiles = [(128, 128, 8, 2), (128, 64, 8, 2), (64, 64, 4, 2), (128, 128, 8, 3),
                  (128, 64, 8, 3)]
     else:
+        ws = [(128, 64, 12, 2), (128, 32, 12, 3)]
         tiles = [(128, 64, 8, 2), (64, 64, 4, 2), (128, 32, 8, 2), (64, 64, 4, 3),
                  (128, 32, 8, 3)]
+    # At 96 columns (64 < d <= 96) a row is 24 chunks, which 128 producer threads do not step
+    # through: the warp-specialized producer computes every copy's address and spills 600+
+    # bytes (NOTES.md v42), so the 8-warp kernel stays first there
+    tiles = tiles + ws if 64 < head_dim <= 96 else ws + tiles
     return [TileConfig(*t, "wgmma_tf32") for t in tiles]
 
 

@@ -27,43 +27,17 @@
 //   stage, since Vᵀ_{t-1} is still read in step t; at d = 128 only 32-key tiles or 64 query
 //   rows fit.
 // The two warpgroups of a block overlap one another's work through the warp schedulers.
+// The warp-specialized forward (flash_fwd_wgmma_ws.cu) runs the same operands with float32
+// (tf32_tiles.cuh) without the block-wide barrier per key tile, 7-22% faster (NOTES v42): the
+// default of 'tf32' but where its producer's copies spill (64 < d <= 96; tile.wgmma_tf32_tiles).
 //
 // Grid: (ceil(T / BLOCK_M), sequences·heads) (block.cuh, QueryBlock). Block: NT = 32·warps
 // threads, BLOCK_M = 16·warps, each warpgroup 64 query rows.
 #pragma once
-#include "tf32.cuh"
+#include "tf32_tiles.cuh"
 #include "wgmma_forward.cuh"
 
 namespace cuflash {
-
-// A ROWS × COLS float32 tile into 128-byte-swizzled panels (sw128<ROWS, 4>) by cp.async, 16 bytes
-// a copy (SwizzledTilesF32, the 16-bit kernels' loader: a thread's chunks down one stepped
-// pointer): row r from g + r·pitch; rows from rows_valid on and columns from cols_valid on
-// zero-filled (cols_valid a multiple of 4).
-template <int ROWS, int COLS, int NT>
-__device__ __forceinline__ void load_tf32_tile(float* s, const float* g, long long pitch,
-                                               int rows_valid, int cols_valid) {
-    SwizzledTilesF32<COLS, NT>::template load<ROWS>(s, g, rows_valid, cols_valid, int(pitch));
-}
-
-// The chunks of a ROWS × COLS tile this thread copied (load_tf32_tile: chunk c = threadIdx.x +
-// i·NT of row c / (COLS / 4), the loader's map, Chunks in mma.cuh), rounded to TF32 in place.
-// Written as its own loop on purpose: the same map through Chunks::each ran 5-11% slower at
-// d = 128 on an H200 (NOTES v41, call 155), with fewer instructions in the key loop.
-template <int ROWS, int COLS, int NT>
-__device__ __forceinline__ void round_tf32_tile(float* s) {
-    constexpr int CPR = COLS / 4;
-#pragma unroll
-    for (int c = threadIdx.x; c < ROWS * CPR; c += NT) {
-        float4* at = reinterpret_cast<float4*>(s + Swizzle128Of<4>::template at<ROWS>(c / CPR, (c % CPR) * 4));
-        float4 x = *at;
-        x.x = __uint_as_float(to_tf32(x.x));
-        x.y = __uint_as_float(to_tf32(x.y));
-        x.z = __uint_as_float(to_tf32(x.z));
-        x.w = __uint_as_float(to_tf32(x.w));
-        *at = x;
-    }
-}
 
 template <typename T, int DP, int BLOCK_M, int BLOCK_N, int NT, int STAGES, class V>
 struct FwdWgmmaTf32 : TileKernel<FwdWgmmaTf32<T, DP, BLOCK_M, BLOCK_N, NT, STAGES, V>, 1024> {
@@ -84,16 +58,13 @@ struct FwdWgmmaTf32 : TileKernel<FwdWgmmaTf32<T, DP, BLOCK_M, BLOCK_N, NT, STAGE
         float vt[STAGES][DP * BLOCK_N];      // Vᵀ tiles: DP rows of BLOCK_N keys
     };
 
-    // Tile t of the key tiles kv into stage `stage`: K's rows and Vᵀ's columns from j0
+    // Tile t of the key tiles kv into stage `stage` (tf32_tiles.cuh: the host's staged K, Vᵀ)
     static __device__ __forceinline__ void load_kv(const Params& p, const Block& blk,
                                                    const TileIter& kv, int t, Smem& sm,
                                                    int stage) {
         const int j0 = kv.start(t, BLOCK_N);
-        load_tf32_tile<BLOCK_N, DP, NT>(sm.k[stage], blk.seq.k_row(p.k, p.k_stride, j0),
-                                        p.k_stride[2], BLOCK_N, DP);
-        const float* vt = p.v + (blk.seq.b * p.v_stride[0] + blk.seq.hk * p.v_stride[1] +
-                                 blk.seq.k0 + j0);
-        load_tf32_tile<DP, BLOCK_N, NT>(sm.vt[stage], vt, p.v_stride[2], DP, BLOCK_N);
+        Tf32StagedKV<DP, BLOCK_N, NT>::load_k(sm.k[stage], p, blk, j0);
+        Tf32StagedKV<DP, BLOCK_N, NT>::load_vt(sm.vt[stage], p, blk, j0);
         cp_async_commit();
     }
 

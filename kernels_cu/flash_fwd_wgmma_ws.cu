@@ -1,4 +1,5 @@
-// cuflash: FlashAttention forward on Hopper, warp-specialized (sm_90a), float16 / bfloat16.
+// cuflash: FlashAttention forward on Hopper, warp-specialized (sm_90a), float16 / bfloat16, and
+// float32 read as TF32 (precision 'tf32', kernel family 'wgmma_tf32').
 // The algorithm is flash_fwd_wgmma.cu's (and cuflash/twin.py's); what changes is who does what:
 //   warpgroup 0, the producer, copies Q once and streams the K/V tiles into a ring of STAGES
 //     buffers, signalled through mbarriers (barrier.cuh), with few registers: one thread asks
@@ -15,14 +16,21 @@
 // warp scheduler barriers), so that one's softmax runs while the other's products hold the
 // tensor cores.
 //
+// float32 (TF32) takes the operands flash_fwd_wgmma_tf32.cu takes (tf32_tiles.cuh): the host's
+// staged K and Vᵀ (rounded; Vᵀ because .tf32 has no transposed B), streamed by the producer's
+// cp.async copies, and Q rounded in place by each consumer warpgroup, its own 64 rows, once Q
+// has landed.
+//
 // Versions (predictions and results in NOTES.md):
 //   v16  first warp-specialized forward: cp.async producer, 2 consumer warpgroups.
 //   v30  the producer's loads by the copy engine (one thread, TMA) where the host made maps.
+//   v42  float32 as TF32 (the TF32 forward without its block-wide barrier per key tile).
 //
 // Grid: (ceil(T / BLOCK_M), sequences·heads) (block.cuh, QueryBlock). Block: NT = 128·(NC + 1)
 // threads, BLOCK_M = 64·NC.
 #pragma once
 #include "barrier.cuh"
+#include "tf32_tiles.cuh"
 #include "tma.cuh"
 #include "wgmma_forward.cuh"
 
@@ -36,16 +44,20 @@ struct FwdWgmmaWs {
     // before v30, NOTES v17; with the copy-engine producer beside it, the causal softcap + ALiBi
     // consumer spilled 4 bytes at 216 and none at 224), the producer gets 56; d = 64: the
     // producer spills 16 bytes at 72 (its source pointers and the block's setup that the
-    // epilogue reads again), 88/208 spill nowhere.
-    using Ws = WarpSpecialized<DP, BLOCK_M, NT, STAGES, (DP > 64 ? 224 : 208)>;
+    // epilogue reads again), 88/208 spill nowhere. float32 (TF32): 224 at every d (at d = 64 208
+    // spilled 44 bytes: P as TF32 A fragments takes 64 registers at 128 keys), the producer's 56
+    // enough once it steps its sources (Tf32StagedKV::Stream; NOTES v42).
+    using Ws = WarpSpecialized<DP, BLOCK_M, NT, STAGES, (DP > 64 || sizeof(T) == 4 ? 224 : 208)>;
     static constexpr int NC = Ws::NC;
     static constexpr bool PINGPONG = NC > 1;
     using Params = FwdParams<T, float>;
     using Block = QueryBlock<BLOCK_M, V, Params, float>;
     static_assert(!V::SPLIT && V::CACHE == kNoCache, "split-KV and KV caches run on FwdWgmma");
-    using Tiles = typename Ws::Tiles;   // the producer warpgroup's copies
+    static constexpr bool kTf32 = sizeof(T) == 4;   // float32 read as TF32 (tf32_tiles.cuh)
+    using Tiles = typename SwizzledTilesOf<T, DP, 128>::type;   // the producer warpgroup's copies
     // Tensor maps describe whole (sequences, heads, rows, d) arrays: not a packed batch's rows
-    static constexpr bool kTma = V::PACKED == kUnpacked;
+    // (nor TF32's staged Vᵀ: its copies are cp.async)
+    static constexpr bool kTma = V::PACKED == kUnpacked && !kTf32;
 
     struct Smem : FwdTiles<T, DP, BLOCK_M, BLOCK_N, STAGES> {   // pipeline.cuh
         Mbarrier q_full;
@@ -84,17 +96,42 @@ struct FwdWgmmaWs {
                                                    const TileIter& kv, Smem& sm) {
         load_query_rows<BLOCK_M, Tiles>(sm.q, blk, p.q, p.q_stride, p.d);
         sm.q_full.arrive_on_copies();
-        auto kvs = kv_stream<BLOCK_N, Tiles>(blk, p, kv);
-        for (int t = 0; t < kv.n; ++t) {
-            const StageRing<STAGES> r(t);
-            sm.k_empty[r.stage].wait(r.empty_parity());
-            kvs.load(sm.kv.k[r.stage], sm.kv.v[r.stage], t, [&] {
-                sm.k_full[r.stage].arrive_on_copies();
-                sm.v_empty[r.stage].wait(r.empty_parity());
-            });
-            sm.v_full[r.stage].arrive_on_copies();
+        if constexpr (kTf32) {
+            produce_staged(p, blk, kv, sm);
+        } else {
+            auto kvs = kv_stream<BLOCK_N, Tiles>(blk, p, kv);
+            for (int t = 0; t < kv.n; ++t) {
+                const StageRing<STAGES> r(t);
+                sm.k_empty[r.stage].wait(r.empty_parity());
+                kvs.load(sm.kv.k[r.stage], sm.kv.v[r.stage], t, [&] {
+                    sm.k_full[r.stage].arrive_on_copies();
+                    sm.v_empty[r.stage].wait(r.empty_parity());
+                });
+                sm.v_full[r.stage].arrive_on_copies();
+            }
         }
         cp_async_wait<0>();   // nothing in flight when the producer's threads end
+    }
+
+    // float32: the host's staged K and Vᵀ tiles (tf32_tiles.cuh), in the same ring; tiles in
+    // order: each thread steps its two sources (Tf32StagedKV::Stream), else (a mask_mod's tile
+    // lists) each tile's addresses computed
+    static __device__ __forceinline__ void produce_staged(const Params& p, const Block& blk,
+                                                          const TileIter& kv, Smem& sm) {
+        using KV = Tf32StagedKV<DP, BLOCK_N, 128>;
+        typename KV::Stream kvs(p, blk, kv.n > 0 ? kv.start(0, BLOCK_N) : 0);
+        for (int t = 0; t < kv.n; ++t) {
+            const StageRing<STAGES> r(t);
+            const int j0 = kv.start(t, BLOCK_N);
+            sm.k_empty[r.stage].wait(r.empty_parity());
+            if constexpr (Block::kInOrder) kvs.load_k(sm.kv.k[r.stage]);
+            else KV::load_k(sm.kv.k[r.stage], p, blk, j0);
+            sm.k_full[r.stage].arrive_on_copies();
+            sm.v_empty[r.stage].wait(r.empty_parity());
+            if constexpr (Block::kInOrder) kvs.load_vt(sm.kv.v[r.stage]);
+            else KV::load_vt(sm.kv.v[r.stage], p, blk, j0);
+            sm.v_full[r.stage].arrive_on_copies();
+        }
     }
 
     // Thread 0 of warpgroup 0: the same loads by the copy engine, each tile announced on its
@@ -159,7 +196,13 @@ struct FwdWgmmaWs {
                 if (c == NC - 1 && kv.n > 0) next_turn.arrive();   // consumer 0 goes first
             }
             sm.q_full.wait(0);
-            fence_proxy_async();
+            if constexpr (kTf32) {   // this warpgroup's 64 rows of Q rounded, seen by its wgmma
+                round_tf32_tile<BLOCK_M, DP, 128, 64>(sm.q, threadIdx.x % 128, 64 * c);
+                fence_proxy_async();
+                NamedBarrier{1 + NC + c, 128}.sync();
+            } else {
+                fence_proxy_async();
+            }
             if (kv.n > 0) {
                 const StageRing<STAGES> r(0);
                 sm.k_full[r.stage].wait(r.full_parity());

@@ -37,6 +37,15 @@ template <int DP, int NT>
 using SwizzledTiles = CpAsyncTiles<DP, NT, Swizzle128>;
 template <int DP, int NT>
 using SwizzledTilesF32 = CpAsyncTiles<DP, NT, Swizzle128Of<4>, 4>;
+// ... the one of an element type T: SwizzledTilesOf<T, DP, NT>::type
+template <typename T, int DP, int NT>
+struct SwizzledTilesOf {
+    using type = SwizzledTiles<DP, NT>;
+};
+template <int DP, int NT>
+struct SwizzledTilesOf<float, DP, NT> {
+    using type = SwizzledTilesF32<DP, NT>;
+};
 
 // The shape of a wgmma kernel without warp specialization: NT / 128 warpgroups, each owning 64 of
 // the tile's ROWS resident rows (queries; keys for dK/dV), every thread staging tiles (Tiles).

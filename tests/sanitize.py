@@ -48,6 +48,15 @@ HOPPER_CASES = [  # sm_90 only: the wgmma kernels (no atomic-dQ mode)
     ("bfloat16", 200, TileConfig(128, 64, 12, 2, "wgmma"), TileConfig(32, 32, 4, 1)),
 ]
 
+WGMMA_TF32_CASES = [  # sm_90 only: float32's TF32 wgmma forward of dense batches (no split-KV, no
+    # packed batch: kernel='wgmma_tf32' refuses them), on its staged K and Vᵀ; 8 warps, and the
+    # warp-specialized one (flash_fwd_wgmma_ws.cu: mbarriers, named barriers, Q rounded per
+    # consumer)
+    ("float32", 96, TileConfig(128, 64, 8, 2, "wgmma_tf32")),
+    ("float32", 128, TileConfig(128, 64, 12, 2, "wgmma_tf32")),
+    ("float32", 64, TileConfig(128, 128, 12, 2, "wgmma_tf32")),
+]
+
 
 def main():
     """``python tests/sanitize.py [kv | case DTYPE D]``: every case, or with ``kv`` the decode path
@@ -73,7 +82,7 @@ def main():
         cases = CASES + extra + (HOPPER_CASES if arch == "sm_90" else [])
     if args[:1] == ["case"]:
         cases = [c for c in cases if c[0] == args[1] and c[1] == int(args[2])]
-        if not cases:
+        if not cases and not any(c[:2] == (args[1], int(args[2])) for c in WGMMA_TF32_CASES):
             sys.exit(f"sanitize.py: no case with dtype {args[1]} and d = {args[2]} on {arch}")
     T, S = 77, 45
     docs = cp.asarray(np.cumsum(rng.random((2, S)) < 0.1, axis=1).astype(np.int32))
@@ -97,6 +106,10 @@ def main():
             cp.cuda.Device().synchronize()
             print(f"ok {dt} d={d} {name} fwd={ft.short()} bwd={bt.short()}")
         layouts(cp, rng, dt, d, ft, bt)
+    if arch == "sm_90" and args[:1] != ["kv"]:
+        for dt, d, ft in WGMMA_TF32_CASES:
+            if args[:1] != ["case"] or (dt, d) == (args[1], int(args[2])):
+                staged_tf32(cp, rng, options, T, S, d, ft)
     if not args:
         for dt in DTYPES:
             kv_cache(cp, rng, dt)
@@ -107,6 +120,19 @@ def _dets(bt):
     other than the warp-specialized dK/dV one (dQ in its own pass only)."""
     return ((True,) if bt.kernel in ("wgmma", "dmma") and not bt.warp_specialized_dkdv
             else (True, False))
+
+
+def staged_tf32(cp, rng, options, T, S, d, ft):
+    """The TF32 wgmma forward (tile ft) with every option but a mask_mod, and GQA: forward only
+    (its backward is kernel='tf32', run by TF32_CASES)."""
+    rand = lambda *s: cp.asarray(rng.standard_normal(s).astype(np.float32))
+    for name, kw in options.items():
+        if name != "mask_mod":
+            cuflash.attention(rand(2, T, d), rand(2, S, d), rand(2, S, d), tile=ft, **kw)
+    cuflash.attention(rand(2, 4, 37, d), rand(2, 1, 29, d), rand(2, 1, 29, d), causal=True,
+                      tile=ft)
+    cp.cuda.Device().synchronize()
+    print(f"ok float32 d={d} wgmma_tf32 fwd={ft.short()} (dense, causal, window/softcap/ALiBi, GQA)")
 
 
 def layouts(cp, rng, dt, d, ft, bt):

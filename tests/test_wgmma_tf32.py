@@ -73,9 +73,13 @@ def test_tiles_and_plan():
                 (spec,) = plan.specs_for("float32", d, tile, variant, False)
                 plan.validate(spec, smem, "sm_90")
                 assert spec.arch == "sm_90a" and spec.head_dim % 32 == 0
+                # 12 warps: the warp-specialized forward's producer and two consumers
+                struct = "FwdWgmmaWs" if tile.num_warps == 12 else "FwdWgmmaTf32"
+                assert spec.warp_specialized == (tile.num_warps == 12)
                 assert build.kernel_type(spec).startswith(
-                    f"cuflash::FwdWgmmaTf32<float, {spec.head_dim}, {tile.block_m}, "
+                    f"cuflash::{struct}<float, {spec.head_dim}, {tile.block_m}, "
                     f"{tile.block_n}, {tile.num_threads}, {tile.num_stages},")
+        assert any(t.warp_specialized for t in wgmma_tf32_tiles(d))
     with pytest.raises(ValueError, match="head dims up to 128"):
         wgmma_tf32_tiles(WGMMA_TF32_MAX_D + 1)
     # the default of 'tf32' where the caller says its batch is dense (staged) and it pays, on
@@ -115,10 +119,14 @@ def test_plan_refuses_other_passes(tile, dtype, backward, match):
 @pytest.mark.parametrize("tile,variant,match", [
     (TileConfig(128, 64, 8, 4, "wgmma_tf32"), plan.Variant(), "2 stages"),
     (TileConfig(128, 16, 8, 2, "wgmma_tf32"), plan.Variant(), "block_n must be a multiple of 32"),
-    (TileConfig(64, 64, 8, 2, "wgmma_tf32"), plan.Variant(), "block_m = 16·num_warps"),
+    (TileConfig(32, 64, 4, 2, "wgmma_tf32"), plan.Variant(), "block_m = 16·num_warps"),
     (TileConfig(128, 64, 8, 2, "wgmma_tf32"), plan.Variant(packed=True), "packed batch"),
     (TileConfig(128, 64, 8, 2, "wgmma_tf32"), plan.Variant(split=True), "split-KV"),
     (TileConfig(128, 64, 8, 2, "wgmma_tf32"), plan.Variant(cache="cache"), "KV cache"),
+    (TileConfig(64, 64, 8, 2, "wgmma_tf32"), plan.Variant(), "two consumer warpgroups"),
+    (TileConfig(128, 64, 12, 1, "wgmma_tf32"), plan.Variant(), "warp-specialized TF32 forward "
+                                                                "needs 2 to 4 stages"),
+    (TileConfig(128, 64, 12, 2, "wgmma_tf32"), plan.Variant(packed=True), "packed batch"),
 ])
 def test_validate_names_the_problem(tile, variant, match):
     (spec,) = plan.specs_for("float32", 64, tile, variant, False)
@@ -130,13 +138,19 @@ def test_validate_names_the_problem(tile, variant, match):
 
 
 def test_first_tiles_compile_without_spills():
-    """NVRTC, no GPU: the first tile of d = 64 and 128, dense and causal with every modifier,
-    compiles for sm_90a with no spill and wgmma not serialized by ptxas."""
+    """NVRTC, no GPU: the first tile of d = 64 and 128 (the warp-specialized kernel) and the first
+    8-warp tile, dense and causal with every modifier, compile for sm_90a with no spill and
+    wgmma not serialized by ptxas."""
     for d in (64, 128):
+        first = wgmma_tf32_tiles(d)[0]
+        assert first.warp_specialized
+        eight = next(t for t in wgmma_tf32_tiles(d) if not t.warp_specialized)
         for variant in (plan.Variant("causal"), plan.Variant("window", softcap=True, alibi=True)):
-            (spec,) = plan.specs_for("float32", d, wgmma_tf32_tiles(d)[0], variant, False)
-            r = build.compile_offline(build.source(spec), spec.name, spec.arch, spec.smem_bytes())
-            assert r.spills == 0 and not r.serialized, (spec.name, r)
+            for tile in (first, eight):
+                (spec,) = plan.specs_for("float32", d, tile, variant, False)
+                r = build.compile_offline(build.source(spec), spec.name, spec.arch,
+                                          spec.smem_bytes())
+                assert r.spills == 0 and not r.serialized, (spec.name, r)
 
 
 # -- the kernels ---------------------------------------------------------------------------------
@@ -152,7 +166,8 @@ def _hopper_or_skip(tile, d):
 
 WGMMA_TF32_TILES = [TileConfig(*t, "wgmma_tf32") for t in (
     (128, 128, 8, 2), (128, 64, 8, 2), (64, 64, 4, 2), (128, 32, 8, 2),   # S_j, then P_j V_j
-    (128, 64, 8, 3), (64, 64, 4, 3), (128, 32, 8, 3))]                     # S_j beside P_(j-1) V_(j-1)
+    (128, 64, 8, 3), (64, 64, 4, 3), (128, 32, 8, 3),                      # S_j beside P_(j-1) V_(j-1)
+    (128, 128, 12, 2), (128, 64, 12, 2), (128, 32, 12, 3))]                # warp-specialized
 
 
 @pytest.mark.gpu
@@ -177,8 +192,9 @@ def test_wgmma_tf32_against_oracle(cp, tile, causal, T, S, d):
                                   dict(causal=True, softcap=3.0, alibi="slopes")],
                          ids=["window", "softcap", "causal-window", "alibi",
                               "causal-softcap-alibi"])
-def test_wgmma_tf32_variants_and_gqa(cp, opts):
-    tile = TileConfig(128, 64, 8, 2, "wgmma_tf32")
+@pytest.mark.parametrize("tile", [TileConfig(128, 64, 8, 2, "wgmma_tf32"),
+                                  TileConfig(128, 64, 12, 2, "wgmma_tf32")], ids=lambda t: t.short())
+def test_wgmma_tf32_variants_and_gqa(cp, opts, tile):
     _hopper_or_skip(tile, 128)
     q, _, _ = make_inputs(cp, (2, 8, 150, 128), (2, 8, 1, 128), np.float32,
                           seed=case_seed("wgtf32v", sorted(opts)))
@@ -193,13 +209,15 @@ def test_wgmma_tf32_variants_and_gqa(cp, opts):
 
 
 @pytest.mark.gpu
-def test_wgmma_tf32_matches_the_mma_kernel(cp):
+@pytest.mark.parametrize("tile", [TileConfig(128, 64, 8, 2, "wgmma_tf32"),
+                                  TileConfig(128, 64, 12, 2, "wgmma_tf32")], ids=lambda t: t.short())
+def test_wgmma_tf32_matches_the_mma_kernel(cp, tile):
     """The wgmma kernel and the mma.sync 'tf32' kernel compute the same TF32 products of the same
     roundings; their sums run in other orders (and exp2 is ex2.approx here, exact there), so a
     P near a TF32 rounding boundary may round the other way: about one element in 2^11, each
     moving out by 2^-11 of its 1/512 share. So they agree to 2e-5 of out's largest value, 25x
-    below TF32's own error (5e-4; a wrong rounding of a whole operand moves out by ~1e-4)."""
-    tile = TileConfig(128, 64, 8, 2, "wgmma_tf32")
+    below TF32's own error (5e-4; a wrong rounding of a whole operand moves out by ~1e-4). Both
+    wgmma kernels: the 8-warp one and the warp-specialized one."""
     _hopper_or_skip(tile, 128)
     q, k, v = make_inputs(cp, (1, 4, 512, 128), (1, 4, 512, 128), np.float32, seed=51)
     a = to_numpy(cuflash.attention(q, k, v, tile=tile))

@@ -27,8 +27,10 @@ PRECISIONS = ("ieee", "highest", "tf32")
 
 
 def ablation_tiles(d: int, families=("tf32x3", "tf32")):
-    """The TF32 tiles --tiles times at T = 4096 (every one free of spills where NOTES v22 says)."""
+    """The TF32 tiles --tiles times at T = 4096 (every one free of spills where NOTES v22 says;
+    'wgmma_tf32': every tile of tile.wgmma_tf32_tiles)."""
     from cuflash import TileConfig as TC
+    from cuflash.tile import WGMMA_TF32_MAX_D, wgmma_tf32_tiles
     shapes = {
         "tf32x3": {64: [(128, 64, 8, 2), (64, 32, 4, 2), (64, 64, 4, 2), (128, 32, 8, 2)],
                    128: [(128, 64, 8, 2), (128, 32, 8, 2), (64, 32, 4, 2), (64, 64, 4, 2),
@@ -38,13 +40,11 @@ def ablation_tiles(d: int, families=("tf32x3", "tf32")):
                       (128, 32, 8, 2)],
                  128: [(64, 32, 4, 2), (128, 32, 8, 2), (128, 64, 8, 2), (64, 64, 4, 2),
                        (128, 32, 4, 2), (64, 32, 4, 1)],
-                 256: [(64, 32, 4, 2), (64, 16, 4, 2), (128, 16, 8, 2), (64, 32, 4, 1)]},
-        "wgmma_tf32": {64: [(128, 128, 8, 2), (128, 64, 8, 2), (64, 64, 4, 2), (128, 128, 8, 3),
-                            (128, 64, 8, 3)],
-                       128: [(128, 64, 8, 2), (64, 64, 4, 2), (128, 32, 8, 2), (64, 64, 4, 3),
-                             (128, 32, 8, 3)], 256: []}}
+                 256: [(64, 32, 4, 2), (64, 16, 4, 2), (128, 16, 8, 2), (64, 32, 4, 1)]}}
     pad = 64 if d <= 64 else 128 if d <= 128 else 256
-    return [TC(*t, fam) for fam in families for t in shapes[fam][pad]]
+    return [t for fam in families for t in (
+        (wgmma_tf32_tiles(pad) if pad <= WGMMA_TF32_MAX_D else []) if fam == "wgmma_tf32" else
+        [TC(*t, fam) for t in shapes[fam][pad]])]
 
 
 def ablation_tiles_bwd(d: int, families=("tf32x3", "tf32")):
@@ -102,7 +102,8 @@ def main(argv=None):
     ap.add_argument("--wgmma", action="store_true",
                     help="both forward kernels of 'tf32' named too, each cell: Hopper's wgmma "
                          "(kernel='wgmma_tf32', its first tile; the default of 'tf32' on sm_90 "
-                         "where tile.wgmma_tf32_pays) and mma.sync (mma_tf32)")
+                         "where tile.wgmma_tf32_pays) and mma.sync (mma_tf32), and the "
+                         "warp-specialized tiles of wgmma_tf32_tiles by name")
     ap.add_argument("--no-torch", action="store_true")
     ap.add_argument("--jobs", type=int, default=8, help="processes compiling the kernels first")
     ap.add_argument("--pass", dest="pass_", choices=["fwd", "bwd"], default="fwd",
@@ -135,6 +136,8 @@ def main(argv=None):
                      for p in PRECISIONS]
             if not bwd and d <= WGMMA_TF32_MAX_D:   # 'tf32''s default on sm_90 where it pays
                 tiles.append(wgmma_tf32_tiles(d)[0])
+                if a.wgmma:   # and the warp-specialized tiles --wgmma times
+                    tiles += [t for t in wgmma_tf32_tiles(d) if t.warp_specialized]
             if a.tiles and not causal:
                 tiles += (ablation_tiles_bwd if bwd else ablation_tiles)(d,
                                                                          a.families.split(","))
@@ -171,6 +174,9 @@ def main(argv=None):
                     runs.append(("wgmma_tf32", wgmma_tf32_tiles(d)[0], None))
                     runs.append(("mma_tf32", default_tile(d, "float32", causal=causal,
                                                           precision="tf32", **kw), None))
+                    # and its warp-specialized tiles (flash_fwd_wgmma_ws.cu), by name
+                    runs += [(t.short(), t, None) for t in wgmma_tf32_tiles(d)
+                             if t.warp_specialized]
                 if bwd:
                     dout = cp.asarray(rng.standard_normal((B, H, T, d)).astype(np.float32))
                     _, res = cuflash.attention(q, k, v, causal=causal, return_residuals=True)

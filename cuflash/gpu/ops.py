@@ -541,9 +541,10 @@ class ForwardLaunch:
         warp-specialized forward's copy-engine loads (kernels_cu/tma.cuh), made from r's arrays
         and kept as self.maps (each call writes its own arrays' maps: TileMaps.write); none, and
         the kernel's cp.async loads, for other kernels, packed batches and arrays the copy engine
-        cannot read (tma.map_shape: e.g. a broadcast axis)."""
+        cannot read (tma.map_shape: e.g. a broadcast axis), and the TF32 forward's staged K and
+        Vᵀ (its producer's copies are cp.async: flash_fwd_wgmma_ws.cu)."""
         self.maps = None
-        if not self.spec.warp_specialized or r.packed:
+        if not self.spec.warp_specialized or r.packed or self.spec.family == "wgmma_tf32":
             return tma.no_maps(3)
         bind_context()   # the driver encodes maps in the thread's current context
         self.maps, fields = tma.map_fields(dt, [

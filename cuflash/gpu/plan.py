@@ -265,14 +265,21 @@ def _validate_wgmma_tf32(spec: KernelSpec, where: str) -> None:
     if v.split or v.cache or v.packed:
         raise ValueError(f"{where}: kernel='wgmma_tf32' runs neither split-KV, a KV cache nor a "
                          f"packed batch (kernel='tf32' does)")
-    if t.num_warps % 4 or t.block_m != 16 * t.num_warps:
+    if t.warp_specialized:   # flash_fwd_wgmma_ws.cu: a producer and two consumer warpgroups
+        if t.block_m != 128:
+            raise ValueError(f"{where}: the warp-specialized TF32 forward has two consumer "
+                             f"warpgroups: block_m = 128, num_warps = 12")
+        if not 2 <= t.num_stages <= 4:
+            raise ValueError(f"{where}: the warp-specialized TF32 forward needs 2 to 4 stages")
+    elif t.num_warps % 4 or t.block_m != 16 * t.num_warps:
         raise ValueError(f"{where}: block_m must be 64 rows per warpgroup of 4 warps "
-                         f"(block_m = 16·num_warps, num_warps a multiple of 4)")
-    if t.block_n % 32:
-        raise ValueError(f"{where}: block_n must be a multiple of 32 (128-byte panels of float32)")
-    if t.num_stages not in (2, 3):
+                         f"(block_m = 16·num_warps, num_warps a multiple of 4; or a producer "
+                         f"warpgroup more: block_m = 128, num_warps = 12)")
+    elif t.num_stages not in (2, 3):
         raise ValueError(f"{where}: the TF32 wgmma forward uses 2 stages (S_j, then P_j V_j) or 3 "
                          f"(S_j beside P_(j-1) V_(j-1)), tile j+1 loading meanwhile")
+    if t.block_n % 32:
+        raise ValueError(f"{where}: block_n must be a multiple of 32 (128-byte panels of float32)")
     if spec.head_dim > WGMMA_TF32_MAX_D:
         raise ValueError(f"{where}: the TF32 wgmma forward takes head dims up to "
                          f"{WGMMA_TF32_MAX_D}")
