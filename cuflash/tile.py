@@ -81,9 +81,9 @@ class TileConfig:
     through mma.sync m16n8k8, sm_80 and later: precision='tf32' and 'highest',
     ``cuflash.precision``; the warp layout of 'mma'), 'wgmma_tf32' (float32 forward of
     precision='tf32' on Hopper's warpgroup tensor cores, sm_90 only, the default of dense
-    batches where ``wgmma_tf32_pays``: block_m =
-    16·num_warps, 64 rows per 4 warps, block_n and the head dim multiples of 32, 2 stages;
-    ``wgmma_tf32_tiles``)."""
+    batches where ``wgmma_tf32_pays``: block_n and the head dim multiples of 32; block_m =
+    16·num_warps with 2 or 3 stages, or the warp-specialized shape, block_m = 128 on 12 warps
+    with 2 to 4 stages; ``wgmma_tf32_tiles``)."""
 
     def __post_init__(self):
         for name in ("block_m", "block_n"):

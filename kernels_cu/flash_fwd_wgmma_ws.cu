@@ -54,7 +54,7 @@ struct FwdWgmmaWs {
     using Block = QueryBlock<BLOCK_M, V, Params, float>;
     static_assert(!V::SPLIT && V::CACHE == kNoCache, "split-KV and KV caches run on FwdWgmma");
     static constexpr bool kTf32 = sizeof(T) == 4;   // float32 read as TF32 (tf32_tiles.cuh)
-    using Tiles = typename SwizzledTilesOf<T, DP, 128>::type;   // the producer warpgroup's copies
+    using Tiles = SwizzledTiles<DP, 128, int(sizeof(T))>;   // the producer warpgroup's copies
     // Tensor maps describe whole (sequences, heads, rows, d) arrays: not a packed batch's rows
     // (nor TF32's staged Vᵀ: its copies are cp.async)
     static constexpr bool kTma = V::PACKED == kUnpacked && !kTf32;

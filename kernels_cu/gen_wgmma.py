@@ -69,64 +69,37 @@ def _dregs(n: int) -> tuple[str, str]:
 
 
 def _struct(n: int, ctype: str, ptx: str) -> str:
-    if ptx == "tf32":
-        return _struct_tf32(n)
+    """Wgmma<n, ctype>: m64nNk16 of 16-bit operands, or m64nNk8 of float32 read as TF32. .tf32
+    takes no transpose (both operands K-major, PTX ISA): its instructions end after the scales,
+    TRANS_B must be 0, and A from registers is the m16n8k8 .tf32 A fragment per warp."""
     regs, ops = _dregs(n)
     nd = n // 2
-    shape = f"m64n{n}k16.f32.{ptx}.{ptx}"
+    tf32 = ptx == "tf32"
+    shape = f"m64n{n}k{8 if tf32 else 16}.f32.{ptx}.{ptx}"
+    check = '        static_assert(TRANS_B == 0, "TF32 operands are K-major");\n' if tf32 else ""
+    trans = "" if tf32 else ', "n"(TRANS_B)'
+    ss_imm = "" if tf32 else f", 0, %{nd + 3}"   # A not transposed, B's flag
+    rs_imm = "" if tf32 else f", %{nd + 6}"
     return f"""
 template <> struct Wgmma<{n}, {ctype}> {{
     template <int TRANS_B = 0>
     __device__ __forceinline__ static void ss(float (&d)[{n // 8}][4], unsigned long long a_desc,
                                               unsigned long long b_desc, int accumulate) {{
-        asm volatile(
+{check}        asm volatile(
             "{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{nd + 2}, 0;\\n"
-            "wgmma.mma_async.sync.aligned.{shape} {{{regs}}}, %{nd}, %{nd + 1}, p, 1, 1, 0, %{nd + 3};\\n}}\\n"
+            "wgmma.mma_async.sync.aligned.{shape} {{{regs}}}, %{nd}, %{nd + 1}, p, 1, 1{ss_imm};\\n}}\\n"
             : {ops}
-            : "l"(a_desc), "l"(b_desc), "r"(accumulate), "n"(TRANS_B));
+            : "l"(a_desc), "l"(b_desc), "r"(accumulate){trans});
     }}
     template <int TRANS_B>
     __device__ __forceinline__ static void rs(float (&d)[{n // 8}][4], const unsigned (&a)[4],
                                               unsigned long long b_desc, int accumulate) {{
-        asm volatile(
+{check}        asm volatile(
             "{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{nd + 5}, 0;\\n"
             "wgmma.mma_async.sync.aligned.{shape} {{{regs}}}, {{%{nd}, %{nd + 1}, %{nd + 2}, %{nd + 3}}}, "
-            "%{nd + 4}, p, 1, 1, %{nd + 6};\\n}}\\n"
+            "%{nd + 4}, p, 1, 1{rs_imm};\\n}}\\n"
             : {ops}
-            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(accumulate), "n"(TRANS_B));
-    }}
-}};
-"""
-
-
-def _struct_tf32(n: int) -> str:
-    """float32 operands read as TF32 (m64nNk8): both operands K-major (PTX: no transpose for
-    .tf32, so TRANS_B must be 0), A from registers as the m16n8k8 .tf32 A fragment per warp."""
-    regs, ops = _dregs(n)
-    nd = n // 2
-    shape = f"m64n{n}k8.f32.tf32.tf32"
-    return f"""
-template <> struct Wgmma<{n}, float> {{
-    template <int TRANS_B = 0>
-    __device__ __forceinline__ static void ss(float (&d)[{n // 8}][4], unsigned long long a_desc,
-                                              unsigned long long b_desc, int accumulate) {{
-        static_assert(TRANS_B == 0, "TF32 operands are K-major");
-        asm volatile(
-            "{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{nd + 2}, 0;\\n"
-            "wgmma.mma_async.sync.aligned.{shape} {{{regs}}}, %{nd}, %{nd + 1}, p, 1, 1;\\n}}\\n"
-            : {ops}
-            : "l"(a_desc), "l"(b_desc), "r"(accumulate));
-    }}
-    template <int TRANS_B>
-    __device__ __forceinline__ static void rs(float (&d)[{n // 8}][4], const unsigned (&a)[4],
-                                              unsigned long long b_desc, int accumulate) {{
-        static_assert(TRANS_B == 0, "TF32 operands are K-major");
-        asm volatile(
-            "{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{nd + 5}, 0;\\n"
-            "wgmma.mma_async.sync.aligned.{shape} {{{regs}}}, {{%{nd}, %{nd + 1}, %{nd + 2}, %{nd + 3}}}, "
-            "%{nd + 4}, p, 1, 1;\\n}}\\n"
-            : {ops}
-            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(accumulate));
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(accumulate){trans});
     }}
 }};
 """

@@ -13,13 +13,13 @@
 namespace cuflash {
 
 // A ROWS × COLS float32 tile into 128-byte-swizzled panels (sw128<ROWS, 4>) by cp.async, 16 bytes
-// a copy (SwizzledTilesF32, the 16-bit kernels' loader: a thread's chunks down one stepped
-// pointer), by the NT threads 0..NT-1: row r from g + r·pitch; rows from rows_valid on and
-// columns from cols_valid on zero-filled (cols_valid a multiple of 4).
+// a copy (SwizzledTiles of 4-byte elements, the 16-bit kernels' loader: a thread's chunks down
+// one stepped pointer), by the NT threads 0..NT-1: row r from g + r·pitch; rows from rows_valid
+// on and columns from cols_valid on zero-filled (cols_valid a multiple of 4).
 template <int ROWS, int COLS, int NT>
 __device__ __forceinline__ void load_tf32_tile(float* s, const float* g, long long pitch,
                                                int rows_valid, int cols_valid) {
-    SwizzledTilesF32<COLS, NT>::template load<ROWS>(s, g, rows_valid, cols_valid, int(pitch));
+    SwizzledTiles<COLS, NT, 4>::template load<ROWS>(s, g, rows_valid, cols_valid, int(pitch));
 }
 
 // Rows first .. first + COUNT - 1 of a landed ROWS × COLS tile rounded to TF32 in place by NT
@@ -55,8 +55,8 @@ __device__ __forceinline__ void round_tf32_tile(float* s, int tid = threadIdx.x,
 //                    stride products (recomputed per tile, the 56-register producer spilled)
 template <int DP, int BLOCK_N, int NT>
 struct Tf32StagedKV {
-    using KTiles = SwizzledTilesF32<DP, NT>;        // K: BLOCK_N rows of DP
-    using VtTiles = SwizzledTilesF32<BLOCK_N, NT>;  // Vᵀ: DP rows of BLOCK_N
+    using KTiles = SwizzledTiles<DP, NT, 4>;        // K: BLOCK_N rows of DP
+    using VtTiles = SwizzledTiles<BLOCK_N, NT, 4>;  // Vᵀ: DP rows of BLOCK_N
 
     template <class Params, class Block>
     static __device__ __forceinline__ const float* k_src(const Params& p, const Block& blk, int j0) {

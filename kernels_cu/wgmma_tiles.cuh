@@ -32,20 +32,10 @@ struct Swizzle128Of {
 };
 using Swizzle128 = Swizzle128Of<2>;
 
-// The wgmma kernels' tile loader: 16-bit elements, and float32 (the TF32 forward; 4 a chunk)
-template <int DP, int NT>
-using SwizzledTiles = CpAsyncTiles<DP, NT, Swizzle128>;
-template <int DP, int NT>
-using SwizzledTilesF32 = CpAsyncTiles<DP, NT, Swizzle128Of<4>, 4>;
-// ... the one of an element type T: SwizzledTilesOf<T, DP, NT>::type
-template <typename T, int DP, int NT>
-struct SwizzledTilesOf {
-    using type = SwizzledTiles<DP, NT>;
-};
-template <int DP, int NT>
-struct SwizzledTilesOf<float, DP, NT> {
-    using type = SwizzledTilesF32<DP, NT>;
-};
+// The wgmma kernels' tile loader, of BYTES-byte elements (16 / BYTES a 16-byte chunk): 16-bit,
+// and float32 (the TF32 forwards: SwizzledTiles<DP, NT, sizeof(float)>)
+template <int DP, int NT, int BYTES = 2>
+using SwizzledTiles = CpAsyncTiles<DP, NT, Swizzle128Of<BYTES>, 16 / BYTES>;
 
 // The shape of a wgmma kernel without warp specialization: NT / 128 warpgroups, each owning 64 of
 // the tile's ROWS resident rows (queries; keys for dK/dV), every thread staging tiles (Tiles).
