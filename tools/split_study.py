@@ -8,10 +8,10 @@ Operands (each product a·b of attention's two, S = Q·Kᵀ and O = P·V, as thr
 terms first: lo_a·hi_b + hi_a·lo_b + hi_a·hi_b; lo·lo is below float32's rounding):
   3xtf32   hi = tf32(x), lo = tf32(x - hi) (cuflash.precision.split): 11 + 11 bits, TF32's
            8-bit exponent, no scaling
-  3xf16    x scaled by 2^e so that the block's largest |x| lies in [2^13, 2^14) (Q per row, K and
-           V per key tile, P by 2^14: all of them factors the kernel can fold into the
-           softmax's scale and the O update), hi = f16(x·2^e), lo = f16(x·2^e - hi): 11 + 11
-           bits too, and float16's rate on wgmma is twice TF32's
+  3xf16    x scaled by 2^e so that the block's largest |x| lies in [2^13, 2^14) (as
+           flash_fwd_wgmma_x3.cu scales: Q and K per row, V per key tile, P by 2^14: factors
+           the kernel folds into S once per tile and into the O update), hi = f16(x·2^e),
+           lo = f16(x·2^e - hi): 11 + 11 bits too, and float16's rate on wgmma is twice TF32's
 Sums (the tensor core takes a k-step of K products per instruction: m16n8k8 for TF32 mma.sync,
 K = 8; wgmma's k16 for float16, K = 16):
   rn       float32 matmuls of the split operands (sums rounded to nearest: no tensor core)
@@ -24,12 +24,13 @@ K = 8; wgmma's k16 for float16, K = 16):
            tf32.cuh's 'highest' runs, which measured 1.3-1.5× naive float32 on the H200)
   qk-chain Q·Kᵀ chained, P·V per key tile (measured 4.7× on the H200 for 3xTF32)
 
-The softmax is the kernels' online one over key tiles of 128 (running max m, sum l, O rescaled
-by alpha), in float32. Error: rel_error of out (max |x - ref| / max |ref|) against the float64
+The softmax is the kernels' online one over key tiles of --block-n keys (64: flash_fwd_wgmma_x3.cu's
+tile; running max m, sum l, O rescaled by alpha), in float32. Error: rel_error of out (max |x - ref| / max |ref|) against the float64
 oracle, worst over seeds, and its ratio to naive float32's (float32 matmuls, float32 softmax)
 on the same inputs: the library's criterion asks <= 2x.
 
     python tools/split_study.py [--T 512] [--d 64,128] [--std 1,4] [--seeds 3] [--heads 2]
+                                [--block-n 64]
 """
 from __future__ import annotations
 
@@ -42,7 +43,7 @@ from cuflash import precision
 from cuflash.oracle import normwise_error, oracle_attention, rel_error
 
 F32, F64 = np.float32, np.float64
-BLOCK_N = 128   # keys per tile of the online softmax (the wgmma forwards' block_n at d <= 128)
+BLOCK_N = 64    # keys per tile of the online softmax (main's --block-n; flash_fwd_wgmma_x3.cu's)
 
 
 def rz32(x: np.ndarray) -> np.ndarray:
@@ -104,12 +105,13 @@ def mma(terms, K: int, mode: str, c=None) -> np.ndarray:
     return total if mode == "fresh" else acc
 
 
-def attention(q, k, v, kind: str, sums: str, causal: bool) -> np.ndarray:
+def attention(q, k, v, kind: str, sums: str, causal: bool, block_n: int | None = None) -> np.ndarray:
     """out of softmax(q kᵀ / sqrt(d)) v by the online softmax over key tiles, both products split
     (`kind`: '3xtf32', '3xf16'; 'f32' naive float32) and summed by `sums` ('rn', 'chain',
     'fresh', 'qk-chain')."""
     H, T, d = q.shape
     S = k.shape[-2]
+    bn = block_n or BLOCK_N
     scale = F32(1 / np.sqrt(d))
     K = 8 if kind == "3xtf32" else 16
     qk_mode = {"rn": "rn", "chain": "chain", "fresh": "fresh", "qk-chain": "chain"}[sums]
@@ -119,13 +121,13 @@ def attention(q, k, v, kind: str, sums: str, causal: bool) -> np.ndarray:
     l = np.zeros((H, T, 1), F32)
     o = np.zeros((H, T, d), F32)
     rows, cols = np.arange(T)[:, None], np.arange(S)[None, :]
-    for j0 in range(0, S, BLOCK_N):
-        kt, vt = k[:, j0:j0 + BLOCK_N], v[:, j0:j0 + BLOCK_N]
-        sk = pow2_scale(kt, (-2, -1)) if kind == "3xf16" else np.ones((H, 1, 1), F32)
+    for j0 in range(0, S, bn):
+        kt, vt = k[:, j0:j0 + bn], v[:, j0:j0 + bn]
+        sk = pow2_scale(kt, -1) if kind == "3xf16" else np.ones((H, kt.shape[1], 1), F32)
         s = mma(split_terms(q * sq, kt * sk, kind), K, qk_mode)
-        s = (s / (sq * sk)).astype(F32) * scale          # powers of two: exact
+        s = (s / sq / np.swapaxes(sk, -1, -2)).astype(F32) * scale   # powers of two: exact
         if causal:
-            s = np.where(cols[:, j0:j0 + BLOCK_N] <= rows + S - T, s, -np.inf).astype(F32)
+            s = np.where(cols[:, j0:j0 + bn] <= rows + S - T, s, -np.inf).astype(F32)
         m_new = np.maximum(m, s.max(-1, keepdims=True))
         safe = np.where(np.isfinite(m_new), m_new, F32(0))
         alpha = np.exp(np.where(np.isfinite(m), m - safe, -np.inf)).astype(F32)
@@ -165,10 +167,12 @@ def main(argv=None) -> int:
     ap.add_argument("--std", default="1,4", help="input standard deviations (4: peaky softmax)")
     ap.add_argument("--heads", type=int, default=2)
     ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--block-n", type=int, default=BLOCK_N, help="keys per tile")
     a = ap.parse_args(argv)
     names = [f"{k} {s}" for k, s in SCHEMES]
-    print(f"T = S = {a.T}, {a.heads} heads, worst of {a.seeds} seeds: each scheme's rel_error of "
-          f"out / naive float32's (normwise error / naive's in brackets)")
+    print(f"T = S = {a.T}, {a.heads} heads, key tiles of {a.block_n}, worst of {a.seeds} seeds: "
+          f"each scheme's rel_error of out / naive float32's (normwise error / naive's in "
+          f"brackets)")
     print(f"{'d':>4} {'std':>4} {'causal':>6} {'naive f32':>9}  " + "  ".join(f"{n:>17}" for n in names))
     worst_all = {n: 0.0 for n in names}
     for d in map(int, a.d.split(",")):
@@ -185,7 +189,7 @@ def main(argv=None) -> int:
                     nb = (rel_error(nv, ref), normwise_error(nv, ref))
                     base = tuple(max(x, y) for x, y in zip(base, nb))
                     for (kind, sums), n in zip(SCHEMES, names):
-                        out = attention(q, k, v, kind, sums, causal)
+                        out = attention(q, k, v, kind, sums, causal, a.block_n)
                         e = (rel_error(out, ref) / nb[0], normwise_error(out, ref) / nb[1])
                         worst[n] = tuple(max(x, y) for x, y in zip(worst[n], e))
                 for n in names:
