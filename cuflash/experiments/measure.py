@@ -37,7 +37,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .. import api, naive, oracle
+from .. import api, oracle
 from .._xp import cupy_module, resolve_dtype
 from ..checks import SeqLens
 from . import decode, gputime, layouts, variants

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from .._xp import DTYPES
 from ..checks import SUPPORTED_HEAD_DIMS
-from ..tile import (WGMMA_TF32_MAX_D, TileConfig, default_backward, default_tile,
+from ..tile import (WGMMA_TF32_MAX_D, default_backward, default_tile,
                     wgmma_tf32_tiles)
 from . import build, plan
 
