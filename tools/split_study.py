@@ -35,12 +35,17 @@ on the same inputs: the library's criterion asks <= 2x.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 import numpy as np
 
 from cuflash import precision
+from cuflash.mask import Mask
 from cuflash.oracle import normwise_error, oracle_attention, rel_error
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import tf32_study  # noqa: E402  (its 'f32' scheme is naive float32)
 
 F32, F64 = np.float32, np.float64
 BLOCK_N = 64    # keys per tile of the online softmax (main's --block-n; flash_fwd_wgmma_x3.cu's)
@@ -120,14 +125,13 @@ def attention(q, k, v, kind: str, sums: str, causal: bool, block_n: int | None =
     m = np.full((H, T, 1), -np.inf, F32)
     l = np.zeros((H, T, 1), F32)
     o = np.zeros((H, T, d), F32)
-    rows, cols = np.arange(T)[:, None], np.arange(S)[None, :]
+    visible = Mask.make(causal=causal).visible_matrix(T, S)   # the library's rule
     for j0 in range(0, S, bn):
         kt, vt = k[:, j0:j0 + bn], v[:, j0:j0 + bn]
         sk = pow2_scale(kt, -1) if kind == "3xf16" else np.ones((H, kt.shape[1], 1), F32)
         s = mma(split_terms(q * sq, kt * sk, kind), K, qk_mode)
         s = (s / sq / np.swapaxes(sk, -1, -2)).astype(F32) * scale   # powers of two: exact
-        if causal:
-            s = np.where(cols[:, j0:j0 + bn] <= rows + S - T, s, -np.inf).astype(F32)
+        s = np.where(visible[:, j0:j0 + bn], s, -np.inf).astype(F32)
         m_new = np.maximum(m, s.max(-1, keepdims=True))
         safe = np.where(np.isfinite(m_new), m_new, F32(0))
         alpha = np.exp(np.where(np.isfinite(m), m - safe, -np.inf)).astype(F32)
@@ -146,14 +150,9 @@ def attention(q, k, v, kind: str, sums: str, causal: bool, block_n: int | None =
 
 
 def naive(q, k, v, causal: bool) -> np.ndarray:
-    """Naive float32 attention (float32 matmuls, float32 softmax): the criterion's reference."""
-    d = q.shape[-1]
-    s = (q @ np.swapaxes(k, -1, -2)).astype(F32) * F32(1 / np.sqrt(d))
-    if causal:
-        T, S = s.shape[-2:]
-        s = np.where(np.arange(S)[None, :] <= np.arange(T)[:, None] + S - T, s, -np.inf)
-    p = np.exp((s - s.max(-1, keepdims=True)).astype(F32)).astype(F32)
-    return ((p @ v).astype(F32) / p.sum(-1, keepdims=True, dtype=F32)).astype(F32)
+    """Naive float32 attention (float32 matmuls, float32 softmax): the criterion's reference,
+    tf32_study's 'f32' scheme."""
+    return tf32_study.attention(q, k, v, "f32", causal)
 
 
 SCHEMES = [("3xtf32", "chain"), ("3xtf32", "qk-chain"), ("3xtf32", "fresh"),
