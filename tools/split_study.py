@@ -61,10 +61,11 @@ def rz32(x: np.ndarray) -> np.ndarray:
 
 def pow2_scale(x: np.ndarray, axis) -> np.ndarray:
     """2^e per block (max over `axis`) with the block's largest |x| in [2^13, 2^14); 1 where the
-    block is zero."""
+    block is zero; e within float32's [-126, 127] (flash_fwd_wgmma_x3.cu's f16_range_scale: a
+    block near float32's smallest numbers stays below float16's range)."""
     m = np.abs(x).max(axis=axis, keepdims=True).astype(F64)
     e = np.where(m > 0, 13 - np.floor(np.log2(np.where(m > 0, m, 1.0))), 0.0)
-    return np.exp2(e).astype(F32)
+    return np.exp2(np.clip(e, -126, 127)).astype(F32)
 
 
 def f16_split(x: np.ndarray):
