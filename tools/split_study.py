@@ -160,13 +160,20 @@ SCHEMES = [("3xtf32", "chain"), ("3xtf32", "qk-chain"), ("3xtf32", "fresh"),
            ("3xf16", "rn"), ("3xf16", "chain"), ("3xf16", "qk-chain"), ("3xf16", "fresh")]
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def study_args(doc: str, seeds: int) -> argparse.ArgumentParser:
+    """The options of this study and of split_study_bwd.py: T = S, head dims, input standard
+    deviations, heads, seeds (inputs drawn per cell and seed)."""
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     ap.add_argument("--T", type=int, default=512)
     ap.add_argument("--d", default="64,128")
     ap.add_argument("--std", default="1,4", help="input standard deviations (4: peaky softmax)")
     ap.add_argument("--heads", type=int, default=2)
-    ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--seeds", type=int, default=seeds)
+    return ap
+
+
+def main(argv=None) -> int:
+    ap = study_args(__doc__, seeds=3)
     ap.add_argument("--block-n", type=int, default=BLOCK_N, help="keys per tile")
     a = ap.parse_args(argv)
     names = [f"{k} {s}" for k, s in SCHEMES]

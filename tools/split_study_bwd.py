@@ -40,7 +40,6 @@ of dq, dk, dv.
 """
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 
@@ -50,9 +49,11 @@ from cuflash.mask import Mask
 from cuflash.naive import naive_attention_backward
 from cuflash.oracle import oracle_attention, oracle_backward, rel_error
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from split_study import F32, mma, pow2_scale  # noqa: E402
+_HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [_HERE, os.path.join(os.path.dirname(_HERE), "tests")]
+from split_study import F32, mma, pow2_scale, study_args  # noqa: E402
 from split_study import split_terms as _split_terms  # noqa: E402
+from helpers import FLOORS, LSE_GRAD, UNIT_ROUNDOFF  # noqa: E402  (the tests' bound)
 
 BLOCK_Q = BLOCK_K = 64   # a warpgroup's key rows; the query tiles the dK/dV kernels stream
 
@@ -156,26 +157,19 @@ def naive(do, q, k, v, causal: bool):
 SCHEMES = [("f32", "rn"), ("3xtf32", "fresh/tile"), ("3xf16", "rn"), ("3xf16", "fresh/tile"),
            ("3xf16", "fresh/chain"), ("3xf16", "chain/tile"), ("3xf16", "chain/chain")]
 
-#: tests/helpers.py's assert_matches_oracle for float32 gradients: err <= 2 · naive's + FLOOR ·
-#: (largest gradient / largest |this gradient|) + LSE_GRAD · max |lse| · u(float32)
-FLOOR, LSE_GRAD, U32 = 2e-6, 2.0, 2.0 ** -24
-
-
 def criterion_use(err, err_naive, ref, grad_scale, lse_scale) -> float:
-    """err over the library's bound for a float32 gradient (<= 1 passes tests/helpers.py's
-    assert_matches_oracle; the bound's floor is what lets the tiled float32 backward, whose D
-    comes from the stored O and whose P from the stored lse, pass where naive recomputes both)."""
+    """err over the library's bound for a float32 gradient, tests/helpers.py's
+    assert_matches_oracle: err <= 2 · naive's + FLOORS · (largest gradient / largest |this
+    gradient|) + LSE_GRAD · max |lse| · u(float32); <= 1 passes (the floors are what let the
+    tiled float32 backward, whose D comes from the stored O and whose P from the stored lse, pass
+    where naive recomputes both)."""
     m = float(np.abs(ref).max())
-    return err / (2 * err_naive + FLOOR * max(grad_scale, m) / m + LSE_GRAD * lse_scale * U32)
+    floor = FLOORS["float32"] * max(grad_scale, m) / m
+    return err / (2 * err_naive + floor + LSE_GRAD * lse_scale * UNIT_ROUNDOFF["float32"])
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--T", type=int, default=512)
-    ap.add_argument("--d", default="64,128")
-    ap.add_argument("--std", default="1,4", help="input standard deviations (4: peaky softmax)")
-    ap.add_argument("--heads", type=int, default=2)
-    ap.add_argument("--seeds", type=int, default=2)
+    ap = study_args(__doc__, seeds=2)
     ap.add_argument("--block-q", type=int, default=BLOCK_Q, help="queries per streamed tile")
     ap.add_argument("--block-k", type=int, default=BLOCK_K, help="keys per resident block")
     a = ap.parse_args(argv)
