@@ -39,8 +39,9 @@ PRODUCTS = {"tf32": 1, "tf32x3": 3}
 
 #: kernel families beside FAMILY's that compute a precision: 'tf32' on Hopper's warpgroup
 #: tensor cores (kernels_cu/flash_fwd_wgmma_tf32.cu; a forward, the default of dense batches on
-#: sm_90 where tile.wgmma_tf32_pays)
-ALSO = {"wgmma_tf32": "tf32"}
+#: sm_90 where tile.wgmma_tf32_pays), and 'highest' as three float16 products on Hopper's 16-bit
+#: warpgroup tensor cores (kernels_cu/flash_fwd_wgmma_x3.cu; a forward, opt-in)
+ALSO = {"wgmma_tf32": "tf32", "wgmma_f16x3": "highest"}
 
 
 #: float32's default: float32's accuracy (as 'ieee') at the TF32 tensor cores' speed where there

@@ -14,7 +14,7 @@ from .device import DEFAULT_ARCH, is_hopper
 from ._xp import dtype_name
 from .precision import FAMILY, PRODUCTS, STANDS_IN, check as _check_precision
 
-KERNELS = ("simt", "mma", "wgmma", "dmma", "tf32", "tf32x3", "wgmma_tf32")
+KERNELS = ("simt", "mma", "wgmma", "dmma", "tf32", "tf32x3", "wgmma_tf32", "wgmma_f16x3")
 #: TileConfig's allowed warps (12: the warp-specialized wgmma forward) and stages
 NUM_WARPS = (1, 2, 4, 8, 12, 16)
 NUM_STAGES = (1, 2, 3, 4)
@@ -83,7 +83,12 @@ class TileConfig:
     precision='tf32' on Hopper's warpgroup tensor cores, sm_90 only, the default of dense
     batches where ``wgmma_tf32_pays``: block_n and the head dim multiples of 32; block_m =
     16·num_warps with 2 or 3 stages, or the warp-specialized shape, block_m = 128 on 12 warps
-    with 2 to 4 stages; ``wgmma_tf32_tiles``)."""
+    with 2 to 4 stages; ``wgmma_tf32_tiles``), 'wgmma_f16x3' (float32 forward of
+    precision='highest' on Hopper's 16-bit warpgroup tensor cores, three float16 products of
+    operands split in two, sm_90 only, dense batches, opt-in (not a default until measured):
+    the warp-specialized shape, block_m = 128 on 12 warps, 2 stages; NOTES.md v44-v45; as a
+    backward tile, d <= 64, deterministic: the warp-specialized dK/dV shape, block_m = 64,
+    block_n = 128 on 12 warps, 2 or 3 stages, whose dQ pass takes it transposed; v46)."""
 
     def __post_init__(self):
         for name in ("block_m", "block_n"):
@@ -109,14 +114,15 @@ class TileConfig:
         """A wgmma tile (16-bit, or float32 as TF32: 'wgmma_tf32') with a producer warpgroup
         beside its block_m / 64 consumer warpgroups: block_m = 16·num_warps - 64 (the forward's
         flash_fwd_wgmma_ws.cu)."""
-        return self.kernel in ("wgmma", "wgmma_tf32") and 16 * self.num_warps == self.block_m + 64
+        return self.kernel in ("wgmma", "wgmma_tf32", "wgmma_f16x3") and \
+            16 * self.num_warps == self.block_m + 64
 
     @property
     def warp_specialized_dkdv(self) -> bool:
         """As a backward tile: a wgmma dK/dV kernel with a producer warpgroup beside its
         block_n / 64 consumer warpgroups, block_n = 16·num_warps - 64 (flash_bwd_wgmma_ws.cu;
         its dQ pass takes the tile transposed)."""
-        return self.kernel == "wgmma" and 16 * self.num_warps == self.block_n + 64
+        return self.kernel in ("wgmma", "wgmma_f16x3") and 16 * self.num_warps == self.block_n + 64
 
     def replace(self, **changes) -> "TileConfig":
         return dataclasses.replace(self, **changes)
@@ -212,6 +218,16 @@ def tf32_tiles(head_dim: int, family: str) -> list[TileConfig]:
 #: stages of 64 keys take 192 KB of shared memory in float32
 WGMMA_TF32_MAX_D = 128
 
+#: The widest head dim of the three-float16-product forward (flash_fwd_wgmma_x3.cu, 'highest' on
+#: sm_90, opt-in): at 128, Q's hi and lo (64 KB), two stages of K's and V's hi and lo at 64 keys
+#: (128 KB) and the producer's float32 tile (32 KB) take 225 KB of shared memory
+WGMMA_F16X3_MAX_D = 128
+
+#: The widest head dim of its backward (flash_bwd_wgmma_x3.cu): a consumer thread holds dK and dV
+#: (d / 2 floats each) beside Sᵀ, dPᵀ and a fresh k-step sum of each; at d = 128 the totals alone
+#: take 128 of its 224 registers (NOTES v45-v46)
+WGMMA_F16X3_BWD_MAX_D = 64
+
 
 #: Keys from which the TF32 wgmma forward is the default at d <= 64: below, its staging pass (one
 #: read of k and v, one write of K and Vᵀ) may weigh more than its faster products. H200, float32,
@@ -227,6 +243,22 @@ def wgmma_tf32_pays(head_dim: int, seq_len_k: int) -> bool:
     a dense batch in one pass (``tile_candidates(staged=True)``): head dims up to
     WGMMA_TF32_MAX_D, at d <= 64 from WGMMA_TF32_MIN_KEYS keys on."""
     return head_dim <= WGMMA_TF32_MAX_D and (head_dim > 64 or seq_len_k >= WGMMA_TF32_MIN_KEYS)
+
+
+#: Head dims above WGMMA_TF32_MAX_D that the 4-warp TF32 wgmma forward takes, opt-in (never a
+#: default until measured): one warpgroup of 64 query rows, key tiles of 32, 2 stages, the head
+#: dim padded to wgmma's next width, 192 or 256 (shared memory 148480 / 197632 bytes; NVRTC: no
+#: spill, dense, causal and window + softcap + ALiBi; NOTES v46, v47)
+WGMMA_TF32_WIDE_D = 256
+
+
+def wgmma_tf32_wide_tiles(head_dim: int) -> list[TileConfig]:
+    """The TF32 wgmma forward's tiles at WGMMA_TF32_MAX_D < head_dim <= WGMMA_TF32_WIDE_D
+    (flash_fwd_wgmma_tf32.cu's 4-warp kernel; opt-in: ``tile=``)."""
+    if not WGMMA_TF32_MAX_D < head_dim <= WGMMA_TF32_WIDE_D:
+        raise ValueError(f"the wide TF32 wgmma tiles take head dims {WGMMA_TF32_MAX_D + 1} to "
+                         f"{WGMMA_TF32_WIDE_D}, got {head_dim}")
+    return [TileConfig(64, 32, 4, 2, "wgmma_tf32")]
 
 
 def wgmma_tf32_tiles(head_dim: int) -> list[TileConfig]:

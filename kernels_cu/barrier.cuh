@@ -29,6 +29,14 @@ struct Mbarrier {
         asm volatile("mbarrier.arrive.release.cta.shared::cta.b64 _, [%0];\n" ::"r"(smem_addr(&word))
                      : "memory");
     }
+    // A whole warp's arrival on a barrier that counts warps, made by lane 0. The __syncwarp
+    // first orders every lane's earlier shared-memory reads before lane 0's release: without it
+    // only lane 0's own reads are released, and racecheck reports the producer's next writes to
+    // the stage against the other lanes' reads (call 164, the x3 dK/dV kernel).
+    __device__ __forceinline__ void arrive_per_warp() {
+        __syncwarp();
+        if ((threadIdx.x & 31) == 0) arrive();
+    }
     // This thread's arrival, announcing `bytes` more of the phase's copies (the copy engine's, which
     // count them on the barrier as they land: tma.cuh); the phase completes on both counts
     __device__ __forceinline__ void arrive_expect_tx(unsigned bytes) {

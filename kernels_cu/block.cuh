@@ -174,4 +174,16 @@ struct GroupHead {
     }
 };
 
+// Each query tile t of each query head of a key block's group chunk (Head: its GroupHead), in
+// the order the warp-specialized dK/dV kernels stream them: body(head, t, n), n counting the
+// tiles over the heads (their ring slot)
+template <class Head, class P, class KB, class Body>
+__device__ __forceinline__ void for_each_group_tile(const P& p, const KB& kb, Body&& body) {
+    int n = 0;
+    for (int c = 0; c < p.group_chunk; ++c) {
+        const Head head(p, kb, c);
+        for (int t = 0; t < head.tiles.n; ++t, ++n) body(head, t, n);
+    }
+}
+
 }  // namespace cuflash

@@ -121,11 +121,9 @@ struct DkdvWgmmaWs {
     template <class Body>
     static __device__ __forceinline__ void for_each_tile(const Params& p, const Block& kb,
                                                          Body&& body) {
-        int n = 0;
-        for (int c = 0; c < p.group_chunk; ++c) {
-            const Head head(p, kb, c);
-            for (int t = 0; t < head.tiles.n; ++t, ++n) body(head, t, StageRing<STAGES>(n));
-        }
+        for_each_group_tile<Head>(p, kb, [&](const Head& head, int t, int n) {
+            body(head, t, StageRing<STAGES>(n));
+        });
     }
 
     // Warpgroup 0: K and V, then each query tile of each query head of the chunk into its stage
@@ -188,7 +186,7 @@ struct DkdvWgmmaWs {
                               store_ds(sm.ds[parity] + (warp / 4) * BLOCK_M * 64, sa, warp % 4,
                                        lane);
                       });
-            if (lane == 0) sm.q_bar.empty[r.stage].arrive();   // one arrival per warp
+            sm.q_bar.empty[r.stage].arrive_per_warp();
             if constexpr (ATOMIC_DQ) add_dq(p, head.seq, i0, sm, parity, warp, lane);
         });
         if constexpr (kTmaDq)   // the reductions done before the block's shared memory goes
@@ -411,7 +409,7 @@ struct DqWgmmaWs {
             fence_proxy_async();
             Step::run(dQ[0], sQw, sdOw, sm.kv.k[r.stage], sm.kv.v[r.stage], blk.i0, wrow, j0, lane,
                       lse2, Dr, blk.mask, blk.score, blk.template needs_mask<BLOCK_N>(kv, t, j0));
-            if (lane == 0) sm.kv_bar.empty[r.stage].arrive();   // one arrival per warp
+            sm.kv_bar.empty[r.stage].arrive_per_warp();
         }
         // -- dQ_i = scale · Σ_j dS_ij K_j, staged in this warp's own Q rows (its products are
         //    done with them) for 16-byte stores

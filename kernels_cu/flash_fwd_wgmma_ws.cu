@@ -186,7 +186,7 @@ struct FwdWgmmaWs {
             __device__ __forceinline__ void v_read() const { self.release(self.sm.v_empty[v]); }
         };
         __device__ __forceinline__ void release(Mbarrier& b) const {
-            if (lane == 0) b.arrive();   // one arrival per warp
+            b.arrive_per_warp();
         }
 
         __device__ __forceinline__ void run(const Params& p, const Block& blk, const TileIter& kv) {

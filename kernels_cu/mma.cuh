@@ -86,6 +86,14 @@ __device__ __forceinline__ void zero_fragments(float (&c)[N][4]) {
 #pragma unroll
         for (int e = 0; e < 4; ++e) c[n][e] = 0.f;
 }
+// c += x, value by value (a sum kept outside the tensor core's accumulator)
+template <int N>
+__device__ __forceinline__ void add_fragments(float (&c)[N][4], const float (&x)[N][4]) {
+#pragma unroll
+    for (int n = 0; n < N; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) c[n][e] += x[n][e];
+}
 
 template <typename T>
 __device__ __forceinline__ void c_to_a(unsigned (&a)[4], const float (&c0)[4], const float (&c1)[4]) {

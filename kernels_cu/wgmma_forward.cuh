@@ -49,6 +49,26 @@ __device__ __forceinline__ void wgmma_tile_probs(float (&s)[BLOCK_N / 8][4], con
     softmax.template update<2 * NS>(frag, blk.score.mul, alpha, Exp2Approx());
 }
 
+// The end of one warp's 16 rows of a wgmma forward (`rows`: its blk, softmax, o[1][NO][4], and
+// wrow, g, t4, lane: rows wrow + g and wrow + g + 8): O = O / l and lse (stored), O staged in
+// the warp's own rows of `stage`, a tile laid out as sw128<BLOCK_M, sizeof(S)> (the caller makes
+// sure every product is done with them), and stored
+template <int BLOCK_M, int DP, int NO, class P, class Rows, typename S>
+__device__ __forceinline__ void wgmma_rows_epilogue(const P& p, Rows& rows, S* stage) {
+    float inv[1][2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        float lse;
+        inv[0][h] = rows.softmax.finalize(h, lse);
+        const int r = rows.wrow + rows.g + h * 8;
+        if (rows.t4 == 0 && r < rows.blk.rows)
+            rows.blk.lse_dst(p)[rows.blk.seq.row(rows.blk.i0 + r)] = lse;
+    }
+    store_out<S, 1, NO, DP>(p, rows.blk, rows.o, inv, stage,
+                            [](int r, int c) { return sw128<BLOCK_M, int(sizeof(S))>(r, c); },
+                            rows.wrow, rows.lane);
+}
+
 // How the products of a wgmma forward take their operands, by element type (one rule each):
 //   K_STEP   the k of one instruction: 16 for 16-bit operands, 8 for TF32
 //   TRANS_V  P·V's transpose flag for B: V as it lands (16-bit: MN-major, the instruction
@@ -173,17 +193,7 @@ struct WgmmaFwdRows {
     // sure every product is done with them) and stored
     template <class P>
     __device__ __forceinline__ void epilogue(const P& p, T* stage) {
-        float inv[1][2];
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            float lse;
-            inv[0][h] = softmax.finalize(h, lse);
-            const int r = wrow + g + h * 8;
-            if (t4 == 0 && r < blk.rows) blk.lse_dst(p)[blk.seq.row(blk.i0 + r)] = lse;
-        }
-        store_out<T, 1, NO, DP>(p, blk, o, inv, stage,
-                                [](int r, int c) { return sw128<BLOCK_M, int(sizeof(T))>(r, c); },
-                                wrow, lane);
+        wgmma_rows_epilogue<BLOCK_M, DP, NO>(p, *this, stage);
     }
 };
 

@@ -6,7 +6,9 @@ H·d = 2048); TFLOP/s 4·B·H·T²·d forward, 10·B·H·T²·d backward, halved
 the median of --reps calls with the host ahead (cuflash.experiments.gputime), every method of a
 cell in the same process. --tiles adds the TF32 tile ablation of the pass at T = 4096; --errors
 the error of each method against the float64 oracle (max-norm and normwise) beside naive
-float32 and naive with TF32 products, at B = 1, H = 4, T = S = 1024. A table last.
+float32 and naive with TF32 products, at B = 1, H = 4, T = S = 1024; --x3 'highest' as three
+float16 products too (kernel='wgmma_f16x3', x3_tiles: the forward, and with --pass bwd the
+backward at d <= 64; opt-in on sm_90). A table last.
 
     python tools/bench_f32.py [--pass bwd] [--d 64 128 256] [--T 2048 4096 8192 16384] [--tiles]
                               [--errors]
@@ -24,6 +26,17 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_f64 import precompile  # noqa: E402  (kernels compiled by worker processes first)
 
 PRECISIONS = ("ieee", "highest", "tf32")
+
+
+def x3_tiles(d: int, bwd: bool = False):
+    """The tiles --x3 times: kernel='wgmma_f16x3' forward (flash_fwd_wgmma_x3.cu) at 64 and 32
+    keys; backward (flash_bwd_wgmma_x3.cu, d <= 64) at 2 and 3 stages."""
+    from cuflash import TileConfig as TC
+    from cuflash.tile import WGMMA_F16X3_BWD_MAX_D, WGMMA_F16X3_MAX_D
+    if bwd:
+        return [TC(64, 128, 12, s, "wgmma_f16x3") for s in (2, 3)] \
+            if d <= WGMMA_F16X3_BWD_MAX_D else []
+    return [TC(128, n, 12, 2, "wgmma_f16x3") for n in (64, 32)] if d <= WGMMA_F16X3_MAX_D else []
 
 
 def ablation_tiles(d: int, families=("tf32x3", "tf32")):
@@ -57,8 +70,9 @@ def ablation_tiles_bwd(d: int, families=("tf32x3", "tf32")):
     return [TC(*t, fam) for fam in families for t in shapes[64 if d <= 64 else 128]]
 
 
-def errors(cp, d, causal):
-    """{method: (max-norm rel. error, normwise error)} of out against the float64 oracle."""
+def errors(cp, d, causal, x3=False):
+    """{method: (max-norm rel. error, normwise error)} of out against the float64 oracle (x3:
+    with the wgmma_f16x3 tiles)."""
     import cuflash
     from cuflash.oracle import normwise_error, oracle_attention, rel_error
     rng = np.random.default_rng(d + 7 * causal)
@@ -67,6 +81,8 @@ def errors(cp, d, causal):
     qc, kc, vc = (cp.asarray(x) for x in (q, k, v))
     got = {f"cuflash_{p}": cuflash.attention(qc, kc, vc, causal=causal, precision=p)
            for p in PRECISIONS}
+    for t in (x3_tiles(d) if x3 else []):
+        got[t.short()] = cuflash.attention(qc, kc, vc, causal=causal, tile=t)
     got["naive_f32"] = cuflash.naive_attention(qc, kc, vc, causal=causal)
     got["naive_tf32"] = cuflash.naive_attention(qc, kc, vc, causal=causal, precision="tf32")
     try:
@@ -103,7 +119,11 @@ def main(argv=None):
                     help="both forward kernels of 'tf32' named too, each cell: Hopper's wgmma "
                          "(kernel='wgmma_tf32', its first tile; the default of 'tf32' on sm_90 "
                          "where tile.wgmma_tf32_pays) and mma.sync (mma_tf32), and the "
-                         "warp-specialized tiles of wgmma_tf32_tiles by name")
+                         "warp-specialized tiles of wgmma_tf32_tiles by name; above d = 128 "
+                         "its wide tiles (wgmma_tf32_wide_tiles, opt-in) by name")
+    ap.add_argument("--x3", action="store_true",
+                    help="'highest' as three float16 products too (x3_tiles; the backward's at "
+                         "d <= 64)")
     ap.add_argument("--no-torch", action="store_true")
     ap.add_argument("--jobs", type=int, default=8, help="processes compiling the kernels first")
     ap.add_argument("--pass", dest="pass_", choices=["fwd", "bwd"], default="fwd",
@@ -115,8 +135,8 @@ def main(argv=None):
     import cuflash
     from cuflash.experiments import env, gputime
     from cuflash.gpu import ops, plan
-    from cuflash.tile import (WGMMA_TF32_MAX_D, default_backward, default_tile,
-                              wgmma_tf32_tiles)
+    from cuflash.tile import (WGMMA_TF32_MAX_D, WGMMA_TF32_WIDE_D, default_backward,
+                              default_tile, wgmma_tf32_tiles, wgmma_tf32_wide_tiles)
     bwd = a.pass_ == "bwd"
     torch = None
     if not a.no_torch:
@@ -138,6 +158,10 @@ def main(argv=None):
                 tiles.append(wgmma_tf32_tiles(d)[0])
                 if a.wgmma:   # and the warp-specialized tiles --wgmma times
                     tiles += [t for t in wgmma_tf32_tiles(d) if t.warp_specialized]
+            elif a.wgmma and not bwd and d <= WGMMA_TF32_WIDE_D:   # its wide tiles, opt-in
+                tiles += wgmma_tf32_wide_tiles(d)
+            if a.x3:
+                tiles += x3_tiles(d, bwd)
             if a.tiles and not causal:
                 tiles += (ablation_tiles_bwd if bwd else ablation_tiles)(d,
                                                                          a.families.split(","))
@@ -177,6 +201,10 @@ def main(argv=None):
                     # and its warp-specialized tiles (flash_fwd_wgmma_ws.cu), by name
                     runs += [(t.short(), t, None) for t in wgmma_tf32_tiles(d)
                              if t.warp_specialized]
+                elif a.wgmma and not bwd and d <= WGMMA_TF32_WIDE_D:
+                    runs += [(t.short(), t, None) for t in wgmma_tf32_wide_tiles(d)]
+                if a.x3:
+                    runs += [(t.short(), t, None) for t in x3_tiles(d, bwd)]
                 if bwd:
                     dout = cp.asarray(rng.standard_normal((B, H, T, d)).astype(np.float32))
                     _, res = cuflash.attention(q, k, v, causal=causal, return_residuals=True)
@@ -229,7 +257,7 @@ def main(argv=None):
         print("# out's error vs the float64 oracle (B=1, H=4, T=S=1024): max-norm normwise")
         for d in a.d:
             for causal in causals:
-                for name, (e, n) in errors(cp, d, causal).items():
+                for name, (e, n) in errors(cp, d, causal, a.x3).items():
                     emit("err", d, 1024, int(causal), name, f"{e:.2e}", f"{n:.2e}")
     print("# pass d T causal method TFLOP/s ratio_to_torch_efficient (err: max-norm normwise)")
     for r in rows:

@@ -10,6 +10,13 @@ GPU's clock drift, which moved single ratios by up to 15% between calls (NOTES v
 both sides of each ratio alike. The min and max over rounds are printed beside the median.
 
     python tools/bench_variants.py [--parts window,modifiers] [--backward] [--rounds 3]
+                                   [--window-tiles 64x64x8x2,64x128x8x2]
+
+--window-tiles also times the window's forward with each of these wgmma tiles
+(block_m x block_n x num_warps x num_stages), against the same dense causal reference: a block of
+the window runs ~33 key tiles where a dense causal block averages 128, so its fixed cost per
+block (NOTES v15: ~6 us of set-up and tail at one block per SM) weighs four times as much, and a
+smaller tile that lets two blocks share an SM may hide it.
 
 --backward also times the backward of each score modifier against plain attention's
 (informative, issue 11's target is the forward's).
@@ -30,6 +37,8 @@ def main(argv=None):
     ap.add_argument("--parts", default="window,modifiers")
     ap.add_argument("--backward", action="store_true")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--window-tiles", default="",
+                    help="extra forward tiles for the window, e.g. 64x64x8x2 (kernel 'wgmma')")
     a = ap.parse_args(argv)
     parts = a.parts.split(",")
     unknown = set(parts) - {"window", "modifiers"}
@@ -37,6 +46,10 @@ def main(argv=None):
         ap.error(f"--parts: unknown {sorted(unknown)} (window, modifiers)")
     if a.rounds < 1:
         ap.error(f"--rounds={a.rounds}: at least 1")
+    try:
+        tiles = [window_tile(t) for t in a.window_tiles.split(",") if t]
+    except ValueError as e:
+        ap.error(f"--window-tiles: {e}")
     import cupy as cp
     import numpy as np
 
@@ -45,9 +58,18 @@ def main(argv=None):
     rng = np.random.default_rng(0)
     rand = lambda *s: cp.asarray(rng.standard_normal(s).astype(np.float16))
     if "window" in parts:
-        window_vs_causal(cp, cuflash, Mask, rand, a.rounds)
+        window_vs_causal(cp, cuflash, Mask, rand, a.rounds, tiles)
     if "modifiers" in parts:
         modifiers(cp, cuflash, np, rand, a.backward, a.rounds)
+
+
+def window_tile(text: str):
+    """'64x64x8x2' -> TileConfig(64, 64, 8, 2, 'wgmma') (checked by TileConfig itself)."""
+    from cuflash import TileConfig
+    parts = text.split("x")
+    if len(parts) != 4 or not all(p.isdigit() for p in parts):
+        raise ValueError(f"{text!r} is not block_m x block_n x num_warps x num_stages")
+    return TileConfig(*(int(p) for p in parts), "wgmma")
 
 
 def rounds_of(cp, fns: dict, rounds: int) -> dict:
@@ -66,7 +88,7 @@ def ratio(num: list, den: list) -> str:
     return f"{statistics.median(rs):.3f} ({min(rs):.3f}-{max(rs):.3f})"
 
 
-def window_vs_causal(cp, cuflash, Mask, rand, rounds):
+def window_vs_causal(cp, cuflash, Mask, rand, rounds, tiles=()):
     d, T, H = 128, 32768, 16
     q, k, v, do = (rand(1, H, T, d) for _ in range(4))
     print(f"window vs causal, T={T}, d={d}, H={H}, float16 (visible TFLOP/s; ratios of "
@@ -79,6 +101,9 @@ def window_vs_causal(cp, cuflash, Mask, rand, rounds):
         res = cuflash.attention(q, k, v, causal=True, window=window, return_residuals=True)[1]
         fns[name + " fwd"] = lambda w=window: cuflash.attention(q, k, v, causal=True, window=w)
         fns[name + " bwd"] = lambda r=res: cuflash.attention_backward(do, r)
+    for tile in tiles:
+        fns[f"window {tile.short()} fwd"] = lambda t=tile: cuflash.attention(
+            q, k, v, causal=True, window=cases["window 4096"], tile=t)
     t = rounds_of(cp, fns, rounds)
     for name in cases:
         f = flops[name] / statistics.median(t[name + " fwd"]) / 1e9
@@ -90,6 +115,10 @@ def window_vs_causal(cp, cuflash, Mask, rand, rounds):
         rs = [scale * c / w for w, c in zip(t[f"window 4096 {p}"], t[f"causal {p}"])]
         print(f"  ratio {p}    {statistics.median(rs):.3f} ({min(rs):.3f}-{max(rs):.3f})"
               "  (target >= 0.9)")
+    for tile in tiles:
+        rs = [scale * c / w for w, c in zip(t[f"window {tile.short()} fwd"], t["causal fwd"])]
+        print(f"  ratio fwd, window on {tile.short()}: {statistics.median(rs):.3f} "
+              f"({min(rs):.3f}-{max(rs):.3f})")
 
 
 def modifiers(cp, cuflash, np, rand, backward, rounds):

@@ -72,10 +72,15 @@ _KERNELS = {
     ("bwd_dq", "tf32"): ("DqMma", "flash_bwd_mma.cu"),     # with Tf32Products<1>
     ("bwd_dq", "tf32x3"): ("DqMma", "flash_bwd_mma.cu"),   # with Tf32Products<3>
     ("fwd", "wgmma_tf32"): ("FwdWgmmaTf32", "flash_fwd_wgmma_tf32.cu"),
+    ("fwd", "wgmma_f16x3"): ("FwdWgmmaX3", "flash_fwd_wgmma_x3.cu"),
+    ("bwd_dkdv", "wgmma_f16x3"): ("DkdvWgmmaX3", "flash_bwd_wgmma_x3.cu"),
+    ("bwd_dq", "wgmma_f16x3"): ("DqWgmmaX3", "flash_bwd_wgmma_x3.cu"),
 }
 
 
 def _kernel_key(spec: KernelSpec) -> tuple[str, str]:
+    if spec.family == "wgmma_f16x3":   # warp-specialized, its own kernel
+        return (spec.role, spec.family)
     return (spec.role, "wgmma_ws" if spec.warp_specialized else spec.family)
 
 
@@ -89,7 +94,8 @@ def kernel_type(spec: KernelSpec) -> str:
     args = [spec.ctype, spec.head_dim, t.block_m, t.block_n, spec.threads()]
     if fam != "simt":
         args.append(t.num_stages)
-    if spec.role == "bwd_dkdv" and (fam in ("simt", "mma") or spec.warp_specialized):
+    if spec.role == "bwd_dkdv" and (fam in ("simt", "mma") or
+                                    (fam == "wgmma" and spec.warp_specialized)):
         args.append(str(spec.atomic_dq).lower())
     args.append(spec.variant.cpp())
     if fam in PRODUCTS:   # float32 on TF32 tensor cores: the products of a precision (tf32.cuh)
@@ -176,23 +182,32 @@ def preprocess_source(dtype: str, packed: bool = False) -> str:
     return f"// {name}\n{expand('bwd_preprocess.cuh')}\n{entry}"
 
 
-#: Keys per block of the TF32 wgmma forward's staging (tf32_stage.cuh) and the widest head dim
-#: it stages (the kernel's, tile.WGMMA_TF32_MAX_D)
+#: Keys per block of the TF32 wgmma forward's staging (tf32_stage.cuh) and the head dims it
+#: stages: one kernel up to TF32_STAGE_MAX_D (tile.WGMMA_TF32_MAX_D), one up to
+#: TF32_STAGE_WIDE_D (tile.WGMMA_TF32_WIDE_D: its shared rows twice as long, so the narrow one
+#: keeps its occupancy)
 TF32_STAGE_KEYS, TF32_STAGE_MAX_D, TF32_STAGE_THREADS = 32, 128, 256
+TF32_STAGE_WIDE_D = 256
 TF32_STAGE_NAME = "cuflash_tf32_stage"
 
 
-def tf32_stage_source() -> str:
-    """K rounded and Vᵀ rounded and reordered for the TF32 wgmma forward (tf32_stage.cuh)."""
+def tf32_stage_name(max_d: int = TF32_STAGE_MAX_D) -> str:
+    return TF32_STAGE_NAME if max_d == TF32_STAGE_MAX_D else f"{TF32_STAGE_NAME}_d{max_d}"
+
+
+def tf32_stage_source(max_d: int = TF32_STAGE_MAX_D) -> str:
+    """K rounded and Vᵀ rounded and reordered for the TF32 wgmma forward (tf32_stage.cuh), head
+    dims up to max_d."""
+    name = tf32_stage_name(max_d)
     entry = (f'extern "C" __global__ void __launch_bounds__({TF32_STAGE_THREADS}) '
-             f'{TF32_STAGE_NAME}('
+             f'{name}('
              f"const float* k, const float* v, long long ks0, long long ks1, long long ks2, "
              f"long long vs0, long long vs1, long long vs2, int heads, int S, int S_pad, int D, "
              f"float* kr, float* vt) {{\n"
-             f"    cuflash::Tf32Stage<{TF32_STAGE_KEYS}, {TF32_STAGE_MAX_D}, "
+             f"    cuflash::Tf32Stage<{TF32_STAGE_KEYS}, {max_d}, "
              f"{TF32_STAGE_THREADS}>::run(k, v, ks0, ks1, "
              f"ks2, vs0, vs1, vs2, heads, S, S_pad, D, kr, vt);\n}}\n")
-    return f"// {TF32_STAGE_NAME}\n{expand('tf32_stage.cuh')}\n{entry}"
+    return f"// {name}\n{expand('tf32_stage.cuh')}\n{entry}"
 
 
 # -- facts read from C++ through NVRTC, no device needed --------------------------------------
@@ -358,8 +373,8 @@ def get_tile_lists(spec: KernelSpec, device_id: int):
 
 
 @functools.lru_cache(maxsize=None)
-def get_tf32_stage(device_id: int):
-    return _module(tf32_stage_source(), device_id).get_function(TF32_STAGE_NAME)
+def get_tf32_stage(device_id: int, max_d: int = TF32_STAGE_MAX_D):
+    return _module(tf32_stage_source(max_d), device_id).get_function(tf32_stage_name(max_d))
 
 
 @functools.lru_cache(maxsize=None)

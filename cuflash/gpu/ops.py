@@ -541,10 +541,10 @@ class ForwardLaunch:
         warp-specialized forward's copy-engine loads (kernels_cu/tma.cuh), made from r's arrays
         and kept as self.maps (each call writes its own arrays' maps: TileMaps.write); none, and
         the kernel's cp.async loads, for other kernels, packed batches and arrays the copy engine
-        cannot read (tma.map_shape: e.g. a broadcast axis), and the TF32 forward's staged K and
-        Vᵀ (its producer's copies are cp.async: flash_fwd_wgmma_ws.cu)."""
+        cannot read (tma.map_shape: e.g. a broadcast axis), and the float32 forwards, whose
+        producers copy by cp.async (spec.reads_tensor_maps)."""
         self.maps = None
-        if not self.spec.warp_specialized or r.packed or self.spec.family == "wgmma_tf32":
+        if not self.spec.reads_tensor_maps or r.packed:
             return tma.no_maps(3)
         bind_context()   # the driver encodes maps in the thread's current context
         self.maps, fields = tma.map_fields(dt, [
@@ -594,12 +594,14 @@ def _forward(r: _Run, p, tile, D, num_splits=1, cache: CacheRows | None = None,
     the keys come from a KV cache (r.S: its capacity per sequence). before_launch: called once
     the launch is prepared, before anything is allocated or launched (a varlen call's deferred
     checks: checks._PendingSeqLens)."""
-    if tile.kernel == "wgmma_tf32":   # its K and Vᵀ staged first (tf32_stage)
+    if tile.kernel in plan.FLOAT32_WGMMA_FORWARDS:   # dense batches in one pass
         if cache is not None or r.packed or num_splits not in (1, None):
-            raise ValueError(f"TileConfig {tile.short()}: kernel='wgmma_tf32' runs dense batches "
-                             f"in one pass: no KV cache, packed batch or split-KV (kernel='tf32' "
-                             f"runs them)")
-        r, num_splits = tf32_stage.staged_run(r, tile.block_n), 1
+            raise ValueError(f"TileConfig {tile.short()}: kernel={tile.kernel!r} runs dense "
+                             f"batches in one pass: no KV cache, packed batch or split-KV "
+                             f"(kernel={plan.FLOAT32_WGMMA_FORWARDS[tile.kernel]!r} runs them)")
+        num_splits = 1
+    if tile.kernel == "wgmma_tf32":   # its K and Vᵀ staged first (tf32_stage)
+        r = tf32_stage.staged_run(r, tile.block_n)
     launch = ForwardLaunch(r, p, tile, D, num_splits, cache)
     if before_launch is not None:
         before_launch()
@@ -621,11 +623,12 @@ def _backward_maps(r: _Run, dout, dt: str, dkdv, dq_accum=None):
     boxes of 64 rows (one set serves the warp-specialized dK/dV kernel, whose 64-row query and
     128-row key tiles come by the copy engine only, and its dQ kernel, tiles the other way round)
     and, given dq_accum (the atomic-dQ kernel's float (batch, heads, T, D)), one of it in boxes of
-    64 rows × 32 floats that the kernel's reductions go through, when the dK/dV kernel is
-    warp-specialized and the run is not packed; where an array cannot be mapped (tma.map_shape: a
+    64 rows × 32 floats that the kernel's reductions go through, when the dK/dV kernel reads
+    tensor maps (spec.reads_tensor_maps: the 16-bit warp-specialized one) and the run is not
+    packed; where an array cannot be mapped (tma.map_shape: a
     broadcast axis) r and dout come back as C-contiguous copies, which can. No maps otherwise
     (cp.async loads, red.global reductions)."""
-    if not dkdv.warp_specialized or r.packed or r.S == 0 or r.T == 0:   # (no dK/dV launch)
+    if not dkdv.reads_tensor_maps or r.packed or r.S == 0 or r.T == 0:   # (no dK/dV launch)
         return r, dout, tma.no_maps(5)
     bind_context()   # the driver encodes maps in the thread's current context
 

@@ -15,8 +15,9 @@ import math
 from .. import device
 from .._xp import accum_dtype, dtype_name, resolve_dtype
 from ..precision import PRODUCTS, of_family
-from ..tile import (TF32_BWD_MAX_D, WGMMA_TF32_MAX_D, TileConfig, dmma_capable, mma_capable,
-                    wgmma_forward_tiles)
+from ..tile import (TF32_BWD_MAX_D, WGMMA_F16X3_BWD_MAX_D, WGMMA_F16X3_MAX_D, WGMMA_TF32_MAX_D,
+                    WGMMA_TF32_WIDE_D, TileConfig,
+                    dmma_capable, mma_capable, wgmma_forward_tiles)
 
 ROLES = ("fwd", "bwd_dkdv", "bwd_dq")
 _SHORT = {"float16": "f16", "bfloat16": "bf16", "float32": "f32", "float64": "f64"}
@@ -36,22 +37,33 @@ def head_dim_pad(d: int, family: str) -> int:
     """Head dim the kernel is compiled for: d rounded up to a multiple of 32 (the extra columns are
     zero), so one specialization serves up to four head dims; 64 for 'wgmma', whose swizzled
     shared-memory panels are 64 elements (128 bytes) wide; 256 for 'tf32x3' above
-    TF32X3_WIDE."""
+    TF32X3_WIDE; 192 or 256 for 'wgmma_tf32' above WGMMA_TF32_MAX_D (tile.WGMMA_TF32_WIDE_D)."""
     if family == "tf32x3" and d > TF32X3_WIDE:
         return 256
-    unit = 64 if family == "wgmma" else 32
+    if family == "wgmma_tf32" and WGMMA_TF32_MAX_D < d <= WGMMA_TF32_WIDE_D:
+        return 192 if d <= 192 else 256   # wgmma's widths above 128 (wgmma.cuh)
+    unit = 64 if family in ("wgmma", "wgmma_f16x3") else 32
     return unit * math.ceil(d / unit)
 
 
 #: Architecture each kernel family is compiled for; None = the device's own (CuPy chooses).
 #: wgmma exists only on sm_90a, whose code runs on compute capability 9.0 devices alone.
 FAMILY_ARCH = {"simt": None, "mma": None, "wgmma": "sm_90a", "dmma": None, "tf32": None,
-               "tf32x3": None, "wgmma_tf32": "sm_90a"}
+               "tf32x3": None, "wgmma_tf32": "sm_90a", "wgmma_f16x3": "sm_90a"}
 
 #: The oldest architecture each family runs on (mma.sync m16n8k16, m16n8k8 .tf32 and m8n8k4 .f64:
 #: sm_80)
 FAMILY_MIN_SM = {"simt": 0, "mma": 80, "wgmma": 90, "dmma": 80, "tf32": 80, "tf32x3": 80,
-                 "wgmma_tf32": 90}
+                 "wgmma_tf32": 90, "wgmma_f16x3": 90}
+
+#: The float32 forwards on Hopper's warpgroup tensor cores -> the family that runs the rest of
+#: their precision (its backward, KV caches, packed batches, split-KV): they run dense batches in
+#: one pass only (_validate_float32_wgmma, specs_for, ops._forward)
+FLOAT32_WGMMA_FORWARDS = {"wgmma_tf32": "tf32", "wgmma_f16x3": "tf32x3"}
+
+#: Those of them with a backward too, of dense batches in one pass (the deterministic pair:
+#: flash_bwd_wgmma_x3.cu)
+FLOAT32_WGMMA_BACKWARDS = ("wgmma_f16x3",)
 
 
 #: Variant.cache -> the C++ CacheKind (kernels_cu/mask.cuh)
@@ -162,6 +174,13 @@ class KernelSpec:
         return self.tile.warp_specialized_dkdv
 
     @property
+    def reads_tensor_maps(self) -> bool:
+        """Whether the kernel's producer asks the copy engine for its tiles where the run can be
+        mapped (ops builds the tensor maps): the 16-bit warp-specialized kernels. The float32
+        ones (FLOAT32_WGMMA_FORWARDS) copy by cp.async and round or split what lands."""
+        return self.warp_specialized and self.family not in FLOAT32_WGMMA_FORWARDS
+
+    @property
     def arch(self) -> str | None:
         """The architecture this spec must be compiled for, or None for the device's own."""
         return FAMILY_ARCH[self.family]
@@ -241,6 +260,8 @@ def validate(spec: KernelSpec, smem_limit: int | None = None, arch: str | None =
         _validate_tf32(spec, where, arch)
     elif spec.family == "wgmma_tf32":
         _validate_wgmma_tf32(spec, where)
+    elif spec.family == "wgmma_f16x3":
+        _validate_wgmma_f16x3(spec, where)
     else:
         if spec.dtype not in ("float16", "bfloat16"):
             raise ValueError(f"{where}: the mma kernels need float16 or bfloat16 inputs")
@@ -253,18 +274,26 @@ def validate(spec: KernelSpec, smem_limit: int | None = None, arch: str | None =
                          f"the device allows {smem_limit}")
 
 
+def _validate_float32_wgmma(spec: KernelSpec, where: str) -> None:
+    """What every float32 wgmma kernel asks (FLOAT32_WGMMA_FORWARDS): float32 inputs, the
+    forward (or a backward where FLOAT32_WGMMA_BACKWARDS has one), a dense batch in one pass."""
+    kernel, prec, v = spec.tile.kernel, of_family(spec.tile.kernel), spec.variant
+    alt = FLOAT32_WGMMA_FORWARDS[kernel]
+    if spec.dtype != "float32":
+        raise ValueError(f"{where}: kernel={kernel!r} (precision={prec!r}) takes float32 inputs "
+                         f"only")
+    if spec.role != "fwd" and kernel not in FLOAT32_WGMMA_BACKWARDS:
+        raise ValueError(f"{where}: kernel={kernel!r} is a forward kernel; the backward of "
+                         f"precision={prec!r} runs kernel={alt!r}")
+    if v.split or v.cache or v.packed:
+        raise ValueError(f"{where}: kernel={kernel!r} runs neither split-KV, a KV cache nor a "
+                         f"packed batch (kernel={alt!r} does)")
+
+
 def _validate_wgmma_tf32(spec: KernelSpec, where: str) -> None:
     """flash_fwd_wgmma_tf32.cu: float32 read as TF32 by wgmma, a forward of dense batches."""
-    t, v = spec.tile, spec.variant
-    if spec.dtype != "float32":
-        raise ValueError(f"{where}: kernel='wgmma_tf32' (precision='tf32') takes float32 inputs "
-                         f"only")
-    if spec.role != "fwd":
-        raise ValueError(f"{where}: kernel='wgmma_tf32' is a forward kernel; the backward of "
-                         f"precision='tf32' runs kernel='tf32'")
-    if v.split or v.cache or v.packed:
-        raise ValueError(f"{where}: kernel='wgmma_tf32' runs neither split-KV, a KV cache nor a "
-                         f"packed batch (kernel='tf32' does)")
+    t = spec.tile
+    _validate_float32_wgmma(spec, where)
     if t.warp_specialized:   # flash_fwd_wgmma_ws.cu: a producer and two consumer warpgroups
         if t.block_m != 128:
             raise ValueError(f"{where}: the warp-specialized TF32 forward has two consumer "
@@ -280,10 +309,56 @@ def _validate_wgmma_tf32(spec: KernelSpec, where: str) -> None:
                          f"(S_j beside P_(j-1) V_(j-1)), tile j+1 loading meanwhile")
     if t.block_n % 32:
         raise ValueError(f"{where}: block_n must be a multiple of 32 (128-byte panels of float32)")
-    if spec.head_dim > WGMMA_TF32_MAX_D:
+    if spec.head_dim > WGMMA_TF32_WIDE_D:
         raise ValueError(f"{where}: the TF32 wgmma forward takes head dims up to "
-                         f"{WGMMA_TF32_MAX_D}")
+                         f"{WGMMA_TF32_WIDE_D}")
+    if spec.head_dim > WGMMA_TF32_MAX_D and (t.warp_specialized or t.block_n != 32):
+        raise ValueError(f"{where}: above head dim {WGMMA_TF32_MAX_D} the TF32 wgmma forward runs "
+                         f"its 4- and 8-warp kernel with key tiles of 32 (tile.wgmma_tf32_wide_tiles)")
 
+
+def _validate_wgmma_f16x3(spec: KernelSpec, where: str) -> None:
+    """flash_fwd_wgmma_x3.cu, flash_bwd_wgmma_x3.cu: float32's 'highest' as three float16
+    products a pair, warp-specialized kernels of dense batches (the backward: d <= 64, its
+    deterministic pair)."""
+    t = spec.tile
+    _validate_float32_wgmma(spec, where)
+    if spec.role != "fwd":
+        _validate_wgmma_f16x3_backward(spec, where)
+        return
+    if not t.warp_specialized or t.block_m != 128 or t.num_stages != 2:
+        raise ValueError(f"{where}: kernel='wgmma_f16x3' is warp-specialized: block_m = 128, "
+                         f"num_warps = 12, num_stages = 2")
+    if t.block_n not in (32, 64):
+        raise ValueError(f"{where}: kernel='wgmma_f16x3' takes block_n = 32 or 64 (its fresh "
+                         f"k-step sums hold three copies of S in registers)")
+    if spec.head_dim > WGMMA_F16X3_MAX_D:
+        raise ValueError(f"{where}: kernel='wgmma_f16x3' takes head dims up to "
+                         f"{WGMMA_F16X3_MAX_D}")
+
+
+def _validate_wgmma_f16x3_backward(spec: KernelSpec, where: str) -> None:
+    t = spec.tile
+    if spec.atomic_dq:
+        raise ValueError(f"{where}: {_F16X3_ATOMIC}")
+    if spec.role == "bwd_dkdv":
+        if not t.warp_specialized_dkdv or t.block_n != 128 or t.block_m != 64:
+            raise ValueError(f"{where}: kernel='wgmma_f16x3''s dK/dV kernel is warp-specialized: "
+                             f"block_m = 64, block_n = 128, num_warps = 12 (its dQ kernel takes "
+                             f"the tile transposed)")
+        if t.num_stages not in (2, 3):
+            raise ValueError(f"{where}: kernel='wgmma_f16x3''s dK/dV kernel takes 2 or 3 stages")
+    elif not t.warp_specialized or t.block_m != 128 or t.block_n != 64 or t.num_stages not in (2, 3):
+        raise ValueError(f"{where}: kernel='wgmma_f16x3''s dQ kernel takes the dK/dV tile "
+                         f"transposed: block_m = 128, block_n = 64, num_warps = 12, 2 or 3 stages")
+    if spec.head_dim > WGMMA_F16X3_BWD_MAX_D:
+        raise ValueError(f"{where}: kernel='wgmma_f16x3''s backward takes head dims up to "
+                         f"{WGMMA_F16X3_BWD_MAX_D} (its registers hold dK and dV beside the fresh "
+                         f"sums; precision='highest''s kernel='tf32x3' runs wider ones)")
+
+
+_F16X3_ATOMIC = ("kernel='wgmma_f16x3''s backward computes dQ in its own pass: use "
+                 "deterministic=True (or kernel='simt' / 'mma' tiles for atomic dQ)")
 
 _WGMMA_ATOMIC = ("the 4-warp and 8-warp wgmma backwards compute dQ in their own pass; use "
                  "deterministic=True, a warp-specialized tile (block_n = 128, num_warps = 12: "
@@ -452,10 +527,15 @@ def specs_for(dtype, head_dim: int, tile: TileConfig, variant, backward: bool,
                          f"got {name}")
     if tile.kernel == "dmma" and not dmma_capable(head_dim, dtype):
         raise ValueError(f"TileConfig.kernel='dmma' needs float64 inputs, got {name}")
-    if tile.kernel == "wgmma_tf32" and (name != "float32" or backward):
-        raise ValueError(f"TileConfig.kernel='wgmma_tf32' is float32's forward of precision='tf32' "
-                         f"({'a backward' if backward else name + ' inputs'} asked for): the "
-                         f"backward of precision='tf32' runs kernel='tf32'")
+    if tile.kernel in FLOAT32_WGMMA_FORWARDS:
+        prec, alt = of_family(tile.kernel), FLOAT32_WGMMA_FORWARDS[tile.kernel]
+        if tile.kernel in FLOAT32_WGMMA_BACKWARDS and name != "float32":
+            raise ValueError(f"TileConfig.kernel={tile.kernel!r} is float32's forward and "
+                             f"backward of precision={prec!r}: float32 inputs only, got {name}")
+        if name != "float32" or (backward and tile.kernel not in FLOAT32_WGMMA_BACKWARDS):
+            raise ValueError(f"TileConfig.kernel={tile.kernel!r} is float32's forward of "
+                             f"precision={prec!r} ({'a backward' if backward else name + ' inputs'} "
+                             f"asked for): the backward of precision={prec!r} runs kernel={alt!r}")
     if tile.kernel in PRODUCTS and name != "float32":
         raise ValueError(f"TileConfig.kernel={tile.kernel!r} (precision="
                          f"{of_family(tile.kernel)!r}) takes float32 inputs only, got {name}")
@@ -464,6 +544,8 @@ def specs_for(dtype, head_dim: int, tile: TileConfig, variant, backward: bool,
     if tile.kernel == "wgmma" and backward and not deterministic and \
             not tile.warp_specialized_dkdv:
         raise ValueError(f"TileConfig {tile.short()}: {_WGMMA_ATOMIC}")
+    if tile.kernel in FLOAT32_WGMMA_BACKWARDS and backward and not deterministic:
+        raise ValueError(f"TileConfig {tile.short()}: {_F16X3_ATOMIC}")
     if tile.kernel == "dmma" and backward and not deterministic:
         raise ValueError(f"TileConfig {tile.short()}: the dmma backward computes dQ in its own "
                          f"pass; use deterministic=True or a simt tile for atomic dQ")

@@ -148,11 +148,13 @@ def run(arch: str, fail_on_spills: bool, jobs: int, include_experiments: bool = 
                                   build.preprocess_name(dt, packed), arch)
         except RuntimeError as exc:
             failures.append(str(exc))
-    if arch == "sm_90":   # the TF32 wgmma forward's staging of K and Vᵀ
-        try:
-            build.compile_offline(build.tf32_stage_source(), build.TF32_STAGE_NAME, arch)
-        except RuntimeError as exc:
-            failures.append(str(exc))
+    if arch == "sm_90":   # the TF32 wgmma forward's staging of K and Vᵀ, both widths
+        for max_d in (build.TF32_STAGE_MAX_D, build.TF32_STAGE_WIDE_D):
+            try:
+                build.compile_offline(build.tf32_stage_source(max_d),
+                                      build.tf32_stage_name(max_d), arch)
+            except RuntimeError as exc:
+                failures.append(str(exc))
     for f in failures:
         print(f, file=out)
     print(f"{len(todo) - len(failures)} compiled, {len(failures)} failed, "

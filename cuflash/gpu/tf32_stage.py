@@ -62,15 +62,16 @@ def staged_run(r, block_n: int):
     from .ops import _empty   # (NaN-filled under ops.poisoned_outputs: every element is written)
     B, H, S, D = r.k.shape
     S_pad = padded_keys(S, block_n)
-    if D > build.TF32_STAGE_MAX_D or S_pad % build.TF32_STAGE_KEYS or B * H > 65535:
+    if D > build.TF32_STAGE_WIDE_D or S_pad % build.TF32_STAGE_KEYS or B * H > 65535:
         raise ValueError(f"the TF32 wgmma forward stages head dims up to "
-                         f"{build.TF32_STAGE_MAX_D}, {build.TF32_STAGE_KEYS} keys a block and "
+                         f"{build.TF32_STAGE_WIDE_D}, {build.TF32_STAGE_KEYS} keys a block and "
                          f"at most 65535 (sequence, kv head) pairs; got d={D}, "
                          f"block_n={block_n}, {B * H} pairs")
+    max_d = build.TF32_STAGE_MAX_D if D <= build.TF32_STAGE_MAX_D else build.TF32_STAGE_WIDE_D
     kr = _empty((B, H, S_pad, D), np.float32)
     vt = _empty((B, H, D, S_pad), np.float32)
     if B * H:
-        fn = build.get_tf32_stage(cp.cuda.Device().id)
+        fn = build.get_tf32_stage(cp.cuda.Device().id, max_d)
         ks, vs = views.strides(r.k), views.strides(r.v)
         fn((S_pad // build.TF32_STAGE_KEYS, B * H), (build.TF32_STAGE_THREADS,),
            (r.k, r.v, *(np.int64(x) for x in ks), *(np.int64(x) for x in vs), np.int32(H),

@@ -1,0 +1,199 @@
+// cuflash: float32 operands as two float16 parts on Hopper's 16-bit tensor cores (precision
+// 'highest' as kernel family 'wgmma_f16x3': flash_fwd_wgmma_x3.cu, flash_bwd_wgmma_x3.cu; NOTES
+// v44-v46; tools/split_study.py and split_study_bwd.py are the arithmetic in NumPy). A block of
+// values x (a row, or a tile) is scaled by a power of two 2^e into float16's range (its largest
+// |x| in [2^13, 2^14)) and split x·2^e = hi + lo, hi = f16(x·2^e), lo = f16(x·2^e - hi): 22
+// significant bits. A product a·b runs as lo_a·hi_b + hi_a·lo_b + hi_a·hi_b (lo·lo is below
+// float32's rounding), and, since the tensor core's accumulator truncates, no sum longer than one
+// k16 step of a reduction over the head dim, or one tile of a reduction over keys or queries,
+// stays in it.
+#pragma once
+#include "common.cuh"
+#include "wgmma_tiles.cuh"
+
+namespace cuflash {
+
+// 2^e such that m·2^e lies in [2^13, 2^14), m a block's largest |x| (>= 0); 1 where m is 0 or
+// not finite. A power of two: scaling and unscaling are exact.
+__device__ __forceinline__ float f16_range_scale(float m) {
+    const int E = int((__float_as_uint(m) >> 23) & 0xff);   // biased exponent
+    if (m == 0.f || E == 255) return 1.f;
+    const int e = 13 - (max(E, 1) - 127);
+    return __uint_as_float(unsigned(min(max(e, -126), 127) + 127) << 23);
+}
+
+// x·scale split into float16 hi and lo, as two packed pairs: hi = f16(x·scale), lo =
+// f16(x·scale - hi) (exact in float32)
+__device__ __forceinline__ void split2_f16(float a, float b, float scale, unsigned& hi,
+                                           unsigned& lo) {
+    a *= scale;
+    b *= scale;
+    __half2 h = __floats2half2_rn(a, b);
+    const float2 hf = __half22float2(h);
+    __half2 l = __floats2half2_rn(a - hf.x, b - hf.y);
+    hi = *reinterpret_cast<unsigned*>(&h);
+    lo = *reinterpret_cast<unsigned*>(&l);
+}
+
+// ROWS rows of a float32 tile written as float16 hi and lo, rows first.. of tiles laid out as
+// sw128<LROWS, 2> (LROWS rows in all), by the NT threads tid = 0..NT-1: item i = tid + n·NT is
+// 8 elements, columns 8·(i % CPR) of row i / CPR (CPR = DP / 8 chunks a row, a power of two up
+// to 32: a row's chunks lie on CPR neighbouring lanes of one warp, so its largest |x| is a
+// shuffle reduction).
+//   load(r, c, x)       x[0..7] = elements c..c+7 of row r (zeros past the data)
+//   scale_of(r, m)      the row's scale, given its largest |x| (a power of two)
+template <int ROWS, int LROWS, int DP, int NT, class Load, class ScaleOf>
+__device__ __forceinline__ void split_rows_f16(__half* hi, __half* lo, int first, int tid,
+                                               Load&& load, ScaleOf&& scale_of) {
+    constexpr int CPR = DP / 8;
+    static_assert(CPR <= 32 && (CPR & (CPR - 1)) == 0 && (ROWS * CPR) % NT == 0,
+                  "a row's chunks on neighbouring lanes of one warp");
+#pragma unroll 2
+    for (int i = tid; i < ROWS * CPR; i += NT) {
+        const int r = i / CPR, c = (i % CPR) * 8;
+        float x[8];
+        load(r, c, x);
+        float m = 0.f;
+#pragma unroll
+        for (int e = 0; e < 8; ++e) m = fmaxf(m, fabsf(x[e]));
+#pragma unroll
+        for (int w = CPR / 2; w > 0; w /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, w));
+        const float s = scale_of(r, m);
+        uint4 h, l;
+        split2_f16(x[0], x[1], s, h.x, l.x);
+        split2_f16(x[2], x[3], s, h.y, l.y);
+        split2_f16(x[4], x[5], s, h.z, l.z);
+        split2_f16(x[6], x[7], s, h.w, l.w);
+        const int at = sw128<LROWS, 2>(first + r, c);
+        *reinterpret_cast<uint4*>(hi + at) = h;
+        *reinterpret_cast<uint4*>(lo + at) = l;
+    }
+}
+
+// split_rows_f16's scale of a tile scaled per row: each row's own (f16_range_scale of its
+// largest |x|), whose inverse the row's first thread writes to inv[r]
+template <int DP>
+struct RowScaleInto {
+    float* inv;
+    int tid;
+    __device__ __forceinline__ float operator()(int r, float m) const {
+        const float s = f16_range_scale(m);
+        if (tid % (DP / 8) == 0) inv[r] = 1.f / s;
+        return s;
+    }
+};
+
+// The producer warpgroup's copies of float32 rows into raw (rows of DP floats; zeros past the
+// valid rows and past d)
+template <int DP>
+using X3Raw = CpAsyncTiles<DP, 128, RowMajor<DP>, 4>;
+
+// Element c..c+7 of row r of a raw tile (RowMajor<DP> of ROWS rows)
+template <int ROWS, int DP>
+__device__ __forceinline__ void raw_chunk(const float* raw, int r, int c, float (&x)[8]) {
+    const float4 a = *reinterpret_cast<const float4*>(raw + RowMajor<DP>::template at<ROWS>(r, c));
+    const float4 b = *reinterpret_cast<const float4*>(raw + RowMajor<DP>::template at<ROWS>(r, c + 4));
+    x[0] = a.x; x[1] = a.y; x[2] = a.z; x[3] = a.w;
+    x[4] = b.x; x[5] = b.y; x[6] = b.z; x[7] = b.w;
+}
+
+// ROWS raw rows (from row first of raw) split into the hi / lo tiles of LROWS rows at row at0,
+// each row with its own scale, whose inverse goes to inv[at0 + r]: by the 128 threads of a
+// warpgroup (tid 0..127)
+template <int ROWS, int LROWS, int DP>
+__device__ __forceinline__ void split_raw_rows(__half* hi, __half* lo, float* inv, int at0,
+                                               const float* raw, int tid) {
+    split_rows_f16<ROWS, LROWS, DP, 128>(
+        hi, lo, at0, tid, [&](int r, int c, float (&x)[8]) { raw_chunk<ROWS, DP>(raw, r, c, x); },
+        RowScaleInto<DP>{inv + at0, tid});
+}
+
+// Rows r0 .. r0 + 63 of a block's float32 rows (row i at src + i·ld; zeros from row `rows` on
+// and past column d) split into the hi / lo tiles of LROWS rows by the 128 threads of a
+// warpgroup (tid 0..127), each row with its own scale, whose inverse goes to inv[r0 + r]
+template <int LROWS, int DP>
+__device__ __forceinline__ void split_global_rows(__half* hi, __half* lo, float* inv, int r0,
+                                                  int tid, const float* src, long long ld,
+                                                  int rows, int d) {
+    split_rows_f16<64, LROWS, DP, 128>(
+        hi, lo, r0, tid,
+        [&](int r, int col, float (&x)[8]) {
+            const bool row_ok = r0 + r < rows;
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+                if (row_ok && col + 4 * h < d)
+                    v = *reinterpret_cast<const float4*>(src + (r0 + r) * ld + col + 4 * h);
+                x[4 * h] = v.x; x[4 * h + 1] = v.y; x[4 * h + 2] = v.z; x[4 * h + 3] = v.w;
+            }
+        },
+        RowScaleInto<DP>{inv + r0, tid});
+}
+
+// C fragments as the A fragments of k16 steps, split: c[2·kk], c[2·kk + 1] (two 8-column
+// n-tiles of the warp's rows g and g + 8) into hi[kk], lo[kk] in c_to_a's order, row h's values
+// times scale[h] first
+template <int NK>
+__device__ __forceinline__ void split_c_to_a(const float (&c)[2 * NK][4], const float (&scale)[2],
+                                             unsigned (&hi)[NK][4], unsigned (&lo)[NK][4]) {
+#pragma unroll
+    for (int kk = 0; kk < NK; ++kk) {
+        split2_f16(c[2 * kk][0], c[2 * kk][1], scale[0], hi[kk][0], lo[kk][0]);
+        split2_f16(c[2 * kk][2], c[2 * kk][3], scale[1], hi[kk][1], lo[kk][1]);
+        split2_f16(c[2 * kk + 1][0], c[2 * kk + 1][1], scale[0], hi[kk][2], lo[kk][2]);
+        split2_f16(c[2 * kk + 1][2], c[2 * kk + 1][3], scale[1], hi[kk][3], lo[kk][3]);
+    }
+}
+
+// Each of the warp's two rows (g, g + 8) of C fragments c: the power of two that puts the row
+// into float16's range (f16_range_scale of its largest |x|, over this thread's columns and its
+// quad's: a row of a wgmma accumulator lies on the four lanes 4g .. 4g + 3), and its inverse
+template <int N>
+__device__ __forceinline__ void row_scales_f16(const float (&c)[N][4], float (&scale)[2],
+                                               float (&inv)[2]) {
+    float m[2] = {0.f, 0.f};
+#pragma unroll
+    for (int n = 0; n < N; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) m[e >> 1] = fmaxf(m[e >> 1], fabsf(c[n][e]));
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        m[h] = fmaxf(m[h], __shfl_xor_sync(0xffffffffu, m[h], 1));
+        m[h] = fmaxf(m[h], __shfl_xor_sync(0xffffffffu, m[h], 2));
+        scale[h] = f16_range_scale(m[h]);
+        inv[h] = 1.f / scale[h];   // a power of two: exact
+    }
+}
+
+// The K-major descriptors of step kk of a·bᵀ, both operands' hi and lo tiles in shared memory
+// (sw128 tiles of LA and LB rows)
+struct X3Descs {
+    unsigned long long a_hi, a_lo, b_hi, b_lo;
+};
+template <int LA, int LB>
+__device__ __forceinline__ X3Descs x3_kmajor(const __half* a_hi, const __half* a_lo,
+                                             const __half* b_hi, const __half* b_lo, int kk) {
+    return {kmajor_desc<LA>(a_hi, kk), kmajor_desc<LA>(a_lo, kk), kmajor_desc<LB>(b_hi, kk),
+            kmajor_desc<LB>(b_lo, kk)};
+}
+
+// One k16 step of a·bᵀ from zero into acc, both operands in shared memory, small terms first
+template <class MMA, class Frag>
+__device__ __forceinline__ void x3_step_ss(Frag& acc, const X3Descs& s) {
+    MMA::ss(acc, s.a_lo, s.b_hi, 0);
+    MMA::ss(acc, s.a_hi, s.b_lo, 1);
+    MMA::ss(acc, s.a_hi, s.b_hi, 1);
+}
+
+// One k16 step of A·B into acc, A from registers (hi, lo fragments), B in shared memory
+// (MN-major descriptors of its hi and lo tiles); first: the step that starts acc from zero
+template <class MMA, class Frag>
+__device__ __forceinline__ void x3_step_rs(Frag& acc, const unsigned (&a_hi)[4],
+                                           const unsigned (&a_lo)[4], unsigned long long b_hi,
+                                           unsigned long long b_lo, bool first) {
+    MMA::template rs<1>(acc, a_lo, b_hi, first ? 0 : 1);
+    MMA::template rs<1>(acc, a_hi, b_lo, 1);
+    MMA::template rs<1>(acc, a_hi, b_hi, 1);
+}
+
+}  // namespace cuflash

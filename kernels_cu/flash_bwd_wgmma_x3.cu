@@ -1,0 +1,411 @@
+// cuflash: the float32 backward at float32's accuracy on Hopper's 16-bit tensor cores (sm_90a):
+// precision 'highest' as kernel family 'wgmma_f16x3' (f16x3.cuh: operands split in two float16
+// parts, three products a pair; NOTES v46; tools/split_study_bwd.py is its arithmetic in NumPy).
+// The algorithm is flash_bwd_wgmma_ws.cu's deterministic pair (and cuflash/twin.py's):
+//   DkdvWgmmaX3: a block owns BLOCK_N keys (64 per consumer warpgroup) and streams the query
+//     tiles of every query head of its group chunk: Sᵀ = K Qᵀ, dPᵀ = V dOᵀ, Pᵀ and dSᵀ in
+//     registers, dV += Pᵀ dO, dK += dSᵀ Q;
+//   DqWgmmaX3: a block owns BLOCK_M queries (64 per consumer warpgroup) and streams the key
+//     tiles: S = Q Kᵀ, dP = dO Vᵀ, dS, dQ += dS K.
+// What the split changes (the study: only these sums keep float32's accuracy at d = 128, and
+// chaining dV / dK across the sequence fails):
+//   - every sum over the head dim (Sᵀ, dPᵀ, S, dP) is taken one k16 step at a time from zero
+//     and added on the FMA pipe (f16x3.cuh, x3_step_ss); every sum over queries (dV, dK) or keys
+//     (dQ) one tile at a time from zero, added to float32 totals;
+//   - scales are powers of two, one per row of q, k, v and dO (made by the producer or the
+//     consumers from the float32 rows); where a row-scaled operand is the reduction's side (dO
+//     in dV, Q in dK, K in dQ), its row factor goes onto the other operand's columns (Pᵀ, dSᵀ,
+//     dS: one multiply each), which is then scaled per row of its own (row_scales_f16) and split
+//     in registers (split_c_to_a).
+// Registers (d = 64, the only head dim so far): the dK/dV consumers hold dK and dV (64 floats),
+// then Sᵀ, dPᵀ and one fresh k-step sum of each (128) or the tiles' dK and dV (64) with Pᵀ's and
+// dSᵀ's hi / lo (64); at d = 128 the totals alone would take 128 (NOTES v45: a split of the
+// head dim over the warpgroups is the way there).
+//
+// Warp-specialized as flash_bwd_wgmma_ws.cu: warpgroup 0, the producer, copies float32 tiles by
+// cp.async into a staging buffer (raw) and writes their hi / lo tiles (128-byte swizzle) with
+// each row's inverse scale; warpgroups 1..NC consume. No tensor maps: the copy engine cannot split.
+//
+// Versions (predictions and results in NOTES.md):
+//   v46  first version; v48 (call 165, H200, d = 64): 74-80 TFLOP/s, 2.12-2.34x torch's efficient
+//        float32 backward; the consumers' empty-barrier arrival made per warp (racecheck).
+#pragma once
+#include "barrier.cuh"
+#include "f16x3.cuh"
+#include "mainloop.cuh"
+
+namespace cuflash {
+
+// acc += part, then part's next k-step may be issued (both C fragments of N columns)
+template <int N>
+__device__ __forceinline__ void add_fresh(float (&acc)[N][4], float (&part)[N][4]) {
+    wgmma_fence_regs(part);
+    add_fragments(acc, part);
+}
+
+// Two products' sums over the head dim, each k16 step from zero (x3_step_ss) and added in
+// float32: a = A1·B1ᵀ, b = A2·B2ᵀ. One buffer of each: step kk of one product runs while the
+// other's step kk - 1 (or kk) is added. desc(which, kk): the X3Descs of product `which` (0: a,
+// 1: b) at step kk.
+template <class MMA, int KS, int N, class Desc>
+__device__ __forceinline__ void fresh_pair(float (&a)[N][4], float (&b)[N][4], Desc&& desc) {
+    float pa[N][4], pb[N][4];
+    zero_fragments(a);
+    zero_fragments(b);
+#pragma unroll
+    for (int kk = 0; kk < KS; ++kk) {
+        wgmma_fence();
+        x3_step_ss<MMA>(pa, desc(0, kk));
+        wgmma_commit();
+        if (kk > 0) {   // b's step kk - 1 done (groups complete in order)
+            wgmma_wait<1>();
+            add_fresh(b, pb);
+        }
+        wgmma_fence();
+        x3_step_ss<MMA>(pb, desc(1, kk));
+        wgmma_commit();
+        wgmma_wait<1>();   // a's step kk done
+        add_fresh(a, pa);
+    }
+    wgmma_wait<0>();
+    add_fresh(b, pb);
+}
+
+// C fragments times a factor per row (h: rows g, g + 8) and one per column (col(n, e): the
+// column's index in the tile), one multiply at a time (powers of two: exact; no product of two
+// factors that could overflow)
+template <int N, class Col>
+__device__ __forceinline__ void unscale(float (&c)[N][4], const float (&row)[2], Col&& col) {
+#pragma unroll
+    for (int n = 0; n < N; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) c[n][e] = c[n][e] * row[e >> 1] * col(n, e);
+}
+
+// C fragments times a factor per column only (a reduction's row factors moved onto them)
+template <int N, class Col>
+__device__ __forceinline__ void scale_columns(float (&c)[N][4], Col&& col) {
+#pragma unroll
+    for (int n = 0; n < N; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) c[n][e] *= col(n, e);
+}
+
+template <typename T, int DP, int BLOCK_M, int BLOCK_N, int NT, int STAGES, class V>
+struct DkdvWgmmaX3 {
+    static_assert(sizeof(T) == 4, "float32 inputs (their float16 splits are the kernel's own)");
+    // Registers after the hand-over: consumers 216, producer 72 (at 224 / 56 the kernel spilled 4
+    // bytes, a value the producer carries across the hand-over)
+    using Ws = WarpSpecialized<DP, BLOCK_N, NT, STAGES, 216>;
+    static constexpr int NC = Ws::NC;
+    using Params = BwdParams<T, float>;
+    using Block = KeyBlock<BLOCK_N, V, Params>;
+    using Head = GroupHead<BLOCK_M, BLOCK_N, V, Params, float>;
+    static_assert(!V::SPLIT && V::CACHE == kNoCache && V::PACKED == kUnpacked,
+                  "dense batches in one pass");
+    static_assert(DP == 64, "d <= 64: dK, dV and their tiles beside Sᵀ, dPᵀ in registers");
+    static_assert(BLOCK_M == 64, "one m64 query tile a step");
+    static constexpr int MS = BLOCK_M / 8;    // 8-query n-tiles of Sᵀ, dPᵀ
+    static constexpr int NO = DP / 8;         // 8-column n-tiles of dK, dV
+    static constexpr int KS = DP / 16;        // k16 steps of Sᵀ, dPᵀ
+    static constexpr int NK = BLOCK_M / 16;   // k16 steps of dV, dK
+    using MMA_S = Wgmma<BLOCK_M, __half>;
+    using MMA_O = Wgmma<DP, __half>;
+    static constexpr int RAW = BLOCK_N > 2 * BLOCK_M ? BLOCK_N : 2 * BLOCK_M;   // raw rows
+
+    struct Smem {
+        __half k_hi[BLOCK_N * DP], k_lo[BLOCK_N * DP], v_hi[BLOCK_N * DP], v_lo[BLOCK_N * DP];
+        __half q_hi[STAGES][BLOCK_M * DP], q_lo[STAGES][BLOCK_M * DP];
+        __half do_hi[STAGES][BLOCK_M * DP], do_lo[STAGES][BLOCK_M * DP];
+        float raw[RAW * DP];               // the producer's float32 rows
+        float k_inv[BLOCK_N], v_inv[BLOCK_N];                  // 1 / each key row's scales
+        float q_inv[STAGES][BLOCK_M], do_inv[STAGES][BLOCK_M];  // 1 / each query row's
+        float lse2[STAGES][BLOCK_M], D[STAGES][BLOCK_M];
+        Mbarrier kv_full;                  // the resident K and V written
+        StageBarriers<STAGES> q_bar;       // full: a query tile written (all 128 producers);
+                                           // empty: every consumer warp is done with it
+        __device__ __forceinline__ void init_barriers() {
+            kv_full.init(128);
+            q_bar.init(128, 4 * NC);
+        }
+    };
+    static constexpr int kSmemBytes = smem_budget<Smem, 1024>();
+
+    static __device__ __forceinline__ void run(const Params& p) {
+        const Block kb(p);
+        if (!kb.active) return;
+        Smem& sm = ws_smem<Smem>(kSmemBytes);
+        specialize<Ws>([&] { produce(p, kb, sm); }, [&] { consume(p, kb, sm); });
+    }
+
+    // Warpgroup 0: K's and V's rows split once, then each query tile of each query head of the
+    // block's chunk (for_each_group_tile: tile n in ring slot n) Q's and dO's rows (with the
+    // queries' lse·log2 e and D) into its stage once the consumers gave it back. The producers
+    // meet at named barrier 1 whenever raw changes hands.
+    static __device__ __forceinline__ void produce(const Params& p, const Block& kb, Smem& sm) {
+        using Raw = X3Raw<DP>;
+        const NamedBarrier producers{1, 128};
+        const int tid = threadIdx.x, d = p.d;
+        const auto raw_in = [&](float* at, const float* src, int rows, int ld) {
+            Raw::template load<BLOCK_M>(at, src, rows, d, ld);
+        };
+        // -- K and V: BLOCK_N rows each, one after the other through raw
+        const float* kv[2] = {kb.seq.k_row(p.k, p.k_stride, kb.j0),
+                              kb.seq.k_row(p.v, p.v_stride, kb.j0)};
+        const int lds[2] = {int(p.k_stride[2]), int(p.v_stride[2])};
+#pragma unroll
+        for (int w = 0; w < 2; ++w) {
+            Raw::template load<BLOCK_N>(sm.raw, kv[w], kb.rows, d, lds[w]);
+            cp_async_commit();
+            cp_async_wait<0>();
+            producers.sync();   // every copy landed
+            split_raw_rows<BLOCK_N, BLOCK_N, DP>(w ? sm.v_hi : sm.k_hi, w ? sm.v_lo : sm.k_lo,
+                                                 w ? sm.v_inv : sm.k_inv, 0, sm.raw, tid);
+            producers.sync();   // every read of raw done
+        }
+        fence_proxy_async();
+        sm.kv_full.arrive();
+        // -- each query tile: Q's rows in raw's first BLOCK_M rows, dO's in the next
+        float* raw_do = sm.raw + BLOCK_M * DP;
+        for_each_group_tile<Head>(p, kb, [&](const Head& head, int t, int n) {
+            const StageRing<STAGES> r(n);
+            const int i0 = head.tiles.start(t, BLOCK_M), rows = min(BLOCK_M, head.seq.T_len - i0);
+            raw_in(sm.raw, head.seq.q_row(p.q, p.q_stride, i0), rows, int(p.q_stride[2]));
+            raw_in(raw_do, head.seq.q_row(p.dout, p.dout_stride, i0), rows,
+                   int(p.dout_stride[2]));
+            cp_async_commit();
+            cp_async_wait<0>();
+            producers.sync();
+            const int s = r.stage;
+            sm.q_bar.empty[s].wait(r.empty_parity());
+            split_raw_rows<BLOCK_M, BLOCK_M, DP>(sm.q_hi[s], sm.q_lo[s], sm.q_inv[s], 0, sm.raw,
+                                                 tid);
+            split_raw_rows<BLOCK_M, BLOCK_M, DP>(sm.do_hi[s], sm.do_lo[s], sm.do_inv[s], 0, raw_do,
+                                                 tid);
+            stage_q_stats<BLOCK_M, 128>(sm.lse2[s], sm.D[s], p, head.seq, i0);
+            fence_proxy_async();
+            sm.q_bar.full[s].arrive();
+            producers.sync();   // every read of raw done
+        });
+        store_dkdv<T>(p, kb, [] {}, NoTile{}, NoTile{});   // a group sum's turns: nothing to add
+    }
+
+    // Warpgroup 1 + c: keys 64·c .. 64·c + 63 of the block
+    static __device__ __forceinline__ void consume(const Params& p, const Block& kb, Smem& sm) {
+        const int warp = threadIdx.x / 32 - 4, lane = threadIdx.x % 32;   // among the consumers
+        const int wkey = warp * 16, g = lane >> 2, t4 = lane & 3;
+        float dK[NO][4], dV[NO][4];   // keys wkey + g and wkey + g + 8
+        zero_fragments(dK);
+        zero_fragments(dV);
+        const int panel = (warp / 4) * 64 * 64;   // this warpgroup's 64 keys of panel 0
+        sm.kv_full.wait(0);
+        for_each_group_tile<Head>(p, kb, [&](const Head& head, int t, int n) {
+            const StageRing<STAGES> r(n);
+            const int s = r.stage;
+            sm.q_bar.full[s].wait(r.full_parity());
+            const int i0 = head.tiles.start(t, BLOCK_M);
+            // -- Sᵀ = K Qᵀ and dPᵀ = V dOᵀ, each k16 step from zero
+            float st[MS][4], dpt[MS][4];
+            fresh_pair<MMA_S, KS>(st, dpt, [&](int which, int kk) {
+                return which ? x3_kmajor<BLOCK_N, BLOCK_M>(sm.v_hi + panel, sm.v_lo + panel,
+                                                           sm.do_hi[s], sm.do_lo[s], kk)
+                             : x3_kmajor<BLOCK_N, BLOCK_M>(sm.k_hi + panel, sm.k_lo + panel,
+                                                           sm.q_hi[s], sm.q_lo[s], kk);
+            });
+            const float* q_inv = sm.q_inv[s];
+            const float* do_inv = sm.do_inv[s];
+            // the warp's key rows' factors, read each tile (held across the loop, they spill)
+            const float k_inv[2] = {sm.k_inv[wkey + g], sm.k_inv[wkey + g + 8]};
+            const float v_inv[2] = {sm.v_inv[wkey + g], sm.v_inv[wkey + g + 8]};
+            auto col = [&](int n, int e) { return n * 8 + 2 * t4 + (e & 1); };   // query in tile
+            unscale(st, k_inv, [&](int n, int e) { return q_inv[col(n, e)]; });
+            unscale(dpt, v_inv, [&](int n, int e) { return do_inv[col(n, e)]; });
+            // -- Pᵀ and dSᵀ (mainloop.cuh: every mask and score modifier)
+            key_tile_probs_f<BLOCK_M>(st, dpt, head, t, i0, kb.j0 + wkey, lane, sm.lse2[s],
+                                      sm.D[s], Exp2Exact());
+            // -- the reductions' row factors onto the columns: Pᵀ·(1 / dO's), dSᵀ·(1 / Q's);
+            //    then each row scaled into float16's range and split
+            scale_columns(st, [&](int n, int e) { return do_inv[col(n, e)]; });
+            scale_columns(dpt, [&](int n, int e) { return q_inv[col(n, e)]; });
+            float sv[2], iv[2], sk[2], ik[2];
+            row_scales_f16(st, sv, iv);
+            row_scales_f16(dpt, sk, ik);
+            unsigned pv_hi[NK][4], pv_lo[NK][4], ds_hi[NK][4], ds_lo[NK][4];
+            split_c_to_a<NK>(st, sv, pv_hi, pv_lo);
+            split_c_to_a<NK>(dpt, sk, ds_hi, ds_lo);
+            // -- this tile's dV and dK from zero: Pᵀ (dO·2^e), dSᵀ (Q·2^e), B read MN-major
+            float dvt[NO][4], dkt[NO][4];
+            wgmma_fence();
+#pragma unroll
+            for (int kk = 0; kk < NK; ++kk) {
+                x3_step_rs<MMA_O>(dvt, pv_hi[kk], pv_lo[kk], mnmajor_desc<BLOCK_M>(sm.do_hi[s], kk),
+                                  mnmajor_desc<BLOCK_M>(sm.do_lo[s], kk), kk == 0);
+                x3_step_rs<MMA_O>(dkt, ds_hi[kk], ds_lo[kk], mnmajor_desc<BLOCK_M>(sm.q_hi[s], kk),
+                                  mnmajor_desc<BLOCK_M>(sm.q_lo[s], kk), kk == 0);
+            }
+            wgmma_commit();
+            wgmma_wait<0>();
+            wgmma_fence_regs(dvt);
+            wgmma_fence_regs(dkt);
+            wgmma_keep_regs(pv_hi);
+            wgmma_keep_regs(pv_lo);
+            wgmma_keep_regs(ds_hi);
+            wgmma_keep_regs(ds_lo);
+            sm.q_bar.empty[s].arrive_per_warp();
+#pragma unroll
+            for (int n = 0; n < NO; ++n)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    dV[n][e] = fmaf(dvt[n][e], iv[e >> 1], dV[n][e]);
+                    dK[n][e] = fmaf(dkt[n][e], ik[e >> 1], dK[n][e]);
+                }
+        });
+        store_dkdv_fragments<T>(p, kb, dK, dV, wkey, lane);   // dK_j, dV_j summed over the group
+    }
+};
+
+// The dQ pass: a block owns BLOCK_M queries (64 per consumer warpgroup, which split their own
+// rows of q and dO from global memory), the producer streams the K/V tiles, split per row, into
+// a ring of STAGES buffers; per tile each consumer warpgroup runs S, dP (fresh k16 steps), dS,
+// and this tile's dQ from zero, added to its float32 total.
+template <typename T, int DP, int BLOCK_M, int BLOCK_N, int NT, int STAGES, class V>
+struct DqWgmmaX3 {
+    static_assert(sizeof(T) == 4, "float32 inputs (their float16 splits are the kernel's own)");
+    using Ws = WarpSpecialized<DP, BLOCK_M, NT, STAGES, 224>;
+    static constexpr int NC = Ws::NC;
+    using Params = BwdParams<T, float>;
+    using Block = QueryBlock<BLOCK_M, V, Params, float>;
+    static_assert(!V::SPLIT && V::CACHE == kNoCache && V::PACKED == kUnpacked,
+                  "dense batches in one pass");
+    static_assert(DP == 64, "d <= 64: dQ and its tile beside S, dP in registers");
+    static_assert(BLOCK_N == 64, "one n64 key tile a step");
+    static constexpr int NS = BLOCK_N / 8;    // 8-key n-tiles of S, dP
+    static constexpr int NO = DP / 8;         // 8-column n-tiles of dQ
+    static constexpr int KS = DP / 16;        // k16 steps of S, dP
+    static constexpr int NK = BLOCK_N / 16;   // k16 steps of dQ
+    using MMA_S = Wgmma<BLOCK_N, __half>;
+    using MMA_O = Wgmma<DP, __half>;
+
+    struct Smem {
+        __half q_hi[BLOCK_M * DP], q_lo[BLOCK_M * DP], do_hi[BLOCK_M * DP], do_lo[BLOCK_M * DP];
+        __half k_hi[STAGES][BLOCK_N * DP], k_lo[STAGES][BLOCK_N * DP];
+        __half v_hi[STAGES][BLOCK_N * DP], v_lo[STAGES][BLOCK_N * DP];
+        float raw[2 * BLOCK_N * DP];       // the producer's float32 rows: K's, then V's
+        float q_inv[BLOCK_M], do_inv[BLOCK_M];                  // 1 / each query row's scales
+        float k_inv[STAGES][BLOCK_N], v_inv[STAGES][BLOCK_N];   // 1 / each key row's
+        StageBarriers<STAGES> kv_bar;      // full: a K/V tile written (all 128 producers);
+                                           // empty: every consumer warp is done with it
+        __device__ __forceinline__ void init_barriers() { kv_bar.init(128, 4 * NC); }
+    };
+    static constexpr int kSmemBytes = smem_budget<Smem, 1024>();
+
+    static __device__ __forceinline__ void run(const Params& p) {
+        const Block blk(p);
+        if (!blk.active) return;
+        Smem& sm = ws_smem<Smem>(kSmemBytes);
+        const TileIter kv = blk.template key_tiles<BLOCK_N>();
+        specialize<Ws>([&] { produce(p, blk, kv, sm); }, [&] { consume(p, blk, kv, sm); });
+    }
+
+    // Warpgroup 0: K_t's and V_t's rows through raw, split into stage t % STAGES
+    static __device__ __forceinline__ void produce(const Params& p, const Block& blk,
+                                                   const TileIter& kv, Smem& sm) {
+        using Raw = X3Raw<DP>;
+        const NamedBarrier producers{1, 128};
+        const int tid = threadIdx.x, d = p.d, len = blk.seq.S_len;
+        const auto k_rows = blk.seq.k_rows(p.k, p.k_stride), v_rows = blk.seq.k_rows(p.v, p.v_stride);
+        float* raw_v = sm.raw + BLOCK_N * DP;
+#pragma unroll 1
+        for (int t = 0; t < kv.n; ++t) {
+            const StageRing<STAGES> r(t);
+            const int s = r.stage, j0 = kv.start(t, BLOCK_N), rows = min(BLOCK_N, len - j0);
+            Raw::template load<BLOCK_N>(sm.raw, k_rows.at(j0), rows, d, int(k_rows.ld));
+            Raw::template load<BLOCK_N>(raw_v, v_rows.at(j0), rows, d, int(v_rows.ld));
+            cp_async_commit();
+            cp_async_wait<0>();
+            producers.sync();   // every copy landed
+            sm.kv_bar.empty[s].wait(r.empty_parity());
+            split_raw_rows<BLOCK_N, BLOCK_N, DP>(sm.k_hi[s], sm.k_lo[s], sm.k_inv[s], 0, sm.raw,
+                                                 tid);
+            split_raw_rows<BLOCK_N, BLOCK_N, DP>(sm.v_hi[s], sm.v_lo[s], sm.v_inv[s], 0, raw_v,
+                                                 tid);
+            fence_proxy_async();
+            sm.kv_bar.full[s].arrive();
+            producers.sync();   // every read of raw done
+        }
+    }
+
+    // Warpgroup 1 + c: queries 64·c .. 64·c + 63 of the block
+    static __device__ __forceinline__ void consume(const Params& p, const Block& blk,
+                                                   const TileIter& kv, Smem& sm) {
+        const int warp = threadIdx.x / 32 - 4, lane = threadIdx.x % 32;   // among the consumers
+        const int c = warp / 4, wrow = warp * 16, g = lane >> 2, t4 = lane & 3;
+        // -- this warpgroup's rows of Q and dO, split, each row with its scale
+        const int tid = threadIdx.x % 128, r0 = 64 * c;
+        split_global_rows<BLOCK_M, DP>(sm.q_hi, sm.q_lo, sm.q_inv, r0, tid,
+                                       blk.seq.q_row(p.q, p.q_stride, blk.i0), p.q_stride[2],
+                                       blk.rows, p.d);
+        split_global_rows<BLOCK_M, DP>(sm.do_hi, sm.do_lo, sm.do_inv, r0, tid,
+                                       blk.seq.q_row(p.dout, p.dout_stride, blk.i0),
+                                       p.dout_stride[2], blk.rows, p.d);
+        fence_proxy_async();
+        NamedBarrier{2 + c, 128}.sync();   // this warpgroup's rows written
+        const float q_inv[2] = {sm.q_inv[wrow + g], sm.q_inv[wrow + g + 8]};
+        const float do_inv[2] = {sm.do_inv[wrow + g], sm.do_inv[wrow + g + 8]};
+        float lse2[2], Dr[2], dQ[NO][4];
+        dq_row_stats(lse2, Dr, p, blk, blk.i0, wrow, g);   // rows wrow + g, wrow + g + 8
+        zero_fragments(dQ);
+        const int panel = c * 64 * 64;   // this warpgroup's 64 queries of panel 0
+        for (int t = 0; t < kv.n; ++t) {
+            const StageRing<STAGES> r(t);
+            const int s = r.stage, j0 = kv.start(t, BLOCK_N);
+            sm.kv_bar.full[s].wait(r.full_parity());
+            // -- S = Q Kᵀ and dP = dO Vᵀ, each k16 step from zero
+            float sc[NS][4], dp[NS][4];
+            fresh_pair<MMA_S, KS>(sc, dp, [&](int which, int kk) {
+                return which ? x3_kmajor<BLOCK_M, BLOCK_N>(sm.do_hi + panel, sm.do_lo + panel,
+                                                           sm.v_hi[s], sm.v_lo[s], kk)
+                             : x3_kmajor<BLOCK_M, BLOCK_N>(sm.q_hi + panel, sm.q_lo + panel,
+                                                           sm.k_hi[s], sm.k_lo[s], kk);
+            });
+            const float* k_inv = sm.k_inv[s];
+            const float* v_inv = sm.v_inv[s];
+            auto col = [&](int n, int e) { return n * 8 + 2 * t4 + (e & 1); };   // key in tile
+            unscale(sc, q_inv, [&](int n, int e) { return k_inv[col(n, e)]; });
+            unscale(dp, do_inv, [&](int n, int e) { return v_inv[col(n, e)]; });
+            // -- dS = P ∘ (dP - D) · g in place of dP (mainloop.cuh: the warp's 16 rows)
+            query_tile_probs<1, NS>(reinterpret_cast<float(&)[1][NS][4]>(sc),
+                                    reinterpret_cast<float(&)[1][NS][4]>(dp), blk.mask, blk.score,
+                                    blk.template needs_mask<BLOCK_N>(kv, t, j0), blk.i0, wrow, j0,
+                                    lane, lse2, Dr, Exp2Exact());
+            // -- K's row factors onto dS's columns, each row scaled and split; this tile's dQ
+            //    from zero (K·2^e read MN-major), added to the total
+            scale_columns(dp, [&](int n, int e) { return k_inv[col(n, e)]; });
+            float sq[2], iq[2];
+            row_scales_f16(dp, sq, iq);
+            unsigned ds_hi[NK][4], ds_lo[NK][4];
+            split_c_to_a<NK>(dp, sq, ds_hi, ds_lo);
+            float dqt[NO][4];
+            wgmma_fence();
+#pragma unroll
+            for (int kk = 0; kk < NK; ++kk)
+                x3_step_rs<MMA_O>(dqt, ds_hi[kk], ds_lo[kk], mnmajor_desc<BLOCK_N>(sm.k_hi[s], kk),
+                                  mnmajor_desc<BLOCK_N>(sm.k_lo[s], kk), kk == 0);
+            wgmma_commit();
+            wgmma_wait<0>();
+            wgmma_fence_regs(dqt);
+            wgmma_keep_regs(ds_hi);
+            wgmma_keep_regs(ds_lo);
+            sm.kv_bar.empty[s].arrive_per_warp();
+#pragma unroll
+            for (int n = 0; n < NO; ++n)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) dQ[n][e] = fmaf(dqt[n][e], iq[e >> 1], dQ[n][e]);
+        }
+        // -- dQ_i = scale · Σ_j dS_ij K_j
+        store_rows_direct<T, NO>(blk.seq.q_row(p.dq, p.dq_stride, blk.i0), p.d,
+                                 int(p.dq_stride[2]), blk.rows, dQ, p.scale, wrow, lane);
+    }
+};
+
+}  // namespace cuflash

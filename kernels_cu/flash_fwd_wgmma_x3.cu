@@ -1,0 +1,268 @@
+// cuflash: float32 attention at float32's accuracy on Hopper's 16-bit tensor cores (sm_90a):
+// precision 'highest' as kernel family 'wgmma_f16x3' (NOTES v44; tools/split_study.py is its
+// arithmetic in NumPy). Each operand x is scaled by a power of two 2^e into float16's range
+// (its block's largest |x| in [2^13, 2^14)) and split x·2^e = hi + lo, hi = f16(x·2^e),
+// lo = f16(x·2^e - hi): 22 significant bits, as CUTLASS's 3xTF32, at twice TF32's rate. A
+// product a·b is lo_a·hi_b + hi_a·lo_b + hi_a·hi_b (lo·lo is below float32's rounding). The
+// tensor core's accumulator truncates, so no running sum stays in it: each k16 step of S = Q Kᵀ
+// is summed from zero and added to S on the FMA pipe, and each key tile's P·V from zero, added
+// to O as O·alpha + O_tile (tf32.cuh's 'highest' does the same on mma.sync).
+// Scales: Q per row, K per key row (both folded into S once per tile: exact), P by 2^14 and V
+// per key tile (folded into the O update).
+//
+// Warp-specialized (flash_fwd_wgmma_ws.cu's shape): warpgroup 0, the producer, copies k's and
+// v's float32 tiles by cp.async into a staging buffer and writes K's and V's hi / lo tiles
+// (128-byte swizzle, as the 16-bit kernels' tiles) into a ring of STAGES buffers; warpgroups
+// 1..NC, the consumers, each make the hi / lo of their 64 rows of Q from global memory, then per
+// key tile issue the products, run the online softmax (wgmma_forward.cuh, wgmma_tile_probs:
+// every mask and score modifier) and add P·V. The consumers take turns issuing (ping-pong, named
+// barriers), two turns a tile (S, then P·V); unlike the 16-bit kernel, S_{t+1} is not issued
+// beside P_t V_t: the registers go to the fresh sums.
+//
+// Versions (predictions and results in NOTES.md):
+//   v45  first version; v48 (call 165, H200): 69-79 TFLOP/s at d = 64 / 128, 1.66-2.08x torch's
+//        efficient float32 forward (v45 predicted 3-5x: the fresh k16 sums wait on every step).
+//
+// Grid: (ceil(T / BLOCK_M), sequences·heads) (block.cuh, QueryBlock). Block: NT = 128·(NC + 1)
+// threads, BLOCK_M = 64·NC.
+#pragma once
+#include "barrier.cuh"
+#include "f16x3.cuh"
+#include "wgmma_forward.cuh"
+
+namespace cuflash {
+
+template <typename T, int DP, int BLOCK_M, int BLOCK_N, int NT, int STAGES, class V>
+struct FwdWgmmaX3 {
+    static_assert(sizeof(T) == 4, "float32 inputs (their float16 splits are the kernel's own)");
+    // Registers after the hand-over: consumers 224 (S, two fresh k-step sums and O in the S
+    // phase; P's hi / lo, O_tile and O in the P·V phase: ~160 at d = 128, block_n = 64)
+    using Ws = WarpSpecialized<DP, BLOCK_M, NT, STAGES, 224>;
+    static constexpr int NC = Ws::NC;
+    static constexpr bool PINGPONG = NC > 1;
+    using Params = FwdParams<T, float>;
+    using Block = QueryBlock<BLOCK_M, V, Params, float>;
+    static_assert(!V::SPLIT && V::CACHE == kNoCache && V::PACKED == kUnpacked,
+                  "dense batches in one pass");
+    static_assert(DP % 64 == 0 && BLOCK_N % 16 == 0, "whole 128-byte panels, k16 steps");
+    static constexpr int NS = BLOCK_N / 8;          // 8-key n-tiles of S
+    static constexpr int NO = DP / 8;               // 8-column n-tiles of O
+    static constexpr int KS = DP / 16;              // k16 steps of Q·Kᵀ
+    static constexpr int NK = BLOCK_N / 16;         // k16 steps of P·V
+    static constexpr float kPScale = 16384.f;       // P·2^14: P <= 1 stays below 2^14
+    using MMA_S = Wgmma<BLOCK_N, __half>;
+    using MMA_O = Wgmma<DP, __half>;
+    using Raw = X3Raw<DP>;   // the producer's float32 copies
+
+    struct Smem {
+        __half q_hi[BLOCK_M * DP], q_lo[BLOCK_M * DP];   // later each warp's O rows (float32)
+        __half k_hi[STAGES][BLOCK_N * DP], k_lo[STAGES][BLOCK_N * DP];
+        __half v_hi[STAGES][BLOCK_N * DP], v_lo[STAGES][BLOCK_N * DP];
+        float raw[BLOCK_N * DP];        // the producer's float32 tile (K's, then V's)
+        float k_inv[STAGES][BLOCK_N];   // 1 / each key row's scale
+        float v_inv[STAGES];            // 1 / (V's tile scale · 2^14)
+        float q_inv[BLOCK_M];           // 1 / each query row's scale
+        float v_max[4];                 // the producer warps' largest |v| of a tile
+        Mbarrier k_full[STAGES], v_full[STAGES];     // the producer's tiles written
+        Mbarrier k_empty[STAGES], v_empty[STAGES];   // every consumer warp is done reading
+        __device__ __forceinline__ void init_barriers(unsigned producers) {
+            for (int s = 0; s < STAGES; ++s) {
+                k_full[s].init(producers);
+                v_full[s].init(producers);
+                k_empty[s].init(4 * NC);   // one arrival per consumer warp
+                v_empty[s].init(4 * NC);
+            }
+        }
+    };
+    static constexpr int kSmemBytes = smem_budget<Smem, 1024>();
+
+    static __device__ __forceinline__ void run(const Params& p) {
+        const Block blk(p);
+        if (!blk.active) return;
+        Smem& sm = ws_smem<Smem>(kSmemBytes, 128u);
+        specialize<Ws>([&] { produce(p, blk, blk.template key_tiles<BLOCK_N>(), sm); },
+                       [&] {
+                           const TileIter kv = blk.template key_tiles<BLOCK_N>();
+                           Consumer(sm, blk, threadIdx.x / 128 - 1, kv.n).run(p, kv);
+                       });
+    }
+
+    // Warpgroup 0: for each key tile, K's float32 rows into sm.raw, then its hi / lo into stage
+    // t % STAGES with each row's scale; then V's, scaled per tile. The 128 producers meet at named
+    // barrier 1 + 2·NC (1..2·NC are the consumers') whenever sm.raw changes hands.
+    static __device__ __forceinline__ void produce(const Params& p, const Block& blk,
+                                                   const TileIter& kv, Smem& sm) {
+        const NamedBarrier producers{1 + 2 * NC, 128};
+        const int tid = threadIdx.x, warp = tid / 32, len = blk.seq.S_len, d = p.d;
+        const auto k_rows = blk.seq.k_rows(p.k, p.k_stride), v_rows = blk.seq.k_rows(p.v, p.v_stride);
+#pragma unroll 1
+        for (int t = 0; t < kv.n; ++t) {
+            const StageRing<STAGES> r(t);
+            const int j0 = kv.start(t, BLOCK_N), rows = min(BLOCK_N, len - j0);
+            // -- K: rows scaled one by one
+            Raw::template load<BLOCK_N>(sm.raw, k_rows.at(j0), rows, d, int(k_rows.ld));
+            cp_async_commit();
+            cp_async_wait<0>();
+            producers.sync();                    // every K copy landed
+            sm.k_empty[r.stage].wait(r.empty_parity());
+            split_raw_rows<BLOCK_N, BLOCK_N, DP>(sm.k_hi[r.stage], sm.k_lo[r.stage],
+                                                 sm.k_inv[r.stage], 0, sm.raw, tid);
+            fence_proxy_async();
+            sm.k_full[r.stage].arrive();
+            producers.sync();                    // every read of K's raw rows done
+            // -- V: one scale for the tile (P·V reduces over its rows)
+            Raw::template load<BLOCK_N>(sm.raw, v_rows.at(j0), rows, d, int(v_rows.ld));
+            cp_async_commit();
+            cp_async_wait<0>();
+            producers.sync();                    // every V copy landed
+            float m = 0.f;
+            for (int i = tid; i < BLOCK_N * DP / 4; i += 128) {
+                const float4 x = *reinterpret_cast<const float4*>(sm.raw + 4 * i);
+                m = fmaxf(m, fmaxf(fmaxf(fabsf(x.x), fabsf(x.y)), fmaxf(fabsf(x.z), fabsf(x.w))));
+            }
+#pragma unroll
+            for (int w = 16; w > 0; w /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, w));
+            if (tid % 32 == 0) sm.v_max[warp] = m;
+            producers.sync();
+            const float vs = f16_range_scale(fmaxf(fmaxf(sm.v_max[0], sm.v_max[1]),
+                                                   fmaxf(sm.v_max[2], sm.v_max[3])));
+            sm.v_empty[r.stage].wait(r.empty_parity());
+            split_rows_f16<BLOCK_N, BLOCK_N, DP, 128>(
+                sm.v_hi[r.stage], sm.v_lo[r.stage], 0, tid,
+                [&](int r, int c, float (&x)[8]) { raw_chunk<BLOCK_N, DP>(sm.raw, r, c, x); },
+                [&](int, float) { return vs; });
+            if (tid == 0) sm.v_inv[r.stage] = 1.f / (vs * kPScale);
+            fence_proxy_async();
+            sm.v_full[r.stage].arrive();
+            producers.sync();                    // every read of V's raw rows (and v_max) done
+        }
+    }
+
+    // Warpgroup 1 + c: query rows 64·c .. 64·c + 63 of the tile, and its turns at the tensor
+    // cores (two a key tile: S's products, then P·V's): consumer c issues after c - 1 (c = 0
+    // after the last one's previous turn).
+    struct Consumer {
+        Smem& sm;
+        const Block& blk;
+        const int c, lane, g, t4, wrow, turns;   // wrow: this warp's first row in the tile
+        const NamedBarrier my_turn, next_turn;
+        int turn = 0;
+        float o[1][NO][4];                // unnormalized O rows (g, g + 8) of this warp
+        OnlineSoftmax<float, 2, 4> softmax;
+
+        __device__ __forceinline__ Consumer(Smem& s, const Block& b, int c_, int n)
+            : sm(s), blk(b), c(c_), lane(threadIdx.x % 32), g(lane >> 2), t4(lane & 3),
+              wrow((threadIdx.x / 32 - 4) * 16), turns(2 * n), my_turn{1 + c_, 256},
+              next_turn{1 + (c_ + 1) % NC, 256} {
+            zero_fragments(o[0]);
+        }
+
+        __device__ __forceinline__ void take_turn() const {
+            if constexpr (PINGPONG) my_turn.sync();
+        }
+        // After a turn's products are issued: the next consumer's turn (the last consumer's
+        // last turn has no one after it)
+        __device__ __forceinline__ void end_turn() {
+            if constexpr (PINGPONG) {
+                if (c < NC - 1 || ++turn < turns) next_turn.arrive();
+            }
+        }
+        __device__ __forceinline__ void release(Mbarrier& b) const {
+            b.arrive_per_warp();
+        }
+
+        // This warpgroup's 64 rows of Q, from global memory, as hi / lo with a scale per row
+        template <class P>
+        __device__ __forceinline__ void make_q(const P& p) {
+            split_global_rows<BLOCK_M, DP>(sm.q_hi, sm.q_lo, sm.q_inv, 64 * c, threadIdx.x % 128,
+                                           blk.seq.q_row(p.q, p.q_stride, blk.i0), p.q_stride[2],
+                                           blk.rows, p.d);
+        }
+
+        template <class P>
+        __device__ __forceinline__ void run(const P& p, const TileIter& kv) {
+            if constexpr (PINGPONG) {
+                if (c == NC - 1 && kv.n > 0) next_turn.arrive();   // consumer 0 goes first
+            }
+            make_q(p);
+            fence_proxy_async();
+            NamedBarrier{1 + NC + c, 128}.sync();   // this warpgroup's Q rows written
+            const float q_inv[2] = {sm.q_inv[wrow + g], sm.q_inv[wrow + g + 8]};
+            // panel 0 of this warpgroup's rows (64 halves a row in a panel)
+            const __half* qh = sm.q_hi + 64 * c * 64;
+            const __half* ql = sm.q_lo + 64 * c * 64;
+            for (int t = 0; t < kv.n; ++t) step(kv, t, qh, ql, q_inv);
+            // this warp's own rows of Q's hi / lo (its products are done with them) stage O, as
+            // float32 (the same bytes: a float32 tile of BLOCK_M rows, sw128<BLOCK_M, 4>)
+            wgmma_rows_epilogue<BLOCK_M, DP, NO>(p, *this, reinterpret_cast<float*>(sm.q_hi));
+        }
+
+        // Key tile t: S from fresh k16 sums (two buffers: one step's products run while the
+        // other's sum is added), the softmax, then O_tile = P·V from zero, added to O
+        __device__ __forceinline__ void step(const TileIter& kv, int t,
+                                             const __half* qh, const __half* ql,
+                                             const float (&q_inv)[2]) {
+            const StageRing<STAGES> r(t);
+            const __half* kh = sm.k_hi[r.stage];
+            const __half* kl = sm.k_lo[r.stage];
+            float s[NS][4], part[2][NS][4];
+            zero_fragments(s);
+            sm.k_full[r.stage].wait(r.full_parity());
+            take_turn();
+#pragma unroll
+            for (int kk = 0; kk < KS; ++kk) {
+                const int b = kk & 1;
+                wgmma_fence();
+                x3_step_ss<MMA_S>(part[b], x3_kmajor<BLOCK_M, BLOCK_N>(qh, ql, kh, kl, kk));
+                wgmma_commit();
+                if (kk == KS - 1) end_turn();
+                if (kk > 0) {
+                    wgmma_wait<1>();
+                    wgmma_fence_regs(part[b ^ 1]);
+                    add_fragments(s, part[b ^ 1]);
+                }
+            }
+            wgmma_wait<0>();
+            wgmma_fence_regs(part[(KS - 1) & 1]);
+            add_fragments(s, part[(KS - 1) & 1]);
+            // unscale: each row's and each key's factor (powers of two: exact; one at a time, so
+            // that no product of the two factors overflows)
+#pragma unroll
+            for (int n = 0; n < NS; ++n)
+#pragma unroll
+                for (int e = 0; e < 4; ++e)
+                    s[n][e] = s[n][e] * q_inv[e >> 1] * sm.k_inv[r.stage][n * 8 + 2 * t4 + (e & 1)];
+            release(sm.k_empty[r.stage]);
+
+            float alpha[2];
+            wgmma_tile_probs<BLOCK_N>(s, blk, kv, t, wrow, g, t4, softmax, alpha);
+            unsigned p_hi[NK][4], p_lo[NK][4];
+            split_c_to_a<NK>(s, {kPScale, kPScale}, p_hi, p_lo);
+            const __half* vh = sm.v_hi[r.stage];
+            const __half* vl = sm.v_lo[r.stage];
+            float ot[NO][4];
+            sm.v_full[r.stage].wait(r.full_parity());
+            take_turn();
+            wgmma_fence();
+#pragma unroll
+            for (int kk = 0; kk < NK; ++kk)
+                x3_step_rs<MMA_O>(ot, p_hi[kk], p_lo[kk], mnmajor_desc<BLOCK_N>(vh, kk),
+                                  mnmajor_desc<BLOCK_N>(vl, kk), kk == 0);
+            wgmma_commit();
+            end_turn();
+            wgmma_wait<0>();
+            wgmma_fence_regs(ot);
+            wgmma_keep_regs(p_hi);
+            wgmma_keep_regs(p_lo);
+            const float v_inv = sm.v_inv[r.stage];
+            release(sm.v_empty[r.stage]);
+#pragma unroll
+            for (int n = 0; n < NO; ++n)
+#pragma unroll
+                for (int e = 0; e < 4; ++e)
+                    o[0][n][e] = fmaf(ot[n][e], v_inv, o[0][n][e] * alpha[e >> 1]);
+        }
+    };
+};
+
+}  // namespace cuflash

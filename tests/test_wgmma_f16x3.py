@@ -1,0 +1,319 @@
+"""float32's 'highest' as three float16 products on Hopper's 16-bit warpgroup tensor cores (issue
+15; kernel='wgmma_f16x3', opt-in: a tile names it): the forward (kernels_cu/flash_fwd_wgmma_x3.cu,
+NOTES.md v44-v45, tools/split_study.py) and the backward's deterministic pair at d <= 64
+(flash_bwd_wgmma_x3.cu, NOTES v46, tools/split_study_bwd.py). The plan's rules, the kernels
+compiled without a GPU, and the kernels against the float64 oracle beside naive float32
+(gpu-marked; the library's criterion, test_tf32's _check_kernel and _check_grads with precision
+'highest')."""
+import numpy as np
+import pytest
+
+import cuflash
+from cuflash import TileConfig, precision
+from cuflash._xp import cupy_module, to_numpy
+from cuflash.gpu import build, plan
+from cuflash.tile import WGMMA_F16X3_BWD_MAX_D, WGMMA_F16X3_MAX_D, default_tile
+
+from helpers import (  # noqa: F401 (poison_gpu_outputs: autouse fixture)
+    poison_gpu_outputs, assert_matches_oracle, case_seed, make_inputs, skip_unless_tile_fits)
+from test_tf32 import _check_grads, _check_kernel
+
+X3 = TileConfig(128, 64, 12, 2, "wgmma_f16x3")
+X3_TILES = [X3, TileConfig(128, 32, 12, 2, "wgmma_f16x3")]
+#: the backward's tiles: the warp-specialized dK/dV shape (its dQ kernel takes it transposed)
+X3B = TileConfig(64, 128, 12, 2, "wgmma_f16x3")
+X3B_TILES = [X3B, TileConfig(64, 128, 12, 3, "wgmma_f16x3")]
+
+
+# -- the plan ------------------------------------------------------------------------------------
+
+def test_family_and_plan():
+    assert precision.of_family("wgmma_f16x3") == "highest" and X3.warp_specialized
+    smem = plan.SMEM_LIMIT["sm_90"]
+    for d in (16, 40, 64, 100, 128):
+        for tile in X3_TILES:
+            for variant in (plan.Variant("dense"), plan.Variant("causal"),
+                            plan.Variant("window", softcap=True, alibi=True)):
+                (spec,) = plan.specs_for("float32", d, tile, variant, False)
+                plan.validate(spec, smem, "sm_90")
+                assert spec.arch == "sm_90a" and spec.head_dim % 64 == 0
+                assert build.kernel_type(spec).startswith(
+                    f"cuflash::FwdWgmmaX3<float, {spec.head_dim}, 128, {tile.block_n}, 384, 2, ")
+    # never a default: 'highest' keeps its mma.sync kernel until this one is measured
+    for d in (64, 128):
+        for causal in (False, True):
+            assert default_tile(d, "float32", causal=causal, arch="sm_90").kernel != "wgmma_f16x3"
+
+
+@pytest.mark.parametrize("dtype,backward,match", [
+    ("float16", False, "float32's forward and backward of precision='highest': float32 inputs "
+                       "only, got float16"),
+    ("bfloat16", True, "float32's forward and backward of precision='highest': float32 inputs "
+                       "only, got bfloat16"),
+])
+def test_plan_refuses_other_passes(dtype, backward, match):
+    with pytest.raises(ValueError, match=match):
+        plan.specs_for(dtype, 64, X3, False, backward)
+
+
+def test_backward_plan():
+    """The backward: the deterministic pair, the dQ kernel on the dK/dV tile transposed, every
+    mask and modifier, d up to 64, within sm_90's shared memory; never a default."""
+    smem = plan.SMEM_LIMIT["sm_90"]
+    assert X3B.warp_specialized_dkdv and not X3B.warp_specialized
+    for d in (16, 40, 64):
+        for tile in X3B_TILES:
+            for variant in (plan.Variant("dense"), plan.Variant("causal"),
+                            plan.Variant("window", softcap=True, alibi=True)):
+                dkdv, dq = plan.specs_for("float32", d, tile, variant, True)
+                for spec in (dkdv, dq):
+                    plan.validate(spec, smem, "sm_90")
+                    assert spec.arch == "sm_90a" and spec.head_dim == 64
+                s = tile.num_stages
+                assert dq.tile == tile.replace(block_m=128, block_n=64) and dq.warp_specialized
+                assert build.kernel_type(dkdv).startswith(
+                    f"cuflash::DkdvWgmmaX3<float, 64, 64, 128, 384, {s}, cuflash::Variant<")
+                assert build.kernel_type(dq).startswith(
+                    f"cuflash::DqWgmmaX3<float, 64, 128, 64, 384, {s}, cuflash::Variant<")
+    from cuflash.tile import default_backward
+    for d in (32, 64):
+        for causal in (False, True):
+            tile, _ = default_backward(d, "float32", causal=causal, arch="sm_90", smem_limit=smem)
+            assert tile.kernel != "wgmma_f16x3"
+
+
+@pytest.mark.parametrize("tile,variant,d,det,match", [
+    (X3B, plan.Variant(), 64, False, "computes dQ in its own pass"),
+    (X3B, plan.Variant(), 128, True, f"head dims up to {WGMMA_F16X3_BWD_MAX_D}"),
+    (X3, plan.Variant(), 64, True, "block_m = 64, block_n = 128, num_warps = 12"),
+    (TileConfig(64, 128, 12, 4, "wgmma_f16x3"), plan.Variant(), 64, True, "2 or 3 stages"),
+    (X3B, plan.Variant(packed=True), 64, True, "packed batch"),
+])
+def test_backward_validate_names_the_problem(tile, variant, d, det, match):
+    with pytest.raises(ValueError, match=match):
+        for spec in plan.specs_for("float32", d, tile, variant, True, det):
+            plan.validate(spec, plan.SMEM_LIMIT["sm_90"], "sm_90")
+
+
+@pytest.mark.parametrize("tile,variant,d,match", [
+    (TileConfig(128, 64, 12, 3, "wgmma_f16x3"), plan.Variant(), 64, "num_stages = 2"),
+    (TileConfig(128, 128, 12, 2, "wgmma_f16x3"), plan.Variant(), 64, "block_n = 32 or 64"),
+    (TileConfig(128, 64, 8, 2, "wgmma_f16x3"), plan.Variant(), 64, "is warp-specialized"),
+    (X3, plan.Variant(packed=True), 64, "packed batch"),
+    (X3, plan.Variant(split=True), 64, "split-KV"),
+    (X3, plan.Variant(cache="cache"), 64, "KV cache"),
+    (X3, plan.Variant(), 192, f"head dims up to {WGMMA_F16X3_MAX_D}"),
+])
+def test_validate_names_the_problem(tile, variant, d, match):
+    (spec,) = plan.specs_for("float32", d, tile, variant, False)
+    with pytest.raises(ValueError, match=match):
+        plan.validate(spec, plan.SMEM_LIMIT["sm_90"], "sm_90")
+    with pytest.raises(ValueError, match="runs only on sm_90"):
+        plan.validate(plan.specs_for("float32", 64, X3, False, False)[0],
+                      plan.SMEM_LIMIT["sm_80"], "sm_80")
+
+
+def test_kernels_compile_without_spills():
+    """NVRTC, no GPU: d = 64 and 128, dense, causal and with every modifier, compile for sm_90a
+    with no spill and no wgmma serialized by ptxas, within the shared memory of sm_90."""
+    for d in (64, 128):
+        for variant in (plan.Variant("dense"), plan.Variant("causal"),
+                        plan.Variant("window", softcap=True, alibi=True)):
+            (spec,) = plan.specs_for("float32", d, X3, variant, False)
+            assert spec.smem_bytes() <= plan.SMEM_LIMIT["sm_90"]
+            r = build.compile_offline(build.source(spec), spec.name, spec.arch, spec.smem_bytes())
+            assert r.spills == 0 and not r.serialized, (spec.name, r)
+
+
+def test_backward_kernels_compile_without_spills():
+    """NVRTC, no GPU: the pair at d = 64, dense, causal and with every modifier, compiles for
+    sm_90a with no spill and no wgmma serialized by ptxas."""
+    for variant in (plan.Variant("dense"), plan.Variant("causal"),
+                    plan.Variant("window", softcap=True, alibi=True)):
+        for spec in plan.specs_for("float32", 64, X3B, variant, True):
+            assert spec.smem_bytes() <= plan.SMEM_LIMIT["sm_90"]
+            r = build.compile_offline(build.source(spec), spec.name, spec.arch, spec.smem_bytes())
+            assert r.spills == 0 and not r.serialized, (spec.name, r)
+
+
+# -- the kernels ---------------------------------------------------------------------------------
+
+@pytest.fixture
+def cp():
+    return cupy_module()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("tile", X3_TILES, ids=lambda t: t.short())
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("T,S,d", [(97, 257, 64), (257, 97, 128), (1000, 1000, 40), (17, 1, 96),
+                                   (1, 77, 16), (300, 300, 128)])
+def test_wgmma_f16x3_against_oracle(cp, tile, causal, T, S, d):
+    """Within 2x naive float32's error of the float64 oracle (out and lse), odd shapes, T != S."""
+    skip_unless_tile_fits(tile, d, np.float32)
+    q, k, v = make_inputs(cp, (2, 3, T, d), (2, 3, S, d), np.float32,
+                          seed=case_seed("wgf16x3", tile, causal, T, S, d))
+    out, lse = cuflash.attention(q, k, v, causal=causal, tile=tile, return_lse=True)
+    _check_kernel(cp, out, lse, q, k, v, "highest", name=tile.short(), causal=causal)
+    again = cuflash.attention(q, k, v, causal=causal, tile=tile, precision="highest")
+    cp.testing.assert_array_equal(again, out)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("qs,ks,vs", [(1e-6, 1e6, 1e5), (1.0, 1.0, 1.0), (1e3, 1e-3, 1e-6)],
+                         ids=["q-tiny-k-huge", "unit", "q-huge-v-tiny"])
+def test_wgmma_f16x3_scales_into_range(cp, qs, ks, vs):
+    """Operands far outside float16's range (q at 1e-6 is below its normal numbers, k at 1e6 and
+    v at 1e5 above its largest, 65504; the scores stay O(1)) and rows of unequal size are scaled
+    into it by powers of two: the criterion holds as for unit inputs."""
+    skip_unless_tile_fits(X3, 128, np.float32)
+    q, k, v = make_inputs(cp, (1, 4, 200, 128), (1, 4, 333, 128), np.float32,
+                          seed=case_seed("wgf16x3s", qs, ks, vs))
+    rows = cp.asarray(np.geomspace(0.25, 4.0, 200).astype(np.float32))[:, None]
+    q, k, v = q * rows * np.float32(qs), k * np.float32(ks), v * np.float32(vs)
+    out, lse = cuflash.attention(q, k, v, tile=X3, return_lse=True)
+    _check_kernel(cp, out, lse, q, k, v, "highest", name=f"q x{qs} k x{ks} v x{vs}")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("opts", [dict(window=(40, 7)), dict(softcap=5.0),
+                                  dict(causal=True, window=(30, None)), dict(alibi="slopes"),
+                                  dict(causal=True, softcap=3.0, alibi="slopes")],
+                         ids=["window", "softcap", "causal-window", "alibi",
+                              "causal-softcap-alibi"])
+def test_wgmma_f16x3_variants_and_gqa(cp, opts):
+    skip_unless_tile_fits(X3, 128, np.float32)
+    q, _, _ = make_inputs(cp, (2, 8, 150, 128), (2, 8, 1, 128), np.float32,
+                          seed=case_seed("wgf16x3v", sorted(opts)))
+    _, kv, _ = make_inputs(cp, (2, 2, 1, 128), (2, 2, 203, 256), np.float32,
+                           seed=case_seed("wgf16x3kv", sorted(opts)))
+    k, v = kv[..., :128], kv[..., 128:]   # strided views
+    opts = dict(opts)
+    if opts.get("alibi"):
+        del opts["alibi"]
+        opts["alibi_slopes"] = cp.asarray(np.linspace(0.05, 0.5, 8), dtype=cp.float32)
+    out, lse = cuflash.attention(q, k, v, tile=X3, return_lse=True, **opts)
+    _check_kernel(cp, out, lse, q, k, v, "highest", name="wgmma_f16x3 GQA", **opts)
+
+
+@pytest.mark.gpu
+def test_wgmma_f16x3_matches_the_mma_kernel(cp):
+    """The same precision on two kernels ('tf32x3' by mma.sync, this one): both float32-accurate,
+    so they agree to a few float32 roundings of out's largest value."""
+    skip_unless_tile_fits(X3, 128, np.float32)
+    q, k, v = make_inputs(cp, (1, 4, 512, 128), (1, 4, 512, 128), np.float32, seed=61)
+    a = to_numpy(cuflash.attention(q, k, v, tile=X3))
+    mma = default_tile(128, "float32", precision="highest")
+    assert mma.kernel == "tf32x3"
+    b = to_numpy(cuflash.attention(q, k, v, tile=mma))
+    scale = np.abs(b).max()
+    assert np.abs(a - b).max() <= 3e-6 * scale, np.abs(a - b).max() / scale
+
+
+@pytest.mark.gpu
+def test_wgmma_f16x3_refuses_what_it_does_not_run(cp):
+    skip_unless_tile_fits(X3, 64, np.float32)
+    q, k, v = make_inputs(cp, (1, 2, 64, 64), (1, 2, 64, 64), np.float32, seed=62)
+    with pytest.raises(ValueError, match="split-KV"):
+        cuflash.attention(q, k, v, tile=X3, num_splits=2)
+    with pytest.raises(ValueError, match="precision='tf32' does not match"):
+        cuflash.attention(q, k, v, tile=X3, precision="tf32")
+
+
+# -- the backward --------------------------------------------------------------------------------
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("tile", X3B_TILES, ids=lambda t: t.short())
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("T,S,d", [(97, 257, 64), (257, 97, 40), (1000, 1000, 64), (17, 1, 48),
+                                   (1, 77, 16), (300, 300, 64)])
+def test_wgmma_f16x3_backward_against_oracle(cp, tile, causal, T, S, d):
+    """dq, dk, dv within the criterion (2x naive float32's error plus the float32 floors) of the
+    float64 oracle, odd shapes, T != S; the pair is deterministic: a second call gives its bits."""
+    skip_unless_tile_fits(tile, d, np.float32, passes=("bwd",))
+    q, k, v = make_inputs(cp, (2, 3, T, d), (2, 3, S, d), np.float32,
+                          seed=case_seed("wgf16x3b", tile, causal, T, S, d))
+    _check_grads(cp, q, k, v, "highest", name=tile.short(), tile=tile, causal=causal)
+    dout = make_inputs(cp, (2, 3, T, d), (1, 1, 1, 1), np.float32, seed=5)[0]
+    _, res = cuflash.attention(q, k, v, causal=causal, return_residuals=True)
+    a = cuflash.attention_backward(dout, res, tile=tile)
+    b = cuflash.attention_backward(dout, res, tile=tile)
+    for x, y in zip(a, b):
+        cp.testing.assert_array_equal(x, y)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("qs,ks,vs,ds", [(1e-6, 1e6, 1e5, 1e-5), (4.0, 1.0, 1.0, 1.0),
+                                         (1e3, 1e-3, 1e-6, 1e4)],
+                         ids=["q-tiny-k-huge", "peaky", "q-huge-v-tiny"])
+def test_wgmma_f16x3_backward_scales_into_range(cp, qs, ks, vs, ds):
+    """Operands and dout far outside float16's range, rows of unequal size (q's rows over
+    0.25-4: softmax rows from flat to peaked), scaled into it by powers of two per row: the
+    criterion holds as for unit inputs."""
+    from cuflash.oracle import oracle_backward
+    from helpers import grad_scale
+    skip_unless_tile_fits(X3B, 64, np.float32, passes=("bwd",))
+    q, k, v = make_inputs(cp, (1, 4, 200, 64), (1, 4, 333, 64), np.float32,
+                          seed=case_seed("wgf16x3bs", qs, ks, vs))
+    rows = cp.asarray(np.geomspace(0.25, 4.0, 200).astype(np.float32))[:, None]
+    q, k, v = q * rows * np.float32(qs), k * np.float32(ks), v * np.float32(vs)
+    dout = make_inputs(cp, (1, 4, 200, 64), (1, 1, 1, 1), np.float32, seed=7)[0] * np.float32(ds)
+    _, res = cuflash.attention(q, k, v, return_residuals=True)
+    grads = cuflash.attention_backward(dout, res, tile=X3B)
+    host = [to_numpy(x) for x in (dout, q, k, v)]
+    refs = oracle_backward(*host)
+    naive = cuflash.naive_attention_backward(*host)
+    for name, g, ref, nv in zip(("dq", "dk", "dv"), grads, refs, naive):
+        assert_matches_oracle(g, ref, nv, dtype="float32", floor_scale=grad_scale(*refs),
+                              name=f"{name} q x{qs} k x{ks} v x{vs} dout x{ds}")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("opts", [dict(window=(40, 7)), dict(softcap=5.0),
+                                  dict(causal=True, window=(30, None)), dict(alibi="slopes"),
+                                  dict(causal=True, softcap=3.0, alibi="slopes")],
+                         ids=["window", "softcap", "causal-window", "alibi",
+                              "causal-softcap-alibi"])
+def test_wgmma_f16x3_backward_variants_and_gqa(cp, opts):
+    """Every score variant under GQA (2 kv heads for 8 query heads: the dK/dV kernel sums each
+    group), k and v strided views."""
+    skip_unless_tile_fits(X3B, 64, np.float32, passes=("bwd",))
+    q, _, _ = make_inputs(cp, (2, 8, 150, 64), (2, 8, 1, 64), np.float32,
+                          seed=case_seed("wgf16x3bv", sorted(opts)))
+    _, kv, _ = make_inputs(cp, (2, 2, 1, 64), (2, 2, 203, 128), np.float32,
+                           seed=case_seed("wgf16x3bkv", sorted(opts)))
+    k, v = kv[..., :64], kv[..., 64:]   # strided views
+    opts = dict(opts)
+    if opts.get("alibi"):
+        del opts["alibi"]
+        opts["alibi_slopes"] = cp.asarray(np.linspace(0.05, 0.5, 8), dtype=cp.float32)
+    _check_grads(cp, q, k, v, "highest", name=f"wgmma_f16x3 GQA {sorted(opts)}", tile=X3B,
+                 **opts)
+
+
+@pytest.mark.gpu
+def test_wgmma_f16x3_backward_matches_the_mma_pair(cp):
+    """The same precision on two backward pairs ('tf32x3' by mma.sync, this one): both
+    float32-accurate, so they agree to a few float32 roundings of each gradient's largest value."""
+    skip_unless_tile_fits(X3B, 64, np.float32, passes=("bwd",))
+    q, k, v = make_inputs(cp, (1, 4, 512, 64), (1, 4, 512, 64), np.float32, seed=63)
+    dout = make_inputs(cp, (1, 4, 512, 64), (1, 1, 1, 1), np.float32, seed=64)[0]
+    _, res = cuflash.attention(q, k, v, causal=True, return_residuals=True)
+    a = [to_numpy(g) for g in cuflash.attention_backward(dout, res, tile=X3B)]
+    b = [to_numpy(g) for g in cuflash.attention_backward(dout, res, precision="highest")]
+    for name, x, y in zip(("dq", "dk", "dv"), a, b):
+        scale = np.abs(y).max()
+        assert np.abs(x - y).max() <= 1e-5 * scale, (name, np.abs(x - y).max() / scale)
+
+
+@pytest.mark.gpu
+def test_wgmma_f16x3_backward_refuses_what_it_does_not_run(cp):
+    skip_unless_tile_fits(X3B, 64, np.float32, passes=("bwd",))
+    q, k, v = make_inputs(cp, (1, 2, 64, 128), (1, 2, 64, 128), np.float32, seed=65)
+    _, res = cuflash.attention(q, k, v, return_residuals=True)
+    with pytest.raises(ValueError, match="head dims up to 64"):
+        cuflash.attention_backward(q, res, tile=X3B)
+    q, k, v = (x[..., :64].copy() for x in (q, k, v))
+    _, res = cuflash.attention(q, k, v, return_residuals=True)
+    with pytest.raises(ValueError, match="computes dQ in its own pass"):
+        cuflash.attention_backward(q, res, tile=X3B, deterministic=False)
