@@ -7,7 +7,7 @@ import numpy as np
 
 from . import checks, precision as _precision, twin
 from ._xp import accum_dtype, dtype_name
-from .tile import default_backward, default_tile, wgmma_tf32_pays
+from .tile import default_backward, default_tile, float32_wgmma_pays
 
 
 def _backend(xp):
@@ -30,9 +30,10 @@ def _device(p):
 def _default(p, precision=None, dense=False):
     """Default forward tile for this problem (on the GPU, one that fits the device) in float32's
     ``precision`` (cuflash.precision); ``dense``: a dense batch in one pass (no packed batch,
-    KV cache or split-KV), which the TF32 wgmma forward may run (tile.wgmma_tf32_pays)."""
+    KV cache or split-KV), which float32's Hopper warpgroup kernels may run
+    (tile.float32_wgmma_pays)."""
     d, kw = _device(p)
-    staged = dense and wgmma_tf32_pays(d, p.S)
+    staged = dense and float32_wgmma_pays(precision, d, p.S)
     return default_tile(d, p.dtype, causal=p.causal, precision=precision, staged=staged, **kw)
 
 
@@ -62,17 +63,20 @@ def _tile_precision(tile, precision, prec):
     return prec
 
 
-def _backward_choice(p, tile, deterministic, precision=None):
+def _backward_choice(p, tile, deterministic, precision=None, dense=False):
     """(tile, deterministic, precision) a backward runs: the tile given, its dQ mode as asked
     and the precision it computes (checked as the forward's, ``_forward_tile``), or with
-    tile=None ``tile.default_backward``'s choice in float32's ``precision``."""
+    tile=None ``tile.default_backward``'s choice in float32's ``precision`` (``dense``: a dense
+    batch, not a packed one, which float32's Hopper warpgroup backward may run)."""
     tile, deterministic = checks.check_tile(tile), bool(deterministic)
     prec = _precision.check(precision, p.dtype)
     if tile is not None:
         return tile, deterministic, _tile_precision(tile, precision, prec)
     d, kw = _device(p)
+    staged = dense and float32_wgmma_pays(prec, d, p.S, backward=True)
     tile, det = default_backward(d, p.dtype, causal=p.causal, deterministic=deterministic,
-                                 precision=None if prec == "native" else prec, **kw)
+                                 precision=None if prec == "native" else prec, staged=staged,
+                                 **kw)
     return tile, det, _tile_precision(tile, None, prec)
 
 
@@ -342,7 +346,7 @@ def attention_backward(dout, residuals, *args, tile=None, deterministic=True, pr
     p = checks.check_qkv(q, k, v, **r.options())
     if not isinstance(deterministic, (bool, np.bool_)):
         raise TypeError(f"deterministic must be a bool, got {deterministic!r}")
-    tile, deterministic, prec = _backward_choice(p, tile, deterministic, precision)
+    tile, deterministic, prec = _backward_choice(p, tile, deterministic, precision, dense=True)
     xp = p.xp
     full = p.lead + (p.T, p.dv)
     checks.check_same("dout", dout, "the output", full, p.dtype, xp)

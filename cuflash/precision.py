@@ -9,8 +9,11 @@ argument, written once for the kernels, the CPU twin, naive attention and the to
                tf32(x - big), both exact), a·b = small_a·big_b + big_a·small_b + big_a·big_b on
                TF32 tensor cores (CUTLASS's 3xTF32; small·small is below float32's rounding),
                each k-step's sum added to the running one in float32 (the tensor core's own
-               accumulator truncates): float32's accuracy. The backward, and GPUs before sm_80,
-               compute it on the CUDA cores ('ieee', as accurate).
+               accumulator truncates): float32's accuracy. GPUs before sm_80 compute it on
+               the CUDA cores ('ieee', as accurate). On Hopper (sm_90) dense batches take a
+               third way where it pays (tile.float32_wgmma_pays): each operand scaled by a power
+               of two per row and split into two float16 parts, three float16 products a pair on
+               the warpgroup tensor cores (kernel family 'wgmma_f16x3', ``ALSO``).
 
 The GPU runs 'tf32' and 'highest' in the mma forward (kernels_cu/tf32.cuh) as the kernel
 families 'tf32' and 'tf32x3' (``FAMILY``); on the CPU the twin and naive attention compute the
@@ -40,7 +43,8 @@ PRODUCTS = {"tf32": 1, "tf32x3": 3}
 #: kernel families beside FAMILY's that compute a precision: 'tf32' on Hopper's warpgroup
 #: tensor cores (kernels_cu/flash_fwd_wgmma_tf32.cu; a forward, the default of dense batches on
 #: sm_90 where tile.wgmma_tf32_pays), and 'highest' as three float16 products on Hopper's 16-bit
-#: warpgroup tensor cores (kernels_cu/flash_fwd_wgmma_x3.cu; a forward, opt-in)
+#: warpgroup tensor cores (kernels_cu/flash_fwd_wgmma_x3.cu and flash_bwd_wgmma_x3.cu: the
+#: default of dense batches on sm_90 where tile.wgmma_f16x3_pays; NOTES.md v44-v48)
 ALSO = {"wgmma_tf32": "tf32", "wgmma_f16x3": "highest"}
 
 

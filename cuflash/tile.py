@@ -229,6 +229,47 @@ WGMMA_F16X3_MAX_D = 128
 WGMMA_F16X3_BWD_MAX_D = 64
 
 
+#: Keys from which the three-float16-product kernels are 'highest''s default on sm_90 (dense
+#: batches in one pass). At T = 4096 and 16384 (call 165, NOTES.md v48; H200, FlashAttention's
+#: shapes) the forward ran 1.7-2.0x the mma.sync 'highest' (3xTF32) at d = 64 and 128 and the
+#: backward 2.5-2.7x at d = 64; shorter lengths were not measured yet, so the default starts where
+#: the TF32 wgmma forward's does.
+WGMMA_F16X3_MIN_KEYS = 1024
+
+
+def wgmma_f16x3_pays(head_dim: int, seq_len_k: int, backward: bool = False) -> bool:
+    """Whether the default of precision='highest' on sm_90 takes the three-float16-product kernel
+    (flash_fwd_wgmma_x3.cu; with ``backward``, flash_bwd_wgmma_x3.cu's pair) for a dense batch in
+    one pass: head dims up to WGMMA_F16X3_MAX_D (the backward's WGMMA_F16X3_BWD_MAX_D), from
+    WGMMA_F16X3_MIN_KEYS keys on."""
+    widest = WGMMA_F16X3_BWD_MAX_D if backward else WGMMA_F16X3_MAX_D
+    return head_dim <= widest and seq_len_k >= WGMMA_F16X3_MIN_KEYS
+
+
+def wgmma_f16x3_tiles(head_dim: int, backward: bool = False) -> list[TileConfig]:
+    """Tiles of the three-float16-product kernels, preferred first: the forward 128 × 64 (1.15-1.20x
+    the 128 × 32 at T = 4096 / 16384, call 165) and 128 × 32; the backward 64 × 128 at 2 and 3
+    stages (within 1% of each other, call 165). Empty where the head dim is too wide."""
+    if backward:
+        return [TileConfig(64, 128, 12, s, "wgmma_f16x3") for s in (2, 3)] \
+            if head_dim <= WGMMA_F16X3_BWD_MAX_D else []
+    return [TileConfig(128, n, 12, 2, "wgmma_f16x3") for n in (64, 32)] \
+        if head_dim <= WGMMA_F16X3_MAX_D else []
+
+
+def float32_wgmma_pays(precision: str, head_dim: int, seq_len_k: int,
+                       backward: bool = False) -> bool:
+    """Whether float32's ``precision`` takes its Hopper warpgroup kernel by default for a dense
+    batch in one pass (``tile_candidates(staged=True)``): 'tf32' the TF32 wgmma forward
+    (``wgmma_tf32_pays``; its backward has none), 'highest' the three-float16-product kernels
+    (``wgmma_f16x3_pays``)."""
+    if precision == "tf32":
+        return not backward and wgmma_tf32_pays(head_dim, seq_len_k)
+    if precision == "highest":
+        return wgmma_f16x3_pays(head_dim, seq_len_k, backward)
+    return False
+
+
 #: Keys from which the TF32 wgmma forward is the default at d <= 64: below, its staging pass (one
 #: read of k and v, one write of K and Vᵀ) may weigh more than its faster products. H200, float32,
 #: FlashAttention's shapes, wgmma_tf32 / the mma 'tf32' kernel, non-causal / causal: the 8-warp
@@ -378,10 +419,12 @@ def tile_candidates(head_dim: int, dtype, *, backward: bool = False, causal: boo
     (``cuflash.precision``; None: its default): the forward of 'tf32' takes the TF32 kernels'
     tiles alone (nothing else computes it), of 'highest' those first, then the CUDA-core tiles
     (as accurate: GPUs before sm_80); the backward likewise, at head dims up to TF32_BWD_MAX_D
-    (wider: 'highest' on the CUDA cores, 'tf32' refused). ``staged``: the forward may take the
-    TF32 wgmma kernel (with ``wgmma``, precision 'tf32', d <= WGMMA_TF32_MAX_D): a dense batch
-    in one pass where it pays (``wgmma_tf32_pays``; it stages K and Vᵀ first, and runs neither
-    packed batches, KV caches nor split-KV), its tiles first.
+    (wider: 'highest' on the CUDA cores, 'tf32' refused). ``staged``: the problem is a dense
+    batch in one pass where float32's warpgroup kernel pays (``float32_wgmma_pays``; none of them
+    runs packed batches, KV caches or split-KV), and with ``wgmma`` its tiles come first: 'tf32'
+    the TF32 wgmma forward (d <= WGMMA_TF32_MAX_D; it stages K and Vᵀ first), 'highest' the
+    three-float16-product forward (d <= WGMMA_F16X3_MAX_D) and backward (d <=
+    WGMMA_F16X3_BWD_MAX_D).
     """
     name = dtype_name(dtype)
     prec = _check_precision(precision, dtype)
@@ -398,6 +441,11 @@ def tile_candidates(head_dim: int, dtype, *, backward: bool = False, causal: boo
             # float32 as TF32 on Hopper's warpgroup tensor cores: 1.1-1.8x the mma.sync kernel
             # where wgmma_tf32_pays (NOTES.md v36, v37)
             tiles = wgmma_tf32_tiles(head_dim) + tiles
+        if prec == "highest" and wgmma and staged:
+            # float32 at float32's accuracy as three float16 products on Hopper's warpgroup tensor
+            # cores: forward 1.7-2.0x, backward 2.5-2.7x the mma.sync 3xTF32 kernels (call 165,
+            # NOTES.md v48)
+            tiles = wgmma_f16x3_tiles(head_dim, backward) + tiles
         if prec in STANDS_IN:
             tiles += tile_candidates(head_dim, dtype, backward=backward, causal=causal,
                                      deterministic=deterministic, hopper=hopper,
@@ -487,14 +535,15 @@ def default_tile(head_dim: int, dtype, *, backward: bool = False, causal: bool =
     without either (the CPU twin reads only block_m, block_n). ``precision``: float32's
     (``cuflash.precision``, None its default 'highest': the TF32 kernels' tiles first).
     ``staged``: as ``tile_candidates``' (the caller's problem is a dense batch in one pass where
-    ``wgmma_tf32_pays``)."""
+    ``float32_wgmma_pays``)."""
     return _default_tile(int(head_dim), dtype_name(dtype), bool(backward), bool(causal),
                          bool(deterministic), smem_limit, arch, precision, bool(staged))
 
 
 def default_backward(head_dim: int, dtype, *, causal: bool = False, deterministic: bool = True,
                      smem_limit: int | None = None, arch: str | None = None,
-                     precision: str | None = None) -> tuple[TileConfig, bool]:
+                     precision: str | None = None,
+                     staged: bool = False) -> tuple[TileConfig, bool]:
     """The backward that ``tile=None`` runs: (``default_tile(..., backward=True)``, whether dQ
     takes its own deterministic pass). deterministic=False permits dQ by atomics in the dK/dV
     kernel; the default takes them only where they measured faster than the deterministic pair,
@@ -504,10 +553,11 @@ def default_backward(head_dim: int, dtype, *, causal: bool = False, deterministi
     mma atomic tile that deterministic=False took before at 0.43-0.51×.
     An explicit warp-specialized tile with deterministic=False runs the atomic kernel. The TF32
     backward (float32, ``precision`` 'tf32' or 'highest') has no atomic mode: it runs its pair.
-    ``precision``: float32's, as in ``default_tile``."""
+    ``precision`` and ``staged``: float32's, as in ``default_tile`` (the three-float16-product
+    pair of 'highest' on sm_90, deterministic only, where ``float32_wgmma_pays``)."""
     tile = default_tile(head_dim, dtype, backward=True, causal=causal,
                         deterministic=deterministic, smem_limit=smem_limit, arch=arch,
-                        precision=precision)
+                        precision=precision, staged=staged)
     return tile, default_dq_deterministic(tile, deterministic)
 
 
@@ -515,7 +565,7 @@ def default_dq_deterministic(tile: TileConfig, deterministic: bool) -> bool:
     """Whether the default backward on ``tile`` (``default_backward``'s choice) takes the
     deterministic dQ pass when ``deterministic`` is asked: always for True; for False on the wgmma
     tiles (measured faster than their atomic dQ, or they have none) and the TF32 tiles (none)."""
-    return bool(deterministic) or tile.kernel in ("wgmma", *PRODUCTS)
+    return bool(deterministic) or tile.kernel in ("wgmma", "wgmma_f16x3", *PRODUCTS)
 
 
 @functools.lru_cache(maxsize=None)

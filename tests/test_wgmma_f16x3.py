@@ -1,5 +1,6 @@
 """float32's 'highest' as three float16 products on Hopper's 16-bit warpgroup tensor cores (issue
-15; kernel='wgmma_f16x3', opt-in: a tile names it): the forward (kernels_cu/flash_fwd_wgmma_x3.cu,
+15; kernel='wgmma_f16x3': 'highest''s default on sm_90 for dense batches from
+tile.WGMMA_F16X3_MIN_KEYS keys, tile.float32_wgmma_pays): the forward (kernels_cu/flash_fwd_wgmma_x3.cu,
 NOTES.md v44-v45, tools/split_study.py) and the backward's deterministic pair at d <= 64
 (flash_bwd_wgmma_x3.cu, NOTES v46, tools/split_study_bwd.py). The plan's rules, the kernels
 compiled without a GPU, and the kernels against the float64 oracle beside naive float32
@@ -12,17 +13,19 @@ import cuflash
 from cuflash import TileConfig, precision
 from cuflash._xp import cupy_module, to_numpy
 from cuflash.gpu import build, plan
-from cuflash.tile import WGMMA_F16X3_BWD_MAX_D, WGMMA_F16X3_MAX_D, default_tile
+from cuflash.tile import (WGMMA_F16X3_BWD_MAX_D, WGMMA_F16X3_MAX_D, WGMMA_F16X3_MIN_KEYS,
+                          default_backward, default_tile, float32_wgmma_pays, wgmma_f16x3_pays,
+                          wgmma_f16x3_tiles)
 
 from helpers import (  # noqa: F401 (poison_gpu_outputs: autouse fixture)
     poison_gpu_outputs, assert_matches_oracle, case_seed, make_inputs, skip_unless_tile_fits)
 from test_tf32 import _check_grads, _check_kernel
 
-X3 = TileConfig(128, 64, 12, 2, "wgmma_f16x3")
-X3_TILES = [X3, TileConfig(128, 32, 12, 2, "wgmma_f16x3")]
+X3_TILES = wgmma_f16x3_tiles(64)
+X3 = X3_TILES[0]
 #: the backward's tiles: the warp-specialized dK/dV shape (its dQ kernel takes it transposed)
-X3B = TileConfig(64, 128, 12, 2, "wgmma_f16x3")
-X3B_TILES = [X3B, TileConfig(64, 128, 12, 3, "wgmma_f16x3")]
+X3B_TILES = wgmma_f16x3_tiles(64, backward=True)
+X3B = X3B_TILES[0]
 
 
 # -- the plan ------------------------------------------------------------------------------------
@@ -39,10 +42,69 @@ def test_family_and_plan():
                 assert spec.arch == "sm_90a" and spec.head_dim % 64 == 0
                 assert build.kernel_type(spec).startswith(
                     f"cuflash::FwdWgmmaX3<float, {spec.head_dim}, 128, {tile.block_n}, 384, 2, ")
-    # never a default: 'highest' keeps its mma.sync kernel until this one is measured
-    for d in (64, 128):
-        for causal in (False, True):
-            assert default_tile(d, "float32", causal=causal, arch="sm_90").kernel != "wgmma_f16x3"
+    assert X3_TILES == [TileConfig(128, 64, 12, 2, "wgmma_f16x3"),
+                        TileConfig(128, 32, 12, 2, "wgmma_f16x3")]
+    assert X3B_TILES == [TileConfig(64, 128, 12, s, "wgmma_f16x3") for s in (2, 3)]
+    assert wgmma_f16x3_tiles(WGMMA_F16X3_MAX_D + 1) == []
+    assert wgmma_f16x3_tiles(WGMMA_F16X3_BWD_MAX_D + 1, backward=True) == []
+
+
+def test_highest_default_where_it_pays():
+    """'highest''s default on sm_90 where the caller says its batch is dense (staged: the API
+    says so where tile.float32_wgmma_pays): the x3 forward up to d = 128, the x3 pair up to
+    d = 64 (deterministic, even when deterministic=False is asked); elsewhere, on other GPUs
+    and for 'tf32' / 'ieee' the kernels before it."""
+    for d in (16, 64, 96, 128, 160, 256):
+        for staged in (False, True):
+            for arch in ("sm_90", "sm_80"):
+                smem = plan.SMEM_LIMIT[arch]
+                fwd = default_tile(d, "float32", arch=arch, smem_limit=smem, staged=staged)
+                bwd, det = default_backward(d, "float32", arch=arch, smem_limit=smem,
+                                            staged=staged, deterministic=False)
+                on = staged and arch == "sm_90"
+                if on and d <= WGMMA_F16X3_MAX_D:
+                    assert fwd == X3, (d, arch)
+                else:
+                    assert fwd.kernel != "wgmma_f16x3", (d, staged, arch)
+                if on and d <= WGMMA_F16X3_BWD_MAX_D:
+                    assert (bwd, det) == (X3B, True), (d, arch)
+                else:
+                    assert bwd.kernel != "wgmma_f16x3", (d, staged, arch)
+                for prec in ("tf32", "ieee"):
+                    t = default_tile(d, "float32", arch=arch, smem_limit=smem, staged=staged,
+                                     precision=prec)
+                    assert t.kernel != "wgmma_f16x3", (d, prec)
+    n = WGMMA_F16X3_MIN_KEYS
+    assert wgmma_f16x3_pays(128, n) and not wgmma_f16x3_pays(128, n - 1)
+    assert not wgmma_f16x3_pays(WGMMA_F16X3_MAX_D + 1, 10**6)
+    assert wgmma_f16x3_pays(64, n, backward=True)
+    assert not wgmma_f16x3_pays(WGMMA_F16X3_BWD_MAX_D + 1, n, backward=True)
+    assert float32_wgmma_pays("highest", 128, n) and not float32_wgmma_pays("ieee", 64, n)
+    assert not float32_wgmma_pays("tf32", 64, n, backward=True)   # no TF32 wgmma backward
+    assert float32_wgmma_pays("tf32", 128, 1) == float32_wgmma_pays("tf32", 128, 1, False)
+
+
+def test_api_asks_for_x3_only_for_dense_batches(monkeypatch):
+    """The API's side of the rule: attention and attention_backward say their batch is dense
+    (attention: in one pass, num_splits=1), attention_varlen and split-KV do not; the key count
+    decides (WGMMA_F16X3_MIN_KEYS). Checked on a device the API is told about (sm_90's shared
+    memory), with NumPy arrays: no GPU needed."""
+    from cuflash import api, checks
+    monkeypatch.setattr(api, "_device",
+                        lambda p: (p.kernel_d,
+                                   dict(smem_limit=plan.SMEM_LIMIT["sm_90"], arch="sm_90")))
+    n = WGMMA_F16X3_MIN_KEYS
+    for d, S in ((64, n), (128, n), (64, n - 1), (160, n)):
+        q = np.zeros((1, 2, 8, d), np.float32)
+        k = np.zeros((1, 2, S, d), np.float32)
+        p = checks.check_qkv(q, k, k, causal=False, scale=None)
+        fwd, prec = api._forward_tile(p, None, None, dense=True)
+        assert prec == "highest"
+        assert (fwd == X3) == (S >= n and d <= WGMMA_F16X3_MAX_D), (d, S, fwd)
+        assert api._forward_tile(p, None, None, dense=False)[0].kernel != "wgmma_f16x3"
+        bwd, det, _ = api._backward_choice(p, None, True, None, dense=True)
+        assert (bwd == X3B) == (S >= n and d <= WGMMA_F16X3_BWD_MAX_D), (d, S, bwd)
+        assert api._backward_choice(p, None, True, None)[0].kernel != "wgmma_f16x3"
 
 
 @pytest.mark.parametrize("dtype,backward,match", [
@@ -58,7 +120,8 @@ def test_plan_refuses_other_passes(dtype, backward, match):
 
 def test_backward_plan():
     """The backward: the deterministic pair, the dQ kernel on the dK/dV tile transposed, every
-    mask and modifier, d up to 64, within sm_90's shared memory; never a default."""
+    mask and modifier, d up to 64, within sm_90's shared memory; a default only where the
+    caller's batch is dense (test_highest_default_where_it_pays)."""
     smem = plan.SMEM_LIMIT["sm_90"]
     assert X3B.warp_specialized_dkdv and not X3B.warp_specialized
     for d in (16, 40, 64):
@@ -317,3 +380,37 @@ def test_wgmma_f16x3_backward_refuses_what_it_does_not_run(cp):
     _, res = cuflash.attention(q, k, v, return_residuals=True)
     with pytest.raises(ValueError, match="computes dQ in its own pass"):
         cuflash.attention_backward(q, res, tile=X3B, deterministic=False)
+
+
+@pytest.mark.gpu
+def test_highest_default_takes_x3_where_it_pays(cp):
+    """precision='highest' (float32's default) with tile=None: on sm_90 a dense batch in one pass
+    from WGMMA_F16X3_MIN_KEYS keys runs the x3 forward (the same bits as its tile named) and at
+    d <= 64 the x3 backward pair; one key fewer, automatic split-KV and a packed batch run the
+    mma.sync kernels (their bits)."""
+    skip_unless_tile_fits(X3, 64, np.float32)
+    skip_unless_tile_fits(X3B, 64, np.float32, passes=("bwd",))
+    mma = default_tile(64, "float32", precision="highest")
+    mma_b, _ = default_backward(64, "float32", precision="highest")
+    n = WGMMA_F16X3_MIN_KEYS
+    q, k, v = make_inputs(cp, (1, 2, n, 64), (1, 2, n, 64), np.float32, seed=66)
+    dout = make_inputs(cp, (1, 2, n, 64), (1, 1, 1, 1), np.float32, seed=67)[0]
+    got, res = cuflash.attention(q, k, v, causal=True, return_residuals=True)
+    cp.testing.assert_array_equal(got, cuflash.attention(q, k, v, tile=X3, causal=True))
+    assert not bool(cp.array_equal(got, cuflash.attention(q, k, v, tile=mma, causal=True)))
+    for a, b in zip(cuflash.attention_backward(dout, res),
+                    cuflash.attention_backward(dout, res, tile=X3B)):
+        cp.testing.assert_array_equal(a, b)
+    short = [x[:, :, :n - 1] for x in (q, k, v)]     # one key below: the mma.sync kernels
+    out, res = cuflash.attention(*short, return_residuals=True)
+    cp.testing.assert_array_equal(out, cuflash.attention(*short, tile=mma))
+    for a, b in zip(cuflash.attention_backward(dout[:, :, :n - 1], res),
+                    cuflash.attention_backward(dout[:, :, :n - 1], res, tile=mma_b)):
+        cp.testing.assert_array_equal(a, b)
+    cp.testing.assert_array_equal(cuflash.attention(q, k, v, num_splits=None),
+                                  cuflash.attention(q, k, v, tile=mma, num_splits=None))
+    cu = cp.asarray([0, n], dtype=cp.int32)
+    packed = [x[0].transpose(1, 0, 2).copy() for x in (q, k, v)]   # (T, heads, d)
+    cp.testing.assert_array_equal(
+        cuflash.attention_varlen(*packed, cu, cu, max_seqlen_q=n, max_seqlen_k=n),
+        cuflash.attention_varlen(*packed, cu, cu, max_seqlen_q=n, max_seqlen_k=n, tile=mma))

@@ -83,7 +83,8 @@ def test_tiles_and_plan():
     with pytest.raises(ValueError, match="head dims up to 128"):
         wgmma_tf32_tiles(WGMMA_TF32_MAX_D + 1)
     # the default of 'tf32' where the caller says its batch is dense (staged) and it pays, on
-    # sm_90 only; 'highest', the backward and other GPUs keep the mma.sync TF32 kernels
+    # sm_90 only; the backward and other GPUs keep the mma.sync TF32 kernels ('highest': its own
+    # warpgroup kernel, test_wgmma_f16x3.py)
     for d in (16, 64, 96, 128, 256):
         for staged in (False, True):
             for prec in ("tf32", "highest"):

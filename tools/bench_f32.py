@@ -7,8 +7,9 @@ the median of --reps calls with the host ahead (cuflash.experiments.gputime), ev
 cell in the same process. --tiles adds the TF32 tile ablation of the pass at T = 4096; --errors
 the error of each method against the float64 oracle (max-norm and normwise) beside naive
 float32 and naive with TF32 products, at B = 1, H = 4, T = S = 1024; --x3 'highest' as three
-float16 products too (kernel='wgmma_f16x3', x3_tiles: the forward, and with --pass bwd the
-backward at d <= 64; opt-in on sm_90). A table last.
+float16 products named too (kernel='wgmma_f16x3', tile.wgmma_f16x3_tiles: the forward, and with
+--pass bwd the backward at d <= 64; 'highest''s default on sm_90 from WGMMA_F16X3_MIN_KEYS keys)
+beside 'highest''s mma.sync kernels ('mma_highest'). A table last.
 
     python tools/bench_f32.py [--pass bwd] [--d 64 128 256] [--T 2048 4096 8192 16384] [--tiles]
                               [--errors]
@@ -26,17 +27,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_f64 import precompile  # noqa: E402  (kernels compiled by worker processes first)
 
 PRECISIONS = ("ieee", "highest", "tf32")
-
-
-def x3_tiles(d: int, bwd: bool = False):
-    """The tiles --x3 times: kernel='wgmma_f16x3' forward (flash_fwd_wgmma_x3.cu) at 64 and 32
-    keys; backward (flash_bwd_wgmma_x3.cu, d <= 64) at 2 and 3 stages."""
-    from cuflash import TileConfig as TC
-    from cuflash.tile import WGMMA_F16X3_BWD_MAX_D, WGMMA_F16X3_MAX_D
-    if bwd:
-        return [TC(64, 128, 12, s, "wgmma_f16x3") for s in (2, 3)] \
-            if d <= WGMMA_F16X3_BWD_MAX_D else []
-    return [TC(128, n, 12, 2, "wgmma_f16x3") for n in (64, 32)] if d <= WGMMA_F16X3_MAX_D else []
 
 
 def ablation_tiles(d: int, families=("tf32x3", "tf32")):
@@ -81,8 +71,12 @@ def errors(cp, d, causal, x3=False):
     qc, kc, vc = (cp.asarray(x) for x in (q, k, v))
     got = {f"cuflash_{p}": cuflash.attention(qc, kc, vc, causal=causal, precision=p)
            for p in PRECISIONS}
-    for t in (x3_tiles(d) if x3 else []):
+    from cuflash.tile import default_tile, wgmma_f16x3_tiles
+    for t in (wgmma_f16x3_tiles(d) if x3 else []):
         got[t.short()] = cuflash.attention(qc, kc, vc, causal=causal, tile=t)
+    if x3:   # 'highest''s mma.sync kernel by name (its default here may be the x3 forward)
+        got["mma_highest"] = cuflash.attention(qc, kc, vc, causal=causal, precision="highest",
+                                               tile=default_tile(d, "float32", causal=causal))
     got["naive_f32"] = cuflash.naive_attention(qc, kc, vc, causal=causal)
     got["naive_tf32"] = cuflash.naive_attention(qc, kc, vc, causal=causal, precision="tf32")
     try:
@@ -122,8 +116,8 @@ def main(argv=None):
                          "warp-specialized tiles of wgmma_tf32_tiles by name; above d = 128 "
                          "its wide tiles (wgmma_tf32_wide_tiles, opt-in) by name")
     ap.add_argument("--x3", action="store_true",
-                    help="'highest' as three float16 products too (x3_tiles; the backward's at "
-                         "d <= 64)")
+                    help="'highest' as three float16 products too (tile.wgmma_f16x3_tiles; the "
+                         "backward's at d <= 64) beside its mma.sync kernels (mma_highest)")
     ap.add_argument("--no-torch", action="store_true")
     ap.add_argument("--jobs", type=int, default=8, help="processes compiling the kernels first")
     ap.add_argument("--pass", dest="pass_", choices=["fwd", "bwd"], default="fwd",
@@ -136,7 +130,8 @@ def main(argv=None):
     from cuflash.experiments import env, gputime
     from cuflash.gpu import ops, plan
     from cuflash.tile import (WGMMA_TF32_MAX_D, WGMMA_TF32_WIDE_D, default_backward,
-                              default_tile, wgmma_tf32_tiles, wgmma_tf32_wide_tiles)
+                              default_tile, wgmma_f16x3_tiles, wgmma_tf32_tiles,
+                              wgmma_tf32_wide_tiles)
     bwd = a.pass_ == "bwd"
     torch = None
     if not a.no_torch:
@@ -161,7 +156,7 @@ def main(argv=None):
             elif a.wgmma and not bwd and d <= WGMMA_TF32_WIDE_D:   # its wide tiles, opt-in
                 tiles += wgmma_tf32_wide_tiles(d)
             if a.x3:
-                tiles += x3_tiles(d, bwd)
+                tiles += wgmma_f16x3_tiles(d, bwd)
             if a.tiles and not causal:
                 tiles += (ablation_tiles_bwd if bwd else ablation_tiles)(d,
                                                                          a.families.split(","))
@@ -204,7 +199,13 @@ def main(argv=None):
                 elif a.wgmma and not bwd and d <= WGMMA_TF32_WIDE_D:
                     runs += [(t.short(), t, None) for t in wgmma_tf32_wide_tiles(d)]
                 if a.x3:
-                    runs += [(t.short(), t, None) for t in x3_tiles(d, bwd)]
+                    # 'highest''s default on sm_90 from WGMMA_F16X3_MIN_KEYS keys: its mma.sync
+                    # kernels named beside the x3 tiles
+                    mma = (default_backward(d, "float32", causal=causal, precision="highest",
+                                            **kw)[0] if bwd else
+                           default_tile(d, "float32", causal=causal, precision="highest", **kw))
+                    runs += [("mma_highest", mma, None)]
+                    runs += [(t.short(), t, None) for t in wgmma_f16x3_tiles(d, bwd)]
                 if bwd:
                     dout = cp.asarray(rng.standard_normal((B, H, T, d)).astype(np.float32))
                     _, res = cuflash.attention(q, k, v, causal=causal, return_residuals=True)

@@ -20,7 +20,7 @@ from pathlib import Path
 from .._xp import DTYPES
 from ..checks import SUPPORTED_HEAD_DIMS
 from ..tile import (WGMMA_TF32_MAX_D, default_backward, default_tile,
-                    wgmma_tf32_tiles)
+                    wgmma_f16x3_tiles, wgmma_tf32_tiles)
 from . import build, plan
 
 
@@ -64,6 +64,15 @@ def default_specs(arch: str) -> list[plan.KernelSpec]:
             for causal in (False, True):
                 for s in plan.specs_for("float32", d, wgmma_tf32_tiles(d)[0], causal, False):
                     specs[s.name] = s
+    # ... and 'highest' as three float16 products (kernel='wgmma_f16x3'), its default on sm_90
+    # for dense batches where tile.float32_wgmma_pays: the first forward and backward tiles
+    if arch == "sm_90":
+        for d in SUPPORTED_HEAD_DIMS:
+            for backward in (False, True):
+                tiles = wgmma_f16x3_tiles(d, backward)
+                for causal in ((False, True) if tiles else ()):
+                    for s in plan.specs_for("float32", d, tiles[0], causal, backward):
+                        specs[s.name] = s
     for s in list(specs.values()):
         for v in register_tight_variants(s):
             vs = dataclasses.replace(s, variant=v)
