@@ -196,4 +196,31 @@ __device__ __forceinline__ void x3_step_rs(Frag& acc, const unsigned (&a_hi)[4],
     MMA::template rs<1>(acc, a_hi, b_hi, 1);
 }
 
+// acc += part, then part's next k-step may be issued (both C fragments of N columns)
+template <int N>
+__device__ __forceinline__ void add_fresh(float (&acc)[N][4], float (&part)[N][4]) {
+    wgmma_fence_regs(part);
+    add_fragments(acc, part);
+}
+
+// C fragments times a factor per row (h: rows g, g + 8) and one per column (col(n, e): the
+// column's index in the tile), one multiply at a time (powers of two: exact; no product of two
+// factors that could overflow)
+template <int N, class Col>
+__device__ __forceinline__ void unscale(float (&c)[N][4], const float (&row)[2], Col&& col) {
+#pragma unroll
+    for (int n = 0; n < N; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) c[n][e] = c[n][e] * row[e >> 1] * col(n, e);
+}
+
+// C fragments times a factor per column only (a reduction's row factors moved onto them)
+template <int N, class Col>
+__device__ __forceinline__ void scale_columns(float (&c)[N][4], Col&& col) {
+#pragma unroll
+    for (int n = 0; n < N; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) c[n][e] *= col(n, e);
+}
+
 }  // namespace cuflash

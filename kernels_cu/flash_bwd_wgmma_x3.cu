@@ -36,13 +36,6 @@
 
 namespace cuflash {
 
-// acc += part, then part's next k-step may be issued (both C fragments of N columns)
-template <int N>
-__device__ __forceinline__ void add_fresh(float (&acc)[N][4], float (&part)[N][4]) {
-    wgmma_fence_regs(part);
-    add_fragments(acc, part);
-}
-
 // Two products' sums over the head dim, each k16 step from zero (x3_step_ss) and added in
 // float32: a = A1·B1ᵀ, b = A2·B2ᵀ. One buffer of each: step kk of one product runs while the
 // other's step kk - 1 (or kk) is added. desc(which, kk): the X3Descs of product `which` (0: a,
@@ -69,26 +62,6 @@ __device__ __forceinline__ void fresh_pair(float (&a)[N][4], float (&b)[N][4], D
     }
     wgmma_wait<0>();
     add_fresh(b, pb);
-}
-
-// C fragments times a factor per row (h: rows g, g + 8) and one per column (col(n, e): the
-// column's index in the tile), one multiply at a time (powers of two: exact; no product of two
-// factors that could overflow)
-template <int N, class Col>
-__device__ __forceinline__ void unscale(float (&c)[N][4], const float (&row)[2], Col&& col) {
-#pragma unroll
-    for (int n = 0; n < N; ++n)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) c[n][e] = c[n][e] * row[e >> 1] * col(n, e);
-}
-
-// C fragments times a factor per column only (a reduction's row factors moved onto them)
-template <int N, class Col>
-__device__ __forceinline__ void scale_columns(float (&c)[N][4], Col&& col) {
-#pragma unroll
-    for (int n = 0; n < N; ++n)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) c[n][e] *= col(n, e);
 }
 
 template <typename T, int DP, int BLOCK_M, int BLOCK_N, int NT, int STAGES, class V>

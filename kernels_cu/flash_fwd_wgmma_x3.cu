@@ -218,20 +218,15 @@ struct FwdWgmmaX3 {
                 if (kk == KS - 1) end_turn();
                 if (kk > 0) {
                     wgmma_wait<1>();
-                    wgmma_fence_regs(part[b ^ 1]);
-                    add_fragments(s, part[b ^ 1]);
+                    add_fresh(s, part[b ^ 1]);
                 }
             }
             wgmma_wait<0>();
-            wgmma_fence_regs(part[(KS - 1) & 1]);
-            add_fragments(s, part[(KS - 1) & 1]);
-            // unscale: each row's and each key's factor (powers of two: exact; one at a time, so
-            // that no product of the two factors overflows)
-#pragma unroll
-            for (int n = 0; n < NS; ++n)
-#pragma unroll
-                for (int e = 0; e < 4; ++e)
-                    s[n][e] = s[n][e] * q_inv[e >> 1] * sm.k_inv[r.stage][n * 8 + 2 * t4 + (e & 1)];
+            add_fresh(s, part[(KS - 1) & 1]);
+            // each row's and each key's factor (f16x3.cuh's unscale)
+            unscale(s, q_inv, [&](int n, int e) {
+                return sm.k_inv[r.stage][n * 8 + 2 * t4 + (e & 1)];
+            });
             release(sm.k_empty[r.stage]);
 
             float alpha[2];
