@@ -203,24 +203,29 @@ __device__ __forceinline__ void add_fresh(float (&acc)[N][4], float (&part)[N][4
     add_fragments(acc, part);
 }
 
-// C fragments times a factor per row (h: rows g, g + 8) and one per column (col(n, e): the
-// column's index in the tile), one multiply at a time (powers of two: exact; no product of two
-// factors that could overflow)
-template <int N, class Col>
-__device__ __forceinline__ void unscale(float (&c)[N][4], const float (&row)[2], Col&& col) {
+// The column of C fragment element e of n-tile n within its tile, for the thread of lane
+// 4g + t4 (mma.cuh's layout: columns n·8 + 2·t4 and + 1)
+__device__ __forceinline__ int frag_col(int n, int e, int t4) { return n * 8 + 2 * t4 + (e & 1); }
+
+// C fragments times a factor per row (row[h]: rows g, g + 8) and one per column (col[j]: column j
+// of the tile, frag_col), one multiply at a time (powers of two: exact; no product of two factors
+// that could overflow)
+template <int N>
+__device__ __forceinline__ void unscale(float (&c)[N][4], const float (&row)[2], const float* col,
+                                        int t4) {
 #pragma unroll
     for (int n = 0; n < N; ++n)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) c[n][e] = c[n][e] * row[e >> 1] * col(n, e);
+        for (int e = 0; e < 4; ++e) c[n][e] = c[n][e] * row[e >> 1] * col[frag_col(n, e, t4)];
 }
 
 // C fragments times a factor per column only (a reduction's row factors moved onto them)
-template <int N, class Col>
-__device__ __forceinline__ void scale_columns(float (&c)[N][4], Col&& col) {
+template <int N>
+__device__ __forceinline__ void scale_columns(float (&c)[N][4], const float* col, int t4) {
 #pragma unroll
     for (int n = 0; n < N; ++n)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) c[n][e] *= col(n, e);
+        for (int e = 0; e < 4; ++e) c[n][e] *= col[frag_col(n, e, t4)];
 }
 
 }  // namespace cuflash

@@ -190,16 +190,15 @@ struct DkdvWgmmaX3 {
             // the warp's key rows' factors, read each tile (held across the loop, they spill)
             const float k_inv[2] = {sm.k_inv[wkey + g], sm.k_inv[wkey + g + 8]};
             const float v_inv[2] = {sm.v_inv[wkey + g], sm.v_inv[wkey + g + 8]};
-            auto col = [&](int n, int e) { return n * 8 + 2 * t4 + (e & 1); };   // query in tile
-            unscale(st, k_inv, [&](int n, int e) { return q_inv[col(n, e)]; });
-            unscale(dpt, v_inv, [&](int n, int e) { return do_inv[col(n, e)]; });
+            unscale(st, k_inv, q_inv, t4);   // columns: the tile's queries
+            unscale(dpt, v_inv, do_inv, t4);
             // -- Pᵀ and dSᵀ (mainloop.cuh: every mask and score modifier)
             key_tile_probs_f<BLOCK_M>(st, dpt, head, t, i0, kb.j0 + wkey, lane, sm.lse2[s],
                                       sm.D[s], Exp2Exact());
             // -- the reductions' row factors onto the columns: Pᵀ·(1 / dO's), dSᵀ·(1 / Q's);
             //    then each row scaled into float16's range and split
-            scale_columns(st, [&](int n, int e) { return do_inv[col(n, e)]; });
-            scale_columns(dpt, [&](int n, int e) { return q_inv[col(n, e)]; });
+            scale_columns(st, do_inv, t4);
+            scale_columns(dpt, q_inv, t4);
             float sv[2], iv[2], sk[2], ik[2];
             row_scales_f16(st, sv, iv);
             row_scales_f16(dpt, sk, ik);
@@ -343,9 +342,8 @@ struct DqWgmmaX3 {
             });
             const float* k_inv = sm.k_inv[s];
             const float* v_inv = sm.v_inv[s];
-            auto col = [&](int n, int e) { return n * 8 + 2 * t4 + (e & 1); };   // key in tile
-            unscale(sc, q_inv, [&](int n, int e) { return k_inv[col(n, e)]; });
-            unscale(dp, do_inv, [&](int n, int e) { return v_inv[col(n, e)]; });
+            unscale(sc, q_inv, k_inv, t4);   // columns: the tile's keys
+            unscale(dp, do_inv, v_inv, t4);
             // -- dS = P ∘ (dP - D) · g in place of dP (mainloop.cuh: the warp's 16 rows)
             query_tile_probs<1, NS>(reinterpret_cast<float(&)[1][NS][4]>(sc),
                                     reinterpret_cast<float(&)[1][NS][4]>(dp), blk.mask, blk.score,
@@ -353,7 +351,7 @@ struct DqWgmmaX3 {
                                     lane, lse2, Dr, Exp2Exact());
             // -- K's row factors onto dS's columns, each row scaled and split; this tile's dQ
             //    from zero (K·2^e read MN-major), added to the total
-            scale_columns(dp, [&](int n, int e) { return k_inv[col(n, e)]; });
+            scale_columns(dp, k_inv, t4);
             float sq[2], iq[2];
             row_scales_f16(dp, sq, iq);
             unsigned ds_hi[NK][4], ds_lo[NK][4];

@@ -224,9 +224,7 @@ struct FwdWgmmaX3 {
             wgmma_wait<0>();
             add_fresh(s, part[(KS - 1) & 1]);
             // each row's and each key's factor (f16x3.cuh's unscale)
-            unscale(s, q_inv, [&](int n, int e) {
-                return sm.k_inv[r.stage][n * 8 + 2 * t4 + (e & 1)];
-            });
+            unscale(s, q_inv, sm.k_inv[r.stage], t4);
             release(sm.k_empty[r.stage]);
 
             float alpha[2];
