@@ -232,9 +232,10 @@ WGMMA_F16X3_BWD_MAX_D = 64
 #: Keys from which the three-float16-product kernels are 'highest''s default on sm_90 (dense
 #: batches in one pass). At T = 4096 and 16384 (call 165, NOTES.md v48; H200, FlashAttention's
 #: shapes) the forward ran 1.7-2.0x the mma.sync 'highest' (3xTF32) at d = 64 and 128 and the
-#: backward 2.5-2.7x at d = 64; shorter lengths were not measured yet, so the default starts where
-#: the TF32 wgmma forward's does.
-WGMMA_F16X3_MIN_KEYS = 1024
+#: backward 2.5-2.7x at d = 64; at T = 512 / 1024 / 2048 (call 166, `tools/bench_f32.py --x3
+#: --no-torch`) the forward 1.56-1.82x / 1.63-1.87x / 1.67-1.92x and the backward 1.83-2.17x /
+#: 2.17-2.38x / 2.35-2.48x. Shorter lengths were not measured.
+WGMMA_F16X3_MIN_KEYS = 512
 
 
 def wgmma_f16x3_pays(head_dim: int, seq_len_k: int, backward: bool = False) -> bool:
@@ -282,20 +283,29 @@ WGMMA_TF32_MIN_KEYS = 1024
 def wgmma_tf32_pays(head_dim: int, seq_len_k: int) -> bool:
     """Whether the default forward of precision='tf32' on sm_90 takes the TF32 wgmma kernel for
     a dense batch in one pass (``tile_candidates(staged=True)``): head dims up to
-    WGMMA_TF32_MAX_D, at d <= 64 from WGMMA_TF32_MIN_KEYS keys on."""
-    return head_dim <= WGMMA_TF32_MAX_D and (head_dim > 64 or seq_len_k >= WGMMA_TF32_MIN_KEYS)
+    WGMMA_TF32_MAX_D, at d <= 64 from WGMMA_TF32_MIN_KEYS keys on; wider heads up to
+    WGMMA_TF32_WIDE_D from WGMMA_TF32_WIDE_MIN_KEYS keys on (``wgmma_tf32_wide_tiles``)."""
+    if head_dim > WGMMA_TF32_MAX_D:
+        return head_dim <= WGMMA_TF32_WIDE_D and seq_len_k >= WGMMA_TF32_WIDE_MIN_KEYS
+    return head_dim > 64 or seq_len_k >= WGMMA_TF32_MIN_KEYS
 
 
-#: Head dims above WGMMA_TF32_MAX_D that the 4-warp TF32 wgmma forward takes, opt-in (never a
-#: default until measured): one warpgroup of 64 query rows, key tiles of 32, 2 stages, the head
-#: dim padded to wgmma's next width, 192 or 256 (shared memory 148480 / 197632 bytes; NVRTC: no
-#: spill, dense, causal and window + softcap + ALiBi; NOTES v46, v47)
+#: Head dims above WGMMA_TF32_MAX_D that the 4-warp TF32 wgmma forward takes: one warpgroup of 64
+#: query rows, key tiles of 32, 2 stages, the head dim padded to wgmma's next width, 192 or 256
+#: (shared memory 148480 / 197632 bytes; NVRTC: no spill, dense, causal and window + softcap +
+#: ALiBi; NOTES v46, v47)
 WGMMA_TF32_WIDE_D = 256
+
+#: Keys from which the wide tile is 'tf32''s default (128 < d <= WGMMA_TF32_WIDE_D): H200, d = 256,
+#: T = 4096 / 16384, FlashAttention's shapes (call 166, NOTES.md v48): 154.6-183.6 TFLOP/s, 1.81-1.95x
+#: the mma.sync 'tf32' kernel and 3.77-4.89x torch's efficient float32; shorter lengths (where the
+#: staging pass weighs more) were not measured.
+WGMMA_TF32_WIDE_MIN_KEYS = 4096
 
 
 def wgmma_tf32_wide_tiles(head_dim: int) -> list[TileConfig]:
     """The TF32 wgmma forward's tiles at WGMMA_TF32_MAX_D < head_dim <= WGMMA_TF32_WIDE_D
-    (flash_fwd_wgmma_tf32.cu's 4-warp kernel; opt-in: ``tile=``)."""
+    (flash_fwd_wgmma_tf32.cu's 4-warp kernel; the default where ``wgmma_tf32_pays``)."""
     if not WGMMA_TF32_MAX_D < head_dim <= WGMMA_TF32_WIDE_D:
         raise ValueError(f"the wide TF32 wgmma tiles take head dims {WGMMA_TF32_MAX_D + 1} to "
                          f"{WGMMA_TF32_WIDE_D}, got {head_dim}")
@@ -422,7 +432,7 @@ def tile_candidates(head_dim: int, dtype, *, backward: bool = False, causal: boo
     (wider: 'highest' on the CUDA cores, 'tf32' refused). ``staged``: the problem is a dense
     batch in one pass where float32's warpgroup kernel pays (``float32_wgmma_pays``; none of them
     runs packed batches, KV caches or split-KV), and with ``wgmma`` its tiles come first: 'tf32'
-    the TF32 wgmma forward (d <= WGMMA_TF32_MAX_D; it stages K and Vᵀ first), 'highest' the
+    the TF32 wgmma forward (d <= WGMMA_TF32_WIDE_D; it stages K and Vᵀ first), 'highest' the
     three-float16-product forward (d <= WGMMA_F16X3_MAX_D) and backward (d <=
     WGMMA_F16X3_BWD_MAX_D).
     """
@@ -437,10 +447,11 @@ def tile_candidates(head_dim: int, dtype, *, backward: bool = False, causal: boo
                  tf32_backward_tiles(head_dim, FAMILY[prec]) if head_dim <= TF32_BWD_MAX_D
                  else [])
         if prec == "tf32" and wgmma and staged and not backward and \
-                head_dim <= WGMMA_TF32_MAX_D:
+                head_dim <= WGMMA_TF32_WIDE_D:
             # float32 as TF32 on Hopper's warpgroup tensor cores: 1.1-1.8x the mma.sync kernel
-            # where wgmma_tf32_pays (NOTES.md v36, v37)
-            tiles = wgmma_tf32_tiles(head_dim) + tiles
+            # where wgmma_tf32_pays (NOTES.md v36, v37), 1.8-1.95x at d = 256 (v48)
+            tiles = (wgmma_tf32_tiles(head_dim) if head_dim <= WGMMA_TF32_MAX_D else
+                     wgmma_tf32_wide_tiles(head_dim)) + tiles
         if prec == "highest" and wgmma and staged:
             # float32 at float32's accuracy as three float16 products on Hopper's warpgroup tensor
             # cores: forward 1.7-2.0x, backward 2.5-2.7x the mma.sync 3xTF32 kernels (call 165,

@@ -39,7 +39,11 @@ struct FwdWgmmaX3 {
     // phase; P's hi / lo, O_tile and O in the P·V phase: ~160 at d = 128, block_n = 64)
     using Ws = WarpSpecialized<DP, BLOCK_M, NT, STAGES, 224>;
     static constexpr int NC = Ws::NC;
-    static constexpr bool PINGPONG = NC > 1;
+    // No turns (.ab/x3_no_turns.patch, NOTES v49): each consumer's S phase is a chain of KS
+    // dependent k16 steps (each waits on the one before it, for its float32 add), so holding the
+    // tensor cores' turn through it leaves them idle between steps; without turns the other
+    // warpgroup's products fill those gaps.
+    static constexpr bool PINGPONG = false;
     using Params = FwdParams<T, float>;
     using Block = QueryBlock<BLOCK_M, V, Params, float>;
     static_assert(!V::SPLIT && V::CACHE == kNoCache && V::PACKED == kUnpacked,

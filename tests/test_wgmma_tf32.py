@@ -11,7 +11,9 @@ import cuflash
 from cuflash import TileConfig, precision
 from cuflash._xp import cupy_module, to_numpy
 from cuflash.gpu import build, plan, tf32_stage
-from cuflash.tile import (WGMMA_TF32_MAX_D, WGMMA_TF32_MIN_KEYS, default_tile, wgmma_tf32_pays,
+from cuflash.tile import (WGMMA_TF32_MAX_D, WGMMA_TF32_MIN_KEYS, WGMMA_TF32_WIDE_D,
+                          WGMMA_TF32_WIDE_MIN_KEYS, wgmma_tf32_wide_tiles,
+                          default_tile, wgmma_tf32_pays,
                           wgmma_tf32_tiles)
 
 from helpers import (  # noqa: F401 (poison_gpu_outputs: autouse fixture)
@@ -97,12 +99,15 @@ def test_tiles_and_plan():
                             assert prec == "tf32" and backward and d > 128
                             continue
                         want = (staged and prec == "tf32" and arch == "sm_90" and not backward
-                                and d <= WGMMA_TF32_MAX_D)
+                                and d <= WGMMA_TF32_WIDE_D)
                         if want:
-                            assert t == wgmma_tf32_tiles(d)[0], (d, staged, prec, arch)
+                            assert t == (wgmma_tf32_tiles(d) if d <= WGMMA_TF32_MAX_D else
+                                         wgmma_tf32_wide_tiles(d))[0], (d, staged, prec, arch)
                         else:
                             assert t.kernel != "wgmma_tf32", (d, staged, prec, arch, backward)
-    assert wgmma_tf32_pays(128, 1) and wgmma_tf32_pays(96, 1) and not wgmma_tf32_pays(256, 10**6)
+    assert wgmma_tf32_pays(128, 1) and wgmma_tf32_pays(96, 1) and not wgmma_tf32_pays(288, 10**6)
+    assert wgmma_tf32_pays(256, WGMMA_TF32_WIDE_MIN_KEYS)
+    assert not wgmma_tf32_pays(136, WGMMA_TF32_WIDE_MIN_KEYS - 1)
     assert wgmma_tf32_pays(64, WGMMA_TF32_MIN_KEYS) and not wgmma_tf32_pays(64, WGMMA_TF32_MIN_KEYS - 1)
     assert not wgmma_tf32_pays(16, 1000) and wgmma_tf32_pays(16, 4096)
 

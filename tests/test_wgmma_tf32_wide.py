@@ -34,12 +34,15 @@ def test_wide_tiles_and_plan():
     for d in (WGMMA_TF32_MAX_D, WGMMA_TF32_WIDE_D + 1):
         with pytest.raises(ValueError, match="wide TF32 wgmma tiles take head dims"):
             wgmma_tf32_wide_tiles(d)
-    # never a default: 'tf32' keeps mma.sync above d = 128 until the wide tile is measured
+    # 'tf32''s default above d = 128 where the caller's batch is dense and long enough
+    # (staged: tile.wgmma_tf32_pays, from WGMMA_TF32_WIDE_MIN_KEYS keys); mma.sync otherwise
     for d in (160, 256):
         for causal in (False, True):
-            t = default_tile(d, "float32", causal=causal, precision="tf32", arch="sm_90",
-                             smem_limit=smem, staged=True)
-            assert t.kernel == "tf32", (d, causal, t)
+            for staged in (False, True):
+                t = default_tile(d, "float32", causal=causal, precision="tf32", arch="sm_90",
+                                 smem_limit=smem, staged=staged)
+                assert t == (WIDE if staged else t) and (staged or t.kernel == "tf32"), \
+                    (d, causal, staged, t)
 
 
 @pytest.mark.parametrize("tile,d,match", [
@@ -124,3 +127,21 @@ def test_wide_staging_matches_the_rule(cp, S, block_n, D):
     want_k, want_v = tf32_stage.staged(k, v, block_n, cp)
     cp.testing.assert_array_equal(got.k, want_k)
     cp.testing.assert_array_equal(got.v, want_v)
+
+
+@pytest.mark.gpu
+def test_wide_default_where_it_pays(cp):
+    """precision='tf32' with tile=None at d = 256: from WGMMA_TF32_WIDE_MIN_KEYS keys a dense
+    batch in one pass runs the wide tile (its bits, and the criterion), one key fewer the
+    mma.sync kernel (its bits)."""
+    from cuflash.tile import WGMMA_TF32_WIDE_MIN_KEYS
+    skip_unless_tile_fits(WIDE, 256, np.float32)
+    n = WGMMA_TF32_WIDE_MIN_KEYS
+    q, k, v = make_inputs(cp, (1, 1, 300, 256), (1, 1, n, 256), np.float32, seed=71)
+    out, lse = cuflash.attention(q, k, v, precision="tf32", return_lse=True)
+    cp.testing.assert_array_equal(out, cuflash.attention(q, k, v, tile=WIDE))
+    _check_kernel(cp, out, lse, q, k, v, "tf32", name="wide default")
+    mma = default_tile(256, "float32", precision="tf32")
+    short = [x[:, :, :n - 1] for x in (k, v)]
+    cp.testing.assert_array_equal(cuflash.attention(q, *short, precision="tf32"),
+                                  cuflash.attention(q, *short, tile=mma))

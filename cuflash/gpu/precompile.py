@@ -19,8 +19,8 @@ from pathlib import Path
 
 from .._xp import DTYPES
 from ..checks import SUPPORTED_HEAD_DIMS
-from ..tile import (WGMMA_TF32_MAX_D, default_backward, default_tile,
-                    wgmma_f16x3_tiles, wgmma_tf32_tiles)
+from ..tile import (WGMMA_TF32_MAX_D, WGMMA_TF32_WIDE_D, default_backward, default_tile,
+                    wgmma_f16x3_tiles, wgmma_tf32_tiles, wgmma_tf32_wide_tiles)
 from . import build, plan
 
 
@@ -59,10 +59,11 @@ def default_specs(arch: str) -> list[plan.KernelSpec]:
     # of dense batches where tile.wgmma_tf32_pays: the first tile of each head dim it takes
     if arch == "sm_90":
         for d in SUPPORTED_HEAD_DIMS:
-            if d > WGMMA_TF32_MAX_D:
+            if d > WGMMA_TF32_WIDE_D:
                 continue
+            first = (wgmma_tf32_tiles(d) if d <= WGMMA_TF32_MAX_D else wgmma_tf32_wide_tiles(d))[0]
             for causal in (False, True):
-                for s in plan.specs_for("float32", d, wgmma_tf32_tiles(d)[0], causal, False):
+                for s in plan.specs_for("float32", d, first, causal, False):
                     specs[s.name] = s
     # ... and 'highest' as three float16 products (kernel='wgmma_f16x3'), its default on sm_90
     # for dense batches where tile.float32_wgmma_pays: the first forward and backward tiles
