@@ -1,5 +1,5 @@
 """x3 forward outputs on fixed inputs, saved to argv[1] (.npz): run under two trees' PYTHONPATH
-and compare (call 172: the staged K / V must give main's bits)."""
+and compare (call 172: the staged rows must give main's bits, forward and backward)."""
 import sys
 import numpy as np
 import cupy as cp
@@ -20,5 +20,11 @@ for i, (d, T, S, hq, hk, opts, bn) in enumerate([
     o, lse = cuflash.attention(q, k, v, tile=TileConfig(128, bn, 12, 2, "wgmma_f16x3"),
                                return_lse=True, **opts)
     out[f"o{i}"], out[f"lse{i}"] = cp.asnumpy(o), cp.asnumpy(lse)
+    if d <= 64:   # the x3 backward pair
+        o, res = cuflash.attention(q, k, v, tile=TileConfig(128, bn, 12, 2, "wgmma_f16x3"),
+                                   return_residuals=True, **opts)
+        g = cuflash.attention_backward(f(hq, T), res, tile=TileConfig(64, 128, 12, 2, "wgmma_f16x3"))
+        for n, x in zip("qkv", g):
+            out[f"d{n}{i}"] = cp.asnumpy(x)
 np.savez(sys.argv[1], **out)
 print("saved", len(out))
