@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # call 172 (NOTES v50, v51; .ab/base = main efb0d8d, carry [".ab/base"]): the x3 kernels reading
 # rows split once per call (f16x3_stage). The whole GPU suite on this tree and, beside it, the
-# bits against main (forward and backward) and racecheck; then ab_speed float32 'highest'
+# bits against main (forward and backward), racecheck and the two new GPU mutants; then ab_speed float32 'highest'
 # forward (d 64, 128) and backward (d 64), with nothing else running.
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT
@@ -25,7 +25,10 @@ for opts in ({}, dict(causal=True)):
     q, k, v = f(1, 4, 300, 64), f(1, 2, 333, 64), f(1, 2, 333, 64)
     _, res = cuflash.attention(q, k, v, return_residuals=True, **opts)
     cuflash.attention_backward(f(1, 4, 300, 64), res, tile=tb)
-cp.cuda.Device().synchronize(); print('ok')" > $OUT/race.txt 2>&1; echo "racecheck rc=$?"; tail -2 $OUT/race.txt) > $OUT/side.txt 2>&1 &
+cp.cuda.Device().synchronize(); print('ok')" > $OUT/race.txt 2>&1; echo "racecheck rc=$?"; tail -2 $OUT/race.txt
+ for m in gpu_f16x3_v_unscaled gpu_f16x3_k_inverse_skipped; do
+   timeout 120 python3 tools/mutants.py --gpu $m > /tmp/$m.txt 2>&1; echo "$m rc=$? $(tail -1 /tmp/$m.txt)"
+ done) > $OUT/side.txt 2>&1 &
 export PYTHONPATH=$PWD
 STEPS="env tests" JOBS=12 LIMIT_TESTS=${LIMIT_TESTS:-350} TAIL=3 OUT=$OUT bash tests/gpu_session.sh > $OUT/session.txt 2>&1
 wait
