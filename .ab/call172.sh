@@ -30,13 +30,13 @@ cp.cuda.Device().synchronize(); print('ok')" > $OUT/race.txt 2>&1; echo "raceche
    timeout 120 python3 tools/mutants.py --gpu $m > /tmp/$m.txt 2>&1; echo "$m rc=$? $(tail -1 /tmp/$m.txt)"
  done) > $OUT/side.txt 2>&1 &
 export PYTHONPATH=$PWD
-STEPS="env tests" JOBS=12 LIMIT_TESTS=${LIMIT_TESTS:-350} TAIL=3 OUT=$OUT bash tests/gpu_session.sh > $OUT/session.txt 2>&1
+STEPS="env tests" JOBS=12 LIMIT_TESTS=${LIMIT_TESTS:-320} TAIL=3 OUT=$OUT bash tests/gpu_session.sh > $OUT/session.txt 2>&1
 wait
-timeout 120 python3 tools/ab_speed.py --base $BASE --new . --dtypes float32:highest --d 64,128 \
-  --T 1024,4096,16384 --passes fwd --causal 0,1 --rounds 1 --json $OUT/ab.json > $OUT/ab.txt 2>&1
+timeout 70 python3 tools/ab_speed.py --base $BASE --new . --dtypes float32:highest --d 64,128 \
+  --T 4096,16384 --passes fwd --causal 0,1 --rounds 1 --json $OUT/ab.json > $OUT/ab.txt 2>&1
 echo "ab rc=$?" >> $OUT/side.txt
-timeout 90 python3 tools/ab_speed.py --base $BASE --new . --dtypes float32:highest --d 64 \
-  --T 1024,4096,16384 --passes bwd --causal 0,1 --rounds 1 --json $OUT/ab_bwd.json > $OUT/ab_bwd.txt 2>&1
+timeout 45 python3 tools/ab_speed.py --base $BASE --new . --dtypes float32:highest --d 64 \
+  --T 4096,16384 --passes bwd --causal 0,1 --rounds 1 --json $OUT/ab_bwd.json > $OUT/ab_bwd.txt 2>&1
 echo "ab bwd rc=$?" >> $OUT/side.txt
 echo "=================== SUMMARY"
 cat $OUT/summary.txt $OUT/side.txt
