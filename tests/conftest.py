@@ -103,3 +103,9 @@ def xp(request):
     if not gpu_available():
         pytest.skip(NO_GPU)
     return cupy_module()
+
+
+@pytest.fixture
+def cp():
+    """CuPy, for gpu-marked tests (which are skipped before this runs when there is no GPU)."""
+    return cupy_module()

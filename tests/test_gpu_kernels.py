@@ -8,7 +8,7 @@ import pytest
 
 import cuflash
 from cuflash import TileConfig
-from cuflash._xp import cupy_module, dtype_name, to_numpy
+from cuflash._xp import dtype_name, to_numpy
 from cuflash.oracle import oracle_attention, oracle_backward
 
 from helpers import (  # poison_gpu_outputs: autouse fixture
@@ -38,11 +38,6 @@ DMMA_FWD = [TileConfig(64, 32, 4, 2, "dmma"), TileConfig(128, 64, 8, 2, "dmma"),
             TileConfig(64, 32, 8, 2, "dmma"), TileConfig(32, 32, 4, 1, "dmma")]
 DMMA_BWD = [TileConfig(32, 32, 4, 2, "dmma"), TileConfig(64, 64, 8, 2, "dmma"),
             TileConfig(32, 64, 4, 1, "dmma"), TileConfig(16, 16, 2, 1, "dmma")]
-
-
-@pytest.fixture
-def cp():
-    return cupy_module()
 
 
 def _finite_everywhere(name, x):

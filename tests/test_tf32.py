@@ -10,7 +10,7 @@ import pytest
 
 import cuflash
 from cuflash import TileConfig, precision
-from cuflash._xp import cupy_module, to_numpy
+from cuflash._xp import to_numpy
 from cuflash.gpu import build, plan
 from cuflash.oracle import normwise_error, oracle_attention, rel_error
 from cuflash.tile import default_tile, tf32_tiles
@@ -228,11 +228,6 @@ def test_twin_backward_precisions_against_oracle(causal):
 
 
 # -- the kernels ----------------------------------------------------------------------------------
-
-@pytest.fixture
-def cp():
-    return cupy_module()
-
 
 TF32_TILES = [TileConfig(64, 32, 4, 2, "tf32x3"), TileConfig(128, 64, 8, 2, "tf32x3"),
               TileConfig(128, 32, 4, 2, "tf32x3"), TileConfig(32, 32, 2, 1, "tf32x3"),

@@ -11,7 +11,7 @@ import pytest
 
 import cuflash
 from cuflash import TileConfig, precision
-from cuflash._xp import cupy_module, to_numpy
+from cuflash._xp import to_numpy
 from cuflash.gpu import build, plan
 from cuflash.tile import (WGMMA_F16X3_BWD_MAX_D, WGMMA_F16X3_MAX_D, WGMMA_F16X3_MIN_KEYS,
                           default_backward, default_tile, float32_wgmma_pays, wgmma_f16x3_pays,
@@ -200,11 +200,6 @@ def test_backward_kernels_compile_without_spills():
 
 
 # -- the kernels ---------------------------------------------------------------------------------
-
-@pytest.fixture
-def cp():
-    return cupy_module()
-
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("tile", X3_TILES, ids=lambda t: t.short())

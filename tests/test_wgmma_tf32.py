@@ -9,7 +9,7 @@ import pytest
 
 import cuflash
 from cuflash import TileConfig, precision
-from cuflash._xp import cupy_module, to_numpy
+from cuflash._xp import to_numpy
 from cuflash.gpu import build, plan, tf32_stage
 from cuflash.tile import (WGMMA_TF32_MAX_D, WGMMA_TF32_MIN_KEYS, WGMMA_TF32_WIDE_D,
                           WGMMA_TF32_WIDE_MIN_KEYS, wgmma_tf32_wide_tiles,
@@ -161,11 +161,6 @@ def test_first_tiles_compile_without_spills():
 
 
 # -- the kernels ---------------------------------------------------------------------------------
-
-@pytest.fixture
-def cp():
-    return cupy_module()
-
 
 def _hopper_or_skip(tile, d):
     skip_unless_tile_fits(tile, d, np.float32)   # sm_90 only, and its shared memory

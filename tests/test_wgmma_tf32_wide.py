@@ -9,7 +9,6 @@ import pytest
 
 import cuflash
 from cuflash import TileConfig
-from cuflash._xp import cupy_module
 from cuflash.gpu import build, plan
 from cuflash.tile import (WGMMA_TF32_MAX_D, WGMMA_TF32_WIDE_D, default_tile,
                           wgmma_tf32_wide_tiles)
@@ -66,11 +65,6 @@ def test_wide_kernels_compile_without_spills():
             assert spec.smem_bytes() <= plan.SMEM_LIMIT["sm_90"]
             r = build.compile_offline(build.source(spec), spec.name, spec.arch, spec.smem_bytes())
             assert r.spills == 0 and not r.serialized, (spec.name, r)
-
-
-@pytest.fixture
-def cp():
-    return cupy_module()
 
 
 @pytest.mark.gpu
