@@ -31,13 +31,13 @@ bad = [k for k in a if not np.array_equal(a[k].view(np.uint32), b[k].view(np.uin
 print('bits: %d arrays, differing: %s' % (len(a), bad or 'none'))"
  timeout 120 python3 tools/mutants.py --gpu gpu_f16x3_k_inverse_skipped > /tmp/m.txt 2>&1; echo "mutant rc=$? $(tail -1 /tmp/m.txt)"
 ) > $OUT/side.txt 2>&1 &
-PYTHONPATH=$PWD timeout 150 python3 -m pytest -q -p no:cacheprovider -n 12 -m gpu tests/test_f16x3_stage.py \
+PYTHONPATH=$PWD timeout 120 python3 -m pytest -q -p no:cacheprovider -n 12 -m gpu tests/test_f16x3_stage.py \
   tests/test_wgmma_f16x3.py > $OUT/tests.txt 2>&1; echo "tests rc=$?" > $OUT/tests_rc.txt
 wait
 export PYTHONPATH=$PWD
-timeout 200 python3 tools/bench_f32.py --x3 --errors --d 64 128 --T 2048 4096 16384 --reps 3 \
+timeout 170 python3 tools/bench_f32.py --x3 --errors --d 64 128 --T 2048 4096 16384 --reps 3 \
   --jobs 14 > $OUT/bench_fwd.txt 2>&1; echo "bench fwd rc=$?" >> $OUT/side.txt
-timeout 150 python3 tools/bench_f32.py --pass bwd --x3 --d 64 --T 2048 4096 16384 \
+timeout 110 python3 tools/bench_f32.py --pass bwd --x3 --d 64 --T 2048 4096 16384 \
   --reps 3 --jobs 14 > $OUT/bench_bwd.txt 2>&1; echo "bench bwd rc=$?" >> $OUT/side.txt
 echo "=================== SUMMARY"
 cat $OUT/env.txt $OUT/side.txt $OUT/tests_rc.txt; tail -1 $OUT/tests.txt; grep -E "^(FAILED|ERROR)" $OUT/tests.txt | head
