@@ -219,8 +219,8 @@ def tf32_tiles(head_dim: int, family: str) -> list[TileConfig]:
 WGMMA_TF32_MAX_D = 128
 
 #: The widest head dim of the three-float16-product forward (flash_fwd_wgmma_x3.cu, 'highest' on
-#: sm_90, opt-in): at 128, Q's hi and lo (64 KB), two stages of K's and V's hi and lo at 64 keys
-#: (128 KB) and the producer's float32 tile (32 KB) take 225 KB of shared memory
+#: sm_90): at 128, Q's hi and lo (64 KB) and two stages of K's and V's hi and lo at 64 keys
+#: (128 KB) take 199 KB of shared memory (the rows staged once per call: f16x3_stage.cuh)
 WGMMA_F16X3_MAX_D = 128
 
 #: The widest head dim of its backward (flash_bwd_wgmma_x3.cu): a consumer thread holds dK and dV

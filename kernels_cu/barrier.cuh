@@ -49,6 +49,13 @@ struct Mbarrier {
         asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_addr(&word))
                      : "memory");
     }
+    // Both arrivals of a thread that copied by cp.async and stored by plain stores into the
+    // phase's buffers (a barrier counting two per such thread): the copies' once they land, the
+    // stores' now (a release)
+    __device__ __forceinline__ void arrive_after_copies() {
+        arrive_on_copies();
+        arrive();
+    }
     __device__ __forceinline__ void wait(int parity) {
         asm volatile(
             "{\n.reg .pred done;\n"

@@ -13,6 +13,10 @@
 
 namespace cuflash {
 
+// The x3 forward's factor on P before its split (P <= 1 stays below 2^14, in float16's range);
+// its inverse is folded into V's (f16x3_stage.cuh)
+constexpr float kX3PScale = 16384.f;
+
 // 2^e such that m·2^e lies in [2^13, 2^14), m a block's largest |x| (>= 0); 1 where m is 0 or
 // not finite. A power of two: scaling and unscaling are exact.
 __device__ __forceinline__ float f16_range_scale(float m) {
@@ -128,6 +132,40 @@ __device__ __forceinline__ void split_global_rows(__half* hi, __half* lo, float*
             }
         },
         RowScaleInto<DP>{inv + r0, tid});
+}
+
+// Staged rows (f16x3_stage.cuh: a row's hi, lo and inverse, ld halves apart) of one tile of ROWS
+// rows, all within the staged array, copied by the 128 threads of a warpgroup (cp.async):
+//   copy_staged_tiles  hi and lo into sw128 tiles (src: this thread's source in the tile,
+//                      SwizzledTiles' thread_src, so that a loop can step it; tile: row 0)
+//   store_staged_inverses  the rows' inverses into inv[0 .. ROWS - 1] (thread tid: rows tid,
+//                      + 128..) by plain loads and stores, not cp.async: compute-sanitizer's
+//                      racecheck does not follow a cp.async copy's arrival on a barrier and reports
+//                      the consumers' plain reads of it (call 172); the producers then arrive on
+//                      the full barrier for both (Mbarrier::arrive_after_copies)
+template <int ROWS, int DP>
+__device__ __forceinline__ void copy_staged_tiles(__half* hi, __half* lo, const __half* src,
+                                                  const __half* tile, int ld) {
+    using Tiles = SwizzledTiles<DP, 128>;
+    Tiles::template load_from<ROWS>(hi, src, tile, ROWS, DP, ld);
+    Tiles::template load_from<ROWS>(lo, src + DP, tile, ROWS, DP, ld);
+}
+template <int DP>
+__device__ __forceinline__ float staged_inverse(const __half* row) {   // the float after hi, lo
+    return *reinterpret_cast<const float*>(row + 2 * DP);
+}
+template <int ROWS, int DP>
+__device__ __forceinline__ void store_staged_inverses(float* inv, const __half* tile, int ld, int tid) {
+#pragma unroll
+    for (int r = tid; r < ROWS; r += 128) inv[r] = staged_inverse<DP>(tile + size_t(r) * ld);
+}
+// Both, for a tile's row 0 at `tile` (its sources computed here)
+template <int ROWS, int DP>
+__device__ __forceinline__ void copy_staged_rows(__half* hi, __half* lo, float* inv,
+                                                 const __half* tile, int ld, int tid) {
+    copy_staged_tiles<ROWS, DP>(hi, lo, SwizzledTiles<DP, 128>::template thread_src<ROWS>(tile, ld),
+                                tile, ld);
+    store_staged_inverses<ROWS, DP>(inv, tile, ld, tid);
 }
 
 // C fragments as the A fragments of k16 steps, split: c[2·kk], c[2·kk + 1] (two 8-column

@@ -22,13 +22,17 @@
 // dSᵀ's hi / lo (64); at d = 128 the totals alone would take 128 (NOTES v45: a split of the
 // head dim over the warpgroups is the way there).
 //
-// Warp-specialized as flash_bwd_wgmma_ws.cu: warpgroup 0, the producer, copies float32 tiles by
-// cp.async into a staging buffer (raw) and writes their hi / lo tiles (128-byte swizzle) with
-// each row's inverse scale; warpgroups 1..NC consume. No tensor maps: the copy engine cannot split.
+// Warp-specialized as flash_bwd_wgmma_ws.cu: warpgroup 0, the producer, copies the hi / lo tiles
+// (128-byte swizzle) and each row's inverse scale by cp.async from the staged rows the host made
+// once per call (f16x3_stage.cuh: q, k, v and dout each split per row; p.q, p.k, p.v and p.dout
+// are those staged arrays, padded to whole tiles); warpgroups 1..NC consume.
 //
 // Versions (predictions and results in NOTES.md):
 //   v46  first version; v48 (call 165, H200, d = 64): 74-80 TFLOP/s, 2.12-2.34x torch's efficient
 //        float32 backward; the consumers' empty-barrier arrival made per warp (racecheck).
+//   v51  q, k, v and dout split once per call (f16x3_stage.cuh); the producers only copy (call
+//        172: 102-111 TFLOP/s at d = 64, 1.37-1.44x v48 in the same run).
+//   v52  the rows' scales by plain loads and stores (call 175).
 #pragma once
 #include "barrier.cuh"
 #include "f16x3.cuh"
@@ -84,22 +88,21 @@ struct DkdvWgmmaX3 {
     static constexpr int NK = BLOCK_M / 16;   // k16 steps of dV, dK
     using MMA_S = Wgmma<BLOCK_M, __half>;
     using MMA_O = Wgmma<DP, __half>;
-    static constexpr int RAW = BLOCK_N > 2 * BLOCK_M ? BLOCK_N : 2 * BLOCK_M;   // raw rows
 
     struct Smem {
         __half k_hi[BLOCK_N * DP], k_lo[BLOCK_N * DP], v_hi[BLOCK_N * DP], v_lo[BLOCK_N * DP];
         __half q_hi[STAGES][BLOCK_M * DP], q_lo[STAGES][BLOCK_M * DP];
         __half do_hi[STAGES][BLOCK_M * DP], do_lo[STAGES][BLOCK_M * DP];
-        float raw[RAW * DP];               // the producer's float32 rows
         float k_inv[BLOCK_N], v_inv[BLOCK_N];                  // 1 / each key row's scales
         float q_inv[STAGES][BLOCK_M], do_inv[STAGES][BLOCK_M];  // 1 / each query row's
         float lse2[STAGES][BLOCK_M], D[STAGES][BLOCK_M];
-        Mbarrier kv_full;                  // the resident K and V written
-        StageBarriers<STAGES> q_bar;       // full: a query tile written (all 128 producers);
-                                           // empty: every consumer warp is done with it
+        Mbarrier kv_full;   // the resident K and V copied, their scales stored (arrive_after_copies)
+        // full: a query tile's copies landed and its scales, lse2 and D stored (two arrivals of
+        // each of the 128 producers); empty: every consumer warp is done with it
+        StageBarriers<STAGES> q_bar;
         __device__ __forceinline__ void init_barriers() {
-            kv_full.init(128);
-            q_bar.init(128, 4 * NC);
+            kv_full.init(256);   // arrive_after_copies
+            q_bar.init(256, 4 * NC);
         }
     };
     static constexpr int kSmemBytes = smem_budget<Smem, 1024>();
@@ -111,55 +114,32 @@ struct DkdvWgmmaX3 {
         specialize<Ws>([&] { produce(p, kb, sm); }, [&] { consume(p, kb, sm); });
     }
 
-    // Warpgroup 0: K's and V's rows split once, then each query tile of each query head of the
-    // block's chunk (for_each_group_tile: tile n in ring slot n) Q's and dO's rows (with the
-    // queries' lse·log2 e and D) into its stage once the consumers gave it back. The producers
-    // meet at named barrier 1 whenever raw changes hands.
+    // Warpgroup 0: the block's K and V rows, then each query tile of each query head of the
+    // block's chunk (for_each_group_tile: tile n in ring slot n) Q's and dO's rows with the
+    // queries' lse·log2 e and D into its stage once the consumers gave it back.
     static __device__ __forceinline__ void produce(const Params& p, const Block& kb, Smem& sm) {
-        using Raw = X3Raw<DP>;
-        const NamedBarrier producers{1, 128};
-        const int tid = threadIdx.x, d = p.d;
-        const auto raw_in = [&](float* at, const float* src, int rows, int ld) {
-            Raw::template load<BLOCK_M>(at, src, rows, d, ld);
-        };
-        // -- K and V: BLOCK_N rows each, one after the other through raw
-        const float* kv[2] = {kb.seq.k_row(p.k, p.k_stride, kb.j0),
-                              kb.seq.k_row(p.v, p.v_stride, kb.j0)};
-        const int lds[2] = {int(p.k_stride[2]), int(p.v_stride[2])};
-#pragma unroll
-        for (int w = 0; w < 2; ++w) {
-            Raw::template load<BLOCK_N>(sm.raw, kv[w], kb.rows, d, lds[w]);
-            cp_async_commit();
-            cp_async_wait<0>();
-            producers.sync();   // every copy landed
-            split_raw_rows<BLOCK_N, BLOCK_N, DP>(w ? sm.v_hi : sm.k_hi, w ? sm.v_lo : sm.k_lo,
-                                                 w ? sm.v_inv : sm.k_inv, 0, sm.raw, tid);
-            producers.sync();   // every read of raw done
-        }
-        fence_proxy_async();
-        sm.kv_full.arrive();
-        // -- each query tile: Q's rows in raw's first BLOCK_M rows, dO's in the next
-        float* raw_do = sm.raw + BLOCK_M * DP;
+        const int tid = threadIdx.x;
+        const auto staged = [](const float* row) { return reinterpret_cast<const __half*>(row); };
+        const int kld = 2 * int(p.k_stride[2]), vld = 2 * int(p.v_stride[2]);   // halves
+        const int qld = 2 * int(p.q_stride[2]), dld = 2 * int(p.dout_stride[2]);
+        copy_staged_rows<BLOCK_N, DP>(sm.k_hi, sm.k_lo, sm.k_inv,
+                                      staged(kb.seq.k_row(p.k, p.k_stride, kb.j0)), kld, tid);
+        copy_staged_rows<BLOCK_N, DP>(sm.v_hi, sm.v_lo, sm.v_inv,
+                                      staged(kb.seq.k_row(p.v, p.v_stride, kb.j0)), vld, tid);
+        sm.kv_full.arrive_after_copies();
         for_each_group_tile<Head>(p, kb, [&](const Head& head, int t, int n) {
             const StageRing<STAGES> r(n);
-            const int i0 = head.tiles.start(t, BLOCK_M), rows = min(BLOCK_M, head.seq.T_len - i0);
-            raw_in(sm.raw, head.seq.q_row(p.q, p.q_stride, i0), rows, int(p.q_stride[2]));
-            raw_in(raw_do, head.seq.q_row(p.dout, p.dout_stride, i0), rows,
-                   int(p.dout_stride[2]));
-            cp_async_commit();
-            cp_async_wait<0>();
-            producers.sync();
-            const int s = r.stage;
+            const int s = r.stage, i0 = head.tiles.start(t, BLOCK_M);
             sm.q_bar.empty[s].wait(r.empty_parity());
-            split_raw_rows<BLOCK_M, BLOCK_M, DP>(sm.q_hi[s], sm.q_lo[s], sm.q_inv[s], 0, sm.raw,
-                                                 tid);
-            split_raw_rows<BLOCK_M, BLOCK_M, DP>(sm.do_hi[s], sm.do_lo[s], sm.do_inv[s], 0, raw_do,
-                                                 tid);
+            copy_staged_rows<BLOCK_M, DP>(sm.q_hi[s], sm.q_lo[s], sm.q_inv[s],
+                                          staged(head.seq.q_row(p.q, p.q_stride, i0)), qld, tid);
+            copy_staged_rows<BLOCK_M, DP>(sm.do_hi[s], sm.do_lo[s], sm.do_inv[s],
+                                          staged(head.seq.q_row(p.dout, p.dout_stride, i0)), dld,
+                                          tid);
             stage_q_stats<BLOCK_M, 128>(sm.lse2[s], sm.D[s], p, head.seq, i0);
-            fence_proxy_async();
-            sm.q_bar.full[s].arrive();
-            producers.sync();   // every read of raw done
+            sm.q_bar.full[s].arrive_after_copies();   // its scale, lse2 and D stores too
         });
+        cp_async_wait<0>();   // nothing in flight when the producer's threads end
         store_dkdv<T>(p, kb, [] {}, NoTile{}, NoTile{});   // a group sum's turns: nothing to add
     }
 
@@ -172,10 +152,12 @@ struct DkdvWgmmaX3 {
         zero_fragments(dV);
         const int panel = (warp / 4) * 64 * 64;   // this warpgroup's 64 keys of panel 0
         sm.kv_full.wait(0);
+        fence_proxy_async();   // the copies (generic proxy), before wgmma reads them
         for_each_group_tile<Head>(p, kb, [&](const Head& head, int t, int n) {
             const StageRing<STAGES> r(n);
             const int s = r.stage;
             sm.q_bar.full[s].wait(r.full_parity());
+            fence_proxy_async();
             const int i0 = head.tiles.start(t, BLOCK_M);
             // -- Sᵀ = K Qᵀ and dPᵀ = V dOᵀ, each k16 step from zero
             float st[MS][4], dpt[MS][4];
@@ -236,9 +218,9 @@ struct DkdvWgmmaX3 {
     }
 };
 
-// The dQ pass: a block owns BLOCK_M queries (64 per consumer warpgroup, which split their own
-// rows of q and dO from global memory), the producer streams the K/V tiles, split per row, into
-// a ring of STAGES buffers; per tile each consumer warpgroup runs S, dP (fresh k16 steps), dS,
+// The dQ pass: a block owns BLOCK_M queries (64 per consumer warpgroup); the producer copies
+// their rows of q and dO, then streams the K/V tiles into a ring of STAGES buffers (all from the
+// staged rows: hi, lo and each row's inverse scale); per tile each consumer warpgroup runs S, dP (fresh k16 steps), dS,
 // and this tile's dQ from zero, added to its float32 total.
 template <typename T, int DP, int BLOCK_M, int BLOCK_N, int NT, int STAGES, class V>
 struct DqWgmmaX3 {
@@ -262,12 +244,16 @@ struct DqWgmmaX3 {
         __half q_hi[BLOCK_M * DP], q_lo[BLOCK_M * DP], do_hi[BLOCK_M * DP], do_lo[BLOCK_M * DP];
         __half k_hi[STAGES][BLOCK_N * DP], k_lo[STAGES][BLOCK_N * DP];
         __half v_hi[STAGES][BLOCK_N * DP], v_lo[STAGES][BLOCK_N * DP];
-        float raw[2 * BLOCK_N * DP];       // the producer's float32 rows: K's, then V's
         float q_inv[BLOCK_M], do_inv[BLOCK_M];                  // 1 / each query row's scales
         float k_inv[STAGES][BLOCK_N], v_inv[STAGES][BLOCK_N];   // 1 / each key row's
-        StageBarriers<STAGES> kv_bar;      // full: a K/V tile written (all 128 producers);
-                                           // empty: every consumer warp is done with it
-        __device__ __forceinline__ void init_barriers() { kv_bar.init(128, 4 * NC); }
+        Mbarrier q_full;   // the block's Q and dO rows copied, scales stored (arrive_after_copies)
+        // full: a K/V tile's copies landed and its scales stored (two arrivals of each of the 128
+        // producers); empty: every consumer warp is done with it
+        StageBarriers<STAGES> kv_bar;
+        __device__ __forceinline__ void init_barriers() {
+            q_full.init(256);   // arrive_after_copies
+            kv_bar.init(256, 4 * NC);
+        }
     };
     static constexpr int kSmemBytes = smem_budget<Smem, 1024>();
 
@@ -279,32 +265,47 @@ struct DqWgmmaX3 {
         specialize<Ws>([&] { produce(p, blk, kv, sm); }, [&] { consume(p, blk, kv, sm); });
     }
 
-    // Warpgroup 0: K_t's and V_t's rows through raw, split into stage t % STAGES
+    // Warpgroup 0: the block's Q and dO rows, then K_t's and V_t's into stage t % STAGES once
+    // the consumers gave it back (tiles in order: each thread steps its two sources, as
+    // pipeline.cuh's KVStream; a mask_mod's lists: each tile's computed)
     static __device__ __forceinline__ void produce(const Params& p, const Block& blk,
                                                    const TileIter& kv, Smem& sm) {
-        using Raw = X3Raw<DP>;
-        const NamedBarrier producers{1, 128};
-        const int tid = threadIdx.x, d = p.d, len = blk.seq.S_len;
-        const auto k_rows = blk.seq.k_rows(p.k, p.k_stride), v_rows = blk.seq.k_rows(p.v, p.v_stride);
-        float* raw_v = sm.raw + BLOCK_N * DP;
+        using Tiles = SwizzledTiles<DP, 128>;
+        const int tid = threadIdx.x;
+        const auto staged = [](const float* row) { return reinterpret_cast<const __half*>(row); };
+        copy_staged_rows<BLOCK_M, DP>(sm.q_hi, sm.q_lo, sm.q_inv,
+                                      staged(blk.seq.q_row(p.q, p.q_stride, blk.i0)),
+                                      2 * int(p.q_stride[2]), tid);
+        copy_staged_rows<BLOCK_M, DP>(sm.do_hi, sm.do_lo, sm.do_inv,
+                                      staged(blk.seq.q_row(p.dout, p.dout_stride, blk.i0)),
+                                      2 * int(p.dout_stride[2]), tid);
+        sm.q_full.arrive_after_copies();
+        const __half* k0 = staged(blk.seq.k_row(p.k, p.k_stride, 0));
+        const __half* v0 = staged(blk.seq.k_row(p.v, p.v_stride, 0));
+        const int kld = 2 * int(p.k_stride[2]), vld = 2 * int(p.v_stride[2]);   // halves
+        const auto src = [&](const __half* x0, int ld, int j0) {
+            return Tiles::template thread_src<BLOCK_N>(x0 + size_t(j0) * ld, ld);
+        };
+        const __half* k_src = src(k0, kld, kv.n > 0 ? kv.start(0, BLOCK_N) : 0);
+        const __half* v_src = src(v0, vld, kv.n > 0 ? kv.start(0, BLOCK_N) : 0);
 #pragma unroll 1
         for (int t = 0; t < kv.n; ++t) {
             const StageRing<STAGES> r(t);
-            const int s = r.stage, j0 = kv.start(t, BLOCK_N), rows = min(BLOCK_N, len - j0);
-            Raw::template load<BLOCK_N>(sm.raw, k_rows.at(j0), rows, d, int(k_rows.ld));
-            Raw::template load<BLOCK_N>(raw_v, v_rows.at(j0), rows, d, int(v_rows.ld));
-            cp_async_commit();
-            cp_async_wait<0>();
-            producers.sync();   // every copy landed
+            const int s = r.stage, j0 = kv.start(t, BLOCK_N);
+            if constexpr (!Block::kInOrder) {
+                k_src = src(k0, kld, j0);
+                v_src = src(v0, vld, j0);
+            }
             sm.kv_bar.empty[s].wait(r.empty_parity());
-            split_raw_rows<BLOCK_N, BLOCK_N, DP>(sm.k_hi[s], sm.k_lo[s], sm.k_inv[s], 0, sm.raw,
-                                                 tid);
-            split_raw_rows<BLOCK_N, BLOCK_N, DP>(sm.v_hi[s], sm.v_lo[s], sm.v_inv[s], 0, raw_v,
-                                                 tid);
-            fence_proxy_async();
-            sm.kv_bar.full[s].arrive();
-            producers.sync();   // every read of raw done
+            copy_staged_tiles<BLOCK_N, DP>(sm.k_hi[s], sm.k_lo[s], k_src, k0, kld);
+            copy_staged_tiles<BLOCK_N, DP>(sm.v_hi[s], sm.v_lo[s], v_src, v0, vld);
+            store_staged_inverses<BLOCK_N, DP>(sm.k_inv[s], k0 + size_t(j0) * kld, kld, tid);
+            store_staged_inverses<BLOCK_N, DP>(sm.v_inv[s], v0 + size_t(j0) * vld, vld, tid);
+            sm.kv_bar.full[s].arrive_after_copies();
+            k_src += size_t(BLOCK_N) * kld;
+            v_src += size_t(BLOCK_N) * vld;
         }
+        cp_async_wait<0>();   // nothing in flight when the producer's threads end
     }
 
     // Warpgroup 1 + c: queries 64·c .. 64·c + 63 of the block
@@ -312,16 +313,8 @@ struct DqWgmmaX3 {
                                                    const TileIter& kv, Smem& sm) {
         const int warp = threadIdx.x / 32 - 4, lane = threadIdx.x % 32;   // among the consumers
         const int c = warp / 4, wrow = warp * 16, g = lane >> 2, t4 = lane & 3;
-        // -- this warpgroup's rows of Q and dO, split, each row with its scale
-        const int tid = threadIdx.x % 128, r0 = 64 * c;
-        split_global_rows<BLOCK_M, DP>(sm.q_hi, sm.q_lo, sm.q_inv, r0, tid,
-                                       blk.seq.q_row(p.q, p.q_stride, blk.i0), p.q_stride[2],
-                                       blk.rows, p.d);
-        split_global_rows<BLOCK_M, DP>(sm.do_hi, sm.do_lo, sm.do_inv, r0, tid,
-                                       blk.seq.q_row(p.dout, p.dout_stride, blk.i0),
-                                       p.dout_stride[2], blk.rows, p.d);
-        fence_proxy_async();
-        NamedBarrier{2 + c, 128}.sync();   // this warpgroup's rows written
+        sm.q_full.wait(0);
+        fence_proxy_async();   // the copies (generic proxy), before wgmma reads them
         const float q_inv[2] = {sm.q_inv[wrow + g], sm.q_inv[wrow + g + 8]};
         const float do_inv[2] = {sm.do_inv[wrow + g], sm.do_inv[wrow + g + 8]};
         float lse2[2], Dr[2], dQ[NO][4];
@@ -332,6 +325,7 @@ struct DqWgmmaX3 {
             const StageRing<STAGES> r(t);
             const int s = r.stage, j0 = kv.start(t, BLOCK_N);
             sm.kv_bar.full[s].wait(r.full_parity());
+            fence_proxy_async();
             // -- S = Q Kᵀ and dP = dO Vᵀ, each k16 step from zero
             float sc[NS][4], dp[NS][4];
             fresh_pair<MMA_S, KS>(sc, dp, [&](int which, int kk) {

@@ -10,18 +10,22 @@
 // Scales: Q per row, K per key row (both folded into S once per tile: exact), P by 2^14 and V
 // per key tile (folded into the O update).
 //
-// Warp-specialized (flash_fwd_wgmma_ws.cu's shape): warpgroup 0, the producer, copies k's and
-// v's float32 tiles by cp.async into a staging buffer and writes K's and V's hi / lo tiles
-// (128-byte swizzle, as the 16-bit kernels' tiles) into a ring of STAGES buffers; warpgroups
-// 1..NC, the consumers, each make the hi / lo of their 64 rows of Q from global memory, then per
-// key tile issue the products, run the online softmax (wgmma_forward.cuh, wgmma_tile_probs:
-// every mask and score modifier) and add P·V. The consumers take turns issuing (ping-pong, named
-// barriers), two turns a tile (S, then P·V); unlike the 16-bit kernel, S_{t+1} is not issued
-// beside P_t V_t: the registers go to the fresh sums.
+// Warp-specialized (flash_fwd_wgmma_ws.cu's shape): warpgroup 0, the producer, copies K's and
+// V's hi / lo tiles (128-byte swizzle, as the 16-bit kernels' tiles) and their inverse scales
+// into a ring of STAGES buffers, from the staged rows the host made once per call
+// (f16x3_stage.cuh: each key row's hi, lo and inverse; K scaled per row, V per key tile);
+// warpgroups 1..NC, the consumers, each make the hi / lo of their 64 rows of Q from global
+// memory, then per key tile issue the products, run the online softmax (wgmma_forward.cuh,
+// wgmma_tile_probs: every mask and score modifier) and add P·V. Unlike the 16-bit kernel, S_{t+1}
+// is not issued beside P_t V_t: the registers go to the fresh sums.
 //
 // Versions (predictions and results in NOTES.md):
 //   v45  first version; v48 (call 165, H200): 69-79 TFLOP/s at d = 64 / 128, 1.66-2.08x torch's
 //        efficient float32 forward (v45 predicted 3-5x: the fresh k16 sums wait on every step).
+//   v49  no turns between the consumers (call 171: +0.8-3.4%).
+//   v50  K and V split once per call (f16x3_stage.cuh); the producer only copies (call 172:
+//        132-191 TFLOP/s, 1.92-2.41x v49 in the same run).
+//   v52  the rows' scales by plain loads and stores (call 175, racecheck's reports moved, stayed).
 //
 // Grid: (ceil(T / BLOCK_M), sequences·heads) (block.cuh, QueryBlock). Block: NT = 128·(NC + 1)
 // threads, BLOCK_M = 64·NC.
@@ -53,26 +57,25 @@ struct FwdWgmmaX3 {
     static constexpr int NO = DP / 8;               // 8-column n-tiles of O
     static constexpr int KS = DP / 16;              // k16 steps of Q·Kᵀ
     static constexpr int NK = BLOCK_N / 16;         // k16 steps of P·V
-    static constexpr float kPScale = 16384.f;       // P·2^14: P <= 1 stays below 2^14
     using MMA_S = Wgmma<BLOCK_N, __half>;
     using MMA_O = Wgmma<DP, __half>;
-    using Raw = X3Raw<DP>;   // the producer's float32 copies
+    using Tiles = SwizzledTiles<DP, 128>;   // the producer warpgroup's 16-bit copies
+    static constexpr int kRow = 2 * DP + 8;   // halves a staged row (f16x3_stage.cuh)
 
     struct Smem {
         __half q_hi[BLOCK_M * DP], q_lo[BLOCK_M * DP];   // later each warp's O rows (float32)
         __half k_hi[STAGES][BLOCK_N * DP], k_lo[STAGES][BLOCK_N * DP];
         __half v_hi[STAGES][BLOCK_N * DP], v_lo[STAGES][BLOCK_N * DP];
-        float raw[BLOCK_N * DP];        // the producer's float32 tile (K's, then V's)
         float k_inv[STAGES][BLOCK_N];   // 1 / each key row's scale
         float v_inv[STAGES];            // 1 / (V's tile scale · 2^14)
         float q_inv[BLOCK_M];           // 1 / each query row's scale
-        float v_max[4];                 // the producer warps' largest |v| of a tile
-        Mbarrier k_full[STAGES], v_full[STAGES];     // the producer's tiles written
+        Mbarrier k_full[STAGES], v_full[STAGES];   // a tile copied, its scales stored (two arrivals
+                                                   // a producer: arrive_after_copies)
         Mbarrier k_empty[STAGES], v_empty[STAGES];   // every consumer warp is done reading
         __device__ __forceinline__ void init_barriers(unsigned producers) {
             for (int s = 0; s < STAGES; ++s) {
-                k_full[s].init(producers);
-                v_full[s].init(producers);
+                k_full[s].init(2 * producers);
+                v_full[s].init(2 * producers);
                 k_empty[s].init(4 * NC);   // one arrival per consumer warp
                 v_empty[s].init(4 * NC);
             }
@@ -91,55 +94,43 @@ struct FwdWgmmaX3 {
                        });
     }
 
-    // Warpgroup 0: for each key tile, K's float32 rows into sm.raw, then its hi / lo into stage
-    // t % STAGES with each row's scale; then V's, scaled per tile. The 128 producers meet at named
-    // barrier 1 + 2·NC (1..2·NC are the consumers') whenever sm.raw changes hands.
+    // Warpgroup 0: for each key tile, K's staged hi / lo rows and their inverses into stage
+    // t % STAGES once the consumers gave it back, then V's (p.k and p.v are the staged arrays:
+    // rows of kRow halves, f16x3_stage.cuh; every tile lies within them, S_pad keys). Tiles in
+    // order: each thread steps its two sources (as pipeline.cuh's KVStream), else (a mask_mod's
+    // tile lists) each tile's addresses computed.
     static __device__ __forceinline__ void produce(const Params& p, const Block& blk,
                                                    const TileIter& kv, Smem& sm) {
-        const NamedBarrier producers{1 + 2 * NC, 128};
-        const int tid = threadIdx.x, warp = tid / 32, len = blk.seq.S_len, d = p.d;
+        const int tid = threadIdx.x;
         const auto k_rows = blk.seq.k_rows(p.k, p.k_stride), v_rows = blk.seq.k_rows(p.v, p.v_stride);
+        const __half* k0 = reinterpret_cast<const __half*>(k_rows.base);
+        const __half* v0 = reinterpret_cast<const __half*>(v_rows.base);
+        const int kld = 2 * k_rows.ld, vld = 2 * v_rows.ld;   // halves
+        const auto src = [&](const __half* x0, int ld, int j0) {
+            return Tiles::template thread_src<BLOCK_N>(x0 + size_t(j0) * ld, ld);
+        };
+        const __half* k_src = src(k0, kld, kv.n > 0 ? kv.start(0, BLOCK_N) : 0);
+        const __half* v_src = src(v0, vld, kv.n > 0 ? kv.start(0, BLOCK_N) : 0);
 #pragma unroll 1
         for (int t = 0; t < kv.n; ++t) {
             const StageRing<STAGES> r(t);
-            const int j0 = kv.start(t, BLOCK_N), rows = min(BLOCK_N, len - j0);
-            // -- K: rows scaled one by one
-            Raw::template load<BLOCK_N>(sm.raw, k_rows.at(j0), rows, d, int(k_rows.ld));
-            cp_async_commit();
-            cp_async_wait<0>();
-            producers.sync();                    // every K copy landed
-            sm.k_empty[r.stage].wait(r.empty_parity());
-            split_raw_rows<BLOCK_N, BLOCK_N, DP>(sm.k_hi[r.stage], sm.k_lo[r.stage],
-                                                 sm.k_inv[r.stage], 0, sm.raw, tid);
-            fence_proxy_async();
-            sm.k_full[r.stage].arrive();
-            producers.sync();                    // every read of K's raw rows done
-            // -- V: one scale for the tile (P·V reduces over its rows)
-            Raw::template load<BLOCK_N>(sm.raw, v_rows.at(j0), rows, d, int(v_rows.ld));
-            cp_async_commit();
-            cp_async_wait<0>();
-            producers.sync();                    // every V copy landed
-            float m = 0.f;
-            for (int i = tid; i < BLOCK_N * DP / 4; i += 128) {
-                const float4 x = *reinterpret_cast<const float4*>(sm.raw + 4 * i);
-                m = fmaxf(m, fmaxf(fmaxf(fabsf(x.x), fabsf(x.y)), fmaxf(fabsf(x.z), fabsf(x.w))));
+            const int j0 = kv.start(t, BLOCK_N);
+            if constexpr (!Block::kInOrder) {
+                k_src = src(k0, kld, j0);
+                v_src = src(v0, vld, j0);
             }
-#pragma unroll
-            for (int w = 16; w > 0; w /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, w));
-            if (tid % 32 == 0) sm.v_max[warp] = m;
-            producers.sync();
-            const float vs = f16_range_scale(fmaxf(fmaxf(sm.v_max[0], sm.v_max[1]),
-                                                   fmaxf(sm.v_max[2], sm.v_max[3])));
+            sm.k_empty[r.stage].wait(r.empty_parity());
+            copy_staged_tiles<BLOCK_N, DP>(sm.k_hi[r.stage], sm.k_lo[r.stage], k_src, k0, kld);
+            store_staged_inverses<BLOCK_N, DP>(sm.k_inv[r.stage], k0 + size_t(j0) * kld, kld, tid);
+            sm.k_full[r.stage].arrive_after_copies();
             sm.v_empty[r.stage].wait(r.empty_parity());
-            split_rows_f16<BLOCK_N, BLOCK_N, DP, 128>(
-                sm.v_hi[r.stage], sm.v_lo[r.stage], 0, tid,
-                [&](int r, int c, float (&x)[8]) { raw_chunk<BLOCK_N, DP>(sm.raw, r, c, x); },
-                [&](int, float) { return vs; });
-            if (tid == 0) sm.v_inv[r.stage] = 1.f / (vs * kPScale);
-            fence_proxy_async();
-            sm.v_full[r.stage].arrive();
-            producers.sync();                    // every read of V's raw rows (and v_max) done
+            copy_staged_tiles<BLOCK_N, DP>(sm.v_hi[r.stage], sm.v_lo[r.stage], v_src, v0, vld);
+            if (tid == 0) sm.v_inv[r.stage] = staged_inverse<DP>(v0 + size_t(j0) * vld);   // the tile's
+            sm.v_full[r.stage].arrive_after_copies();
+            k_src += size_t(BLOCK_N) * kld;
+            v_src += size_t(BLOCK_N) * vld;
         }
+        cp_async_wait<0>();   // nothing in flight when the producer's threads end
     }
 
     // Warpgroup 1 + c: query rows 64·c .. 64·c + 63 of the tile, and its turns at the tensor
@@ -212,6 +203,7 @@ struct FwdWgmmaX3 {
             float s[NS][4], part[2][NS][4];
             zero_fragments(s);
             sm.k_full[r.stage].wait(r.full_parity());
+            fence_proxy_async();   // the copies (generic proxy), before wgmma reads them
             take_turn();
 #pragma unroll
             for (int kk = 0; kk < KS; ++kk) {
@@ -234,11 +226,12 @@ struct FwdWgmmaX3 {
             float alpha[2];
             wgmma_tile_probs<BLOCK_N>(s, blk, kv, t, wrow, g, t4, softmax, alpha);
             unsigned p_hi[NK][4], p_lo[NK][4];
-            split_c_to_a<NK>(s, {kPScale, kPScale}, p_hi, p_lo);
+            split_c_to_a<NK>(s, {kX3PScale, kX3PScale}, p_hi, p_lo);
             const __half* vh = sm.v_hi[r.stage];
             const __half* vl = sm.v_lo[r.stage];
             float ot[NO][4];
             sm.v_full[r.stage].wait(r.full_parity());
+            fence_proxy_async();
             take_turn();
             wgmma_fence();
 #pragma unroll

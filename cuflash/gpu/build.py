@@ -210,6 +210,42 @@ def tf32_stage_source(max_d: int = TF32_STAGE_MAX_D) -> str:
     return f"// {name}\n{expand('tf32_stage.cuh')}\n{entry}"
 
 
+#: The x3 kernels' staging (f16x3_stage.cuh): the forward's K (per row) and V (per key tile of
+#: block_n), one kernel per (block_n, padded head dim) of the x3 forward's tiles; the backward's
+#: pairs (q, dout and k, v) per row, F16X3_STAGE_ROWS rows a block, one kernel per padded head
+#: dim. F16X3_STAGE_THREADS threads a block.
+F16X3_STAGE_SHAPES = frozenset({(32, 64), (64, 64), (32, 128), (64, 128)})
+F16X3_STAGE_ROWS = 64
+F16X3_STAGE_ROW_DIMS = (64,)
+F16X3_STAGE_THREADS = 256
+
+
+def f16x3_stage_name(rows: int, dp: int, b_tile: bool = True) -> str:
+    return f"cuflash_f16x3_stage_{'n' if b_tile else 'rows'}{rows}_d{dp}"
+
+
+def f16x3_stage_source(rows: int, dp: int, b_tile: bool = True) -> str:
+    """Two float32 arrays split into float16 hi / lo rows with their inverse scales for the x3
+    kernels (f16x3_stage.cuh): blocks of `rows` rows, padded head dim dp; b_tile: the second
+    array scaled per block of rows (the forward's V), else per row as the first."""
+    name = f16x3_stage_name(rows, dp, b_tile)
+    entry = (f'extern "C" __global__ void __launch_bounds__({F16X3_STAGE_THREADS}) '
+             f'{name}('
+             f"const float* k, const float* v, long long ks0, long long ks1, long long ks2, "
+             f"long long vs0, long long vs1, long long vs2, int heads, int S, int S_pad, int D, "
+             f"float* ks, float* vs) {{\n"
+             f"    cuflash::X3Stage<{rows}, {dp}, {F16X3_STAGE_THREADS}, "
+             f"{'true' if b_tile else 'false'}>::run(k, v, ks0, ks1, ks2, vs0, vs1, vs2, heads, S, "
+             f"S_pad, D, ks, vs);\n}}\n")
+    return f"// {name}\n{expand('f16x3_stage.cuh')}\n{entry}"
+
+
+def f16x3_stage_kernels():
+    """(rows, dp, b_tile) of every staging kernel (precompile builds them all)."""
+    return sorted([(n, dp, True) for n, dp in F16X3_STAGE_SHAPES] +
+                  [(F16X3_STAGE_ROWS, dp, False) for dp in F16X3_STAGE_ROW_DIMS])
+
+
 # -- facts read from C++ through NVRTC, no device needed --------------------------------------
 
 _GLOBAL = re.compile(r"\.global\s+\.align\s+\d+\s+\.(\w+)\s+(\w+)(?:\[(\d*)\])?\s*=\s*"
@@ -370,6 +406,12 @@ def get_tile_lists(spec: KernelSpec, device_id: int):
         mod = _module_from_cubin(str(cubin_for_arch(source(spec), spec.name, spec.arch)),
                                  device_id)
     return mod.get_function(tile_lists_name(spec))
+
+
+@functools.lru_cache(maxsize=None)
+def get_f16x3_stage(device_id: int, rows: int, dp: int, b_tile: bool = True):
+    return _module(f16x3_stage_source(rows, dp, b_tile), device_id).get_function(
+        f16x3_stage_name(rows, dp, b_tile))
 
 
 @functools.lru_cache(maxsize=None)

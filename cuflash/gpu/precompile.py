@@ -165,6 +165,12 @@ def run(arch: str, fail_on_spills: bool, jobs: int, include_experiments: bool = 
                                       build.tf32_stage_name(max_d), arch)
             except RuntimeError as exc:
                 failures.append(str(exc))
+        for rows, dp, b_tile in build.f16x3_stage_kernels():   # the x3 kernels' splits
+            try:
+                build.compile_offline(build.f16x3_stage_source(rows, dp, b_tile),
+                                      build.f16x3_stage_name(rows, dp, b_tile), arch)
+            except RuntimeError as exc:
+                failures.append(str(exc))
     for f in failures:
         print(f, file=out)
     print(f"{len(todo) - len(failures)} compiled, {len(failures)} failed, "
