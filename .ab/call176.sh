@@ -10,7 +10,7 @@ OUT=${OUT:-/tmp/out}; mkdir -p $OUT
 SPLIT=/tmp/split; mkdir -p $SPLIT; cp -r cuflash kernels_cu tools tests setup.cfg $SPLIT/
 (cd $SPLIT && patch -p1 -s < $OLDPWD/.ab/x3_split_barrier.patch) || echo "patch failed"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > $OUT/env.txt
-(PYTHONPATH=$SPLIT timeout 120 compute-sanitizer --tool racecheck --error-exitcode 1 python3 -c "
+(PYTHONPATH=$SPLIT timeout 90 compute-sanitizer --tool racecheck --error-exitcode 1 python3 -c "
 import numpy as np, cupy as cp, cuflash
 from cuflash import TileConfig
 t = TileConfig(128, 64, 12, 2, 'wgmma_f16x3'); r = np.random.default_rng(0)
@@ -26,13 +26,13 @@ cp.cuda.Device().synchronize(); print('ok')" > /tmp/race.txt 2>&1; echo "raceche
  grep "Error: Race" /tmp/race.txt | sed 's/+0x[0-9a-f]*//g' | sort | uniq -c
  head -c 20000 /tmp/race.txt > $OUT/race_head.txt
 ) > $OUT/side.txt 2>&1 &
-(cd $SPLIT && PYTHONPATH=$SPLIT timeout 120 python3 -m pytest -q -p no:cacheprovider -n 12 -m gpu tests/test_f16x3_stage.py \
+(cd $SPLIT && PYTHONPATH=$SPLIT timeout 90 python3 -m pytest -q -p no:cacheprovider -n 12 -m gpu tests/test_f16x3_stage.py \
   tests/test_wgmma_f16x3.py) > $OUT/tests.txt 2>&1; echo "tests rc=$?" > $OUT/tests_rc.txt
 wait
 export PYTHONPATH=$PWD
-timeout 170 python3 tools/bench_f32.py --x3 --errors --d 64 128 --T 2048 4096 16384 --reps 3 \
+timeout 110 python3 tools/bench_f32.py --x3 --errors --d 64 128 --T 4096 16384 --reps 3 \
   --jobs 14 > $OUT/bench_fwd.txt 2>&1; echo "bench fwd rc=$?" >> $OUT/side.txt
-timeout 110 python3 tools/bench_f32.py --pass bwd --x3 --d 64 --T 2048 4096 16384 \
+timeout 75 python3 tools/bench_f32.py --pass bwd --x3 --d 64 --T 4096 16384 \
   --reps 3 --jobs 14 > $OUT/bench_bwd.txt 2>&1; echo "bench bwd rc=$?" >> $OUT/side.txt
 echo "=================== SUMMARY"
 cat $OUT/env.txt $OUT/side.txt $OUT/tests_rc.txt; tail -1 $OUT/tests.txt; grep -E "^(FAILED|ERROR)" $OUT/tests.txt | head
