@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
-# call 176 (NOTES v52-v53): on a copy with .ab/x3_split_barrier.patch (CopiesAndStores: the
-# x3 kernels' full barriers split into the cp.async copies' and the plain scale stores'; main's
-# single barrier counting both kept racecheck's 16 reports, call 175): racecheck (expected: the
-# forward and dQ kernels clean, dK/dV's per-warp-arrival reports as at main, call 168) and the
-# x3 / staging GPU tests. Then, on main's tree (the staged x3 kernels merged at eaef638), issue
-# 15's ratios against torch's efficient float32 (bench_f32 --x3, as call 165).
+# call 176 (NOTES v52-v54; carry [".ab/arms/d128"]):
+#  - beside: on a copy of main with .ab/x3_split_barrier.patch (v53: CopiesAndStores), racecheck
+#    of the x3 kernels (expected: forward and dQ clean; dK/dV's per-warp-arrival reports as at
+#    main, call 168);
+#  - the x3 backward tests of .ab/arms/d128 (v54, .ab/x3_bwd_d128.patch: the pair at d = 128 on
+#    32-query tiles, opt-in), d = 64 and 128;
+#  - issue 15's ratios against torch's efficient float32 (bench_f32 --x3): the forward on main
+#    (the staged kernels, eaef638), the backward d = 64 and 128 on the d = 128 tree.
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT
+D128=$PWD/.ab/arms/d128
 SPLIT=/tmp/split; mkdir -p $SPLIT; cp -r cuflash kernels_cu tools tests setup.cfg $SPLIT/
 (cd $SPLIT && patch -p1 -s < $OLDPWD/.ab/x3_split_barrier.patch) || echo "patch failed"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > $OUT/env.txt
-(PYTHONPATH=$SPLIT timeout 90 compute-sanitizer --tool racecheck --error-exitcode 1 python3 -c "
+(PYTHONPATH=$SPLIT timeout 80 compute-sanitizer --tool racecheck --error-exitcode 1 python3 -c "
 import numpy as np, cupy as cp, cuflash
 from cuflash import TileConfig
 t = TileConfig(128, 64, 12, 2, 'wgmma_f16x3'); r = np.random.default_rng(0)
@@ -24,16 +27,17 @@ for opts in ({}, dict(causal=True)):
     cuflash.attention_backward(f(1, 4, 300, 64), res, tile=tb)
 cp.cuda.Device().synchronize(); print('ok')" > /tmp/race.txt 2>&1; echo "racecheck rc=$?"; tail -2 /tmp/race.txt
  grep "Error: Race" /tmp/race.txt | sed 's/+0x[0-9a-f]*//g' | sort | uniq -c
- head -c 20000 /tmp/race.txt > $OUT/race_head.txt
+ head -c 12000 /tmp/race.txt > $OUT/race_head.txt
 ) > $OUT/side.txt 2>&1 &
-(cd $SPLIT && PYTHONPATH=$SPLIT timeout 90 python3 -m pytest -q -p no:cacheprovider -n 12 -m gpu tests/test_f16x3_stage.py \
-  tests/test_wgmma_f16x3.py) > $OUT/tests.txt 2>&1; echo "tests rc=$?" > $OUT/tests_rc.txt
+(cd $D128 && PYTHONPATH=$D128 timeout 100 python3 -m pytest -q -p no:cacheprovider -n 12 -m gpu \
+  tests/test_wgmma_f16x3.py tests/test_f16x3_stage.py -k "backward or staging" -rfE) > $OUT/tests_d128.txt 2>&1
+echo "tests d128 rc=$?" > $OUT/tests_rc.txt
 wait
-export PYTHONPATH=$PWD
-timeout 110 python3 tools/bench_f32.py --x3 --errors --d 64 128 --T 4096 16384 --reps 3 \
-  --jobs 14 > $OUT/bench_fwd.txt 2>&1; echo "bench fwd rc=$?" >> $OUT/side.txt
-timeout 75 python3 tools/bench_f32.py --pass bwd --x3 --d 64 --T 4096 16384 \
-  --reps 3 --jobs 14 > $OUT/bench_bwd.txt 2>&1; echo "bench bwd rc=$?" >> $OUT/side.txt
+PYTHONPATH=$PWD timeout 100 python3 tools/bench_f32.py --x3 --errors --d 64 128 --T 4096 16384 --reps 3 \
+  --jobs 14 > $OUT/bench_fwd.txt 2>&1; echo "bench fwd rc=$?" >> $OUT/tests_rc.txt
+(cd $D128 && PYTHONPATH=$D128 timeout 80 python3 tools/bench_f32.py --pass bwd --x3 --d 64 128 \
+  --T 4096 16384 --reps 3 --jobs 14) > $OUT/bench_bwd.txt 2>&1; echo "bench bwd rc=$?" >> $OUT/tests_rc.txt
 echo "=================== SUMMARY"
-cat $OUT/env.txt $OUT/side.txt $OUT/tests_rc.txt; tail -1 $OUT/tests.txt; grep -E "^(FAILED|ERROR)" $OUT/tests.txt | head
-grep -E "^(fwd|bwd) " $OUT/bench_fwd.txt $OUT/bench_bwd.txt | grep -E "f16x3|torch_eff|naive_f32|cuflash_highest" | sort -k2,2n -k3,3n -k4,4n | head -60
+cat $OUT/env.txt $OUT/side.txt $OUT/tests_rc.txt; tail -1 $OUT/tests_d128.txt
+grep -E "^(FAILED|ERROR)" $OUT/tests_d128.txt | head -20
+grep -E "^(fwd|bwd) " $OUT/bench_fwd.txt $OUT/bench_bwd.txt | grep -E "f16x3|torch_eff|naive_f32|highest" | sort -k2,2n -k3,3n -k4,4n | head -60
