@@ -5,15 +5,14 @@
 #    main, call 168);
 #  - the x3 backward tests of .ab/arms/d128 (v54, .ab/x3_bwd_d128.patch: the pair at d = 128 on
 #    32-query tiles, opt-in), d = 64 and 128;
-#  - issue 15's backward ratios against torch's efficient float32 (bench_f32 --x3), d = 64 and
-#    128 on the d = 128 tree (the forward's: next call; 344 s of device budget left).
+#  (254 s of device budget left: no benchmark; issue 15's ratios in the next session's call)
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT
 D128=$PWD/.ab/arms/d128
 SPLIT=/tmp/split; mkdir -p $SPLIT; cp -r cuflash kernels_cu tools tests setup.cfg $SPLIT/
 (cd $SPLIT && patch -p1 -s < $OLDPWD/.ab/x3_split_barrier.patch) || echo "patch failed"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > $OUT/env.txt
-(PYTHONPATH=$SPLIT timeout 80 compute-sanitizer --tool racecheck --error-exitcode 1 python3 -c "
+(PYTHONPATH=$SPLIT timeout 70 compute-sanitizer --tool racecheck --error-exitcode 1 python3 -c "
 import numpy as np, cupy as cp, cuflash
 from cuflash import TileConfig
 t = TileConfig(128, 64, 12, 2, 'wgmma_f16x3'); r = np.random.default_rng(0)
@@ -29,13 +28,10 @@ cp.cuda.Device().synchronize(); print('ok')" > /tmp/race.txt 2>&1; echo "raceche
  grep "Error: Race" /tmp/race.txt | sed 's/+0x[0-9a-f]*//g' | sort | uniq -c
  head -c 12000 /tmp/race.txt > $OUT/race_head.txt
 ) > $OUT/side.txt 2>&1 &
-(cd $D128 && PYTHONPATH=$D128 timeout 90 python3 -m pytest -q -p no:cacheprovider -n 12 -m gpu \
+(cd $D128 && PYTHONPATH=$D128 timeout 80 python3 -m pytest -q -p no:cacheprovider -n 12 -m gpu \
   tests/test_wgmma_f16x3.py tests/test_f16x3_stage.py -k "backward or staging" -rfE) > $OUT/tests_d128.txt 2>&1
 echo "tests d128 rc=$?" > $OUT/tests_rc.txt
 wait
-(cd $D128 && PYTHONPATH=$D128 timeout 80 python3 tools/bench_f32.py --pass bwd --x3 --d 64 128 \
-  --T 4096 16384 --reps 3 --jobs 14) > $OUT/bench_bwd.txt 2>&1; echo "bench bwd rc=$?" >> $OUT/tests_rc.txt
 echo "=================== SUMMARY"
 cat $OUT/env.txt $OUT/side.txt $OUT/tests_rc.txt; tail -1 $OUT/tests_d128.txt
 grep -E "^(FAILED|ERROR)" $OUT/tests_d128.txt | head -20
-grep -E "^(fwd|bwd) " $OUT/bench_bwd.txt | grep -E "f16x3|torch_eff|naive_f32|highest" | sort -k2,2n -k3,3n -k4,4n | head -60
