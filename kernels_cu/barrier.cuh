@@ -50,8 +50,11 @@ struct Mbarrier {
                      : "memory");
     }
     // Both arrivals of a thread that copied by cp.async and stored by plain stores into the
-    // phase's buffers (a barrier counting two per such thread): the copies' once they land, the
-    // stores' now (a release)
+    // phase's buffers: the copies' once they land, the stores' now (a release). A barrier that
+    // `threads` threads arrive on so counts after_copies(threads).
+    __host__ __device__ static constexpr unsigned after_copies(unsigned threads) {
+        return 2 * threads;
+    }
     __device__ __forceinline__ void arrive_after_copies() {
         arrive_on_copies();
         arrive();

@@ -139,10 +139,10 @@ __device__ __forceinline__ void split_global_rows(__half* hi, __half* lo, float*
 //   copy_staged_tiles  hi and lo into sw128 tiles (src: this thread's source in the tile,
 //                      SwizzledTiles' thread_src, so that a loop can step it; tile: row 0)
 //   store_staged_inverses  the rows' inverses into inv[0 .. ROWS - 1] (thread tid: rows tid,
-//                      + 128..) by plain loads and stores, not cp.async: compute-sanitizer's
-//                      racecheck does not follow a cp.async copy's arrival on a barrier and reports
-//                      the consumers' plain reads of it (call 172); the producers then arrive on
-//                      the full barrier for both (Mbarrier::arrive_after_copies)
+//                      + 128..) by plain loads and stores (NOTES v52: racecheck reported the
+//                      consumers' reads of cp.async-copied scales, call 172, and of these as
+//                      well, call 175); the producers arrive on the full barrier for the copies
+//                      and the stores (Mbarrier::arrive_after_copies)
 template <int ROWS, int DP>
 __device__ __forceinline__ void copy_staged_tiles(__half* hi, __half* lo, const __half* src,
                                                   const __half* tile, int ld) {

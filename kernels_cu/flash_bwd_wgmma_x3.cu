@@ -96,13 +96,13 @@ struct DkdvWgmmaX3 {
         float k_inv[BLOCK_N], v_inv[BLOCK_N];                  // 1 / each key row's scales
         float q_inv[STAGES][BLOCK_M], do_inv[STAGES][BLOCK_M];  // 1 / each query row's
         float lse2[STAGES][BLOCK_M], D[STAGES][BLOCK_M];
-        Mbarrier kv_full;   // the resident K and V copied, their scales stored (arrive_after_copies)
-        // full: a query tile's copies landed and its scales, lse2 and D stored (two arrivals of
-        // each of the 128 producers); empty: every consumer warp is done with it
+        Mbarrier kv_full;   // the resident K and V copied, their scales stored
+        // full: a query tile's copies landed and its scales, lse2 and D stored (the 128
+        // producers, arrive_after_copies); empty: every consumer warp is done with it
         StageBarriers<STAGES> q_bar;
         __device__ __forceinline__ void init_barriers() {
-            kv_full.init(256);   // arrive_after_copies
-            q_bar.init(256, 4 * NC);
+            kv_full.init(Mbarrier::after_copies(128));
+            q_bar.init(Mbarrier::after_copies(128), 4 * NC);
         }
     };
     static constexpr int kSmemBytes = smem_budget<Smem, 1024>();
@@ -246,13 +246,13 @@ struct DqWgmmaX3 {
         __half v_hi[STAGES][BLOCK_N * DP], v_lo[STAGES][BLOCK_N * DP];
         float q_inv[BLOCK_M], do_inv[BLOCK_M];                  // 1 / each query row's scales
         float k_inv[STAGES][BLOCK_N], v_inv[STAGES][BLOCK_N];   // 1 / each key row's
-        Mbarrier q_full;   // the block's Q and dO rows copied, scales stored (arrive_after_copies)
-        // full: a K/V tile's copies landed and its scales stored (two arrivals of each of the 128
-        // producers); empty: every consumer warp is done with it
+        Mbarrier q_full;   // the block's Q and dO rows copied, their scales stored
+        // full: a K/V tile's copies landed and its scales stored (the 128 producers,
+        // arrive_after_copies); empty: every consumer warp is done with it
         StageBarriers<STAGES> kv_bar;
         __device__ __forceinline__ void init_barriers() {
-            q_full.init(256);   // arrive_after_copies
-            kv_bar.init(256, 4 * NC);
+            q_full.init(Mbarrier::after_copies(128));
+            kv_bar.init(Mbarrier::after_copies(128), 4 * NC);
         }
     };
     static constexpr int kSmemBytes = smem_budget<Smem, 1024>();

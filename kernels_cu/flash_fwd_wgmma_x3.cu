@@ -69,13 +69,12 @@ struct FwdWgmmaX3 {
         float k_inv[STAGES][BLOCK_N];   // 1 / each key row's scale
         float v_inv[STAGES];            // 1 / (V's tile scale · 2^14)
         float q_inv[BLOCK_M];           // 1 / each query row's scale
-        Mbarrier k_full[STAGES], v_full[STAGES];   // a tile copied, its scales stored (two arrivals
-                                                   // a producer: arrive_after_copies)
+        Mbarrier k_full[STAGES], v_full[STAGES];   // a tile copied, its scales stored
         Mbarrier k_empty[STAGES], v_empty[STAGES];   // every consumer warp is done reading
         __device__ __forceinline__ void init_barriers(unsigned producers) {
             for (int s = 0; s < STAGES; ++s) {
-                k_full[s].init(2 * producers);
-                v_full[s].init(2 * producers);
+                k_full[s].init(Mbarrier::after_copies(producers));
+                v_full[s].init(Mbarrier::after_copies(producers));
                 k_empty[s].init(4 * NC);   // one arrival per consumer warp
                 v_empty[s].init(4 * NC);
             }
