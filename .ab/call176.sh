@@ -12,19 +12,7 @@ D128=$PWD/.ab/arms/d128
 SPLIT=/tmp/split; mkdir -p $SPLIT; cp -r cuflash kernels_cu tools tests setup.cfg $SPLIT/
 (cd $SPLIT && patch -p1 -s < $OLDPWD/.ab/x3_split_barrier.patch) || echo "patch failed"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > $OUT/env.txt
-(PYTHONPATH=$SPLIT timeout 70 compute-sanitizer --tool racecheck --error-exitcode 1 python3 -c "
-import numpy as np, cupy as cp, cuflash
-from cuflash import TileConfig
-t = TileConfig(128, 64, 12, 2, 'wgmma_f16x3'); r = np.random.default_rng(0)
-f = lambda *s: cp.asarray(r.standard_normal(s).astype(np.float32))
-for d in (64, 128):
-    cuflash.attention(f(1, 2, 300, d), f(1, 2, 333, d), f(1, 2, 333, d), tile=t, causal=True)
-tb = TileConfig(64, 128, 12, 2, 'wgmma_f16x3')
-for opts in ({}, dict(causal=True)):
-    q, k, v = f(1, 4, 300, 64), f(1, 2, 333, 64), f(1, 2, 333, 64)
-    _, res = cuflash.attention(q, k, v, return_residuals=True, **opts)
-    cuflash.attention_backward(f(1, 4, 300, 64), res, tile=tb)
-cp.cuda.Device().synchronize(); print('ok')" > /tmp/race.txt 2>&1; echo "racecheck rc=$?"; tail -2 /tmp/race.txt
+(PYTHONPATH=$SPLIT timeout 70 compute-sanitizer --tool racecheck --error-exitcode 1 python3 .ab/x3_race.py > /tmp/race.txt 2>&1; echo "racecheck rc=$?"; tail -2 /tmp/race.txt
  grep "Error: Race" /tmp/race.txt | sed 's/+0x[0-9a-f]*//g' | sort | uniq -c
  head -c 12000 /tmp/race.txt > $OUT/race_head.txt
 ) > $OUT/side.txt 2>&1 &

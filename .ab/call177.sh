@@ -12,27 +12,11 @@
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT
 BASE=$PWD/.ab/base
-(PYTHONPATH=$PWD timeout 90 compute-sanitizer --tool racecheck --error-exitcode 1 python3 -c "
-import numpy as np, cupy as cp, cuflash
-from cuflash import TileConfig
-t = TileConfig(128, 64, 12, 2, 'wgmma_f16x3'); r = np.random.default_rng(0)
-f = lambda *s: cp.asarray(r.standard_normal(s).astype(np.float32))
-for d in (64, 128):
-    cuflash.attention(f(1, 2, 300, d), f(1, 2, 333, d), f(1, 2, 333, d), tile=t, causal=True)
-for d, tb in ((64, TileConfig(64, 128, 12, 2, 'wgmma_f16x3')), (128, TileConfig(32, 128, 12, 2, 'wgmma_f16x3'))):
-    for opts in ({}, dict(causal=True)):
-        q, k, v = f(1, 4, 300, d), f(1, 2, 333, d), f(1, 2, 333, d)
-        _, res = cuflash.attention(q, k, v, return_residuals=True, **opts)
-        cuflash.attention_backward(f(1, 4, 300, d), res, tile=tb)
-cp.cuda.Device().synchronize(); print('ok')" > /tmp/race.txt 2>&1; echo "racecheck rc=$?"; tail -2 /tmp/race.txt
+(PYTHONPATH=$PWD timeout 90 compute-sanitizer --tool racecheck --error-exitcode 1 python3 .ab/x3_race.py --d128 > /tmp/race.txt 2>&1; echo "racecheck rc=$?"; tail -2 /tmp/race.txt
  grep "Error: Race" /tmp/race.txt | sed 's/+0x[0-9a-f]*//g' | sort | uniq -c
  head -c 12000 /tmp/race.txt > $OUT/race_head.txt
  PYTHONPATH=$BASE timeout 90 python3 .ab/x3_bits.py /tmp/base.npz; PYTHONPATH=$PWD timeout 90 python3 .ab/x3_bits.py /tmp/new.npz
- python3 -c "
-import numpy as np
-a, b = np.load('/tmp/base.npz'), np.load('/tmp/new.npz')
-bad = [k for k in a if not np.array_equal(a[k].view(np.uint32), b[k].view(np.uint32))]
-print('bits: %d arrays, differing: %s' % (len(a), bad or 'none'))"
+ python3 .ab/x3_bits_diff.py /tmp/base.npz /tmp/new.npz
  timeout 120 python3 tools/mutants.py --gpu gpu_f16x3_bwd_panel_offset > /tmp/m.txt 2>&1; echo "mutant rc=$? $(tail -1 /tmp/m.txt)"
 ) > $OUT/side.txt 2>&1 &
 export PYTHONPATH=$PWD
