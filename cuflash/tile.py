@@ -223,10 +223,11 @@ WGMMA_TF32_MAX_D = 128
 #: (128 KB) take 199 KB of shared memory (the rows staged once per call: f16x3_stage.cuh)
 WGMMA_F16X3_MAX_D = 128
 
-#: The widest head dim of its backward (flash_bwd_wgmma_x3.cu): a consumer thread holds dK and dV
-#: (d / 2 floats each) beside Sᵀ, dPᵀ and a fresh k-step sum of each; at d = 128 the totals alone
-#: take 128 of its 224 registers (NOTES v45-v46)
-WGMMA_F16X3_BWD_MAX_D = 64
+#: The widest head dim of its backward (flash_bwd_wgmma_x3.cu): a dK/dV consumer thread holds dK
+#: and dV (d / 2 floats each) beside Sᵀ, dPᵀ and a fresh k-step sum of each; at d = 128 the
+#: totals take 128 of its 216 registers, so its query tiles are 32 wide and the tile's dV and
+#: dK are summed a product and a 64-column panel at a time (NOTES v45-v46, v54)
+WGMMA_F16X3_BWD_MAX_D = 128
 
 
 #: Keys from which the three-float16-product kernels are 'highest''s default on sm_90 (dense
@@ -236,6 +237,12 @@ WGMMA_F16X3_BWD_MAX_D = 64
 #: --no-torch`) the forward 1.56-1.82x / 1.63-1.87x / 1.67-1.92x and the backward 1.83-2.17x /
 #: 2.17-2.38x / 2.35-2.48x. Shorter lengths were not measured.
 WGMMA_F16X3_MIN_KEYS = 512
+
+
+def x3_backward_block_m(head_dim: int) -> int:
+    """The x3 dK/dV kernel's query tile (its dQ kernel's key tile): 64 at d <= 64, 32 above (a
+    consumer thread's registers: WGMMA_F16X3_BWD_MAX_D)."""
+    return 64 if head_dim <= 64 else 32
 
 
 def wgmma_f16x3_pays(head_dim: int, seq_len_k: int, backward: bool = False) -> bool:
@@ -250,10 +257,13 @@ def wgmma_f16x3_pays(head_dim: int, seq_len_k: int, backward: bool = False) -> b
 def wgmma_f16x3_tiles(head_dim: int, backward: bool = False) -> list[TileConfig]:
     """Tiles of the three-float16-product kernels, preferred first: the forward 128 × 64 (1.15-1.20x
     the 128 × 32 at T = 4096 / 16384, call 165) and 128 × 32; the backward 64 × 128 at 2 and 3
-    stages (within 1% of each other, call 165). Empty where the head dim is too wide."""
+    stages at d <= 64 (within 1% of each other, call 165), 32 × 128 at 2 stages above (the
+    registers; shared memory holds no third). Empty where the head dim is too wide."""
     if backward:
-        return [TileConfig(64, 128, 12, s, "wgmma_f16x3") for s in (2, 3)] \
-            if head_dim <= WGMMA_F16X3_BWD_MAX_D else []
+        if head_dim > WGMMA_F16X3_BWD_MAX_D:
+            return []
+        m, stages = x3_backward_block_m(head_dim), (2, 3) if head_dim <= 64 else (2,)
+        return [TileConfig(m, 128, 12, s, "wgmma_f16x3") for s in stages]
     return [TileConfig(128, n, 12, 2, "wgmma_f16x3") for n in (64, 32)] \
         if head_dim <= WGMMA_F16X3_MAX_D else []
 
@@ -455,7 +465,7 @@ def tile_candidates(head_dim: int, dtype, *, backward: bool = False, causal: boo
         if prec == "highest" and wgmma and staged:
             # float32 at float32's accuracy as three float16 products on Hopper's warpgroup tensor
             # cores: forward 1.7-2.0x, backward 2.5-2.7x the mma.sync 3xTF32 kernels (call 165,
-            # NOTES.md v48)
+            # NOTES.md v48); the d = 128 backward (32-query tiles) 3.9-4.2x (call 177, v54)
             tiles = wgmma_f16x3_tiles(head_dim, backward) + tiles
         if prec in STANDS_IN:
             tiles += tile_candidates(head_dim, dtype, backward=backward, causal=causal,

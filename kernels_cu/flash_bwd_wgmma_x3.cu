@@ -17,10 +17,12 @@
 //     in dV, Q in dK, K in dQ), its row factor goes onto the other operand's columns (Pᵀ, dSᵀ,
 //     dS: one multiply each), which is then scaled per row of its own (row_scales_f16) and split
 //     in registers (split_c_to_a).
-// Registers (d = 64, the only head dim so far): the dK/dV consumers hold dK and dV (64 floats),
-// then Sᵀ, dPᵀ and one fresh k-step sum of each (128) or the tiles' dK and dV (64) with Pᵀ's and
-// dSᵀ's hi / lo (64); at d = 128 the totals alone would take 128 (NOTES v45: a split of the
-// head dim over the warpgroups is the way there).
+// Registers: at d = 64 the dK/dV consumers hold dK and dV (64 floats), then Sᵀ, dPᵀ and one
+// fresh k-step sum of each (128: 64-query tiles) or the tiles' dK and dV (64) with Pᵀ's and dSᵀ's
+// hi / lo (64). At d = 128 the totals take 128, so the query tiles are 32 wide (Sᵀ, dPᵀ and
+// their fresh sums 64, Pᵀ's and dSᵀ's hi / lo 32) and the tile's dV and dK are summed one
+// product and one 64-column panel at a time (32 floats: NOTES v54); the dQ kernel streams
+// 32-key tiles (dQ 64 floats and its tile's 64).
 //
 // Warp-specialized as flash_bwd_wgmma_ws.cu: warpgroup 0, the producer, copies the hi / lo tiles
 // (128-byte swizzle) and each row's inverse scale by cp.async from the staged rows the host made
@@ -72,22 +74,27 @@ template <typename T, int DP, int BLOCK_M, int BLOCK_N, int NT, int STAGES, clas
 struct DkdvWgmmaX3 {
     static_assert(sizeof(T) == 4, "float32 inputs (their float16 splits are the kernel's own)");
     // Registers after the hand-over: consumers 216, producer 72 (at 224 / 56 the kernel spilled 4
-    // bytes, a value the producer carries across the hand-over)
-    using Ws = WarpSpecialized<DP, BLOCK_N, NT, STAGES, 216>;
+    // bytes, a value the producer carries across the hand-over); at d = 128 consumers 224,
+    // producer 56 (it only copies since v51; at 216 the causal and window kernels with softcap
+    // and ALiBi spilled 168 bytes)
+    using Ws = WarpSpecialized<DP, BLOCK_N, NT, STAGES, DP == 128 ? 224 : 216>;
     static constexpr int NC = Ws::NC;
     using Params = BwdParams<T, float>;
     using Block = KeyBlock<BLOCK_N, V, Params>;
     using Head = GroupHead<BLOCK_M, BLOCK_N, V, Params, float>;
     static_assert(!V::SPLIT && V::CACHE == kNoCache && V::PACKED == kUnpacked,
                   "dense batches in one pass");
-    static_assert(DP == 64, "d <= 64: dK, dV and their tiles beside Sᵀ, dPᵀ in registers");
-    static_assert(BLOCK_M == 64, "one m64 query tile a step");
+    static_assert((DP == 64 && BLOCK_M == 64) || (DP == 128 && BLOCK_M == 32),
+                  "query tiles of 64 at d <= 64, of 32 at d <= 128 (the registers: above)");
     static constexpr int MS = BLOCK_M / 8;    // 8-query n-tiles of Sᵀ, dPᵀ
     static constexpr int NO = DP / 8;         // 8-column n-tiles of dK, dV
     static constexpr int KS = DP / 16;        // k16 steps of Sᵀ, dPᵀ
     static constexpr int NK = BLOCK_M / 16;   // k16 steps of dV, dK
+    static constexpr int NP = DP / 64;        // 64-column panels of dK, dV (and of Q, dO)
+    // d = 64: a tile's dV and dK products issued together; d = 128: one at a time
+    static constexpr bool kOneProduct = NP > 1;
     using MMA_S = Wgmma<BLOCK_M, __half>;
-    using MMA_O = Wgmma<DP, __half>;
+    using MMA_O = Wgmma<64, __half>;          // a panel of dV or dK
 
     struct Smem {
         __half k_hi[BLOCK_N * DP], k_lo[BLOCK_N * DP], v_hi[BLOCK_N * DP], v_lo[BLOCK_N * DP];
@@ -143,6 +150,48 @@ struct DkdvWgmmaX3 {
         store_dkdv<T>(p, kb, [] {}, NoTile{}, NoTile{});   // a group sum's turns: nothing to add
     }
 
+    // Panel h (columns 64·h ..) of this tile's dV (DV) and / or dK (DK) from zero, added to the
+    // totals with the rows' inverse scales iv, ik: dV += Pᵀ (dO·2^e), dK += dSᵀ (Q·2^e)
+    template <bool DV, bool DK>
+    static __device__ __forceinline__ void panel_sums(
+        float (&dV)[NO][4], float (&dK)[NO][4], unsigned (&pv_hi)[NK][4],
+        unsigned (&pv_lo)[NK][4], unsigned (&ds_hi)[NK][4], unsigned (&ds_lo)[NK][4],
+        const float (&iv)[2], const float (&ik)[2], Smem& sm, int s, int h) {
+        const int at = h * BLOCK_M * 64;   // panel h of the stage's Q and dO
+        float dvt[8][4], dkt[8][4];
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < NK; ++kk) {
+            if constexpr (DV)
+                x3_step_rs<MMA_O>(dvt, pv_hi[kk], pv_lo[kk],
+                                  mnmajor_desc<BLOCK_M>(sm.do_hi[s] + at, kk),
+                                  mnmajor_desc<BLOCK_M>(sm.do_lo[s] + at, kk), kk == 0);
+            if constexpr (DK)
+                x3_step_rs<MMA_O>(dkt, ds_hi[kk], ds_lo[kk],
+                                  mnmajor_desc<BLOCK_M>(sm.q_hi[s] + at, kk),
+                                  mnmajor_desc<BLOCK_M>(sm.q_lo[s] + at, kk), kk == 0);
+        }
+        wgmma_commit();
+        wgmma_wait<0>();
+        if constexpr (DV) {
+            wgmma_fence_regs(dvt);
+            wgmma_keep_regs(pv_hi);
+            wgmma_keep_regs(pv_lo);
+        }
+        if constexpr (DK) {
+            wgmma_fence_regs(dkt);
+            wgmma_keep_regs(ds_hi);
+            wgmma_keep_regs(ds_lo);
+        }
+#pragma unroll
+        for (int n = 0; n < 8; ++n)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                if constexpr (DV) dV[8 * h + n][e] = fmaf(dvt[n][e], iv[e >> 1], dV[8 * h + n][e]);
+                if constexpr (DK) dK[8 * h + n][e] = fmaf(dkt[n][e], ik[e >> 1], dK[8 * h + n][e]);
+            }
+    }
+
     // Warpgroup 1 + c: keys 64·c .. 64·c + 63 of the block
     static __device__ __forceinline__ void consume(const Params& p, const Block& kb, Smem& sm) {
         const int warp = threadIdx.x / 32 - 4, lane = threadIdx.x % 32;   // among the consumers
@@ -187,32 +236,20 @@ struct DkdvWgmmaX3 {
             unsigned pv_hi[NK][4], pv_lo[NK][4], ds_hi[NK][4], ds_lo[NK][4];
             split_c_to_a<NK>(st, sv, pv_hi, pv_lo);
             split_c_to_a<NK>(dpt, sk, ds_hi, ds_lo);
-            // -- this tile's dV and dK from zero: Pᵀ (dO·2^e), dSᵀ (Q·2^e), B read MN-major
-            float dvt[NO][4], dkt[NO][4];
-            wgmma_fence();
+            // -- this tile's dV and dK from zero: Pᵀ (dO·2^e), dSᵀ (Q·2^e), B read MN-major, a
+            //    panel of 64 columns at a time; both products together or one at a time
+            //    (kOneProduct); each added to its total, the stage released after the last
 #pragma unroll
-            for (int kk = 0; kk < NK; ++kk) {
-                x3_step_rs<MMA_O>(dvt, pv_hi[kk], pv_lo[kk], mnmajor_desc<BLOCK_M>(sm.do_hi[s], kk),
-                                  mnmajor_desc<BLOCK_M>(sm.do_lo[s], kk), kk == 0);
-                x3_step_rs<MMA_O>(dkt, ds_hi[kk], ds_lo[kk], mnmajor_desc<BLOCK_M>(sm.q_hi[s], kk),
-                                  mnmajor_desc<BLOCK_M>(sm.q_lo[s], kk), kk == 0);
-            }
-            wgmma_commit();
-            wgmma_wait<0>();
-            wgmma_fence_regs(dvt);
-            wgmma_fence_regs(dkt);
-            wgmma_keep_regs(pv_hi);
-            wgmma_keep_regs(pv_lo);
-            wgmma_keep_regs(ds_hi);
-            wgmma_keep_regs(ds_lo);
-            sm.q_bar.empty[s].arrive_per_warp();
-#pragma unroll
-            for (int n = 0; n < NO; ++n)
-#pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                    dV[n][e] = fmaf(dvt[n][e], iv[e >> 1], dV[n][e]);
-                    dK[n][e] = fmaf(dkt[n][e], ik[e >> 1], dK[n][e]);
+            for (int h = 0; h < NP; ++h) {
+                const int last = h == NP - 1;
+                if constexpr (kOneProduct) {
+                    panel_sums<true, false>(dV, dK, pv_hi, pv_lo, ds_hi, ds_lo, iv, ik, sm, s, h);
+                    panel_sums<false, true>(dV, dK, pv_hi, pv_lo, ds_hi, ds_lo, iv, ik, sm, s, h);
+                } else {
+                    panel_sums<true, true>(dV, dK, pv_hi, pv_lo, ds_hi, ds_lo, iv, ik, sm, s, h);
                 }
+                if (last) sm.q_bar.empty[s].arrive_per_warp();
+            }
         });
         store_dkdv_fragments<T>(p, kb, dK, dV, wkey, lane);   // dK_j, dV_j summed over the group
     }
@@ -231,8 +268,9 @@ struct DqWgmmaX3 {
     using Block = QueryBlock<BLOCK_M, V, Params, float>;
     static_assert(!V::SPLIT && V::CACHE == kNoCache && V::PACKED == kUnpacked,
                   "dense batches in one pass");
-    static_assert(DP == 64, "d <= 64: dQ and its tile beside S, dP in registers");
-    static_assert(BLOCK_N == 64, "one n64 key tile a step");
+    static_assert((DP == 64 && BLOCK_N == 64) || (DP == 128 && BLOCK_N == 32),
+                  "key tiles of 64 at d <= 64, of 32 at d <= 128 (the dK/dV kernel's tile "
+                  "transposed; shared memory: Q's and dO's rows and two stages)");
     static constexpr int NS = BLOCK_N / 8;    // 8-key n-tiles of S, dP
     static constexpr int NO = DP / 8;         // 8-column n-tiles of dQ
     static constexpr int KS = DP / 16;        // k16 steps of S, dP

@@ -96,7 +96,8 @@ def test_staged_rows_per_row():
 @pytest.mark.gpu
 @pytest.mark.parametrize("S,block_n,d,b_tile", [(37, 64, 64, True), (300, 32, 128, True),
                                                 (1, 64, 96, True), (129, 32, 33, True),
-                                                (37, 64, 64, False), (200, 64, 17, False)])
+                                                (37, 64, 64, False), (200, 64, 17, False),
+                                                (130, 64, 100, False)])
 def test_staging_kernel_matches_the_rule(cp, S, block_n, d, b_tile):
     """kernels_cu/f16x3_stage.cuh gives f16x3_stage.staged's rows bit for bit (NaN-poisoned
     outputs: every element written), from k and v with strided (broadcast) rows: the forward's

@@ -1,11 +1,14 @@
 """float32's 'highest' as three float16 products on Hopper's 16-bit warpgroup tensor cores (issue
 15; kernel='wgmma_f16x3': 'highest''s default on sm_90 for dense batches from
 tile.WGMMA_F16X3_MIN_KEYS keys, tile.float32_wgmma_pays): the forward (kernels_cu/flash_fwd_wgmma_x3.cu,
-NOTES.md v44-v45, tools/split_study.py) and the backward's deterministic pair at d <= 64
-(flash_bwd_wgmma_x3.cu, NOTES v46, tools/split_study_bwd.py). The plan's rules, the kernels
+NOTES.md v44-v45, tools/split_study.py) and the backward's deterministic pair (64-query tiles at
+d <= 64, 32-query tiles up to d = 128: flash_bwd_wgmma_x3.cu, NOTES v46, v54,
+tools/split_study_bwd.py). The plan's rules, the kernels
 compiled without a GPU, and the kernels against the float64 oracle beside naive float32
 (gpu-marked; the library's criterion, test_tf32's _check_kernel and _check_grads with precision
 'highest')."""
+import itertools
+
 import numpy as np
 import pytest
 
@@ -13,8 +16,8 @@ import cuflash
 from cuflash import TileConfig, precision
 from cuflash._xp import to_numpy
 from cuflash.gpu import build, plan
-from cuflash.tile import (WGMMA_F16X3_BWD_MAX_D, WGMMA_F16X3_MAX_D, WGMMA_F16X3_MIN_KEYS,
-                          default_backward, default_tile, float32_wgmma_pays, wgmma_f16x3_pays,
+from cuflash.tile import (WGMMA_F16X3_BWD_MAX_D, WGMMA_F16X3_MAX_D,
+                          WGMMA_F16X3_MIN_KEYS, default_backward, default_tile, float32_wgmma_pays, wgmma_f16x3_pays,
                           wgmma_f16x3_tiles)
 
 from helpers import (  # noqa: F401 (poison_gpu_outputs: autouse fixture)
@@ -26,6 +29,7 @@ X3 = X3_TILES[0]
 #: the backward's tiles: the warp-specialized dK/dV shape (its dQ kernel takes it transposed)
 X3B_TILES = wgmma_f16x3_tiles(64, backward=True)
 X3B = X3B_TILES[0]
+X3B128 = wgmma_f16x3_tiles(128, backward=True)[0]   # 64 < d <= 128: 32-query tiles
 
 
 # -- the plan ------------------------------------------------------------------------------------
@@ -45,6 +49,8 @@ def test_family_and_plan():
     assert X3_TILES == [TileConfig(128, 64, 12, 2, "wgmma_f16x3"),
                         TileConfig(128, 32, 12, 2, "wgmma_f16x3")]
     assert X3B_TILES == [TileConfig(64, 128, 12, s, "wgmma_f16x3") for s in (2, 3)]
+    assert wgmma_f16x3_tiles(65, backward=True) == [TileConfig(32, 128, 12, 2, "wgmma_f16x3")]
+    assert X3B128 == wgmma_f16x3_tiles(WGMMA_F16X3_BWD_MAX_D, backward=True)[0]
     assert wgmma_f16x3_tiles(WGMMA_F16X3_MAX_D + 1) == []
     assert wgmma_f16x3_tiles(WGMMA_F16X3_BWD_MAX_D + 1, backward=True) == []
 
@@ -67,7 +73,7 @@ def test_highest_default_where_it_pays():
                 else:
                     assert fwd.kernel != "wgmma_f16x3", (d, staged, arch)
                 if on and d <= WGMMA_F16X3_BWD_MAX_D:
-                    assert (bwd, det) == (X3B, True), (d, arch)
+                    assert (bwd, det) == (wgmma_f16x3_tiles(d, True)[0], True), (d, arch)
                 else:
                     assert bwd.kernel != "wgmma_f16x3", (d, staged, arch)
                 for prec in ("tf32", "ieee"):
@@ -78,6 +84,7 @@ def test_highest_default_where_it_pays():
     assert wgmma_f16x3_pays(128, n) and not wgmma_f16x3_pays(128, n - 1)
     assert not wgmma_f16x3_pays(WGMMA_F16X3_MAX_D + 1, 10**6)
     assert wgmma_f16x3_pays(64, n, backward=True)
+    assert wgmma_f16x3_pays(WGMMA_F16X3_BWD_MAX_D, n, backward=True)
     assert not wgmma_f16x3_pays(WGMMA_F16X3_BWD_MAX_D + 1, n, backward=True)
     assert float32_wgmma_pays("highest", 128, n) and not float32_wgmma_pays("ieee", 64, n)
     assert not float32_wgmma_pays("tf32", 64, n, backward=True)   # no TF32 wgmma backward
@@ -103,7 +110,9 @@ def test_api_asks_for_x3_only_for_dense_batches(monkeypatch):
         assert (fwd == X3) == (S >= n and d <= WGMMA_F16X3_MAX_D), (d, S, fwd)
         assert api._forward_tile(p, None, None, dense=False)[0].kernel != "wgmma_f16x3"
         bwd, det, _ = api._backward_choice(p, None, True, None, dense=True)
-        assert (bwd == X3B) == (S >= n and d <= WGMMA_F16X3_BWD_MAX_D), (d, S, bwd)
+        x3b = wgmma_f16x3_tiles(d, backward=True)[:1]
+        assert [bwd] == x3b if S >= n and d <= WGMMA_F16X3_BWD_MAX_D else bwd.kernel != \
+            "wgmma_f16x3", (d, S, bwd)
         assert api._backward_choice(p, None, True, None)[0].kernel != "wgmma_f16x3"
 
 
@@ -138,6 +147,18 @@ def test_backward_plan():
                     f"cuflash::DkdvWgmmaX3<float, 64, 64, 128, 384, {s}, cuflash::Variant<")
                 assert build.kernel_type(dq).startswith(
                     f"cuflash::DqWgmmaX3<float, 64, 128, 64, 384, {s}, cuflash::Variant<")
+    for d in (80, 128):   # 64 < d <= 128: 32-query tiles, the dQ kernel's keys 32 a tile
+        for variant in (plan.Variant("dense"), plan.Variant("causal"),
+                        plan.Variant("window", softcap=True, alibi=True)):
+            dkdv, dq = plan.specs_for("float32", d, X3B128, variant, True)
+            for spec in (dkdv, dq):
+                plan.validate(spec, smem, "sm_90")
+                assert spec.head_dim == 128
+            assert dq.tile == X3B128.replace(block_m=128, block_n=32) and dq.warp_specialized
+            assert build.kernel_type(dkdv).startswith(
+                "cuflash::DkdvWgmmaX3<float, 128, 32, 128, 384, 2, cuflash::Variant<")
+            assert build.kernel_type(dq).startswith(
+                "cuflash::DqWgmmaX3<float, 128, 128, 32, 384, 2, cuflash::Variant<")
     from cuflash.tile import default_backward
     for d in (32, 64):
         for causal in (False, True):
@@ -147,7 +168,10 @@ def test_backward_plan():
 
 @pytest.mark.parametrize("tile,variant,d,det,match", [
     (X3B, plan.Variant(), 64, False, "computes dQ in its own pass"),
-    (X3B, plan.Variant(), 128, True, f"head dims up to {WGMMA_F16X3_BWD_MAX_D}"),
+    (X3B128, plan.Variant(), 160, True, f"head dims up to {WGMMA_F16X3_BWD_MAX_D}"),
+    (X3B, plan.Variant(), 128, True, "at d = 128 is warp-specialized: block_m = 32"),
+    (X3B128, plan.Variant(), 64, True, "at d = 64 is warp-specialized: block_m = 64"),
+    (TileConfig(32, 128, 12, 3, "wgmma_f16x3"), plan.Variant(), 128, True, "takes 2 stages"),
     (X3, plan.Variant(), 64, True, "block_m = 64, block_n = 128, num_warps = 12"),
     (TileConfig(64, 128, 12, 4, "wgmma_f16x3"), plan.Variant(), 64, True, "2 or 3 stages"),
     (X3B, plan.Variant(packed=True), 64, True, "packed batch"),
@@ -189,11 +213,12 @@ def test_kernels_compile_without_spills():
 
 
 def test_backward_kernels_compile_without_spills():
-    """NVRTC, no GPU: the pair at d = 64, dense, causal and with every modifier, compiles for
-    sm_90a with no spill and no wgmma serialized by ptxas."""
-    for variant in (plan.Variant("dense"), plan.Variant("causal"),
-                    plan.Variant("window", softcap=True, alibi=True)):
-        for spec in plan.specs_for("float32", 64, X3B, variant, True):
+    """NVRTC, no GPU: the pair at d = 64 and 128, dense, causal and with every modifier, compiles
+    for sm_90a with no spill and no wgmma serialized by ptxas."""
+    for variant, d in itertools.product((plan.Variant("dense"), plan.Variant("causal"),
+                                         plan.Variant("window", softcap=True, alibi=True)),
+                                        (64, 128)):
+        for spec in plan.specs_for("float32", d, wgmma_f16x3_tiles(d, True)[0], variant, True):
             assert spec.smem_bytes() <= plan.SMEM_LIMIT["sm_90"]
             r = build.compile_offline(build.source(spec), spec.name, spec.arch, spec.smem_bytes())
             assert r.spills == 0 and not r.serialized, (spec.name, r)
@@ -280,11 +305,17 @@ def test_wgmma_f16x3_refuses_what_it_does_not_run(cp):
 
 # -- the backward --------------------------------------------------------------------------------
 
+_X3B_CASES = [(tile, T, S, d) for tile in X3B_TILES
+              for T, S, d in [(97, 257, 64), (257, 97, 40), (1000, 1000, 64), (17, 1, 48),
+                              (1, 77, 16), (300, 300, 64)]] + \
+             [(X3B128, T, S, d) for T, S, d in [(97, 257, 128), (257, 97, 96), (1000, 1000, 128),
+                                                (17, 1, 80), (1, 77, 128), (300, 300, 112)]]
+
+
 @pytest.mark.gpu
-@pytest.mark.parametrize("tile", X3B_TILES, ids=lambda t: t.short())
+@pytest.mark.parametrize("tile,T,S,d", _X3B_CASES,
+                         ids=[f"{t.short()}-{T}-{S}-{d}" for t, T, S, d in _X3B_CASES])
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
-@pytest.mark.parametrize("T,S,d", [(97, 257, 64), (257, 97, 40), (1000, 1000, 64), (17, 1, 48),
-                                   (1, 77, 16), (300, 300, 64)])
 def test_wgmma_f16x3_backward_against_oracle(cp, tile, causal, T, S, d):
     """dq, dk, dv within the criterion (2x naive float32's error plus the float32 floors) of the
     float64 oracle, odd shapes, T != S; the pair is deterministic: a second call gives its bits."""
@@ -304,26 +335,28 @@ def test_wgmma_f16x3_backward_against_oracle(cp, tile, causal, T, S, d):
 @pytest.mark.parametrize("qs,ks,vs,ds", [(1e-6, 1e6, 1e5, 1e-5), (4.0, 1.0, 1.0, 1.0),
                                          (1e3, 1e-3, 1e-6, 1e4)],
                          ids=["q-tiny-k-huge", "peaky", "q-huge-v-tiny"])
-def test_wgmma_f16x3_backward_scales_into_range(cp, qs, ks, vs, ds):
+@pytest.mark.parametrize("d", [64, 128])
+def test_wgmma_f16x3_backward_scales_into_range(cp, qs, ks, vs, ds, d):
     """Operands and dout far outside float16's range, rows of unequal size (q's rows over
     0.25-4: softmax rows from flat to peaked), scaled into it by powers of two per row: the
     criterion holds as for unit inputs."""
     from cuflash.oracle import oracle_backward
     from helpers import grad_scale
-    skip_unless_tile_fits(X3B, 64, np.float32, passes=("bwd",))
-    q, k, v = make_inputs(cp, (1, 4, 200, 64), (1, 4, 333, 64), np.float32,
-                          seed=case_seed("wgf16x3bs", qs, ks, vs))
+    tile = wgmma_f16x3_tiles(d, backward=True)[0]
+    skip_unless_tile_fits(tile, d, np.float32, passes=("bwd",))
+    q, k, v = make_inputs(cp, (1, 4, 200, d), (1, 4, 333, d), np.float32,
+                          seed=case_seed("wgf16x3bs", qs, ks, vs, d))
     rows = cp.asarray(np.geomspace(0.25, 4.0, 200).astype(np.float32))[:, None]
     q, k, v = q * rows * np.float32(qs), k * np.float32(ks), v * np.float32(vs)
-    dout = make_inputs(cp, (1, 4, 200, 64), (1, 1, 1, 1), np.float32, seed=7)[0] * np.float32(ds)
+    dout = make_inputs(cp, (1, 4, 200, d), (1, 1, 1, 1), np.float32, seed=7)[0] * np.float32(ds)
     _, res = cuflash.attention(q, k, v, return_residuals=True)
-    grads = cuflash.attention_backward(dout, res, tile=X3B)
+    grads = cuflash.attention_backward(dout, res, tile=tile)
     host = [to_numpy(x) for x in (dout, q, k, v)]
     refs = oracle_backward(*host)
     naive = cuflash.naive_attention_backward(*host)
     for name, g, ref, nv in zip(("dq", "dk", "dv"), grads, refs, naive):
         assert_matches_oracle(g, ref, nv, dtype="float32", floor_scale=grad_scale(*refs),
-                              name=f"{name} q x{qs} k x{ks} v x{vs} dout x{ds}")
+                              name=f"{name} d={d} q x{qs} k x{ks} v x{vs} dout x{ds}")
 
 
 @pytest.mark.gpu
@@ -332,20 +365,22 @@ def test_wgmma_f16x3_backward_scales_into_range(cp, qs, ks, vs, ds):
                                   dict(causal=True, softcap=3.0, alibi="slopes")],
                          ids=["window", "softcap", "causal-window", "alibi",
                               "causal-softcap-alibi"])
-def test_wgmma_f16x3_backward_variants_and_gqa(cp, opts):
+@pytest.mark.parametrize("d", [64, 128])
+def test_wgmma_f16x3_backward_variants_and_gqa(cp, opts, d):
     """Every score variant under GQA (2 kv heads for 8 query heads: the dK/dV kernel sums each
     group), k and v strided views."""
-    skip_unless_tile_fits(X3B, 64, np.float32, passes=("bwd",))
-    q, _, _ = make_inputs(cp, (2, 8, 150, 64), (2, 8, 1, 64), np.float32,
-                          seed=case_seed("wgf16x3bv", sorted(opts)))
-    _, kv, _ = make_inputs(cp, (2, 2, 1, 64), (2, 2, 203, 128), np.float32,
-                           seed=case_seed("wgf16x3bkv", sorted(opts)))
-    k, v = kv[..., :64], kv[..., 64:]   # strided views
+    tile = wgmma_f16x3_tiles(d, backward=True)[0]
+    skip_unless_tile_fits(tile, d, np.float32, passes=("bwd",))
+    q, _, _ = make_inputs(cp, (2, 8, 150, d), (2, 8, 1, d), np.float32,
+                          seed=case_seed("wgf16x3bv", sorted(opts), d))
+    _, kv, _ = make_inputs(cp, (2, 2, 1, d), (2, 2, 203, 2 * d), np.float32,
+                           seed=case_seed("wgf16x3bkv", sorted(opts), d))
+    k, v = kv[..., :d], kv[..., d:]   # strided views
     opts = dict(opts)
     if opts.get("alibi"):
         del opts["alibi"]
         opts["alibi_slopes"] = cp.asarray(np.linspace(0.05, 0.5, 8), dtype=cp.float32)
-    _check_grads(cp, q, k, v, "highest", name=f"wgmma_f16x3 GQA {sorted(opts)}", tile=X3B,
+    _check_grads(cp, q, k, v, "highest", name=f"wgmma_f16x3 d={d} GQA {sorted(opts)}", tile=tile,
                  **opts)
 
 
@@ -367,9 +402,13 @@ def test_wgmma_f16x3_backward_matches_the_mma_pair(cp):
 @pytest.mark.gpu
 def test_wgmma_f16x3_backward_refuses_what_it_does_not_run(cp):
     skip_unless_tile_fits(X3B, 64, np.float32, passes=("bwd",))
-    q, k, v = make_inputs(cp, (1, 2, 64, 128), (1, 2, 64, 128), np.float32, seed=65)
+    q, k, v = make_inputs(cp, (1, 2, 64, 160), (1, 2, 64, 160), np.float32, seed=65)
     _, res = cuflash.attention(q, k, v, return_residuals=True)
-    with pytest.raises(ValueError, match="head dims up to 64"):
+    with pytest.raises(ValueError, match=f"head dims up to {WGMMA_F16X3_BWD_MAX_D}"):
+        cuflash.attention_backward(q, res, tile=X3B128)
+    q, k, v = (x[..., :128].copy() for x in (q, k, v))
+    _, res = cuflash.attention(q, k, v, return_residuals=True)
+    with pytest.raises(ValueError, match="at d = 128 is warp-specialized: block_m = 32"):
         cuflash.attention_backward(q, res, tile=X3B)
     q, k, v = (x[..., :64].copy() for x in (q, k, v))
     _, res = cuflash.attention(q, k, v, return_residuals=True)
@@ -378,23 +417,25 @@ def test_wgmma_f16x3_backward_refuses_what_it_does_not_run(cp):
 
 
 @pytest.mark.gpu
-def test_highest_default_takes_x3_where_it_pays(cp):
+@pytest.mark.parametrize("d", [64, WGMMA_F16X3_BWD_MAX_D])
+def test_highest_default_takes_x3_where_it_pays(cp, d):
     """precision='highest' (float32's default) with tile=None: on sm_90 a dense batch in one pass
-    from WGMMA_F16X3_MIN_KEYS keys runs the x3 forward (the same bits as its tile named) and at
-    d <= 64 the x3 backward pair; one key fewer, automatic split-KV and a packed batch run the
-    mma.sync kernels (their bits)."""
-    skip_unless_tile_fits(X3, 64, np.float32)
-    skip_unless_tile_fits(X3B, 64, np.float32, passes=("bwd",))
-    mma = default_tile(64, "float32", precision="highest")
-    mma_b, _ = default_backward(64, "float32", precision="highest")
+    from WGMMA_F16X3_MIN_KEYS keys runs the x3 forward (the same bits as its tile named) and the
+    x3 backward pair (64-query tiles at d = 64, 32-query tiles at d = 128); one key fewer,
+    automatic split-KV and a packed batch run the mma.sync kernels (their bits)."""
+    x3b = wgmma_f16x3_tiles(d, backward=True)[0]
+    skip_unless_tile_fits(X3, d, np.float32)
+    skip_unless_tile_fits(x3b, d, np.float32, passes=("bwd",))
+    mma = default_tile(d, "float32", precision="highest")
+    mma_b, _ = default_backward(d, "float32", precision="highest")
     n = WGMMA_F16X3_MIN_KEYS
-    q, k, v = make_inputs(cp, (1, 2, n, 64), (1, 2, n, 64), np.float32, seed=66)
-    dout = make_inputs(cp, (1, 2, n, 64), (1, 1, 1, 1), np.float32, seed=67)[0]
+    q, k, v = make_inputs(cp, (1, 2, n, d), (1, 2, n, d), np.float32, seed=66)
+    dout = make_inputs(cp, (1, 2, n, d), (1, 1, 1, 1), np.float32, seed=67)[0]
     got, res = cuflash.attention(q, k, v, causal=True, return_residuals=True)
     cp.testing.assert_array_equal(got, cuflash.attention(q, k, v, tile=X3, causal=True))
     assert not bool(cp.array_equal(got, cuflash.attention(q, k, v, tile=mma, causal=True)))
     for a, b in zip(cuflash.attention_backward(dout, res),
-                    cuflash.attention_backward(dout, res, tile=X3B)):
+                    cuflash.attention_backward(dout, res, tile=x3b)):
         cp.testing.assert_array_equal(a, b)
     short = [x[:, :, :n - 1] for x in (q, k, v)]     # one key below: the mma.sync kernels
     out, res = cuflash.attention(*short, return_residuals=True)

@@ -216,7 +216,7 @@ def tf32_stage_source(max_d: int = TF32_STAGE_MAX_D) -> str:
 #: dim. F16X3_STAGE_THREADS threads a block.
 F16X3_STAGE_SHAPES = frozenset({(32, 64), (64, 64), (32, 128), (64, 128)})
 F16X3_STAGE_ROWS = 64
-F16X3_STAGE_ROW_DIMS = (64,)
+F16X3_STAGE_ROW_DIMS = (64, 128)
 F16X3_STAGE_THREADS = 256
 
 

@@ -16,7 +16,7 @@ from .. import device
 from .._xp import accum_dtype, dtype_name, resolve_dtype
 from ..precision import PRODUCTS, of_family
 from ..tile import (TF32_BWD_MAX_D, WGMMA_F16X3_BWD_MAX_D, WGMMA_F16X3_MAX_D, WGMMA_TF32_MAX_D,
-                    WGMMA_TF32_WIDE_D, TileConfig,
+                    WGMMA_TF32_WIDE_D, TileConfig, x3_backward_block_m,
                     dmma_capable, mma_capable, wgmma_forward_tiles)
 
 ROLES = ("fwd", "bwd_dkdv", "bwd_dq")
@@ -341,20 +341,26 @@ def _validate_wgmma_f16x3_backward(spec: KernelSpec, where: str) -> None:
     t = spec.tile
     if spec.atomic_dq:
         raise ValueError(f"{where}: {_F16X3_ATOMIC}")
-    if spec.role == "bwd_dkdv":
-        if not t.warp_specialized_dkdv or t.block_n != 128 or t.block_m != 64:
-            raise ValueError(f"{where}: kernel='wgmma_f16x3''s dK/dV kernel is warp-specialized: "
-                             f"block_m = 64, block_n = 128, num_warps = 12 (its dQ kernel takes "
-                             f"the tile transposed)")
-        if t.num_stages not in (2, 3):
-            raise ValueError(f"{where}: kernel='wgmma_f16x3''s dK/dV kernel takes 2 or 3 stages")
-    elif not t.warp_specialized or t.block_m != 128 or t.block_n != 64 or t.num_stages not in (2, 3):
-        raise ValueError(f"{where}: kernel='wgmma_f16x3''s dQ kernel takes the dK/dV tile "
-                         f"transposed: block_m = 128, block_n = 64, num_warps = 12, 2 or 3 stages")
     if spec.head_dim > WGMMA_F16X3_BWD_MAX_D:
         raise ValueError(f"{where}: kernel='wgmma_f16x3''s backward takes head dims up to "
                          f"{WGMMA_F16X3_BWD_MAX_D} (its registers hold dK and dV beside the fresh "
                          f"sums; precision='highest''s kernel='tf32x3' runs wider ones)")
+    m = x3_backward_block_m(spec.head_dim)   # 64 at d <= 64, 32 above
+    stages = (2, 3) if m == 64 else (2,)
+    said = " or ".join(map(str, stages)) + " stages"
+    if spec.role == "bwd_dkdv":
+        if not t.warp_specialized_dkdv or t.block_n != 128 or t.block_m != m:
+            raise ValueError(f"{where}: kernel='wgmma_f16x3''s dK/dV kernel at d = "
+                             f"{spec.head_dim} is warp-specialized: block_m = {m}, block_n = 128, "
+                             f"num_warps = 12 (its dQ kernel takes the tile transposed)")
+        if t.num_stages not in stages:
+            raise ValueError(f"{where}: kernel='wgmma_f16x3''s dK/dV kernel at d = "
+                             f"{spec.head_dim} takes {said}")
+    elif not t.warp_specialized or t.block_m != 128 or t.block_n != m or \
+            t.num_stages not in stages:
+        raise ValueError(f"{where}: kernel='wgmma_f16x3''s dQ kernel at d = {spec.head_dim} takes "
+                         f"the dK/dV tile transposed: block_m = 128, block_n = {m}, num_warps = "
+                         f"12, {said}")
 
 
 _F16X3_ATOMIC = ("kernel='wgmma_f16x3''s backward computes dQ in its own pass: use "
