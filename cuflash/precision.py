@@ -13,7 +13,9 @@ argument, written once for the kernels, the CPU twin, naive attention and the to
                the CUDA cores ('ieee', as accurate). On Hopper (sm_90) dense batches take a
                third way where it pays (tile.float32_wgmma_pays): each operand scaled by a power
                of two per row and split into two float16 parts, three float16 products a pair on
-               the warpgroup tensor cores (kernel family 'wgmma_f16x3', ``ALSO``).
+               the warpgroup tensor cores (kernel family 'wgmma_f16x3', ``ALSO``). 'tf32''s
+               backward there runs one float16 product of such rows ('wgmma_f16x1'): the same
+               11-bit significands as a TF32 product at twice its rate (NOTES.md v55-v56).
 
 The GPU runs 'tf32' and 'highest' in the mma forward (kernels_cu/tf32.cuh) as the kernel
 families 'tf32' and 'tf32x3' (``FAMILY``); on the CPU the twin and naive attention compute the
@@ -44,8 +46,10 @@ PRODUCTS = {"tf32": 1, "tf32x3": 3}
 #: tensor cores (kernels_cu/flash_fwd_wgmma_tf32.cu; a forward, the default of dense batches on
 #: sm_90 where tile.wgmma_tf32_pays), and 'highest' as three float16 products on Hopper's 16-bit
 #: warpgroup tensor cores (kernels_cu/flash_fwd_wgmma_x3.cu and flash_bwd_wgmma_x3.cu: the
-#: default of dense batches on sm_90 where tile.wgmma_f16x3_pays; NOTES.md v44-v48)
-ALSO = {"wgmma_tf32": "tf32", "wgmma_f16x3": "highest"}
+#: default of dense batches on sm_90 where tile.wgmma_f16x3_pays; NOTES.md v44-v48), and 'tf32'
+#: as one float16 product of such rows (the same kernels with F16Products<1>: the default
+#: backward of dense batches on sm_90 where tile.float32_wgmma_pays; v55-v56)
+ALSO = {"wgmma_tf32": "tf32", "wgmma_f16x3": "highest", "wgmma_f16x1": "tf32"}
 
 
 #: float32's default: float32's accuracy (as 'ieee') at the TF32 tensor cores' speed where there

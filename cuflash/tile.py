@@ -14,7 +14,15 @@ from .device import DEFAULT_ARCH, is_hopper
 from ._xp import dtype_name
 from .precision import FAMILY, PRODUCTS, STANDS_IN, check as _check_precision
 
-KERNELS = ("simt", "mma", "wgmma", "dmma", "tf32", "tf32x3", "wgmma_tf32", "wgmma_f16x3")
+KERNELS = ("simt", "mma", "wgmma", "dmma", "tf32", "tf32x3", "wgmma_tf32", "wgmma_f16x3",
+           "wgmma_f16x1")
+
+#: float32 on Hopper's 16-bit warpgroup tensor cores, each row scaled by a power of two and split
+#: into float16 parts (kernels_cu/f16x3.cuh, F16Products): kernel family -> float16 products a
+#: pair of operands. 'wgmma_f16x3': precision 'highest' (three: float32's accuracy, NOTES.md
+#: v44-v54); 'wgmma_f16x1': precision 'tf32' (one product of 11-bit significands, as a TF32
+#: product: v55-v56). Same kernels, tiles and rules.
+F16_SPLIT = {"wgmma_f16x3": 3, "wgmma_f16x1": 1}
 #: TileConfig's allowed warps (12: the warp-specialized wgmma forward) and stages
 NUM_WARPS = (1, 2, 4, 8, 12, 16)
 NUM_STAGES = (1, 2, 3, 4)
@@ -87,8 +95,10 @@ class TileConfig:
     precision='highest' on Hopper's 16-bit warpgroup tensor cores, three float16 products of
     operands split in two, sm_90 only, dense batches, opt-in (not a default until measured):
     the warp-specialized shape, block_m = 128 on 12 warps, 2 stages; NOTES.md v44-v45; as a
-    backward tile, d <= 64, deterministic: the warp-specialized dK/dV shape, block_m = 64,
-    block_n = 128 on 12 warps, 2 or 3 stages, whose dQ pass takes it transposed; v46)."""
+    backward tile, d <= 128, deterministic: the warp-specialized dK/dV shape, block_m = 64
+    (d <= 64) or 32, block_n = 128 on 12 warps, 2 or 3 stages, whose dQ pass takes it
+    transposed; v46, v54), 'wgmma_f16x1' (the same kernels with one float16 product a pair:
+    precision='tf32'; v56)."""
 
     def __post_init__(self):
         for name in ("block_m", "block_n"):
@@ -114,7 +124,7 @@ class TileConfig:
         """A wgmma tile (16-bit, or float32 as TF32: 'wgmma_tf32') with a producer warpgroup
         beside its block_m / 64 consumer warpgroups: block_m = 16·num_warps - 64 (the forward's
         flash_fwd_wgmma_ws.cu)."""
-        return self.kernel in ("wgmma", "wgmma_tf32", "wgmma_f16x3") and \
+        return self.kernel in ("wgmma", "wgmma_tf32", *F16_SPLIT) and \
             16 * self.num_warps == self.block_m + 64
 
     @property
@@ -122,7 +132,7 @@ class TileConfig:
         """As a backward tile: a wgmma dK/dV kernel with a producer warpgroup beside its
         block_n / 64 consumer warpgroups, block_n = 16·num_warps - 64 (flash_bwd_wgmma_ws.cu;
         its dQ pass takes the tile transposed)."""
-        return self.kernel in ("wgmma", "wgmma_f16x3") and 16 * self.num_warps == self.block_n + 64
+        return self.kernel in ("wgmma", *F16_SPLIT) and 16 * self.num_warps == self.block_n + 64
 
     def replace(self, **changes) -> "TileConfig":
         return dataclasses.replace(self, **changes)
@@ -254,17 +264,22 @@ def wgmma_f16x3_pays(head_dim: int, seq_len_k: int, backward: bool = False) -> b
     return head_dim <= widest and seq_len_k >= WGMMA_F16X3_MIN_KEYS
 
 
-def wgmma_f16x3_tiles(head_dim: int, backward: bool = False) -> list[TileConfig]:
-    """Tiles of the three-float16-product kernels, preferred first: the forward 128 × 64 (1.15-1.20x
-    the 128 × 32 at T = 4096 / 16384, call 165) and 128 × 32; the backward 64 × 128 at 2 and 3
-    stages at d <= 64 (within 1% of each other, call 165), 32 × 128 at 2 stages above (the
-    registers; shared memory holds no third). Empty where the head dim is too wide."""
+def wgmma_f16x3_tiles(head_dim: int, backward: bool = False,
+                      kernel: str = "wgmma_f16x3") -> list[TileConfig]:
+    """Tiles of the float16-product kernels (``kernel``: a family of F16_SPLIT, their tiles
+    alike), preferred first: the forward 128 × 64 (1.15-1.20x the 128 × 32 at T = 4096 / 16384,
+    call 165) and 128 × 32; the backward 64 × 128 at 2 and 3 stages at d <= 64 (within 1% of
+    each other, call 165), 32 × 128 at 2 stages above (the registers; shared memory holds no
+    third). Empty where the head dim is too wide."""
+    if kernel not in F16_SPLIT:
+        raise ValueError(f"kernel={kernel!r}: the float16-product families are "
+                         f"{', '.join(map(repr, F16_SPLIT))}")
     if backward:
         if head_dim > WGMMA_F16X3_BWD_MAX_D:
             return []
         m, stages = x3_backward_block_m(head_dim), (2, 3) if head_dim <= 64 else (2,)
-        return [TileConfig(m, 128, 12, s, "wgmma_f16x3") for s in stages]
-    return [TileConfig(128, n, 12, 2, "wgmma_f16x3") for n in (64, 32)] \
+        return [TileConfig(m, 128, 12, s, kernel) for s in stages]
+    return [TileConfig(128, n, 12, 2, kernel) for n in (64, 32)] \
         if head_dim <= WGMMA_F16X3_MAX_D else []
 
 
@@ -272,10 +287,12 @@ def float32_wgmma_pays(precision: str, head_dim: int, seq_len_k: int,
                        backward: bool = False) -> bool:
     """Whether float32's ``precision`` takes its Hopper warpgroup kernel by default for a dense
     batch in one pass (``tile_candidates(staged=True)``): 'tf32' the TF32 wgmma forward
-    (``wgmma_tf32_pays``; its backward has none), 'highest' the three-float16-product kernels
+    (``wgmma_tf32_pays``) and the one-float16-product backward ('wgmma_f16x1', by
+    ``wgmma_f16x3_pays``'s rule), 'highest' the three-float16-product kernels
     (``wgmma_f16x3_pays``)."""
     if precision == "tf32":
-        return not backward and wgmma_tf32_pays(head_dim, seq_len_k)
+        return wgmma_f16x3_pays(head_dim, seq_len_k, True) if backward else \
+            wgmma_tf32_pays(head_dim, seq_len_k)
     if precision == "highest":
         return wgmma_f16x3_pays(head_dim, seq_len_k, backward)
     return False
@@ -442,7 +459,8 @@ def tile_candidates(head_dim: int, dtype, *, backward: bool = False, causal: boo
     (wider: 'highest' on the CUDA cores, 'tf32' refused). ``staged``: the problem is a dense
     batch in one pass where float32's warpgroup kernel pays (``float32_wgmma_pays``; none of them
     runs packed batches, KV caches or split-KV), and with ``wgmma`` its tiles come first: 'tf32'
-    the TF32 wgmma forward (d <= WGMMA_TF32_WIDE_D; it stages K and Vᵀ first), 'highest' the
+    the TF32 wgmma forward (d <= WGMMA_TF32_WIDE_D; it stages K and Vᵀ first) and the
+    one-float16-product backward ('wgmma_f16x1', d <= WGMMA_F16X3_BWD_MAX_D), 'highest' the
     three-float16-product forward (d <= WGMMA_F16X3_MAX_D) and backward (d <=
     WGMMA_F16X3_BWD_MAX_D).
     """
@@ -456,6 +474,10 @@ def tile_candidates(head_dim: int, dtype, *, backward: bool = False, causal: boo
         tiles = (tf32_tiles(head_dim, FAMILY[prec]) if not backward else
                  tf32_backward_tiles(head_dim, FAMILY[prec]) if head_dim <= TF32_BWD_MAX_D
                  else [])
+        if prec == "tf32" and wgmma and staged and backward:
+            # float32 as one float16 product of power-of-two-scaled rows (TF32's 11-bit
+            # significands) on Hopper's 16-bit warpgroup tensor cores (NOTES.md v56)
+            tiles = wgmma_f16x3_tiles(head_dim, True, "wgmma_f16x1") + tiles
         if prec == "tf32" and wgmma and staged and not backward and \
                 head_dim <= WGMMA_TF32_WIDE_D:
             # float32 as TF32 on Hopper's warpgroup tensor cores: 1.1-1.8x the mma.sync kernel
@@ -586,7 +608,7 @@ def default_dq_deterministic(tile: TileConfig, deterministic: bool) -> bool:
     """Whether the default backward on ``tile`` (``default_backward``'s choice) takes the
     deterministic dQ pass when ``deterministic`` is asked: always for True; for False on the wgmma
     tiles (measured faster than their atomic dQ, or they have none) and the TF32 tiles (none)."""
-    return bool(deterministic) or tile.kernel in ("wgmma", "wgmma_f16x3", *PRODUCTS)
+    return bool(deterministic) or tile.kernel in ("wgmma", *F16_SPLIT, *PRODUCTS)
 
 
 @functools.lru_cache(maxsize=None)

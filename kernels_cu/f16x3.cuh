@@ -13,6 +13,10 @@
 
 namespace cuflash {
 
+template <int N>
+struct F16Products;           // the products of a pair of split operands (below)
+using X3 = F16Products<3>;    // 'highest''s
+
 // The x3 forward's factor on P before its split (P <= 1 stays below 2^14, in float16's range);
 // its inverse is folded into V's (f16x3_stage.cuh)
 constexpr float kX3PScale = 16384.f;
@@ -136,19 +140,19 @@ __device__ __forceinline__ void split_global_rows(__half* hi, __half* lo, float*
 
 // Staged rows (f16x3_stage.cuh: a row's hi, lo and inverse, ld halves apart) of one tile of ROWS
 // rows, all within the staged array, copied by the 128 threads of a warpgroup (cp.async):
-//   copy_staged_tiles  hi and lo into sw128 tiles (src: this thread's source in the tile,
+//   copy_staged_tiles  hi and lo (LO false: hi alone) into sw128 tiles (src: this thread's source in the tile,
 //                      SwizzledTiles' thread_src, so that a loop can step it; tile: row 0)
 //   store_staged_inverses  the rows' inverses into inv[0 .. ROWS - 1] (thread tid: rows tid,
 //                      + 128..) by plain loads and stores (NOTES v52: racecheck reported the
 //                      consumers' reads of cp.async-copied scales, call 172, and of these as
 //                      well, call 175); the producers arrive on the full barrier for the copies
 //                      and the stores (Mbarrier::arrive_after_copies)
-template <int ROWS, int DP>
+template <int ROWS, int DP, bool LO = true>
 __device__ __forceinline__ void copy_staged_tiles(__half* hi, __half* lo, const __half* src,
                                                   const __half* tile, int ld) {
     using Tiles = SwizzledTiles<DP, 128>;
     Tiles::template load_from<ROWS>(hi, src, tile, ROWS, DP, ld);
-    Tiles::template load_from<ROWS>(lo, src + DP, tile, ROWS, DP, ld);
+    if constexpr (LO) Tiles::template load_from<ROWS>(lo, src + DP, tile, ROWS, DP, ld);
 }
 template <int DP>
 __device__ __forceinline__ float staged_inverse(const __half* row) {   // the float after hi, lo
@@ -160,26 +164,34 @@ __device__ __forceinline__ void store_staged_inverses(float* inv, const __half* 
     for (int r = tid; r < ROWS; r += 128) inv[r] = staged_inverse<DP>(tile + size_t(r) * ld);
 }
 // Both, for a tile's row 0 at `tile` (its sources computed here)
-template <int ROWS, int DP>
+template <int ROWS, int DP, bool LO = true>
 __device__ __forceinline__ void copy_staged_rows(__half* hi, __half* lo, float* inv,
                                                  const __half* tile, int ld, int tid) {
-    copy_staged_tiles<ROWS, DP>(hi, lo, SwizzledTiles<DP, 128>::template thread_src<ROWS>(tile, ld),
+    copy_staged_tiles<ROWS, DP, LO>(hi, lo, SwizzledTiles<DP, 128>::template thread_src<ROWS>(tile, ld),
                                 tile, ld);
     store_staged_inverses<ROWS, DP>(inv, tile, ld, tid);
 }
 
 // C fragments as the A fragments of k16 steps, split: c[2·kk], c[2·kk + 1] (two 8-column
 // n-tiles of the warp's rows g and g + 8) into hi[kk], lo[kk] in c_to_a's order, row h's values
-// times scale[h] first
-template <int NK>
+// times scale[h] first (Prod without lo parts: hi alone, lo left unwritten)
+template <int NK, class Prod = X3>
 __device__ __forceinline__ void split_c_to_a(const float (&c)[2 * NK][4], const float (&scale)[2],
                                              unsigned (&hi)[NK][4], unsigned (&lo)[NK][4]) {
+    const auto split = [&](float a, float b, float f, unsigned& h, unsigned& l) {
+        if constexpr (Prod::kLo) {
+            split2_f16(a, b, f, h, l);
+        } else {
+            __half2 x = __floats2half2_rn(a * f, b * f);
+            h = *reinterpret_cast<unsigned*>(&x);
+        }
+    };
 #pragma unroll
     for (int kk = 0; kk < NK; ++kk) {
-        split2_f16(c[2 * kk][0], c[2 * kk][1], scale[0], hi[kk][0], lo[kk][0]);
-        split2_f16(c[2 * kk][2], c[2 * kk][3], scale[1], hi[kk][1], lo[kk][1]);
-        split2_f16(c[2 * kk + 1][0], c[2 * kk + 1][1], scale[0], hi[kk][2], lo[kk][2]);
-        split2_f16(c[2 * kk + 1][2], c[2 * kk + 1][3], scale[1], hi[kk][3], lo[kk][3]);
+        split(c[2 * kk][0], c[2 * kk][1], scale[0], hi[kk][0], lo[kk][0]);
+        split(c[2 * kk][2], c[2 * kk][3], scale[1], hi[kk][1], lo[kk][1]);
+        split(c[2 * kk + 1][0], c[2 * kk + 1][1], scale[0], hi[kk][2], lo[kk][2]);
+        split(c[2 * kk + 1][2], c[2 * kk + 1][3], scale[1], hi[kk][3], lo[kk][3]);
     }
 }
 
@@ -215,25 +227,68 @@ __device__ __forceinline__ X3Descs x3_kmajor(const __half* a_hi, const __half* a
             kmajor_desc<LB>(b_lo, kk)};
 }
 
-// One k16 step of a·bᵀ from zero into acc, both operands in shared memory, small terms first
-template <class MMA, class Frag>
-__device__ __forceinline__ void x3_step_ss(Frag& acc, const X3Descs& s) {
-    MMA::ss(acc, s.a_lo, s.b_hi, 0);
-    MMA::ss(acc, s.a_hi, s.b_lo, 1);
-    MMA::ss(acc, s.a_hi, s.b_hi, 1);
-}
+// The products of a pair of split operands (NOTES v56):
+//   F16Products<3>  precision 'highest' (kernel family 'wgmma_f16x3'): lo·hi + hi·lo + hi·hi,
+//                   every sum over the head dim one k16 step from zero (the accumulator
+//                   truncates), added in float32 by the kernel
+//   F16Products<1>  precision 'tf32' (family 'wgmma_f16x1'): hi·hi alone, one product of 11-bit
+//                   significands as a TF32 product (v55: the same error); the k16 steps of a sum
+//                   over the head dim chained in the accumulator (its truncation, ~2^-23 a step,
+//                   far below the operands' 2^-11); no lo part made, copied or read
+// Sums over keys or queries run a tile at a time from zero in both (each tile's rows carry a
+// scale of their own).
+template <int N>
+struct F16Products {
+    static_assert(N == 1 || N == 3, "one product ('tf32') or three ('highest')");
+    static constexpr bool kLo = N == 3;      // operands carry lo parts
+    static constexpr bool kChain = N == 1;   // a sum over the head dim chained in the accumulator
 
-// One k16 step of A·B into acc, A from registers (hi, lo fragments), B in shared memory
-// (MN-major descriptors of its hi and lo tiles); first: the step that starts acc from zero
-template <class MMA, class Frag>
-__device__ __forceinline__ void x3_step_rs(Frag& acc, const unsigned (&a_hi)[4],
-                                           const unsigned (&a_lo)[4], unsigned long long b_hi,
-                                           unsigned long long b_lo, bool first) {
-    MMA::template rs<1>(acc, a_lo, b_hi, first ? 0 : 1);
-    MMA::template rs<1>(acc, a_hi, b_lo, 1);
-    MMA::template rs<1>(acc, a_hi, b_hi, 1);
-}
+    // One k16 step of a·bᵀ from zero into acc, both operands in shared memory, small terms first
+    template <class MMA, class Frag>
+    static __device__ __forceinline__ void step_ss(Frag& acc, const X3Descs& s) {
+        if constexpr (kLo) {
+            MMA::ss(acc, s.a_lo, s.b_hi, 0);
+            MMA::ss(acc, s.a_hi, s.b_lo, 1);
+            MMA::ss(acc, s.a_hi, s.b_hi, 1);
+        } else {
+            MMA::ss(acc, s.a_hi, s.b_hi, 0);
+        }
+    }
 
+    // a·bᵀ over its KS k16 steps chained in acc (kChain only); desc(kk): step kk's X3Descs
+    template <class MMA, int KS, class Frag, class Desc>
+    static __device__ __forceinline__ void chain_ss(Frag& acc, Desc&& desc) {
+        static_assert(kChain, "'highest' sums each k16 step from zero");
+#pragma unroll
+        for (int kk = 0; kk < KS; ++kk) {
+            const X3Descs s = desc(kk);
+            MMA::ss(acc, s.a_hi, s.b_hi, kk > 0 ? 1 : 0);
+        }
+    }
+
+    // One k16 step of A·B into acc, A from registers (hi, lo fragments), B in shared memory
+    // (MN-major descriptors of its hi and lo tiles); first: the step that starts acc from zero
+    template <class MMA, class Frag>
+    static __device__ __forceinline__ void step_rs(Frag& acc, const unsigned (&a_hi)[4],
+                                                   const unsigned (&a_lo)[4],
+                                                   unsigned long long b_hi,
+                                                   unsigned long long b_lo, bool first) {
+        if constexpr (kLo) {
+            MMA::template rs<1>(acc, a_lo, b_hi, first ? 0 : 1);
+            MMA::template rs<1>(acc, a_hi, b_lo, 1);
+            MMA::template rs<1>(acc, a_hi, b_hi, 1);
+        } else {
+            MMA::template rs<1>(acc, a_hi, b_hi, first ? 0 : 1);
+        }
+    }
+
+    // A fragments read by wgmma in flight kept alive until it is done (wgmma_keep_regs)
+    template <int NK>
+    static __device__ __forceinline__ void keep(unsigned (&hi)[NK][4], unsigned (&lo)[NK][4]) {
+        wgmma_keep_regs(hi);
+        if constexpr (kLo) wgmma_keep_regs(lo);
+    }
+};
 // acc += part, then part's next k-step may be issued (both C fragments of N columns)
 template <int N>
 __device__ __forceinline__ void add_fresh(float (&acc)[N][4], float (&part)[N][4]) {

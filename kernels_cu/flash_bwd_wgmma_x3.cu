@@ -10,7 +10,7 @@
 // What the split changes (the study: only these sums keep float32's accuracy at d = 128, and
 // chaining dV / dK across the sequence fails):
 //   - every sum over the head dim (Sᵀ, dPᵀ, S, dP) is taken one k16 step at a time from zero
-//     and added on the FMA pipe (f16x3.cuh, x3_step_ss); every sum over queries (dV, dK) or keys
+//     and added on the FMA pipe (f16x3.cuh, F16Products::step_ss); every sum over queries (dV, dK) or keys
 //     (dQ) one tile at a time from zero, added to float32 totals;
 //   - scales are powers of two, one per row of q, k, v and dO (made by the producer or the
 //     consumers from the float32 rows); where a row-scaled operand is the reduction's side (dO
@@ -42,26 +42,36 @@
 
 namespace cuflash {
 
-// Two products' sums over the head dim, each k16 step from zero (x3_step_ss) and added in
-// float32: a = A1·B1ᵀ, b = A2·B2ᵀ. One buffer of each: step kk of one product runs while the
-// other's step kk - 1 (or kk) is added. desc(which, kk): the X3Descs of product `which` (0: a,
-// 1: b) at step kk.
-template <class MMA, int KS, int N, class Desc>
+// Two products' sums over the head dim, a = A1·B1ᵀ, b = A2·B2ᵀ: 'highest' each k16 step from
+// zero (Prod::step_ss) and added in float32, one buffer of each: step kk of one product runs
+// while the other's step kk - 1 (or kk) is added; 'tf32' (Prod::kChain) both chained in their
+// accumulators. desc(which, kk): the X3Descs of product `which` (0: a, 1: b) at step kk.
+template <class MMA, int KS, class Prod, int N, class Desc>
 __device__ __forceinline__ void fresh_pair(float (&a)[N][4], float (&b)[N][4], Desc&& desc) {
+    if constexpr (Prod::kChain) {
+        wgmma_fence();
+        Prod::template chain_ss<MMA, KS>(a, [&](int kk) { return desc(0, kk); });
+        Prod::template chain_ss<MMA, KS>(b, [&](int kk) { return desc(1, kk); });
+        wgmma_commit();
+        wgmma_wait<0>();
+        wgmma_fence_regs(a);
+        wgmma_fence_regs(b);
+        return;
+    }
     float pa[N][4], pb[N][4];
     zero_fragments(a);
     zero_fragments(b);
 #pragma unroll
     for (int kk = 0; kk < KS; ++kk) {
         wgmma_fence();
-        x3_step_ss<MMA>(pa, desc(0, kk));
+        Prod::template step_ss<MMA>(pa, desc(0, kk));
         wgmma_commit();
         if (kk > 0) {   // b's step kk - 1 done (groups complete in order)
             wgmma_wait<1>();
             add_fresh(b, pb);
         }
         wgmma_fence();
-        x3_step_ss<MMA>(pb, desc(1, kk));
+        Prod::template step_ss<MMA>(pb, desc(1, kk));
         wgmma_commit();
         wgmma_wait<1>();   // a's step kk done
         add_fresh(a, pa);
@@ -70,7 +80,8 @@ __device__ __forceinline__ void fresh_pair(float (&a)[N][4], float (&b)[N][4], D
     add_fresh(b, pb);
 }
 
-template <typename T, int DP, int BLOCK_M, int BLOCK_N, int NT, int STAGES, class V>
+template <typename T, int DP, int BLOCK_M, int BLOCK_N, int NT, int STAGES, class V,
+          class Prod = X3>
 struct DkdvWgmmaX3 {
     static_assert(sizeof(T) == 4, "float32 inputs (their float16 splits are the kernel's own)");
     // Registers after the hand-over: consumers 216, producer 72 (at 224 / 56 the kernel spilled 4
@@ -129,18 +140,18 @@ struct DkdvWgmmaX3 {
         const auto staged = [](const float* row) { return reinterpret_cast<const __half*>(row); };
         const int kld = 2 * int(p.k_stride[2]), vld = 2 * int(p.v_stride[2]);   // halves
         const int qld = 2 * int(p.q_stride[2]), dld = 2 * int(p.dout_stride[2]);
-        copy_staged_rows<BLOCK_N, DP>(sm.k_hi, sm.k_lo, sm.k_inv,
+        copy_staged_rows<BLOCK_N, DP, Prod::kLo>(sm.k_hi, sm.k_lo, sm.k_inv,
                                       staged(kb.seq.k_row(p.k, p.k_stride, kb.j0)), kld, tid);
-        copy_staged_rows<BLOCK_N, DP>(sm.v_hi, sm.v_lo, sm.v_inv,
+        copy_staged_rows<BLOCK_N, DP, Prod::kLo>(sm.v_hi, sm.v_lo, sm.v_inv,
                                       staged(kb.seq.k_row(p.v, p.v_stride, kb.j0)), vld, tid);
         sm.kv_full.arrive_after_copies();
         for_each_group_tile<Head>(p, kb, [&](const Head& head, int t, int n) {
             const StageRing<STAGES> r(n);
             const int s = r.stage, i0 = head.tiles.start(t, BLOCK_M);
             sm.q_bar.empty[s].wait(r.empty_parity());
-            copy_staged_rows<BLOCK_M, DP>(sm.q_hi[s], sm.q_lo[s], sm.q_inv[s],
+            copy_staged_rows<BLOCK_M, DP, Prod::kLo>(sm.q_hi[s], sm.q_lo[s], sm.q_inv[s],
                                           staged(head.seq.q_row(p.q, p.q_stride, i0)), qld, tid);
-            copy_staged_rows<BLOCK_M, DP>(sm.do_hi[s], sm.do_lo[s], sm.do_inv[s],
+            copy_staged_rows<BLOCK_M, DP, Prod::kLo>(sm.do_hi[s], sm.do_lo[s], sm.do_inv[s],
                                           staged(head.seq.q_row(p.dout, p.dout_stride, i0)), dld,
                                           tid);
             stage_q_stats<BLOCK_M, 128>(sm.lse2[s], sm.D[s], p, head.seq, i0);
@@ -163,11 +174,11 @@ struct DkdvWgmmaX3 {
 #pragma unroll
         for (int kk = 0; kk < NK; ++kk) {
             if constexpr (DV)
-                x3_step_rs<MMA_O>(dvt, pv_hi[kk], pv_lo[kk],
+                Prod::template step_rs<MMA_O>(dvt, pv_hi[kk], pv_lo[kk],
                                   mnmajor_desc<BLOCK_M>(sm.do_hi[s] + at, kk),
                                   mnmajor_desc<BLOCK_M>(sm.do_lo[s] + at, kk), kk == 0);
             if constexpr (DK)
-                x3_step_rs<MMA_O>(dkt, ds_hi[kk], ds_lo[kk],
+                Prod::template step_rs<MMA_O>(dkt, ds_hi[kk], ds_lo[kk],
                                   mnmajor_desc<BLOCK_M>(sm.q_hi[s] + at, kk),
                                   mnmajor_desc<BLOCK_M>(sm.q_lo[s] + at, kk), kk == 0);
         }
@@ -175,13 +186,11 @@ struct DkdvWgmmaX3 {
         wgmma_wait<0>();
         if constexpr (DV) {
             wgmma_fence_regs(dvt);
-            wgmma_keep_regs(pv_hi);
-            wgmma_keep_regs(pv_lo);
+            Prod::keep(pv_hi, pv_lo);
         }
         if constexpr (DK) {
             wgmma_fence_regs(dkt);
-            wgmma_keep_regs(ds_hi);
-            wgmma_keep_regs(ds_lo);
+            Prod::keep(ds_hi, ds_lo);
         }
 #pragma unroll
         for (int n = 0; n < 8; ++n)
@@ -210,7 +219,7 @@ struct DkdvWgmmaX3 {
             const int i0 = head.tiles.start(t, BLOCK_M);
             // -- Sᵀ = K Qᵀ and dPᵀ = V dOᵀ, each k16 step from zero
             float st[MS][4], dpt[MS][4];
-            fresh_pair<MMA_S, KS>(st, dpt, [&](int which, int kk) {
+            fresh_pair<MMA_S, KS, Prod>(st, dpt, [&](int which, int kk) {
                 return which ? x3_kmajor<BLOCK_N, BLOCK_M>(sm.v_hi + panel, sm.v_lo + panel,
                                                            sm.do_hi[s], sm.do_lo[s], kk)
                              : x3_kmajor<BLOCK_N, BLOCK_M>(sm.k_hi + panel, sm.k_lo + panel,
@@ -234,8 +243,8 @@ struct DkdvWgmmaX3 {
             row_scales_f16(st, sv, iv);
             row_scales_f16(dpt, sk, ik);
             unsigned pv_hi[NK][4], pv_lo[NK][4], ds_hi[NK][4], ds_lo[NK][4];
-            split_c_to_a<NK>(st, sv, pv_hi, pv_lo);
-            split_c_to_a<NK>(dpt, sk, ds_hi, ds_lo);
+            split_c_to_a<NK, Prod>(st, sv, pv_hi, pv_lo);
+            split_c_to_a<NK, Prod>(dpt, sk, ds_hi, ds_lo);
             // -- this tile's dV and dK from zero: Pᵀ (dO·2^e), dSᵀ (Q·2^e), B read MN-major, a
             //    panel of 64 columns at a time; both products together or one at a time
             //    (kOneProduct); each added to its total, the stage released after the last
@@ -259,7 +268,8 @@ struct DkdvWgmmaX3 {
 // their rows of q and dO, then streams the K/V tiles into a ring of STAGES buffers (all from the
 // staged rows: hi, lo and each row's inverse scale); per tile each consumer warpgroup runs S, dP (fresh k16 steps), dS,
 // and this tile's dQ from zero, added to its float32 total.
-template <typename T, int DP, int BLOCK_M, int BLOCK_N, int NT, int STAGES, class V>
+template <typename T, int DP, int BLOCK_M, int BLOCK_N, int NT, int STAGES, class V,
+          class Prod = X3>
 struct DqWgmmaX3 {
     static_assert(sizeof(T) == 4, "float32 inputs (their float16 splits are the kernel's own)");
     using Ws = WarpSpecialized<DP, BLOCK_M, NT, STAGES, 224>;
@@ -311,10 +321,10 @@ struct DqWgmmaX3 {
         using Tiles = SwizzledTiles<DP, 128>;
         const int tid = threadIdx.x;
         const auto staged = [](const float* row) { return reinterpret_cast<const __half*>(row); };
-        copy_staged_rows<BLOCK_M, DP>(sm.q_hi, sm.q_lo, sm.q_inv,
+        copy_staged_rows<BLOCK_M, DP, Prod::kLo>(sm.q_hi, sm.q_lo, sm.q_inv,
                                       staged(blk.seq.q_row(p.q, p.q_stride, blk.i0)),
                                       2 * int(p.q_stride[2]), tid);
-        copy_staged_rows<BLOCK_M, DP>(sm.do_hi, sm.do_lo, sm.do_inv,
+        copy_staged_rows<BLOCK_M, DP, Prod::kLo>(sm.do_hi, sm.do_lo, sm.do_inv,
                                       staged(blk.seq.q_row(p.dout, p.dout_stride, blk.i0)),
                                       2 * int(p.dout_stride[2]), tid);
         sm.q_full.arrive_after_copies();
@@ -335,8 +345,8 @@ struct DqWgmmaX3 {
                 v_src = src(v0, vld, j0);
             }
             sm.kv_bar.empty[s].wait(r.empty_parity());
-            copy_staged_tiles<BLOCK_N, DP>(sm.k_hi[s], sm.k_lo[s], k_src, k0, kld);
-            copy_staged_tiles<BLOCK_N, DP>(sm.v_hi[s], sm.v_lo[s], v_src, v0, vld);
+            copy_staged_tiles<BLOCK_N, DP, Prod::kLo>(sm.k_hi[s], sm.k_lo[s], k_src, k0, kld);
+            copy_staged_tiles<BLOCK_N, DP, Prod::kLo>(sm.v_hi[s], sm.v_lo[s], v_src, v0, vld);
             store_staged_inverses<BLOCK_N, DP>(sm.k_inv[s], k0 + size_t(j0) * kld, kld, tid);
             store_staged_inverses<BLOCK_N, DP>(sm.v_inv[s], v0 + size_t(j0) * vld, vld, tid);
             sm.kv_bar.full[s].arrive_after_copies();
@@ -366,7 +376,7 @@ struct DqWgmmaX3 {
             fence_proxy_async();
             // -- S = Q Kᵀ and dP = dO Vᵀ, each k16 step from zero
             float sc[NS][4], dp[NS][4];
-            fresh_pair<MMA_S, KS>(sc, dp, [&](int which, int kk) {
+            fresh_pair<MMA_S, KS, Prod>(sc, dp, [&](int which, int kk) {
                 return which ? x3_kmajor<BLOCK_M, BLOCK_N>(sm.do_hi + panel, sm.do_lo + panel,
                                                            sm.v_hi[s], sm.v_lo[s], kk)
                              : x3_kmajor<BLOCK_M, BLOCK_N>(sm.q_hi + panel, sm.q_lo + panel,
@@ -387,18 +397,18 @@ struct DqWgmmaX3 {
             float sq[2], iq[2];
             row_scales_f16(dp, sq, iq);
             unsigned ds_hi[NK][4], ds_lo[NK][4];
-            split_c_to_a<NK>(dp, sq, ds_hi, ds_lo);
+            split_c_to_a<NK, Prod>(dp, sq, ds_hi, ds_lo);
             float dqt[NO][4];
             wgmma_fence();
 #pragma unroll
             for (int kk = 0; kk < NK; ++kk)
-                x3_step_rs<MMA_O>(dqt, ds_hi[kk], ds_lo[kk], mnmajor_desc<BLOCK_N>(sm.k_hi[s], kk),
-                                  mnmajor_desc<BLOCK_N>(sm.k_lo[s], kk), kk == 0);
+                Prod::template step_rs<MMA_O>(dqt, ds_hi[kk], ds_lo[kk],
+                                              mnmajor_desc<BLOCK_N>(sm.k_hi[s], kk),
+                                              mnmajor_desc<BLOCK_N>(sm.k_lo[s], kk), kk == 0);
             wgmma_commit();
             wgmma_wait<0>();
             wgmma_fence_regs(dqt);
-            wgmma_keep_regs(ds_hi);
-            wgmma_keep_regs(ds_lo);
+            Prod::keep(ds_hi, ds_lo);
             sm.kv_bar.empty[s].arrive_per_warp();
 #pragma unroll
             for (int n = 0; n < NO; ++n)

@@ -36,7 +36,8 @@
 
 namespace cuflash {
 
-template <typename T, int DP, int BLOCK_M, int BLOCK_N, int NT, int STAGES, class V>
+template <typename T, int DP, int BLOCK_M, int BLOCK_N, int NT, int STAGES, class V,
+          class Prod = X3>
 struct FwdWgmmaX3 {
     static_assert(sizeof(T) == 4, "float32 inputs (their float16 splits are the kernel's own)");
     // Registers after the hand-over: consumers 224 (S, two fresh k-step sums and O in the S
@@ -119,11 +120,13 @@ struct FwdWgmmaX3 {
                 v_src = src(v0, vld, j0);
             }
             sm.k_empty[r.stage].wait(r.empty_parity());
-            copy_staged_tiles<BLOCK_N, DP>(sm.k_hi[r.stage], sm.k_lo[r.stage], k_src, k0, kld);
+            copy_staged_tiles<BLOCK_N, DP, Prod::kLo>(sm.k_hi[r.stage], sm.k_lo[r.stage], k_src, k0,
+                                                      kld);
             store_staged_inverses<BLOCK_N, DP>(sm.k_inv[r.stage], k0 + size_t(j0) * kld, kld, tid);
             sm.k_full[r.stage].arrive_after_copies();
             sm.v_empty[r.stage].wait(r.empty_parity());
-            copy_staged_tiles<BLOCK_N, DP>(sm.v_hi[r.stage], sm.v_lo[r.stage], v_src, v0, vld);
+            copy_staged_tiles<BLOCK_N, DP, Prod::kLo>(sm.v_hi[r.stage], sm.v_lo[r.stage], v_src, v0,
+                                                      vld);
             if (tid == 0) sm.v_inv[r.stage] = staged_inverse<DP>(v0 + size_t(j0) * vld);   // the tile's
             sm.v_full[r.stage].arrive_after_copies();
             k_src += size_t(BLOCK_N) * kld;
@@ -204,20 +207,30 @@ struct FwdWgmmaX3 {
             sm.k_full[r.stage].wait(r.full_parity());
             fence_proxy_async();   // the copies (generic proxy), before wgmma reads them
             take_turn();
-#pragma unroll
-            for (int kk = 0; kk < KS; ++kk) {
-                const int b = kk & 1;
+            const auto descs = [&](int kk) { return x3_kmajor<BLOCK_M, BLOCK_N>(qh, ql, kh, kl, kk); };
+            if constexpr (Prod::kChain) {   // one product, its k16 steps chained in s
                 wgmma_fence();
-                x3_step_ss<MMA_S>(part[b], x3_kmajor<BLOCK_M, BLOCK_N>(qh, ql, kh, kl, kk));
+                Prod::template chain_ss<MMA_S, KS>(s, descs);
                 wgmma_commit();
-                if (kk == KS - 1) end_turn();
-                if (kk > 0) {
-                    wgmma_wait<1>();
-                    add_fresh(s, part[b ^ 1]);
+                end_turn();
+                wgmma_wait<0>();
+                wgmma_fence_regs(s);
+            } else {
+#pragma unroll
+                for (int kk = 0; kk < KS; ++kk) {
+                    const int b = kk & 1;
+                    wgmma_fence();
+                    Prod::template step_ss<MMA_S>(part[b], descs(kk));
+                    wgmma_commit();
+                    if (kk == KS - 1) end_turn();
+                    if (kk > 0) {
+                        wgmma_wait<1>();
+                        add_fresh(s, part[b ^ 1]);
+                    }
                 }
+                wgmma_wait<0>();
+                add_fresh(s, part[(KS - 1) & 1]);
             }
-            wgmma_wait<0>();
-            add_fresh(s, part[(KS - 1) & 1]);
             // each row's and each key's factor (f16x3.cuh's unscale)
             unscale(s, q_inv, sm.k_inv[r.stage], t4);
             release(sm.k_empty[r.stage]);
@@ -225,7 +238,7 @@ struct FwdWgmmaX3 {
             float alpha[2];
             wgmma_tile_probs<BLOCK_N>(s, blk, kv, t, wrow, g, t4, softmax, alpha);
             unsigned p_hi[NK][4], p_lo[NK][4];
-            split_c_to_a<NK>(s, {kX3PScale, kX3PScale}, p_hi, p_lo);
+            split_c_to_a<NK, Prod>(s, {kX3PScale, kX3PScale}, p_hi, p_lo);
             const __half* vh = sm.v_hi[r.stage];
             const __half* vl = sm.v_lo[r.stage];
             float ot[NO][4];
@@ -235,14 +248,13 @@ struct FwdWgmmaX3 {
             wgmma_fence();
 #pragma unroll
             for (int kk = 0; kk < NK; ++kk)
-                x3_step_rs<MMA_O>(ot, p_hi[kk], p_lo[kk], mnmajor_desc<BLOCK_N>(vh, kk),
-                                  mnmajor_desc<BLOCK_N>(vl, kk), kk == 0);
+                Prod::template step_rs<MMA_O>(ot, p_hi[kk], p_lo[kk], mnmajor_desc<BLOCK_N>(vh, kk),
+                                              mnmajor_desc<BLOCK_N>(vl, kk), kk == 0);
             wgmma_commit();
             end_turn();
             wgmma_wait<0>();
             wgmma_fence_regs(ot);
-            wgmma_keep_regs(p_hi);
-            wgmma_keep_regs(p_lo);
+            Prod::keep(p_hi, p_lo);
             const float v_inv = sm.v_inv[r.stage];
             release(sm.v_empty[r.stage]);
 #pragma unroll

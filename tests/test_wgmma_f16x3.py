@@ -87,7 +87,7 @@ def test_highest_default_where_it_pays():
     assert wgmma_f16x3_pays(WGMMA_F16X3_BWD_MAX_D, n, backward=True)
     assert not wgmma_f16x3_pays(WGMMA_F16X3_BWD_MAX_D + 1, n, backward=True)
     assert float32_wgmma_pays("highest", 128, n) and not float32_wgmma_pays("ieee", 64, n)
-    assert not float32_wgmma_pays("tf32", 64, n, backward=True)   # no TF32 wgmma backward
+    assert float32_wgmma_pays("tf32", 64, n, backward=True)   # the x1 pair: test_wgmma_f16x1.py
     assert float32_wgmma_pays("tf32", 128, 1) == float32_wgmma_pays("tf32", 128, 1, False)
 
 

@@ -8,8 +8,10 @@ cell in the same process. --tiles adds the TF32 tile ablation of the pass at T =
 the error of each method against the float64 oracle (max-norm and normwise) beside naive
 float32 and naive with TF32 products, at B = 1, H = 4, T = S = 1024; --x3 'highest' as three
 float16 products named too (kernel='wgmma_f16x3', tile.wgmma_f16x3_tiles: the forward, and with
---pass bwd the backward at d <= 64; 'highest''s default on sm_90 from WGMMA_F16X3_MIN_KEYS keys)
-beside 'highest''s mma.sync kernels ('mma_highest'). A table last.
+--pass bwd the backward; 'highest''s default on sm_90 from WGMMA_F16X3_MIN_KEYS keys) beside
+'highest''s mma.sync kernels ('mma_highest'), and 'tf32' as one float16 product
+(kernel='wgmma_f16x1', NOTES.md v56; its default backward on sm_90) beside 'tf32''s mma.sync
+backward ('mma_tf32'). A table last.
 
     python tools/bench_f32.py [--pass bwd] [--d 64 128 256] [--T 2048 4096 8192 16384] [--tiles]
                               [--errors]
@@ -62,7 +64,7 @@ def ablation_tiles_bwd(d: int, families=("tf32x3", "tf32")):
 
 def errors(cp, d, causal, x3=False):
     """{method: (max-norm rel. error, normwise error)} of out against the float64 oracle (x3:
-    with the wgmma_f16x3 tiles)."""
+    with the wgmma_f16x3 and wgmma_f16x1 tiles)."""
     import cuflash
     from cuflash.oracle import normwise_error, oracle_attention, rel_error
     rng = np.random.default_rng(d + 7 * causal)
@@ -72,7 +74,7 @@ def errors(cp, d, causal, x3=False):
     got = {f"cuflash_{p}": cuflash.attention(qc, kc, vc, causal=causal, precision=p)
            for p in PRECISIONS}
     from cuflash.tile import default_tile, wgmma_f16x3_tiles
-    for t in (wgmma_f16x3_tiles(d) if x3 else []):
+    for t in (wgmma_f16x3_tiles(d) + wgmma_f16x3_tiles(d, False, "wgmma_f16x1") if x3 else []):
         got[t.short()] = cuflash.attention(qc, kc, vc, causal=causal, tile=t)
     if x3:   # 'highest''s mma.sync kernel by name (its default here may be the x3 forward)
         got["mma_highest"] = cuflash.attention(qc, kc, vc, causal=causal, precision="highest",
@@ -116,8 +118,10 @@ def main(argv=None):
                          "warp-specialized tiles of wgmma_tf32_tiles by name; above d = 128 "
                          "its wide tiles (wgmma_tf32_wide_tiles, opt-in) by name")
     ap.add_argument("--x3", action="store_true",
-                    help="'highest' as three float16 products too (tile.wgmma_f16x3_tiles; the "
-                         "backward's at d <= 64) beside its mma.sync kernels (mma_highest)")
+                    help="'highest' as three float16 products too (tile.wgmma_f16x3_tiles) "
+                         "beside its mma.sync kernels (mma_highest), and 'tf32' as one "
+                         "(kernel='wgmma_f16x1', its default backward on sm_90) beside its "
+                         "mma.sync backward (mma_tf32)")
     ap.add_argument("--no-torch", action="store_true")
     ap.add_argument("--jobs", type=int, default=8, help="processes compiling the kernels first")
     ap.add_argument("--pass", dest="pass_", choices=["fwd", "bwd"], default="fwd",
@@ -156,7 +160,10 @@ def main(argv=None):
             elif a.wgmma and not bwd and d <= WGMMA_TF32_WIDE_D:   # its wide tiles, opt-in
                 tiles += wgmma_tf32_wide_tiles(d)
             if a.x3:
-                tiles += wgmma_f16x3_tiles(d, bwd)
+                tiles += wgmma_f16x3_tiles(d, bwd) + wgmma_f16x3_tiles(d, bwd, "wgmma_f16x1")
+                if bwd:
+                    tiles.append(default_backward(d, "float32", causal=causal,
+                                                  precision="tf32", **kw)[0])
             if a.tiles and not causal:
                 tiles += (ablation_tiles_bwd if bwd else ablation_tiles)(d,
                                                                          a.families.split(","))
@@ -206,6 +213,13 @@ def main(argv=None):
                            default_tile(d, "float32", causal=causal, precision="highest", **kw))
                     runs += [("mma_highest", mma, None)]
                     runs += [(t.short(), t, None) for t in wgmma_f16x3_tiles(d, bwd)]
+                    # 'tf32' as one float16 product (its default backward on sm_90), beside
+                    # its mma.sync backward by name
+                    if bwd:
+                        runs += [("mma_tf32", default_backward(d, "float32", causal=causal,
+                                                               precision="tf32", **kw)[0], None)]
+                    runs += [(t.short(), t, None)
+                             for t in wgmma_f16x3_tiles(d, bwd, "wgmma_f16x1")]
                 if bwd:
                     dout = cp.asarray(rng.standard_normal((B, H, T, d)).astype(np.float32))
                     _, res = cuflash.attention(q, k, v, causal=causal, return_residuals=True)

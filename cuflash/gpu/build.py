@@ -17,6 +17,7 @@ from pathlib import Path
 
 from .._xp import accum_dtype, resolve_dtype
 from ..precision import PRODUCTS
+from ..tile import F16_SPLIT
 from .plan import _CTYPE, _SHORT, KernelSpec
 
 _INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"\s*$', re.M)
@@ -75,11 +76,14 @@ _KERNELS = {
     ("fwd", "wgmma_f16x3"): ("FwdWgmmaX3", "flash_fwd_wgmma_x3.cu"),
     ("bwd_dkdv", "wgmma_f16x3"): ("DkdvWgmmaX3", "flash_bwd_wgmma_x3.cu"),
     ("bwd_dq", "wgmma_f16x3"): ("DqWgmmaX3", "flash_bwd_wgmma_x3.cu"),
+    ("fwd", "wgmma_f16x1"): ("FwdWgmmaX3", "flash_fwd_wgmma_x3.cu"),        # with F16Products<1>
+    ("bwd_dkdv", "wgmma_f16x1"): ("DkdvWgmmaX3", "flash_bwd_wgmma_x3.cu"),
+    ("bwd_dq", "wgmma_f16x1"): ("DqWgmmaX3", "flash_bwd_wgmma_x3.cu"),
 }
 
 
 def _kernel_key(spec: KernelSpec) -> tuple[str, str]:
-    if spec.family == "wgmma_f16x3":   # warp-specialized, its own kernel
+    if spec.family in F16_SPLIT:   # warp-specialized, its own kernels
         return (spec.role, spec.family)
     return (spec.role, "wgmma_ws" if spec.warp_specialized else spec.family)
 
@@ -88,7 +92,8 @@ def kernel_type(spec: KernelSpec) -> str:
     """The C++ kernel struct of one specialization, e.g.
     ``cuflash::FwdMma<__half, 128, 128, 32, 128, 2, cuflash::Variant<false, false, false>>``:
     its template parameters are the kernel's (simt: no stages; dK/dV of simt, mma and the
-    warp-specialized wgmma kernel: the dQ mode; the TF32 families: their products last)."""
+    warp-specialized wgmma kernel: the dQ mode; the TF32 families and 'wgmma_f16x1': their
+    products last)."""
     t, fam = spec.tile, spec.family
     struct, _ = _KERNELS[_kernel_key(spec)]
     args = [spec.ctype, spec.head_dim, t.block_m, t.block_n, spec.threads()]
@@ -100,6 +105,8 @@ def kernel_type(spec: KernelSpec) -> str:
     args.append(spec.variant.cpp())
     if fam in PRODUCTS:   # float32 on TF32 tensor cores: the products of a precision (tf32.cuh)
         args.append(f"cuflash::Tf32Products<{PRODUCTS[fam]}>")
+    if F16_SPLIT.get(fam, 3) != 3:   # float16 products of split rows (f16x3.cuh; 3: the default)
+        args.append(f"cuflash::F16Products<{F16_SPLIT[fam]}>")
     return f"cuflash::{struct}<{', '.join(map(str, args))}>"
 
 

@@ -18,7 +18,7 @@ import numpy as np
 
 from .. import checks, device
 from .._xp import accum_dtype, dtype_name
-from ..tile import section_rows
+from ..tile import F16_SPLIT, section_rows
 from . import build, f16x3_stage, params, plan, tf32_stage, tma, views
 
 _LOG2E = 1.4426950408889634
@@ -602,7 +602,7 @@ def _forward(r: _Run, p, tile, D, num_splits=1, cache: CacheRows | None = None,
         num_splits = 1
     if tile.kernel == "wgmma_tf32":   # its K and Vᵀ staged first (tf32_stage)
         r = tf32_stage.staged_run(r, tile.block_n)
-    elif tile.kernel == "wgmma_f16x3":   # K and V split first (f16x3_stage)
+    elif tile.kernel in F16_SPLIT:   # K and V split first (f16x3_stage)
         r = f16x3_stage.staged_run(r, tile.block_n, plan.head_dim_pad(D, tile.kernel))
     launch = ForwardLaunch(r, p, tile, D, num_splits, cache)
     if before_launch is not None:
@@ -703,7 +703,7 @@ def _backward(r: _Run, dout, out, lse, p, tile, D, deterministic):
     # -- D = rowsum(dO ∘ O): build.PREPROCESS_ROWS query rows per block
     _launch(build.get_preprocess(dt, dev, r.packed), 0, 256,
             math.ceil(r.T / build.PREPROCESS_ROWS), rows, packed)
-    if dkdv.family == "wgmma_f16x3":   # the x3 pair reads q, k, v and dout split once (f16x3_stage)
+    if dkdv.family in F16_SPLIT:   # the pair reads q, k, v and dout split once (f16x3_stage)
         fields.update(f16x3_stage.backward_fields(r, dout, plan.head_dim_pad(D, dkdv.family),
                                                   [s.tile for s in specs]))
         packed = layout.pack(fields)

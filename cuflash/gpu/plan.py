@@ -15,7 +15,7 @@ import math
 from .. import device
 from .._xp import accum_dtype, dtype_name, resolve_dtype
 from ..precision import PRODUCTS, of_family
-from ..tile import (TF32_BWD_MAX_D, WGMMA_F16X3_BWD_MAX_D, WGMMA_F16X3_MAX_D, WGMMA_TF32_MAX_D,
+from ..tile import (F16_SPLIT, TF32_BWD_MAX_D, WGMMA_F16X3_BWD_MAX_D, WGMMA_F16X3_MAX_D, WGMMA_TF32_MAX_D,
                     WGMMA_TF32_WIDE_D, TileConfig, x3_backward_block_m,
                     dmma_capable, mma_capable, wgmma_forward_tiles)
 
@@ -42,28 +42,28 @@ def head_dim_pad(d: int, family: str) -> int:
         return 256
     if family == "wgmma_tf32" and WGMMA_TF32_MAX_D < d <= WGMMA_TF32_WIDE_D:
         return 192 if d <= 192 else 256   # wgmma's widths above 128 (wgmma.cuh)
-    unit = 64 if family in ("wgmma", "wgmma_f16x3") else 32
+    unit = 64 if family in ("wgmma", *F16_SPLIT) else 32
     return unit * math.ceil(d / unit)
 
 
 #: Architecture each kernel family is compiled for; None = the device's own (CuPy chooses).
 #: wgmma exists only on sm_90a, whose code runs on compute capability 9.0 devices alone.
 FAMILY_ARCH = {"simt": None, "mma": None, "wgmma": "sm_90a", "dmma": None, "tf32": None,
-               "tf32x3": None, "wgmma_tf32": "sm_90a", "wgmma_f16x3": "sm_90a"}
+               "tf32x3": None, "wgmma_tf32": "sm_90a", **dict.fromkeys(F16_SPLIT, "sm_90a")}
 
 #: The oldest architecture each family runs on (mma.sync m16n8k16, m16n8k8 .tf32 and m8n8k4 .f64:
 #: sm_80)
 FAMILY_MIN_SM = {"simt": 0, "mma": 80, "wgmma": 90, "dmma": 80, "tf32": 80, "tf32x3": 80,
-                 "wgmma_tf32": 90, "wgmma_f16x3": 90}
+                 "wgmma_tf32": 90, **dict.fromkeys(F16_SPLIT, 90)}
 
 #: The float32 forwards on Hopper's warpgroup tensor cores -> the family that runs the rest of
 #: their precision (its backward, KV caches, packed batches, split-KV): they run dense batches in
 #: one pass only (_validate_float32_wgmma, specs_for, ops._forward)
-FLOAT32_WGMMA_FORWARDS = {"wgmma_tf32": "tf32", "wgmma_f16x3": "tf32x3"}
+FLOAT32_WGMMA_FORWARDS = {"wgmma_tf32": "tf32", "wgmma_f16x3": "tf32x3", "wgmma_f16x1": "tf32"}
 
 #: Those of them with a backward too, of dense batches in one pass (the deterministic pair:
 #: flash_bwd_wgmma_x3.cu)
-FLOAT32_WGMMA_BACKWARDS = ("wgmma_f16x3",)
+FLOAT32_WGMMA_BACKWARDS = tuple(F16_SPLIT)
 
 
 #: Variant.cache -> the C++ CacheKind (kernels_cu/mask.cuh)
@@ -260,7 +260,7 @@ def validate(spec: KernelSpec, smem_limit: int | None = None, arch: str | None =
         _validate_tf32(spec, where, arch)
     elif spec.family == "wgmma_tf32":
         _validate_wgmma_tf32(spec, where)
-    elif spec.family == "wgmma_f16x3":
+    elif spec.family in F16_SPLIT:
         _validate_wgmma_f16x3(spec, where)
     else:
         if spec.dtype not in ("float16", "bfloat16"):
@@ -318,52 +318,53 @@ def _validate_wgmma_tf32(spec: KernelSpec, where: str) -> None:
 
 
 def _validate_wgmma_f16x3(spec: KernelSpec, where: str) -> None:
-    """flash_fwd_wgmma_x3.cu, flash_bwd_wgmma_x3.cu: float32's 'highest' as three float16
-    products a pair, warp-specialized kernels of dense batches (the backward: d <= 64, its
-    deterministic pair)."""
-    t = spec.tile
+    """flash_fwd_wgmma_x3.cu, flash_bwd_wgmma_x3.cu: float32 as float16 products of split rows
+    (tile.F16_SPLIT: 'highest' three a pair, 'tf32' one), warp-specialized kernels of dense
+    batches (the backward: d <= 128, its deterministic pair)."""
+    t, k = spec.tile, spec.family
     _validate_float32_wgmma(spec, where)
     if spec.role != "fwd":
         _validate_wgmma_f16x3_backward(spec, where)
         return
     if not t.warp_specialized or t.block_m != 128 or t.num_stages != 2:
-        raise ValueError(f"{where}: kernel='wgmma_f16x3' is warp-specialized: block_m = 128, "
+        raise ValueError(f"{where}: kernel={k!r} is warp-specialized: block_m = 128, "
                          f"num_warps = 12, num_stages = 2")
     if t.block_n not in (32, 64):
-        raise ValueError(f"{where}: kernel='wgmma_f16x3' takes block_n = 32 or 64 (its fresh "
+        raise ValueError(f"{where}: kernel={k!r} takes block_n = 32 or 64 (its fresh "
                          f"k-step sums hold three copies of S in registers)")
     if spec.head_dim > WGMMA_F16X3_MAX_D:
-        raise ValueError(f"{where}: kernel='wgmma_f16x3' takes head dims up to "
+        raise ValueError(f"{where}: kernel={k!r} takes head dims up to "
                          f"{WGMMA_F16X3_MAX_D}")
 
 
 def _validate_wgmma_f16x3_backward(spec: KernelSpec, where: str) -> None:
-    t = spec.tile
+    t, k = spec.tile, spec.family
     if spec.atomic_dq:
-        raise ValueError(f"{where}: {_F16X3_ATOMIC}")
+        raise ValueError(f"{where}: kernel={k!r}{_F16X3_ATOMIC}")
     if spec.head_dim > WGMMA_F16X3_BWD_MAX_D:
-        raise ValueError(f"{where}: kernel='wgmma_f16x3''s backward takes head dims up to "
-                         f"{WGMMA_F16X3_BWD_MAX_D} (its registers hold dK and dV beside the fresh "
-                         f"sums; precision='highest''s kernel='tf32x3' runs wider ones)")
+        raise ValueError(f"{where}: kernel={k!r}'s backward takes head dims up to "
+                         f"{WGMMA_F16X3_BWD_MAX_D} (its registers hold dK and dV beside the "
+                         f"sums; kernel={FLOAT32_WGMMA_FORWARDS[k]!r} is its precision's backward "
+                         f"of wider heads)")
     m = x3_backward_block_m(spec.head_dim)   # 64 at d <= 64, 32 above
     stages = (2, 3) if m == 64 else (2,)
     said = " or ".join(map(str, stages)) + " stages"
     if spec.role == "bwd_dkdv":
         if not t.warp_specialized_dkdv or t.block_n != 128 or t.block_m != m:
-            raise ValueError(f"{where}: kernel='wgmma_f16x3''s dK/dV kernel at d = "
+            raise ValueError(f"{where}: kernel={k!r}'s dK/dV kernel at d = "
                              f"{spec.head_dim} is warp-specialized: block_m = {m}, block_n = 128, "
                              f"num_warps = 12 (its dQ kernel takes the tile transposed)")
         if t.num_stages not in stages:
-            raise ValueError(f"{where}: kernel='wgmma_f16x3''s dK/dV kernel at d = "
+            raise ValueError(f"{where}: kernel={k!r}'s dK/dV kernel at d = "
                              f"{spec.head_dim} takes {said}")
     elif not t.warp_specialized or t.block_m != 128 or t.block_n != m or \
             t.num_stages not in stages:
-        raise ValueError(f"{where}: kernel='wgmma_f16x3''s dQ kernel at d = {spec.head_dim} takes "
+        raise ValueError(f"{where}: kernel={k!r}'s dQ kernel at d = {spec.head_dim} takes "
                          f"the dK/dV tile transposed: block_m = 128, block_n = {m}, num_warps = "
                          f"12, {said}")
 
 
-_F16X3_ATOMIC = ("kernel='wgmma_f16x3''s backward computes dQ in its own pass: use "
+_F16X3_ATOMIC = ("'s backward computes dQ in its own pass: use "
                  "deterministic=True (or kernel='simt' / 'mma' tiles for atomic dQ)")
 
 _WGMMA_ATOMIC = ("the 4-warp and 8-warp wgmma backwards compute dQ in their own pass; use "

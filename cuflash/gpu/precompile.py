@@ -19,7 +19,7 @@ from pathlib import Path
 
 from .._xp import DTYPES
 from ..checks import SUPPORTED_HEAD_DIMS
-from ..tile import (WGMMA_TF32_MAX_D, WGMMA_TF32_WIDE_D, default_backward, default_tile,
+from ..tile import (F16_SPLIT, WGMMA_TF32_MAX_D, WGMMA_TF32_WIDE_D, default_backward, default_tile,
                     wgmma_f16x3_tiles, wgmma_tf32_tiles, wgmma_tf32_wide_tiles)
 from . import build, plan
 
@@ -66,11 +66,13 @@ def default_specs(arch: str) -> list[plan.KernelSpec]:
                 for s in plan.specs_for("float32", d, first, causal, False):
                     specs[s.name] = s
     # ... and 'highest' as three float16 products (kernel='wgmma_f16x3'), its default on sm_90
-    # for dense batches where tile.float32_wgmma_pays: the first forward and backward tiles
+    # for dense batches where tile.float32_wgmma_pays: the first forward and backward tiles;
+    # 'tf32''s backward as one (kernel='wgmma_f16x1'), and its forward (opt-in: compiled to
+    # keep it building without spills)
     if arch == "sm_90":
         for d in SUPPORTED_HEAD_DIMS:
-            for backward in (False, True):
-                tiles = wgmma_f16x3_tiles(d, backward)
+            for kernel, backward in itertools.product(F16_SPLIT, (False, True)):
+                tiles = wgmma_f16x3_tiles(d, backward, kernel)
                 for causal in ((False, True) if tiles else ()):
                     for s in plan.specs_for("float32", d, tiles[0], causal, backward):
                         specs[s.name] = s
