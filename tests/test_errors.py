@@ -161,7 +161,7 @@ _BAD_TILES = [
     ("num_stages", 0, "TileConfig.num_stages=0 must be one of 1, 2, 3, 4"),
     ("num_stages", 5, "TileConfig.num_stages=5 must be one of"),
     ("num_stages", True, "TileConfig.num_stages=True must be one of"),
-    ("kernel", "foo", "TileConfig.kernel='foo' must be one of \\('simt', 'mma', 'wgmma', 'dmma', 'tf32', 'tf32x3', 'wgmma_tf32', 'wgmma_f16x3'\\)"),
+    ("kernel", "foo", "TileConfig.kernel='foo' must be one of \\('simt', 'mma', 'wgmma', 'dmma', 'tf32', 'tf32x3', 'wgmma_tf32', 'wgmma_f16x3', 'wgmma_f16x1'\\)"),
     ("kernel", "SIMT", "TileConfig.kernel='SIMT' must be one of"),
 ]
 
