@@ -4,11 +4,11 @@
 # run, 'tf32''s backward against torch at d = 128, then the whole GPU suite on this tree.
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT
-timeout 170 python3 tools/ab_speed.py --base $PWD/.ab/base --new $PWD --dtypes float32:tf32 \
-  --d 128 --T 2048,4096,16384 --passes bwd --causal 0,1 --rounds 2 --json $OUT/ab.json \
-  > $OUT/ab.txt 2>&1; echo "ab rc=$?" >> $OUT/side.txt
 timeout 90 python3 tools/bench_f32.py --pass bwd --x3 --d 128 --T 2048 4096 16384 --reps 3 \
   --jobs 14 > $OUT/bench_bwd.txt 2>&1; echo "bench bwd rc=$?" >> $OUT/side.txt
+timeout 150 python3 tools/ab_speed.py --base $PWD/.ab/base --new $PWD --dtypes float32:tf32 \
+  --d 128 --T 2048,4096,16384 --passes bwd --causal 0,1 --rounds 2 --json $OUT/ab.json \
+  > $OUT/ab.txt 2>&1; echo "ab rc=$?" >> $OUT/side.txt
 STEPS="env tests" JOBS=12 LIMIT_TESTS=300 TAIL=3 OUT=/tmp/gs bash tests/gpu_session.sh > $OUT/session.txt 2>&1
 grep -E "^(FAILED|ERROR)" /tmp/gs/tests.log > $OUT/failures.txt; tail -3 /tmp/gs/tests.log >> $OUT/failures.txt
 echo "=================== SUMMARY"

@@ -33,3 +33,34 @@ def test_cells():
                                     [2048, 64, "float16", False, "bwd"],
                                     [1024, 64, "float16", True, "bwd"],
                                     [2048, 64, "float16", True, "bwd"]]
+
+
+def test_cell_precision_reaches_the_backward(tmp_path, monkeypatch):
+    """A float32 cell's precision ('float32:tf32') reaches the forward and the backward: call 179's
+    A/B of float32:tf32 timed 'highest''s backward (attention_backward's default) in both trees
+    (NOTES.md v57). The cell code runs here on a stub tree whose cuflash records its calls (a
+    stub cupy, a timer that calls once)."""
+    import json
+    tree, log = tmp_path / "tree", tmp_path / "calls.jsonl"
+    (tree / "cuflash").mkdir(parents=True)
+    (tree / "cupy").mkdir()
+    (tree / "cuflash" / "__init__.py").write_text(
+        "import json\n"
+        "class Residuals: pass\n"
+        "def _log(name, kw):\n"
+        f"    with open({str(log)!r}, 'a') as f:\n"
+        "        f.write(json.dumps([name, kw]) + '\\n')\n"
+        "def attention(q, k, v, return_residuals=False, **kw):\n"
+        "    _log('attention', kw)\n"
+        "    return (q, Residuals()) if return_residuals else q\n"
+        "def attention_backward(do, res, **kw):\n"
+        "    _log('attention_backward', kw)\n")
+    (tree / "cupy" / "__init__.py").write_text("import numpy\nasarray = numpy.asarray\n")
+    timer = tmp_path / "gputime.py"
+    timer.write_text("def gpu_times(fn, n, warm):\n    fn()\n    return [1.0]\n")
+    monkeypatch.setattr(ab_speed, "GPUTIME", str(timer))
+    out = ab_speed.run_tree(str(tree), [[16384, 128, "float32:tf32", True, "bwd"]])
+    assert list(out) == [(16384, 128, "float32:tf32", True, "bwd")]
+    calls = [json.loads(x) for x in log.read_text().splitlines()]
+    assert calls == [["attention", {"causal": True, "precision": "tf32"}],
+                     ["attention_backward", {"precision": "tf32"}]], calls

@@ -47,6 +47,8 @@ for spec in json.loads(sys.argv[2]):
         bwd_kw["tile"] = cuflash.TileConfig(*bwd_kw["tile"])
     if hasattr(cuflash, "Residuals"):   # the backward takes the forward's residuals
         o, lse = cuflash.attention(q, k, v, return_residuals=True, **kw)
+        if prec:   # the cell's precision for the backward too (its default is 'highest')
+            bwd_kw.setdefault("precision", prec)
         bwd = lambda: cuflash.attention_backward(do, lse, **bwd_kw)
     else:                               # trees before 2026-12-01: arrays and settings again
         o, lse = cuflash.attention(q, k, v, causal=causal, return_lse=True)

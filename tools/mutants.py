@@ -232,6 +232,10 @@ MUTANTS = [
       "tests/test_wgmma_f16x1.py::test_family_tiles_and_kernel_type",
       "kernel='wgmma_f16x1' compiles the x3 kernels' default, three products: 'highest' in "
       "'tf32''s name"),
+    M("ab_speed_backward_default_precision", "tools/ab_speed.py",
+      '            bwd_kw.setdefault("precision", prec)', "            pass",
+      "tests/test_ab_speed.py::test_cell_precision_reaches_the_backward",
+      "an A/B of float32:tf32 times the backward at its default precision, 'highest' (call 179)"),
     M("x3_default_any_length", "cuflash/tile.py",
       "    return head_dim <= widest and seq_len_k >= WGMMA_F16X3_MIN_KEYS",
       "    return head_dim <= widest",
