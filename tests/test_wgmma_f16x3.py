@@ -16,7 +16,7 @@ import cuflash
 from cuflash import TileConfig, precision
 from cuflash._xp import to_numpy
 from cuflash.gpu import build, plan
-from cuflash.tile import (WGMMA_F16X3_BWD_MAX_D, WGMMA_F16X3_MAX_D,
+from cuflash.tile import (F16_SPLIT, WGMMA_F16X3_BWD_MAX_D, WGMMA_F16X3_MAX_D,
                           WGMMA_F16X3_MIN_KEYS, default_backward, default_tile, float32_wgmma_pays, wgmma_f16x3_pays,
                           wgmma_f16x3_tiles)
 
@@ -200,25 +200,18 @@ def test_validate_names_the_problem(tile, variant, d, match):
                       plan.SMEM_LIMIT["sm_80"], "sm_80")
 
 
-def test_kernels_compile_without_spills():
-    """NVRTC, no GPU: d = 64 and 128, dense, causal and with every modifier, compile for sm_90a
-    with no spill and no wgmma serialized by ptxas, within the shared memory of sm_90."""
-    for d in (64, 128):
-        for variant in (plan.Variant("dense"), plan.Variant("causal"),
-                        plan.Variant("window", softcap=True, alibi=True)):
-            (spec,) = plan.specs_for("float32", d, X3, variant, False)
-            assert spec.smem_bytes() <= plan.SMEM_LIMIT["sm_90"]
-            r = build.compile_offline(build.source(spec), spec.name, spec.arch, spec.smem_bytes())
-            assert r.spills == 0 and not r.serialized, (spec.name, r)
-
-
-def test_backward_kernels_compile_without_spills():
-    """NVRTC, no GPU: the pair at d = 64 and 128, dense, causal and with every modifier, compiles
-    for sm_90a with no spill and no wgmma serialized by ptxas."""
+@pytest.mark.parametrize("backward", [False, True], ids=["fwd", "bwd"])
+@pytest.mark.parametrize("kernel", list(F16_SPLIT))
+def test_kernels_compile_without_spills(kernel, backward):
+    """NVRTC, no GPU: each float16-product family's first forward tile and backward pair
+    (tile.F16_SPLIT: 'wgmma_f16x3', 'wgmma_f16x1') at d = 64 and 128, dense, causal and with
+    every modifier, compile for sm_90a with no spill and no wgmma serialized by ptxas, within
+    the shared memory of sm_90."""
     for variant, d in itertools.product((plan.Variant("dense"), plan.Variant("causal"),
                                          plan.Variant("window", softcap=True, alibi=True)),
                                         (64, 128)):
-        for spec in plan.specs_for("float32", d, wgmma_f16x3_tiles(d, True)[0], variant, True):
+        tile = wgmma_f16x3_tiles(d, backward, kernel)[0]
+        for spec in plan.specs_for("float32", d, tile, variant, backward):
             assert spec.smem_bytes() <= plan.SMEM_LIMIT["sm_90"]
             r = build.compile_offline(build.source(spec), spec.name, spec.arch, spec.smem_bytes())
             assert r.spills == 0 and not r.serialized, (spec.name, r)
