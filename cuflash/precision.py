@@ -4,7 +4,10 @@ argument, written once for the kernels, the CPU twin, naive attention and the to
     'ieee'     float32 products on CUDA cores (the simt kernels): the reference.
     'tf32'     each operand rounded to TF32 (float32 with a 10-bit mantissa: to nearest, ties away
                from zero, as PTX's cvt.rna.tf32.f32), one tensor-core product with float32
-               sums. Faster, about 1e-3 relative error (NOTES.md, issue 15).
+               sums. Faster, about 1e-3 relative error (NOTES.md, issue 15). On Hopper (sm_90)
+               dense batches' backward takes one float16 product of rows scaled by powers of two
+               where it pays (kernel family 'wgmma_f16x1', ``ALSO``): the same 11-bit
+               significands as a TF32 product, at twice its rate (NOTES.md v55-v56).
     'highest'  the default. Each operand split x = big + small (big = tf32(x), small =
                tf32(x - big), both exact), a·b = small_a·big_b + big_a·small_b + big_a·big_b on
                TF32 tensor cores (CUTLASS's 3xTF32; small·small is below float32's rounding),
@@ -13,9 +16,7 @@ argument, written once for the kernels, the CPU twin, naive attention and the to
                the CUDA cores ('ieee', as accurate). On Hopper (sm_90) dense batches take a
                third way where it pays (tile.float32_wgmma_pays): each operand scaled by a power
                of two per row and split into two float16 parts, three float16 products a pair on
-               the warpgroup tensor cores (kernel family 'wgmma_f16x3', ``ALSO``). 'tf32''s
-               backward there runs one float16 product of such rows ('wgmma_f16x1'): the same
-               11-bit significands as a TF32 product at twice its rate (NOTES.md v55-v56).
+               the warpgroup tensor cores (kernel family 'wgmma_f16x3', ``ALSO``).
 
 The GPU runs 'tf32' and 'highest' in the mma forward (kernels_cu/tf32.cuh) as the kernel
 families 'tf32' and 'tf32x3' (``FAMILY``); on the CPU the twin and naive attention compute the
