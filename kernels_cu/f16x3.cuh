@@ -6,7 +6,8 @@
 // significant bits. A product a·b runs as lo_a·hi_b + hi_a·lo_b + hi_a·hi_b (lo·lo is below
 // float32's rounding), and, since the tensor core's accumulator truncates, no sum longer than one
 // k16 step of a reduction over the head dim, or one tile of a reduction over keys or queries,
-// stays in it.
+// stays in it. Precision 'tf32' on the same kernels ('wgmma_f16x1') takes hi alone, one product
+// a pair (F16Products below).
 #pragma once
 #include "common.cuh"
 #include "wgmma_tiles.cuh"
@@ -140,8 +141,9 @@ __device__ __forceinline__ void split_global_rows(__half* hi, __half* lo, float*
 
 // Staged rows (f16x3_stage.cuh: a row's hi, lo and inverse, ld halves apart) of one tile of ROWS
 // rows, all within the staged array, copied by the 128 threads of a warpgroup (cp.async):
-//   copy_staged_tiles  hi and lo (LO false: hi alone) into sw128 tiles (src: this thread's source in the tile,
-//                      SwizzledTiles' thread_src, so that a loop can step it; tile: row 0)
+//   copy_staged_tiles  hi and lo (LO false: hi alone) into sw128 tiles (src: this thread's
+//                      source in the tile, SwizzledTiles' thread_src, so that a loop can step
+//                      it; tile: row 0)
 //   store_staged_inverses  the rows' inverses into inv[0 .. ROWS - 1] (thread tid: rows tid,
 //                      + 128..) by plain loads and stores (NOTES v52: racecheck reported the
 //                      consumers' reads of cp.async-copied scales, call 172, and of these as
@@ -246,13 +248,10 @@ struct F16Products {
     // One k16 step of a·bᵀ from zero into acc, both operands in shared memory, small terms first
     template <class MMA, class Frag>
     static __device__ __forceinline__ void step_ss(Frag& acc, const X3Descs& s) {
-        if constexpr (kLo) {
-            MMA::ss(acc, s.a_lo, s.b_hi, 0);
-            MMA::ss(acc, s.a_hi, s.b_lo, 1);
-            MMA::ss(acc, s.a_hi, s.b_hi, 1);
-        } else {
-            MMA::ss(acc, s.a_hi, s.b_hi, 0);
-        }
+        static_assert(kLo, "one product chains its k16 steps (chain_ss)");
+        MMA::ss(acc, s.a_lo, s.b_hi, 0);
+        MMA::ss(acc, s.a_hi, s.b_lo, 1);
+        MMA::ss(acc, s.a_hi, s.b_hi, 1);
     }
 
     // a·bᵀ over its KS k16 steps chained in acc (kChain only); desc(kk): step kk's X3Descs

@@ -1,6 +1,8 @@
 // cuflash: the float32 backward at float32's accuracy on Hopper's 16-bit tensor cores (sm_90a):
 // precision 'highest' as kernel family 'wgmma_f16x3' (f16x3.cuh: operands split in two float16
-// parts, three products a pair; NOTES v46; tools/split_study_bwd.py is its arithmetic in NumPy).
+// parts, three products a pair; NOTES v46; tools/split_study_bwd.py is its arithmetic in NumPy);
+// with Prod = F16Products<1>, precision 'tf32' as family 'wgmma_f16x1' (one product a pair, the
+// sums over the head dim chained in the accumulator: NOTES v56).
 // The algorithm is flash_bwd_wgmma_ws.cu's deterministic pair (and cuflash/twin.py's):
 //   DkdvWgmmaX3: a block owns BLOCK_N keys (64 per consumer warpgroup) and streams the query
 //     tiles of every query head of its group chunk: Sᵀ = K Qᵀ, dPᵀ = V dOᵀ, Pᵀ and dSᵀ in
@@ -56,28 +58,28 @@ __device__ __forceinline__ void fresh_pair(float (&a)[N][4], float (&b)[N][4], D
         wgmma_wait<0>();
         wgmma_fence_regs(a);
         wgmma_fence_regs(b);
-        return;
-    }
-    float pa[N][4], pb[N][4];
-    zero_fragments(a);
-    zero_fragments(b);
+    } else {
+        float pa[N][4], pb[N][4];
+        zero_fragments(a);
+        zero_fragments(b);
 #pragma unroll
-    for (int kk = 0; kk < KS; ++kk) {
-        wgmma_fence();
-        Prod::template step_ss<MMA>(pa, desc(0, kk));
-        wgmma_commit();
-        if (kk > 0) {   // b's step kk - 1 done (groups complete in order)
-            wgmma_wait<1>();
-            add_fresh(b, pb);
+        for (int kk = 0; kk < KS; ++kk) {
+            wgmma_fence();
+            Prod::template step_ss<MMA>(pa, desc(0, kk));
+            wgmma_commit();
+            if (kk > 0) {   // b's step kk - 1 done (groups complete in order)
+                wgmma_wait<1>();
+                add_fresh(b, pb);
+            }
+            wgmma_fence();
+            Prod::template step_ss<MMA>(pb, desc(1, kk));
+            wgmma_commit();
+            wgmma_wait<1>();   // a's step kk done
+            add_fresh(a, pa);
         }
-        wgmma_fence();
-        Prod::template step_ss<MMA>(pb, desc(1, kk));
-        wgmma_commit();
-        wgmma_wait<1>();   // a's step kk done
-        add_fresh(a, pa);
+        wgmma_wait<0>();
+        add_fresh(b, pb);
     }
-    wgmma_wait<0>();
-    add_fresh(b, pb);
 }
 
 template <typename T, int DP, int BLOCK_M, int BLOCK_N, int NT, int STAGES, class V,

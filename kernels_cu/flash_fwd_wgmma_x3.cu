@@ -8,7 +8,9 @@
 // is summed from zero and added to S on the FMA pipe, and each key tile's P·V from zero, added
 // to O as O·alpha + O_tile (tf32.cuh's 'highest' does the same on mma.sync).
 // Scales: Q per row, K per key row (both folded into S once per tile: exact), P by 2^14 and V
-// per key tile (folded into the O update).
+// per key tile (folded into the O update). With Prod = F16Products<1> (kernel family
+// 'wgmma_f16x1', precision 'tf32', opt-in: NOTES v56) the same kernel issues hi·hi alone and
+// chains S's k16 steps in the accumulator.
 //
 // Warp-specialized (flash_fwd_wgmma_ws.cu's shape): warpgroup 0, the producer, copies K's and
 // V's hi / lo tiles (128-byte swizzle, as the 16-bit kernels' tiles) and their inverse scales
