@@ -93,8 +93,8 @@ class TileConfig:
     16·num_warps with 2 or 3 stages, or the warp-specialized shape, block_m = 128 on 12 warps
     with 2 to 4 stages; ``wgmma_tf32_tiles``), 'wgmma_f16x3' (float32 forward of
     precision='highest' on Hopper's 16-bit warpgroup tensor cores, three float16 products of
-    operands split in two, sm_90 only, dense batches, opt-in (not a default until measured):
-    the warp-specialized shape, block_m = 128 on 12 warps, 2 stages; NOTES.md v44-v45; as a
+    operands split in two, sm_90 only, dense batches, 'highest''s default there where
+    ``float32_wgmma_pays``: the warp-specialized shape, block_m = 128 on 12 warps, 2 stages; NOTES.md v44-v45; as a
     backward tile, d <= 128, deterministic: the warp-specialized dK/dV shape, block_m = 64
     (d <= 64) or 32, block_n = 128 on 12 warps, 2 or 3 stages, whose dQ pass takes it
     transposed; v46, v54), 'wgmma_f16x1' (the same kernels with one float16 product a pair:
@@ -235,7 +235,7 @@ WGMMA_F16X3_MAX_D = 128
 
 #: The widest head dim of its backward (flash_bwd_wgmma_x3.cu): a dK/dV consumer thread holds dK
 #: and dV (d / 2 floats each) beside Sᵀ, dPᵀ and a fresh k-step sum of each; at d = 128 the
-#: totals take 128 of its 216 registers, so its query tiles are 32 wide and the tile's dV and
+#: totals take 128 of its 224 registers, so its query tiles are 32 wide and the tile's dV and
 #: dK are summed a product and a 64-column panel at a time (NOTES v45-v46, v54)
 WGMMA_F16X3_BWD_MAX_D = 128
 
@@ -255,6 +255,12 @@ def x3_backward_block_m(head_dim: int) -> int:
     return 64 if head_dim <= 64 else 32
 
 
+def x3_backward_stages(head_dim: int) -> tuple[int, ...]:
+    """Stages of a float16-product backward tile: 2 or 3 with 64-query tiles (d <= 64; within 1%
+    of each other, call 165), 2 with 32-query tiles above (shared memory holds no third)."""
+    return (2, 3) if x3_backward_block_m(head_dim) == 64 else (2,)
+
+
 def wgmma_f16x3_pays(head_dim: int, seq_len_k: int, backward: bool = False) -> bool:
     """Whether the default of precision='highest' on sm_90 takes the three-float16-product kernel
     (flash_fwd_wgmma_x3.cu; with ``backward``, flash_bwd_wgmma_x3.cu's pair) for a dense batch in
@@ -268,17 +274,16 @@ def wgmma_f16x3_tiles(head_dim: int, backward: bool = False,
                       kernel: str = "wgmma_f16x3") -> list[TileConfig]:
     """Tiles of the float16-product kernels (``kernel``: a family of F16_SPLIT, their tiles
     alike), preferred first: the forward 128 × 64 (1.15-1.20x the 128 × 32 at T = 4096 / 16384,
-    call 165) and 128 × 32; the backward 64 × 128 at 2 and 3 stages at d <= 64 (within 1% of
-    each other, call 165), 32 × 128 at 2 stages above (the registers; shared memory holds no
-    third). Empty where the head dim is too wide."""
+    call 165) and 128 × 32; the backward x3_backward_block_m × 128 at each of
+    x3_backward_stages. Empty where the head dim is too wide."""
     if kernel not in F16_SPLIT:
         raise ValueError(f"kernel={kernel!r}: the float16-product families are "
                          f"{', '.join(map(repr, F16_SPLIT))}")
     if backward:
         if head_dim > WGMMA_F16X3_BWD_MAX_D:
             return []
-        m, stages = x3_backward_block_m(head_dim), (2, 3) if head_dim <= 64 else (2,)
-        return [TileConfig(m, 128, 12, s, kernel) for s in stages]
+        return [TileConfig(x3_backward_block_m(head_dim), 128, 12, s, kernel)
+                for s in x3_backward_stages(head_dim)]
     return [TileConfig(128, n, 12, 2, kernel) for n in (64, 32)] \
         if head_dim <= WGMMA_F16X3_MAX_D else []
 

@@ -111,6 +111,14 @@ def test_validate_names_the_family(tile, d, bwd, match):
             plan.validate(spec, smem, "sm_90")
 
 
+def test_atomic_dq_refused_naming_the_family():
+    """deterministic=False on an x1 tile: refused, the message naming the tile and its family."""
+    with pytest.raises(ValueError, match=r"^TileConfig wgmma_f16x1_m64_n128_w12_s2: "
+                                         r"kernel='wgmma_f16x1''s backward computes dQ in its "
+                                         r"own pass: use deterministic=True"):
+        plan.specs_for("float32", 64, X1B, plan.Variant("dense"), True, False)
+
+
 def test_precision_must_match_the_tile():
     """An x1 tile computes 'tf32': asking 'highest' of it is refused, naming both (NumPy inputs:
     the check comes before any device work)."""

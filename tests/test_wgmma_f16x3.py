@@ -167,7 +167,7 @@ def test_backward_plan():
 
 
 @pytest.mark.parametrize("tile,variant,d,det,match", [
-    (X3B, plan.Variant(), 64, False, "computes dQ in its own pass"),
+    (X3B, plan.Variant(), 64, False, ": kernel='wgmma_f16x3''s backward computes dQ in its own pass"),
     (X3B128, plan.Variant(), 160, True, f"head dims up to {WGMMA_F16X3_BWD_MAX_D}"),
     (X3B, plan.Variant(), 128, True, "at d = 128 is warp-specialized: block_m = 32"),
     (X3B128, plan.Variant(), 64, True, "at d = 64 is warp-specialized: block_m = 64"),

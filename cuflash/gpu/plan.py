@@ -16,7 +16,7 @@ from .. import device
 from .._xp import accum_dtype, dtype_name, resolve_dtype
 from ..precision import PRODUCTS, of_family
 from ..tile import (F16_SPLIT, TF32_BWD_MAX_D, WGMMA_F16X3_BWD_MAX_D, WGMMA_F16X3_MAX_D, WGMMA_TF32_MAX_D,
-                    WGMMA_TF32_WIDE_D, TileConfig, x3_backward_block_m,
+                    WGMMA_TF32_WIDE_D, TileConfig, x3_backward_block_m, x3_backward_stages,
                     dmma_capable, mma_capable, wgmma_forward_tiles)
 
 ROLES = ("fwd", "bwd_dkdv", "bwd_dq")
@@ -340,14 +340,14 @@ def _validate_wgmma_f16x3(spec: KernelSpec, where: str) -> None:
 def _validate_wgmma_f16x3_backward(spec: KernelSpec, where: str) -> None:
     t, k = spec.tile, spec.family
     if spec.atomic_dq:
-        raise ValueError(f"{where}: kernel={k!r}{_F16X3_ATOMIC}")
+        raise ValueError(f"{where}: {_f16x3_atomic(k)}")
     if spec.head_dim > WGMMA_F16X3_BWD_MAX_D:
         raise ValueError(f"{where}: kernel={k!r}'s backward takes head dims up to "
                          f"{WGMMA_F16X3_BWD_MAX_D} (its registers hold dK and dV beside the "
                          f"sums; kernel={FLOAT32_WGMMA_FORWARDS[k]!r} is its precision's backward "
                          f"of wider heads)")
     m = x3_backward_block_m(spec.head_dim)   # 64 at d <= 64, 32 above
-    stages = (2, 3) if m == 64 else (2,)
+    stages = x3_backward_stages(spec.head_dim)
     said = " or ".join(map(str, stages)) + " stages"
     if spec.role == "bwd_dkdv":
         if not t.warp_specialized_dkdv or t.block_n != 128 or t.block_m != m:
@@ -364,8 +364,10 @@ def _validate_wgmma_f16x3_backward(spec: KernelSpec, where: str) -> None:
                          f"12, {said}")
 
 
-_F16X3_ATOMIC = ("'s backward computes dQ in its own pass: use "
-                 "deterministic=True (or kernel='simt' / 'mma' tiles for atomic dQ)")
+def _f16x3_atomic(kernel: str) -> str:
+    """Why a float16-product backward (tile.F16_SPLIT) refuses deterministic=False."""
+    return (f"kernel={kernel!r}'s backward computes dQ in its own pass: use deterministic=True "
+            f"(or kernel='simt' / 'mma' tiles for atomic dQ)")
 
 _WGMMA_ATOMIC = ("the 4-warp and 8-warp wgmma backwards compute dQ in their own pass; use "
                  "deterministic=True, a warp-specialized tile (block_n = 128, num_warps = 12: "
@@ -552,7 +554,7 @@ def specs_for(dtype, head_dim: int, tile: TileConfig, variant, backward: bool,
             not tile.warp_specialized_dkdv:
         raise ValueError(f"TileConfig {tile.short()}: {_WGMMA_ATOMIC}")
     if tile.kernel in FLOAT32_WGMMA_BACKWARDS and backward and not deterministic:
-        raise ValueError(f"TileConfig {tile.short()}: {_F16X3_ATOMIC}")
+        raise ValueError(f"TileConfig {tile.short()}: {_f16x3_atomic(tile.kernel)}")
     if tile.kernel == "dmma" and backward and not deterministic:
         raise ValueError(f"TileConfig {tile.short()}: the dmma backward computes dQ in its own "
                          f"pass; use deterministic=True or a simt tile for atomic dQ")
