@@ -255,10 +255,18 @@ def x3_backward_block_m(head_dim: int) -> int:
     return 64 if head_dim <= 64 else 32
 
 
-def x3_backward_stages(head_dim: int) -> tuple[int, ...]:
+def x3_backward_stages(head_dim: int, kernel: str = "wgmma_f16x3") -> tuple[int, ...]:
     """Stages of a float16-product backward tile: 2 or 3 with 64-query tiles (d <= 64; within 1%
-    of each other, call 165), 2 with 32-query tiles above (shared memory holds no third)."""
-    return (2, 3) if x3_backward_block_m(head_dim) == 64 else (2,)
+    of each other, call 165); with 32-query tiles above, 2 for 'wgmma_f16x3' (shared memory
+    holds no third beside its lo tiles), 2 or 3 for 'wgmma_f16x1' (no lo tiles: NOTES v57)."""
+    return (2, 3) if x3_backward_block_m(head_dim) == 64 or kernel == "wgmma_f16x1" else (2,)
+
+
+def x3_dq_block_n(head_dim: int, kernel: str = "wgmma_f16x3") -> int:
+    """The key tile of a float16-product dQ kernel: the dK/dV kernel's query tile transposed
+    (x3_backward_block_m), but 64 at every head dim for 'wgmma_f16x1' (its consumers hold no lo
+    parts nor fresh sums; its dK/dV kernel spilled at 64 queries, d = 128: NOTES v57)."""
+    return 64 if kernel == "wgmma_f16x1" else x3_backward_block_m(head_dim)
 
 
 def wgmma_f16x3_pays(head_dim: int, seq_len_k: int, backward: bool = False) -> bool:
@@ -283,7 +291,7 @@ def wgmma_f16x3_tiles(head_dim: int, backward: bool = False,
         if head_dim > WGMMA_F16X3_BWD_MAX_D:
             return []
         return [TileConfig(x3_backward_block_m(head_dim), 128, 12, s, kernel)
-                for s in x3_backward_stages(head_dim)]
+                for s in x3_backward_stages(head_dim, kernel)]
     return [TileConfig(128, n, 12, 2, kernel) for n in (64, 32)] \
         if head_dim <= WGMMA_F16X3_MAX_D else []
 

@@ -244,6 +244,9 @@ struct F16Products {
     static_assert(N == 1 || N == 3, "one product ('tf32') or three ('highest')");
     static constexpr bool kLo = N == 3;      // operands carry lo parts
     static constexpr bool kChain = N == 1;   // a sum over the head dim chained in the accumulator
+    // Halves of a lo tile of n halves in shared memory: n, or without lo parts a 1024-byte
+    // placeholder (the tiles after it stay on the 1024-byte boundaries of the 128-byte swizzle)
+    __host__ __device__ static constexpr int lo_halves(int n) { return kLo ? n : 512; }
 
     // One k16 step of a·bᵀ from zero into acc, both operands in shared memory, small terms first
     template <class MMA, class Frag>

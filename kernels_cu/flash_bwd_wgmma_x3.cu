@@ -98,7 +98,8 @@ struct DkdvWgmmaX3 {
     static_assert(!V::SPLIT && V::CACHE == kNoCache && V::PACKED == kUnpacked,
                   "dense batches in one pass");
     static_assert((DP == 64 && BLOCK_M == 64) || (DP == 128 && BLOCK_M == 32),
-                  "query tiles of 64 at d <= 64, of 32 at d <= 128 (the registers: above)");
+                  "query tiles of 64 at d <= 64, of 32 at d <= 128 (the registers: above; with "
+                  "one product too: 64 spilled 200-328 bytes, NOTES v57)");
     static constexpr int MS = BLOCK_M / 8;    // 8-query n-tiles of Sᵀ, dPᵀ
     static constexpr int NO = DP / 8;         // 8-column n-tiles of dK, dV
     static constexpr int KS = DP / 16;        // k16 steps of Sᵀ, dPᵀ
@@ -110,9 +111,10 @@ struct DkdvWgmmaX3 {
     using MMA_O = Wgmma<64, __half>;          // a panel of dV or dK
 
     struct Smem {
-        __half k_hi[BLOCK_N * DP], k_lo[BLOCK_N * DP], v_hi[BLOCK_N * DP], v_lo[BLOCK_N * DP];
-        __half q_hi[STAGES][BLOCK_M * DP], q_lo[STAGES][BLOCK_M * DP];
-        __half do_hi[STAGES][BLOCK_M * DP], do_lo[STAGES][BLOCK_M * DP];
+        __half k_hi[BLOCK_N * DP], k_lo[Prod::lo_halves(BLOCK_N * DP)];
+        __half v_hi[BLOCK_N * DP], v_lo[Prod::lo_halves(BLOCK_N * DP)];
+        __half q_hi[STAGES][BLOCK_M * DP], q_lo[STAGES][Prod::lo_halves(BLOCK_M * DP)];
+        __half do_hi[STAGES][BLOCK_M * DP], do_lo[STAGES][Prod::lo_halves(BLOCK_M * DP)];
         float k_inv[BLOCK_N], v_inv[BLOCK_N];                  // 1 / each key row's scales
         float q_inv[STAGES][BLOCK_M], do_inv[STAGES][BLOCK_M];  // 1 / each query row's
         float lse2[STAGES][BLOCK_M], D[STAGES][BLOCK_M];
@@ -280,9 +282,11 @@ struct DqWgmmaX3 {
     using Block = QueryBlock<BLOCK_M, V, Params, float>;
     static_assert(!V::SPLIT && V::CACHE == kNoCache && V::PACKED == kUnpacked,
                   "dense batches in one pass");
-    static_assert((DP == 64 && BLOCK_N == 64) || (DP == 128 && BLOCK_N == 32),
-                  "key tiles of 64 at d <= 64, of 32 at d <= 128 (the dK/dV kernel's tile "
-                  "transposed; shared memory: Q's and dO's rows and two stages)");
+    static_assert((DP == 64 && BLOCK_N == 64) || (DP == 128 && BLOCK_N == 32) ||
+                      (DP == 128 && BLOCK_N == 64 && !Prod::kLo),
+                  "key tiles of 64 at d <= 64, of 32 at d <= 128 (shared memory: Q's and dO's "
+                  "rows and two stages); one product (no lo tiles) takes 64 at d = 128 too "
+                  "(tile.x3_dq_block_n, NOTES v57)");
     static constexpr int NS = BLOCK_N / 8;    // 8-key n-tiles of S, dP
     static constexpr int NO = DP / 8;         // 8-column n-tiles of dQ
     static constexpr int KS = DP / 16;        // k16 steps of S, dP
@@ -291,9 +295,10 @@ struct DqWgmmaX3 {
     using MMA_O = Wgmma<DP, __half>;
 
     struct Smem {
-        __half q_hi[BLOCK_M * DP], q_lo[BLOCK_M * DP], do_hi[BLOCK_M * DP], do_lo[BLOCK_M * DP];
-        __half k_hi[STAGES][BLOCK_N * DP], k_lo[STAGES][BLOCK_N * DP];
-        __half v_hi[STAGES][BLOCK_N * DP], v_lo[STAGES][BLOCK_N * DP];
+        __half q_hi[BLOCK_M * DP], q_lo[Prod::lo_halves(BLOCK_M * DP)];
+        __half do_hi[BLOCK_M * DP], do_lo[Prod::lo_halves(BLOCK_M * DP)];
+        __half k_hi[STAGES][BLOCK_N * DP], k_lo[STAGES][Prod::lo_halves(BLOCK_N * DP)];
+        __half v_hi[STAGES][BLOCK_N * DP], v_lo[STAGES][Prod::lo_halves(BLOCK_N * DP)];
         float q_inv[BLOCK_M], do_inv[BLOCK_M];                  // 1 / each query row's scales
         float k_inv[STAGES][BLOCK_N], v_inv[STAGES][BLOCK_N];   // 1 / each key row's
         Mbarrier q_full;   // the block's Q and dO rows copied, their scales stored

@@ -15,7 +15,8 @@ import cuflash
 from cuflash import TileConfig, precision
 from cuflash.gpu import build, plan
 from cuflash.tile import (F16_SPLIT, WGMMA_F16X3_BWD_MAX_D, WGMMA_F16X3_MIN_KEYS,
-                          default_backward, default_tile, float32_wgmma_pays, wgmma_f16x3_tiles)
+                          default_backward, default_tile, float32_wgmma_pays, wgmma_f16x3_tiles,
+                          x3_dq_block_n)
 
 from helpers import (  # noqa: F401 (poison_gpu_outputs: autouse fixture)
     poison_gpu_outputs, case_seed, make_inputs, skip_unless_tile_fits)
@@ -35,9 +36,18 @@ def test_family_tiles_and_kernel_type():
     assert F16_SPLIT == {"wgmma_f16x3": 3, "wgmma_f16x1": 1}
     assert precision.of_family("wgmma_f16x1") == "tf32"
     for d, bwd in itertools.product((16, 64, 96, 128, 160, 256), (False, True)):
-        x3 = wgmma_f16x3_tiles(d, bwd)
-        assert wgmma_f16x3_tiles(d, bwd, "wgmma_f16x1") == \
-            [t.replace(kernel="wgmma_f16x1") for t in x3]
+        x3 = [t.replace(kernel="wgmma_f16x1") for t in wgmma_f16x3_tiles(d, bwd)]
+        # x3's tiles, and above d = 64 a third stage in the backward (no lo tiles: NOTES v57)
+        extra = [x3[0].replace(num_stages=3)] if bwd and 64 < d <= WGMMA_F16X3_BWD_MAX_D else []
+        assert wgmma_f16x3_tiles(d, bwd, "wgmma_f16x1") == x3 + extra, d
+    # the dQ kernel's key tile: 64 at every head dim (x3: the dK/dV tile transposed, 32 keys at
+    # d = 128; x1's dK/dV kernel keeps 32 queries there: NOTES v57)
+    for d in (64, 128):
+        dkdv, dq = plan.specs_for("float32", d, wgmma_f16x3_tiles(d, True, "wgmma_f16x1")[0],
+                                  plan.Variant("dense"), True)
+        assert dq.tile.block_n == 64 == x3_dq_block_n(d, "wgmma_f16x1"), dq.tile
+        assert dq.tile.block_m == dkdv.tile.block_n == 128
+    assert x3_dq_block_n(128) == 32 and x3_dq_block_n(64) == 64
     with pytest.raises(ValueError, match="kernel='wgmma': the float16-product families are "
                                          "'wgmma_f16x3', 'wgmma_f16x1'"):
         wgmma_f16x3_tiles(64, kernel="wgmma")
@@ -146,7 +156,9 @@ def test_wgmma_f16x1_against_oracle(cp, tile, causal, T, S, d):
 _X1B_CASES = [(X1B, T, S, d) for T, S, d in [(97, 257, 64), (257, 97, 40), (1000, 1000, 64),
                                              (17, 1, 48), (1, 77, 16)]] + \
              [(X1B128, T, S, d) for T, S, d in [(97, 257, 128), (257, 97, 96), (1000, 1000, 128),
-                                                (17, 1, 80), (300, 300, 112)]]
+                                                (17, 1, 80), (300, 300, 112)]] + \
+             [(X1B128.replace(num_stages=3), T, S, d) for T, S, d in [(257, 97, 128),
+                                                                     (1000, 1000, 96)]]
 
 
 @pytest.mark.gpu

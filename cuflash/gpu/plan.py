@@ -16,7 +16,7 @@ from .. import device
 from .._xp import accum_dtype, dtype_name, resolve_dtype
 from ..precision import PRODUCTS, of_family
 from ..tile import (F16_SPLIT, TF32_BWD_MAX_D, WGMMA_F16X3_BWD_MAX_D, WGMMA_F16X3_MAX_D, WGMMA_TF32_MAX_D,
-                    WGMMA_TF32_WIDE_D, TileConfig, x3_backward_block_m, x3_backward_stages,
+                    WGMMA_TF32_WIDE_D, TileConfig, x3_backward_block_m, x3_backward_stages, x3_dq_block_n,
                     dmma_capable, mma_capable, wgmma_forward_tiles)
 
 ROLES = ("fwd", "bwd_dkdv", "bwd_dq")
@@ -347,7 +347,7 @@ def _validate_wgmma_f16x3_backward(spec: KernelSpec, where: str) -> None:
                          f"sums; kernel={FLOAT32_WGMMA_FORWARDS[k]!r} is its precision's backward "
                          f"of wider heads)")
     m = x3_backward_block_m(spec.head_dim)   # 64 at d <= 64, 32 above
-    stages = x3_backward_stages(spec.head_dim)
+    stages = x3_backward_stages(spec.head_dim, k)
     said = " or ".join(map(str, stages)) + " stages"
     if spec.role == "bwd_dkdv":
         if not t.warp_specialized_dkdv or t.block_n != 128 or t.block_m != m:
@@ -357,11 +357,11 @@ def _validate_wgmma_f16x3_backward(spec: KernelSpec, where: str) -> None:
         if t.num_stages not in stages:
             raise ValueError(f"{where}: kernel={k!r}'s dK/dV kernel at d = "
                              f"{spec.head_dim} takes {said}")
-    elif not t.warp_specialized or t.block_m != 128 or t.block_n != m or \
-            t.num_stages not in stages:
+    elif not t.warp_specialized or t.block_m != 128 or \
+            t.block_n != x3_dq_block_n(spec.head_dim, k) or t.num_stages not in stages:
         raise ValueError(f"{where}: kernel={k!r}'s dQ kernel at d = {spec.head_dim} takes "
-                         f"the dK/dV tile transposed: block_m = 128, block_n = {m}, num_warps = "
-                         f"12, {said}")
+                         f"the dK/dV tile transposed: block_m = 128, block_n = "
+                         f"{x3_dq_block_n(spec.head_dim, k)}, num_warps = 12, {said}")
 
 
 def _f16x3_atomic(kernel: str) -> str:
@@ -574,6 +574,8 @@ def specs_for(dtype, head_dim: int, tile: TileConfig, variant, backward: bool,
             # the dQ kernel takes it transposed, block_n queries on as many consumers, also
             # warp-specialized (flash_bwd_wgmma_ws.cu)
             dq_tile = tile.replace(block_m=tile.block_n, block_n=tile.block_m)
+            if tile.kernel in F16_SPLIT:   # its key tile by its own rule (x1: 64 keys)
+                dq_tile = dq_tile.replace(block_n=x3_dq_block_n(head_dim, tile.kernel))
         elif (tile.kernel == "mma" and tile.block_m < 16 * tile.num_warps) or (
                 tile.kernel == "wgmma" and tile.block_m in (64, 128, 256)):
             # the dQ kernel gives each warp 16 query rows (wgmma: exactly 16, 64 per warpgroup):
