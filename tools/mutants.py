@@ -51,6 +51,11 @@ LAYOUTS = "tests/test_layout_experiments.py"
 KV_EXP = "tests/test_kv_cache_experiments.py"
 
 MUTANTS = [
+    # -- the experiment points run what the library's default runs
+    M("points_backward_unstaged", "cuflash/experiments/points.py",
+      "precision=precision, staged=staged[1], **fields)", "precision=precision, **fields)",
+      "tests/test_precision_experiments.py", "float32 backward points leave out the API's "
+      "warpgroup rule: precision.yaml timed the mma.sync pair (call 182)"),
     # -- the comparator and the criterion
     M("rel_error_zero", "cuflash/oracle.py",
       "return float(err / denom) if denom > 0 else float(err)", "return 0.0",

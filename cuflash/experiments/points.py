@@ -14,7 +14,9 @@ import dataclasses
 import json
 
 from ..mask import Mask
-from ..tile import TileConfig, default_dq_deterministic, wgmma_tf32_pays
+from ..checks import kernel_head_dim
+from ..precision import check as check_precision
+from ..tile import TileConfig, default_dq_deterministic, float32_wgmma_pays
 from . import decode, layouts, ring, variants
 from .schema import Experiment, device_smem_limit, library_tile
 
@@ -239,14 +241,23 @@ def resolve_device(exp: Experiment) -> str:
     return "gpu" if gpu_available() else "cpu"
 
 
+def _staged(dense: bool, dtype: str, precision: str | None, d: int, S: int) -> tuple[bool, bool]:
+    """(forward, backward): whether cuflash.attention's default takes float32's Hopper warpgroup
+    kernels at a point, by the API's rule (a dense batch, ``dense``, where
+    ``tile.float32_wgmma_pays`` at the kernels' head dim; ``precision`` None: float32's default)."""
+    if not dense or dtype != "float32":
+        return False, False
+    prec, D = check_precision(precision, dtype), kernel_head_dim(d)
+    return float32_wgmma_pays(prec, D, S), float32_wgmma_pays(prec, D, S, backward=True)
+
+
 def _variants(method, d: int, dtype: str, pass_: str, causal: bool, smem_limit: int | None,
-              precision: str | None = None, staged: bool = False):
+              precision: str | None = None, staged: tuple[bool, bool] = (False, False)):
     """(backend, fwd_tile, bwd_tile, deterministic) for one method entry at one (d, dtype, pass).
     Tile fields a grid leaves out are the library's defaults for a device with ``smem_limit``;
     both passes' are those of float32's ``precision`` (its kernel family: a default tile of
-    another family would decide the precision itself, ``cuflash.attention``). ``staged``: the
-    point is a dense batch where the TF32 wgmma forward pays (``tile.wgmma_tf32_pays``), as
-    cuflash.attention's default decides."""
+    another family would decide the precision itself, ``cuflash.attention``). ``staged``:
+    ``_staged``'s (forward, backward), as cuflash.attention's default decides."""
     if method.name in ("naive", decode.CEILING):
         yield "", None, None, None
     elif method.name == ring.METHOD:      # the local calls pick their tiles; dQ deterministic
@@ -260,10 +271,11 @@ def _variants(method, d: int, dtype: str, pass_: str, causal: bool, smem_limit: 
         for partial in method.tiles:
             fields = dict(partial or ())
             ft = (library_tile(d, dtype, False, smem_limit, causal, precision=precision,
-                               staged=staged, **fields) if fwd else None)
+                               staged=staged[0], **fields) if fwd else None)
             for det in (method.deterministic if bwd else (None,)):
                 bt = (library_tile(d, dtype, True, smem_limit, causal, det,
-                                   precision=precision, **fields) if bwd else None)
+                                   precision=precision, staged=staged[1], **fields)
+                      if bwd else None)
                 if bwd and not fields:   # the library's default backward: its dQ mode too
                     det = default_dq_deterministic(bt, det)
                 yield "", ft, bt, det
@@ -351,7 +363,7 @@ def _add_points(points, seen, exp, ax, device, smem_limit, pass_, dtype, d, caus
         prec = precision if takes_precision(m.name, pass_) else None
         found = (_variants(m, d, dtype, pass_, tiled_causal,
                            None if m.name == "twin" else smem_limit, prec,
-                           staged=varlen is None and wgmma_tf32_pays(d, S))
+                           staged=_staged(varlen is None, dtype, prec, d, S))
                  if cache is None else [("", None, None, None)])
         for backend, ft, bt, det in found:
             label = f"{m.label}_{backend}" if backend else m.label
