@@ -25,7 +25,7 @@ def ms(fn, reps=20):
 
 def tf32_stage(k, v, out_k, out_v):
     B, H, S, D = k.shape
-    fn = build.get_tf32_stage(cp.cuda.Device().id, build.TF32_STAGE_MAX_D)
+    fn = build.get_tf32_stage(cp.cuda.Device().id, getattr(build, "tf32_stage_dim", lambda d: build.TF32_STAGE_MAX_D)(D))
     ks, vs = views.strides(k), views.strides(v)
     fn((S // build.TF32_STAGE_KEYS, B * H), (build.TF32_STAGE_THREADS,),
        (k, v, *(np.int64(x) for x in ks), *(np.int64(x) for x in vs), np.int32(H), np.int32(S),
@@ -49,7 +49,7 @@ for d in (64, 128):
         print(d, T, "-", "tf32_stage", f"{t_tf:.4f}", f"{4 * n / t_tf / 1e6:.0f}", "-")
         f16_bytes = 2 * n + 2 * B * H * T * (d + 4) * 4
         print(d, T, "-", "f16_stage_pair", f"{t_f16:.4f}", f"{f16_bytes / t_f16 / 1e6:.0f}", "-")
-        for causal in (False, True):
+        for causal in (() if "--stage-only" in sys.argv else (False, True)):
             fl = 4 * B * H * T * T * d / (2 if causal else 1)
             for prec in ("tf32", "highest"):
                 t_f = ms(lambda: cuflash.attention(q, k, v, causal=causal, precision=prec), 5)
@@ -62,5 +62,5 @@ for d in (64, 128):
                       f"{sf:.3f}")
                 print(d, T, int(causal), f"bwd_{prec}", f"{t_b:.4f}", f"{2.5 * fl / t_b / 1e9:.1f}TF",
                       f"{sb:.3f}")
-        del q, k, v, do, kr, vt, big, big2, res, o
+        del q, k, v, do, kr, vt, big, big2
         cp.get_default_memory_pool().free_all_blocks()

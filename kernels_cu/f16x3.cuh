@@ -139,7 +139,19 @@ __device__ __forceinline__ void split_global_rows(__half* hi, __half* lo, float*
         RowScaleInto<DP>{inv + r0, tid});
 }
 
-// Staged rows (f16x3_stage.cuh: a row's hi, lo and inverse, ld halves apart) of one tile of ROWS
+// One staged row (f16x3_stage.cuh writes it; the kernels' producers read it, rows ld halves
+// apart): hi's DP halves, then with LO lo's DP halves, then the row's inverse scale as a float and
+// three zero floats. 'tf32' (F16Products<1>) reads no lo part, and its rows hold none (NOTES v58).
+template <int DP, bool LO = true>
+struct StagedRow {
+    static constexpr int kInvHalf = (LO ? 2 : 1) * DP;   // the inverse's place, in halves
+    static constexpr int kFloats = kInvHalf / 2 + 4;      // a row's floats (16-byte rows)
+    static __device__ __forceinline__ float inverse(const __half* row) {
+        return *reinterpret_cast<const float*>(row + kInvHalf);
+    }
+};
+
+// Staged rows (StagedRow: a row's hi, lo and inverse, ld halves apart) of one tile of ROWS
 // rows, all within the staged array, copied by the 128 threads of a warpgroup (cp.async):
 //   copy_staged_tiles  hi and lo (LO false: hi alone) into sw128 tiles (src: this thread's
 //                      source in the tile, SwizzledTiles' thread_src, so that a loop can step
@@ -156,14 +168,10 @@ __device__ __forceinline__ void copy_staged_tiles(__half* hi, __half* lo, const 
     Tiles::template load_from<ROWS>(hi, src, tile, ROWS, DP, ld);
     if constexpr (LO) Tiles::template load_from<ROWS>(lo, src + DP, tile, ROWS, DP, ld);
 }
-template <int DP>
-__device__ __forceinline__ float staged_inverse(const __half* row) {   // the float after hi, lo
-    return *reinterpret_cast<const float*>(row + 2 * DP);
-}
-template <int ROWS, int DP>
+template <int ROWS, int DP, bool LO = true>
 __device__ __forceinline__ void store_staged_inverses(float* inv, const __half* tile, int ld, int tid) {
 #pragma unroll
-    for (int r = tid; r < ROWS; r += 128) inv[r] = staged_inverse<DP>(tile + size_t(r) * ld);
+    for (int r = tid; r < ROWS; r += 128) inv[r] = StagedRow<DP, LO>::inverse(tile + size_t(r) * ld);
 }
 // Both, for a tile's row 0 at `tile` (its sources computed here)
 template <int ROWS, int DP, bool LO = true>
@@ -171,7 +179,7 @@ __device__ __forceinline__ void copy_staged_rows(__half* hi, __half* lo, float* 
                                                  const __half* tile, int ld, int tid) {
     copy_staged_tiles<ROWS, DP, LO>(hi, lo, SwizzledTiles<DP, 128>::template thread_src<ROWS>(tile, ld),
                                 tile, ld);
-    store_staged_inverses<ROWS, DP>(inv, tile, ld, tid);
+    store_staged_inverses<ROWS, DP, LO>(inv, tile, ld, tid);
 }
 
 // C fragments as the A fragments of k16 steps, split: c[2·kk], c[2·kk + 1] (two 8-column

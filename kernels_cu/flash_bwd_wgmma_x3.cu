@@ -354,8 +354,8 @@ struct DqWgmmaX3 {
             sm.kv_bar.empty[s].wait(r.empty_parity());
             copy_staged_tiles<BLOCK_N, DP, Prod::kLo>(sm.k_hi[s], sm.k_lo[s], k_src, k0, kld);
             copy_staged_tiles<BLOCK_N, DP, Prod::kLo>(sm.v_hi[s], sm.v_lo[s], v_src, v0, vld);
-            store_staged_inverses<BLOCK_N, DP>(sm.k_inv[s], k0 + size_t(j0) * kld, kld, tid);
-            store_staged_inverses<BLOCK_N, DP>(sm.v_inv[s], v0 + size_t(j0) * vld, vld, tid);
+            store_staged_inverses<BLOCK_N, DP, Prod::kLo>(sm.k_inv[s], k0 + size_t(j0) * kld, kld, tid);
+            store_staged_inverses<BLOCK_N, DP, Prod::kLo>(sm.v_inv[s], v0 + size_t(j0) * vld, vld, tid);
             sm.kv_bar.full[s].arrive_after_copies();
             k_src += size_t(BLOCK_N) * kld;
             v_src += size_t(BLOCK_N) * vld;

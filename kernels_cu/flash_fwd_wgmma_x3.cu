@@ -63,7 +63,6 @@ struct FwdWgmmaX3 {
     using MMA_S = Wgmma<BLOCK_N, __half>;
     using MMA_O = Wgmma<DP, __half>;
     using Tiles = SwizzledTiles<DP, 128>;   // the producer warpgroup's 16-bit copies
-    static constexpr int kRow = 2 * DP + 8;   // halves a staged row (f16x3_stage.cuh)
 
     struct Smem {
         __half q_hi[BLOCK_M * DP], q_lo[BLOCK_M * DP];   // later each warp's O rows (float32)
@@ -98,7 +97,7 @@ struct FwdWgmmaX3 {
 
     // Warpgroup 0: for each key tile, K's staged hi / lo rows and their inverses into stage
     // t % STAGES once the consumers gave it back, then V's (p.k and p.v are the staged arrays:
-    // rows of kRow halves, f16x3_stage.cuh; every tile lies within them, S_pad keys). Tiles in
+    // StagedRow<DP, Prod::kLo>, f16x3.cuh; every tile lies within them, S_pad keys). Tiles in
     // order: each thread steps its two sources (as pipeline.cuh's KVStream), else (a mask_mod's
     // tile lists) each tile's addresses computed.
     static __device__ __forceinline__ void produce(const Params& p, const Block& blk,
@@ -124,12 +123,12 @@ struct FwdWgmmaX3 {
             sm.k_empty[r.stage].wait(r.empty_parity());
             copy_staged_tiles<BLOCK_N, DP, Prod::kLo>(sm.k_hi[r.stage], sm.k_lo[r.stage], k_src, k0,
                                                       kld);
-            store_staged_inverses<BLOCK_N, DP>(sm.k_inv[r.stage], k0 + size_t(j0) * kld, kld, tid);
+            store_staged_inverses<BLOCK_N, DP, Prod::kLo>(sm.k_inv[r.stage], k0 + size_t(j0) * kld, kld, tid);
             sm.k_full[r.stage].arrive_after_copies();
             sm.v_empty[r.stage].wait(r.empty_parity());
             copy_staged_tiles<BLOCK_N, DP, Prod::kLo>(sm.v_hi[r.stage], sm.v_lo[r.stage], v_src, v0,
                                                       vld);
-            if (tid == 0) sm.v_inv[r.stage] = staged_inverse<DP>(v0 + size_t(j0) * vld);   // the tile's
+            if (tid == 0) sm.v_inv[r.stage] = StagedRow<DP, Prod::kLo>::inverse(v0 + size_t(j0) * vld);   // the tile's
             sm.v_full[r.stage].arrive_after_copies();
             k_src += size_t(BLOCK_N) * kld;
             v_src += size_t(BLOCK_N) * vld;

@@ -20,20 +20,36 @@ struct Tf32Stage {
     static_assert(KEYS % 8 == 0, "whole 8-key groups");
 
     // grid (S_pad / KEYS, sequences · heads); k, v strides [sequence, head, row] in elements
-    static __device__ __forceinline__ void run(const float* k, const float* v, long long ks0,
+    static constexpr int N = KEYS * MAX_D / NT;   // items a thread at most (D = MAX_D)
+    static_assert(KEYS * MAX_D % NT == 0, "whole rounds of items");
+
+    static __device__ __forceinline__ void run(const float* __restrict__ k,
+                                               const float* __restrict__ v, long long ks0,
                                                long long ks1, long long ks2, long long vs0,
                                                long long vs1, long long vs2, int heads, int S,
-                                               int S_pad, int D, float* kr, float* vt) {
+                                               int S_pad, int D, float* __restrict__ kr,
+                                               float* __restrict__ vt) {
         __shared__ float sv[KEYS][MAX_D + 1];   // odd row length: the column reads hit 32 banks
         const int bh = blockIdx.y, b = bh / heads, h = bh % heads, j0 = blockIdx.x * KEYS;
         const float* kb = k + b * ks0 + h * ks1;
         const float* vb = v + b * vs0 + h * vs1;
-        for (int i = threadIdx.x; i < KEYS * D; i += NT) {
-            const int r = i / D, c = i % D, j = j0 + r;
-            const bool in = j < S;
-            kr[((long long)bh * S_pad + j) * D + c] =
-                in ? __uint_as_float(to_tf32(kb[j * ks2 + c])) : 0.f;
-            sv[r][c] = in ? __uint_as_float(to_tf32(vb[j * vs2 + c])) : 0.f;
+        // item i = threadIdx.x + n·NT: row i / D, column i % D; every load of the thread issued
+        // before its first store (in flight together: NOTES v58)
+        float kx[N], vx[N];
+#pragma unroll
+        for (int n = 0; n < N; ++n) {
+            const int i = threadIdx.x + n * NT, r = i / D, c = i % D, j = j0 + r;
+            const bool in = i < KEYS * D && j < S;
+            kx[n] = in ? __ldg(kb + j * ks2 + c) : 0.f;
+            vx[n] = in ? __ldg(vb + j * vs2 + c) : 0.f;
+        }
+#pragma unroll
+        for (int n = 0; n < N; ++n) {
+            const int i = threadIdx.x + n * NT, r = i / D, c = i % D;
+            if (i < KEYS * D) {
+                kr[((long long)bh * S_pad + j0 + r) * D + c] = __uint_as_float(to_tf32(kx[n]));
+                sv[r][c] = __uint_as_float(to_tf32(vx[n]));
+            }
         }
         __syncthreads();
         for (int i = threadIdx.x; i < D * KEYS; i += NT) {

@@ -1,6 +1,6 @@
-"""The x3 forward's K and V split once per call (cuflash/gpu/f16x3_stage.py,
-kernels_cu/f16x3_stage.cuh): the rule in NumPy against its definition, and the GPU's staging
-kernel against the rule bit for bit (gpu-marked). The forward that reads the staged rows is
+"""The float16-product kernels' operands split once per call (cuflash/gpu/f16x3_stage.py,
+kernels_cu/f16x3_stage.cuh): the rule in NumPy against its definition, with lo parts ('highest')
+and without ('tf32'), and the GPU's staging kernel against the rule bit for bit (gpu-marked). The forward that reads the staged rows is
 tested against the float64 oracle in test_wgmma_f16x3.py."""
 import numpy as np
 import pytest
@@ -80,6 +80,23 @@ def test_staged_checks():
         f16x3_stage.staged(k, np.zeros((1, 1, 9, 64), F32), 32, 64)
 
 
+@pytest.mark.parametrize("v_tile", [True, False])
+def test_rows_without_lo_parts(v_tile):
+    """lo=False ('tf32'): rows of dp / 2 + 4 floats holding the lo=True rows' hi halves, then
+    the same inverse and three zeros."""
+    rng = np.random.default_rng(11)
+    k = (rng.standard_normal((2, 1, 45, 40)) * np.exp(rng.uniform(-9, 9, (2, 1, 45, 1)))).astype(F32)
+    v = rng.standard_normal((2, 1, 45, 40)).astype(F32)
+    full = f16x3_stage.staged(k, v, 32, 64, v_tile, pad=64)
+    his = f16x3_stage.staged(k, v, 32, 64, v_tile, pad=64, lo=False)
+    assert f16x3_stage.row_floats(64, False) == 36 and f16x3_stage.row_floats(128, False) == 68
+    for f, h in zip(full, his):
+        assert h.shape == (2, 1, 64, 36) and h.flags.c_contiguous
+        np.testing.assert_array_equal(h[..., :32].view(np.uint32), f[..., :32].view(np.uint32))
+        np.testing.assert_array_equal(h[..., 32], f[..., 64])      # the inverse
+        assert not h[..., 33:].any()
+
+
 def test_staged_rows_per_row():
     """v_tile=False (the backward's pairs): both arrays scaled row by row as K, padded to `pad`."""
     rng = np.random.default_rng(7)
@@ -94,14 +111,16 @@ def test_staged_rows_per_row():
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("lo", [True, False], ids=["lo", "hi_only"])
 @pytest.mark.parametrize("S,block_n,d,b_tile", [(37, 64, 64, True), (300, 32, 128, True),
                                                 (1, 64, 96, True), (129, 32, 33, True),
                                                 (37, 64, 64, False), (200, 64, 17, False),
                                                 (130, 64, 100, False)])
-def test_staging_kernel_matches_the_rule(cp, S, block_n, d, b_tile):
+def test_staging_kernel_matches_the_rule(cp, S, block_n, d, b_tile, lo):
     """kernels_cu/f16x3_stage.cuh gives f16x3_stage.staged's rows bit for bit (NaN-poisoned
     outputs: every element written), from k and v with strided (broadcast) rows: the forward's
-    (v per key tile) and the backward's (per row, padded to 128 rows)."""
+    (v per key tile) and the backward's (per row, padded to 128 rows), with lo parts and
+    without."""
     from cuflash.gpu import ops, plan
     dp = plan.head_dim_pad(d, "wgmma_f16x3")
     rng = np.random.default_rng(S)
@@ -109,10 +128,28 @@ def test_staging_kernel_matches_the_rule(cp, S, block_n, d, b_tile):
     v = cp.broadcast_to(cp.asarray(rng.standard_normal((1, 3, S, d)).astype(F32)), (2, 3, S, d))
     pad = None if b_tile else 128
     if b_tile:
-        got = f16x3_stage.staged_run(ops._Run(k, k, v, 2, 3, 1, S, S), block_n, dp)
+        got = f16x3_stage.staged_run(ops._Run(k, k, v, 2, 3, 1, S, S), block_n, dp, lo=lo)
         got_k, got_v = got.k, got.v
     else:
-        got_k, got_v = f16x3_stage.stage_pair(k, v, block_n, dp, b_tile=False, pad=pad)
-    want_k, want_v = f16x3_stage.staged(cp.asnumpy(k), cp.asnumpy(v), block_n, dp, b_tile, pad)
+        got_k, got_v = f16x3_stage.stage_pair(k, v, block_n, dp, b_tile=False, pad=pad, lo=lo)
+    want_k, want_v = f16x3_stage.staged(cp.asnumpy(k), cp.asnumpy(v), block_n, dp, b_tile, pad,
+                                        lo)
     np.testing.assert_array_equal(cp.asnumpy(got_k).view(np.uint32), want_k.view(np.uint32))
     np.testing.assert_array_equal(cp.asnumpy(got_v).view(np.uint32), want_v.view(np.uint32))
+
+
+def test_staging_kernels_compile_without_spills():
+    """Every staging kernel (the float16 products' and the TF32 forward's) compiles with NVRTC
+    for sm_90 without local memory: their loads are held in registers before the stores (NOTES
+    v58), so a spill would put them back in memory."""
+    from cuflash.gpu import build
+    made = [(build.f16x3_stage_source(*k), build.f16x3_stage_name(*k))
+            for k in build.f16x3_stage_kernels()]
+    made += [(build.tf32_stage_source(d), build.tf32_stage_name(d))
+             for d in build.TF32_STAGE_DIMS]
+    assert len(made) == 15
+    assert [build.tf32_stage_dim(d) for d in (1, 64, 65, 128, 129, 256)] == [64, 64, 128, 128,
+                                                                            256, 256]
+    for src, name in made:
+        r = build.compile_offline(src, name, "sm_90")
+        assert r.spill_stores == r.spill_loads == r.stack_bytes == 0, (name, r.log[-400:])

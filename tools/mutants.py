@@ -410,8 +410,8 @@ MUTANTS = [
       "tests/test_wgmma_f16x3.py::test_wgmma_f16x3_scales_into_range",
       "V's tile scale never undone in the O update", gpu=True),
     M("gpu_f16x3_k_inverse_skipped", "kernels_cu/f16x3.cuh",
-      "for (int r = tid; r < ROWS; r += 128) inv[r] = staged_inverse",
-      "for (int r = tid; r < ROWS / 2; r += 128) inv[r] = staged_inverse",
+      "for (int r = tid; r < ROWS; r += 128) inv[r] = StagedRow",
+      "for (int r = tid; r < ROWS / 2; r += 128) inv[r] = StagedRow",
       "tests/test_wgmma_f16x3.py::test_wgmma_f16x3_against_oracle",
       "the producers copy only half a tile's inverse scales (the rest stale)", gpu=True),
     M("gpu_f16x1_chain_not_from_zero", "kernels_cu/f16x3.cuh",
@@ -423,6 +423,15 @@ MUTANTS = [
       "const int at = h * BLOCK_M * 64;", "const int at = 0;",
       "tests/test_wgmma_f16x3.py::test_wgmma_f16x3_backward_against_oracle",
       "d = 128's dV and dK read panel 0 of dO and Q for both 64-column panels", gpu=True),
+    M("f16x3_stage_hi_rows_as_wide", "cuflash/gpu/f16x3_stage.py",
+      "return (dp if lo else dp // 2) + ROW_PAD", "return dp + ROW_PAD",
+      "tests/test_f16x3_stage.py::test_rows_without_lo_parts",
+      "'tf32''s staged rows keep room for the lo parts they do not hold"),
+    M("gpu_f16x1_inverse_after_lo", "kernels_cu/f16x3.cuh",
+      "static constexpr int kInvHalf = (LO ? 2 : 1) * DP;", "static constexpr int kInvHalf = 2 * DP;",
+      "tests/test_wgmma_f16x1.py::test_wgmma_f16x1_backward_against_oracle",
+      "'tf32''s producers read a row's inverse where 'highest''s rows keep it (past a hi-only row)",
+      gpu=True),
     M("f16x3_stage_v_per_row", "cuflash/gpu/f16x3_stage.py",
       "    vs_scale = np.repeat(range_scale(tiles), block_n, axis=-1)[..., None]",
       "    vs_scale = range_scale(np.abs(vp).max(axis=-1, initial=0))[..., None]",
@@ -537,12 +546,11 @@ MUTANTS = [
       "tests/test_wgmma_tf32_wide.py::test_validate_names_the_problem",
       "any TF32 wgmma tile passes the plan above d = 128 (the warp-specialized kernel there is "
       "neither compiled nor budgeted)"),
-    M("gpu_tf32_stage_narrow_for_wide", "cuflash/gpu/tf32_stage.py",
-      "max_d = build.TF32_STAGE_MAX_D if D <= build.TF32_STAGE_MAX_D else build.TF32_STAGE_WIDE_D",
-      "max_d = build.TF32_STAGE_MAX_D",
+    M("gpu_tf32_stage_narrow_for_wide", "cuflash/gpu/build.py",
+      "            return max_d\n", "            return TF32_STAGE_MAX_D\n",
       "tests/test_wgmma_tf32_wide.py::test_wide_staging_matches_the_rule",
-      "wide heads staged by the narrow kernel: its shared rows hold 128 of the head dim's columns",
-      gpu=True),
+      "wide heads staged by the d <= 128 kernel: its shared rows hold 128 of the head dim's "
+      "columns", gpu=True),
 ]
 
 

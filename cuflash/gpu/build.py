@@ -190,12 +190,24 @@ def preprocess_source(dtype: str, packed: bool = False) -> str:
 
 
 #: Keys per block of the TF32 wgmma forward's staging (tf32_stage.cuh) and the head dims it
-#: stages: one kernel up to TF32_STAGE_MAX_D (tile.WGMMA_TF32_MAX_D), one up to
-#: TF32_STAGE_WIDE_D (tile.WGMMA_TF32_WIDE_D: its shared rows twice as long, so the narrow one
-#: keeps its occupancy)
+#: stages: one kernel up to each of TF32_STAGE_DIMS, a call taking the narrowest that holds its
+#: head dim (a thread's loads wait in registers, KEYS · max_d / threads of each of k and v: the
+#: narrow kernels keep more blocks a multiprocessor; NOTES v58). TF32_STAGE_MAX_D is
+#: tile.WGMMA_TF32_MAX_D, TF32_STAGE_WIDE_D tile.WGMMA_TF32_WIDE_D.
 TF32_STAGE_KEYS, TF32_STAGE_MAX_D, TF32_STAGE_THREADS = 32, 128, 256
 TF32_STAGE_WIDE_D = 256
+TF32_STAGE_DIMS = (64, TF32_STAGE_MAX_D, TF32_STAGE_WIDE_D)
 TF32_STAGE_NAME = "cuflash_tf32_stage"
+
+
+def tf32_stage_dim(d: int) -> int:
+    """The max_d of the staging kernel that stages head dim d: the narrowest of TF32_STAGE_DIMS
+    that holds it."""
+    for max_d in TF32_STAGE_DIMS:
+        if d <= max_d:
+            return max_d
+    raise ValueError(f"the TF32 wgmma forward stages head dims up to {TF32_STAGE_DIMS[-1]}; "
+                     f"got d={d}")
 
 
 def tf32_stage_name(max_d: int = TF32_STAGE_MAX_D) -> str:
@@ -217,40 +229,43 @@ def tf32_stage_source(max_d: int = TF32_STAGE_MAX_D) -> str:
     return f"// {name}\n{expand('tf32_stage.cuh')}\n{entry}"
 
 
-#: The x3 kernels' staging (f16x3_stage.cuh): the forward's K (per row) and V (per key tile of
-#: block_n), one kernel per (block_n, padded head dim) of the x3 forward's tiles; the backward's
-#: pairs (q, dout and k, v) per row, F16X3_STAGE_ROWS rows a block, one kernel per padded head
-#: dim. F16X3_STAGE_THREADS threads a block.
+#: The float16-product kernels' staging (f16x3_stage.cuh): the forward's K (per row) and V (per
+#: key tile of block_n), one kernel per (block_n, padded head dim) of the forward's tiles; the
+#: backward's pairs (q, dout and k, v) per row, F16X3_STAGE_ROWS rows a block, one kernel per
+#: padded head dim; each with lo parts ('highest') or without ('tf32'). F16X3_STAGE_THREADS
+#: threads a block.
 F16X3_STAGE_SHAPES = frozenset({(32, 64), (64, 64), (32, 128), (64, 128)})
 F16X3_STAGE_ROWS = 64
 F16X3_STAGE_ROW_DIMS = (64, 128)
 F16X3_STAGE_THREADS = 256
 
 
-def f16x3_stage_name(rows: int, dp: int, b_tile: bool = True) -> str:
-    return f"cuflash_f16x3_stage_{'n' if b_tile else 'rows'}{rows}_d{dp}"
+def f16x3_stage_name(rows: int, dp: int, b_tile: bool = True, lo: bool = True) -> str:
+    return f"cuflash_f16x3_stage_{'n' if b_tile else 'rows'}{rows}_d{dp}{'' if lo else '_hi'}"
 
 
-def f16x3_stage_source(rows: int, dp: int, b_tile: bool = True) -> str:
-    """Two float32 arrays split into float16 hi / lo rows with their inverse scales for the x3
-    kernels (f16x3_stage.cuh): blocks of `rows` rows, padded head dim dp; b_tile: the second
-    array scaled per block of rows (the forward's V), else per row as the first."""
-    name = f16x3_stage_name(rows, dp, b_tile)
+def f16x3_stage_source(rows: int, dp: int, b_tile: bool = True, lo: bool = True) -> str:
+    """Two float32 arrays split into float16 hi (and lo) rows with their inverse scales for the
+    float16-product kernels (f16x3_stage.cuh): blocks of `rows` rows, padded head dim dp; b_tile:
+    the second array scaled per block of rows (the forward's V), else per row as the first; lo:
+    with the lo parts ('highest'), else hi alone ('tf32')."""
+    name = f16x3_stage_name(rows, dp, b_tile, lo)
     entry = (f'extern "C" __global__ void __launch_bounds__({F16X3_STAGE_THREADS}) '
              f'{name}('
              f"const float* k, const float* v, long long ks0, long long ks1, long long ks2, "
              f"long long vs0, long long vs1, long long vs2, int heads, int S, int S_pad, int D, "
              f"float* ks, float* vs) {{\n"
              f"    cuflash::X3Stage<{rows}, {dp}, {F16X3_STAGE_THREADS}, "
-             f"{'true' if b_tile else 'false'}>::run(k, v, ks0, ks1, ks2, vs0, vs1, vs2, heads, S, "
-             f"S_pad, D, ks, vs);\n}}\n")
+             f"{'true' if b_tile else 'false'}, {'true' if lo else 'false'}>::run(k, v, ks0, "
+             f"ks1, ks2, vs0, vs1, vs2, heads, S, S_pad, D, ks, vs);\n}}\n")
     return f"// {name}\n{expand('f16x3_stage.cuh')}\n{entry}"
 
 
 def f16x3_stage_kernels():
-    """(rows, dp, b_tile) of every staging kernel (precompile builds them all)."""
-    return sorted([(n, dp, True) for n, dp in F16X3_STAGE_SHAPES] +
-                  [(F16X3_STAGE_ROWS, dp, False) for dp in F16X3_STAGE_ROW_DIMS])
+    """(rows, dp, b_tile, lo) of every staging kernel (precompile builds them all)."""
+    shapes = [(n, dp, True) for n, dp in F16X3_STAGE_SHAPES] + \
+        [(F16X3_STAGE_ROWS, dp, False) for dp in F16X3_STAGE_ROW_DIMS]
+    return sorted((*shape, lo) for shape in shapes for lo in (True, False))
 
 
 # -- facts read from C++ through NVRTC, no device needed --------------------------------------
@@ -416,9 +431,9 @@ def get_tile_lists(spec: KernelSpec, device_id: int):
 
 
 @functools.lru_cache(maxsize=None)
-def get_f16x3_stage(device_id: int, rows: int, dp: int, b_tile: bool = True):
-    return _module(f16x3_stage_source(rows, dp, b_tile), device_id).get_function(
-        f16x3_stage_name(rows, dp, b_tile))
+def get_f16x3_stage(device_id: int, rows: int, dp: int, b_tile: bool = True, lo: bool = True):
+    return _module(f16x3_stage_source(rows, dp, b_tile, lo), device_id).get_function(
+        f16x3_stage_name(rows, dp, b_tile, lo))
 
 
 @functools.lru_cache(maxsize=None)

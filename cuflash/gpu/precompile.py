@@ -161,16 +161,16 @@ def run(arch: str, fail_on_spills: bool, jobs: int, include_experiments: bool = 
         except RuntimeError as exc:
             failures.append(str(exc))
     if arch == "sm_90":   # the TF32 wgmma forward's staging of K and Vᵀ, both widths
-        for max_d in (build.TF32_STAGE_MAX_D, build.TF32_STAGE_WIDE_D):
+        for max_d in build.TF32_STAGE_DIMS:
             try:
                 build.compile_offline(build.tf32_stage_source(max_d),
                                       build.tf32_stage_name(max_d), arch)
             except RuntimeError as exc:
                 failures.append(str(exc))
-        for rows, dp, b_tile in build.f16x3_stage_kernels():   # the x3 kernels' splits
+        for stage in build.f16x3_stage_kernels():   # the float16-product kernels' splits
             try:
-                build.compile_offline(build.f16x3_stage_source(rows, dp, b_tile),
-                                      build.f16x3_stage_name(rows, dp, b_tile), arch)
+                build.compile_offline(build.f16x3_stage_source(*stage),
+                                      build.f16x3_stage_name(*stage), arch)
             except RuntimeError as exc:
                 failures.append(str(exc))
     for f in failures:

@@ -67,7 +67,7 @@ def staged_run(r, block_n: int):
                          f"{build.TF32_STAGE_WIDE_D}, {build.TF32_STAGE_KEYS} keys a block and "
                          f"at most 65535 (sequence, kv head) pairs; got d={D}, "
                          f"block_n={block_n}, {B * H} pairs")
-    max_d = build.TF32_STAGE_MAX_D if D <= build.TF32_STAGE_MAX_D else build.TF32_STAGE_WIDE_D
+    max_d = build.tf32_stage_dim(D)
     kr = _empty((B, H, S_pad, D), np.float32)
     vt = _empty((B, H, D, S_pad), np.float32)
     if B * H:
