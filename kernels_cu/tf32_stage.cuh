@@ -19,10 +19,10 @@ template <int KEYS, int MAX_D, int NT>
 struct Tf32Stage {
     static_assert(KEYS % 8 == 0, "whole 8-key groups");
 
-    // grid (S_pad / KEYS, sequences · heads); k, v strides [sequence, head, row] in elements
     static constexpr int N = KEYS * MAX_D / NT;   // items a thread at most (D = MAX_D)
     static_assert(KEYS * MAX_D % NT == 0, "whole rounds of items");
 
+    // grid (S_pad / KEYS, sequences · heads); k, v strides [sequence, head, row] in elements
     static __device__ __forceinline__ void run(const float* __restrict__ k,
                                                const float* __restrict__ v, long long ks0,
                                                long long ks1, long long ks2, long long vs0,
