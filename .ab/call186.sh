@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# call 186 (next session, after 185 on the same tree): the whole GPU suite, then precision.yaml's
-# float32 sweeps (forward and backward; the experiment points take the API's tiles since 82252dd).
+# call 186 (next session, after 185 on the same tree, with `.ab/staged_tiles.patch` applied too:
+# the x3 / x1 producers' K/V streaming written once, StagedTiles in f16x3.cuh; 32 of 144 cubins
+# differ from main's, by scheduling as far as the PTX shows): the whole GPU suite, then
+# precision.yaml's float32 sweeps (forward and backward; the points take the API's tiles since
+# 82252dd).
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT
 STEPS="env tests" JOBS=12 LIMIT_TESTS=330 TAIL=3 OUT=/tmp/gs bash tests/gpu_session.sh > $OUT/session.txt 2>&1
