@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
-# call 185 (next session; NOTES v59): with `git apply .ab/x1_fwd_default.patch` ('tf32''s forward
-# default at 97 <= d <= 128 the one-float16-product kernel), the float32 tables after v57-v58:
-#  - bench_f32 --x3 forward, d 64 / 128, T 2048-16384 (x1 by name, wgmma_tf32 by name, 'tf32''s
-#    default, torch's efficient float32);
-#  - bench_f32 --x3 backward, d 64 / 128, T 2048 / 4096 / 16384.
-# Call 186: the whole GPU suite on the same tree and precision.yaml's float32 sweeps.
+# call 185 (next session): the three waiting patches together on main,
+#   git apply .ab/x1_fwd_default.patch .ab/x1_chain.patch .ab/staged_tiles.patch
+# (NOTES v59, v60 and the StagedTiles refactor), against main (.ab/base: git archive <main>
+# cuflash kernels_cu setup.cfg tools | tar -x -C .ab/base; carry [".ab/base"]):
+#  - the whole GPU suite on the patched tree (300 s);
+#  - the A/B of 'tf32' forward (v59: x1 at d = 128) and backward (v60: chained sums).
+# Merge what the suite and the A/B bear out; call 186 then measures the float32 tables.
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT
-timeout 260 python3 tools/bench_f32.py --x3 --d 64 128 --T 2048 4096 8192 16384 --reps 3 \
-  --jobs 14 > $OUT/bench_fwd.txt 2>&1; echo "bench fwd rc=$?" >> $OUT/side.txt
-timeout 250 python3 tools/bench_f32.py --pass bwd --x3 --d 64 128 --T 2048 4096 16384 --reps 3 \
-  --jobs 14 > $OUT/bench_bwd.txt 2>&1; echo "bench bwd rc=$?" >> $OUT/side.txt
-echo "=================== SUMMARY"; cat $OUT/side.txt
-grep -hE "^(fwd|bwd) " $OUT/bench_fwd.txt $OUT/bench_bwd.txt | \
-  grep -E " (tf32|highest|torch_eff|wgmma_f16x1\S*|wgmma_tf32\S*) " | sort -u
+STEPS="env tests" JOBS=12 LIMIT_TESTS=320 TAIL=3 OUT=/tmp/gs bash tests/gpu_session.sh > $OUT/session.txt 2>&1
+grep -E "^(FAILED|ERROR)" /tmp/gs/tests.log > $OUT/failures.txt; tail -3 /tmp/gs/tests.log >> $OUT/failures.txt
+timeout 230 python3 tools/ab_speed.py --base $PWD/.ab/base --new $PWD --dtypes float32:tf32 \
+  --d 64,128 --T 2048,16384 --passes fwd,bwd --causal 0,1 --rounds 2 --json $OUT/ab.json \
+  > $OUT/ab.txt 2>&1; echo "ab rc=$?" >> $OUT/side.txt
+echo "=================== SUMMARY"
+cat /tmp/gs/summary.txt $OUT/side.txt; head -30 $OUT/failures.txt; tail -20 $OUT/ab.txt
