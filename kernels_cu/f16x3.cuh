@@ -184,24 +184,16 @@ __device__ __forceinline__ void copy_staged_rows(__half* hi, __half* lo, float* 
 
 // C fragments as the A fragments of k16 steps, split: c[2·kk], c[2·kk + 1] (two 8-column
 // n-tiles of the warp's rows g and g + 8) into hi[kk], lo[kk] in c_to_a's order, row h's values
-// times scale[h] first (Prod without lo parts: hi alone, lo left unwritten)
-template <int NK, class Prod = X3>
+// times scale[h] first ('tf32', F16Products<1>, reads hi alone: the compiler drops its lo)
+template <int NK>
 __device__ __forceinline__ void split_c_to_a(const float (&c)[2 * NK][4], const float (&scale)[2],
                                              unsigned (&hi)[NK][4], unsigned (&lo)[NK][4]) {
-    const auto split = [&](float a, float b, float f, unsigned& h, unsigned& l) {
-        if constexpr (Prod::kLo) {
-            split2_f16(a, b, f, h, l);
-        } else {
-            __half2 x = __floats2half2_rn(a * f, b * f);
-            h = *reinterpret_cast<unsigned*>(&x);
-        }
-    };
 #pragma unroll
     for (int kk = 0; kk < NK; ++kk) {
-        split(c[2 * kk][0], c[2 * kk][1], scale[0], hi[kk][0], lo[kk][0]);
-        split(c[2 * kk][2], c[2 * kk][3], scale[1], hi[kk][1], lo[kk][1]);
-        split(c[2 * kk + 1][0], c[2 * kk + 1][1], scale[0], hi[kk][2], lo[kk][2]);
-        split(c[2 * kk + 1][2], c[2 * kk + 1][3], scale[1], hi[kk][3], lo[kk][3]);
+        split2_f16(c[2 * kk][0], c[2 * kk][1], scale[0], hi[kk][0], lo[kk][0]);
+        split2_f16(c[2 * kk][2], c[2 * kk][3], scale[1], hi[kk][1], lo[kk][1]);
+        split2_f16(c[2 * kk + 1][0], c[2 * kk + 1][1], scale[0], hi[kk][2], lo[kk][2]);
+        split2_f16(c[2 * kk + 1][2], c[2 * kk + 1][3], scale[1], hi[kk][3], lo[kk][3]);
     }
 }
 

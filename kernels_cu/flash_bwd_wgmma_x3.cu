@@ -247,8 +247,8 @@ struct DkdvWgmmaX3 {
             row_scales_f16(st, sv, iv);
             row_scales_f16(dpt, sk, ik);
             unsigned pv_hi[NK][4], pv_lo[NK][4], ds_hi[NK][4], ds_lo[NK][4];
-            split_c_to_a<NK, Prod>(st, sv, pv_hi, pv_lo);
-            split_c_to_a<NK, Prod>(dpt, sk, ds_hi, ds_lo);
+            split_c_to_a<NK>(st, sv, pv_hi, pv_lo);
+            split_c_to_a<NK>(dpt, sk, ds_hi, ds_lo);
             // -- this tile's dV and dK from zero: Pᵀ (dO·2^e), dSᵀ (Q·2^e), B read MN-major, a
             //    panel of 64 columns at a time; both products together or one at a time
             //    (kOneProduct); each added to its total, the stage released after the last
@@ -404,7 +404,7 @@ struct DqWgmmaX3 {
             float sq[2], iq[2];
             row_scales_f16(dp, sq, iq);
             unsigned ds_hi[NK][4], ds_lo[NK][4];
-            split_c_to_a<NK, Prod>(dp, sq, ds_hi, ds_lo);
+            split_c_to_a<NK>(dp, sq, ds_hi, ds_lo);
             float dqt[NO][4];
             wgmma_fence();
 #pragma unroll

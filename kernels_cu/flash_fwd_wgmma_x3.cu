@@ -239,7 +239,7 @@ struct FwdWgmmaX3 {
             float alpha[2];
             wgmma_tile_probs<BLOCK_N>(s, blk, kv, t, wrow, g, t4, softmax, alpha);
             unsigned p_hi[NK][4], p_lo[NK][4];
-            split_c_to_a<NK, Prod>(s, {kX3PScale, kX3PScale}, p_hi, p_lo);
+            split_c_to_a<NK>(s, {kX3PScale, kX3PScale}, p_hi, p_lo);
             const __half* vh = sm.v_hi[r.stage];
             const __half* vl = sm.v_lo[r.stage];
             float ot[NO][4];

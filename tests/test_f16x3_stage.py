@@ -90,6 +90,7 @@ def test_rows_without_lo_parts(v_tile):
     full = f16x3_stage.staged(k, v, 32, 64, v_tile, pad=64)
     his = f16x3_stage.staged(k, v, 32, 64, v_tile, pad=64, lo=False)
     assert f16x3_stage.row_floats(64, False) == 36 and f16x3_stage.row_floats(128, False) == 68
+    assert not f16x3_stage.carries_lo("wgmma_f16x1") and f16x3_stage.carries_lo("wgmma_f16x3")
     for f, h in zip(full, his):
         assert h.shape == (2, 1, 64, 36) and h.flags.c_contiguous
         np.testing.assert_array_equal(h[..., :32].view(np.uint32), f[..., :32].view(np.uint32))

@@ -407,6 +407,23 @@ def _check_grads(cp, q, k, v, prec, *, name, tile=None, deterministic=True, **op
     return rel_error(to_numpy(grads[0]), refs[0])
 
 
+def _check_tile_backward(cp, tile, causal, T, S, d, tag):
+    """A backward tile's dq, dk, dv against the float64 oracle (``_check_grads`` in the tile's
+    precision) at (2, 3, T, d) queries and (2, 3, S, d) keys (seed from ``tag`` and the case),
+    and deterministic: a second call gives its bits."""
+    skip_unless_tile_fits(tile, d, np.float32, passes=("bwd",))
+    q, k, v = make_inputs(cp, (2, 3, T, d), (2, 3, S, d), np.float32,
+                          seed=case_seed(tag, tile, causal, T, S, d))
+    _check_grads(cp, q, k, v, precision.of_family(tile.kernel), name=tile.short(), tile=tile,
+                 causal=causal)
+    dout = make_inputs(cp, (2, 3, T, d), (1, 1, 1, 1), np.float32, seed=5)[0]
+    _, res = cuflash.attention(q, k, v, causal=causal, return_residuals=True)
+    a = cuflash.attention_backward(dout, res, tile=tile)
+    b = cuflash.attention_backward(dout, res, tile=tile)
+    for x, y in zip(a, b):
+        cp.testing.assert_array_equal(x, y)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("tile", TF32_BWD_TILES, ids=lambda t: t.short())
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])

@@ -20,7 +20,7 @@ from cuflash.tile import (F16_SPLIT, WGMMA_F16X3_BWD_MAX_D, WGMMA_F16X3_MIN_KEYS
 
 from helpers import (  # noqa: F401 (poison_gpu_outputs: autouse fixture)
     poison_gpu_outputs, case_seed, make_inputs, skip_unless_tile_fits)
-from test_tf32 import _check_grads, _check_kernel
+from test_tf32 import _check_grads, _check_kernel, _check_tile_backward
 
 X1_TILES = wgmma_f16x3_tiles(64, kernel="wgmma_f16x1")
 X1 = X1_TILES[0]
@@ -168,16 +168,7 @@ _X1B_CASES = [(X1B, T, S, d) for T, S, d in [(97, 257, 64), (257, 97, 40), (1000
 def test_wgmma_f16x1_backward_against_oracle(cp, tile, causal, T, S, d):
     """dq, dk, dv within 'tf32''s criterion (2x naive with TF32 products, plus the floors) of
     the float64 oracle, odd shapes, T != S; deterministic: a second call gives its bits."""
-    skip_unless_tile_fits(tile, d, np.float32, passes=("bwd",))
-    q, k, v = make_inputs(cp, (2, 3, T, d), (2, 3, S, d), np.float32,
-                          seed=case_seed("wgf16x1b", tile, causal, T, S, d))
-    _check_grads(cp, q, k, v, "tf32", name=tile.short(), tile=tile, causal=causal)
-    dout = make_inputs(cp, (2, 3, T, d), (1, 1, 1, 1), np.float32, seed=5)[0]
-    _, res = cuflash.attention(q, k, v, causal=causal, return_residuals=True)
-    a = cuflash.attention_backward(dout, res, tile=tile)
-    b = cuflash.attention_backward(dout, res, tile=tile)
-    for x, y in zip(a, b):
-        cp.testing.assert_array_equal(x, y)
+    _check_tile_backward(cp, tile, causal, T, S, d, "wgf16x1b")
 
 
 @pytest.mark.gpu

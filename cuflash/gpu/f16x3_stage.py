@@ -30,12 +30,19 @@ import math
 
 import numpy as np
 
+from ..tile import F16_SPLIT
 from .tf32_stage import padded_keys
 
 #: floats after a row's hi and lo: its inverse scale, then zeros (16-byte rows)
 ROW_PAD = 4
 #: the x3 forward's factor on P before its split (f16x3.cuh kX3PScale), folded into V's inverse
 P_SCALE = 16384.0
+
+
+def carries_lo(kernel: str) -> bool:
+    """Whether a float16-product family's staged rows hold lo parts (tile.F16_SPLIT: more than
+    one product a pair; f16x3.cuh F16Products::kLo)."""
+    return F16_SPLIT[kernel] > 1
 
 
 def row_floats(dp: int, lo: bool = True) -> int:

@@ -604,7 +604,7 @@ def _forward(r: _Run, p, tile, D, num_splits=1, cache: CacheRows | None = None,
         r = tf32_stage.staged_run(r, tile.block_n)
     elif tile.kernel in F16_SPLIT:   # K and V split first (f16x3_stage)
         r = f16x3_stage.staged_run(r, tile.block_n, plan.head_dim_pad(D, tile.kernel),
-                                   lo=F16_SPLIT[tile.kernel] > 1)
+                                   lo=f16x3_stage.carries_lo(tile.kernel))
     launch = ForwardLaunch(r, p, tile, D, num_splits, cache)
     if before_launch is not None:
         before_launch()
@@ -707,7 +707,7 @@ def _backward(r: _Run, dout, out, lse, p, tile, D, deterministic):
     if dkdv.family in F16_SPLIT:   # the pair reads q, k, v and dout split once (f16x3_stage)
         fields.update(f16x3_stage.backward_fields(r, dout, plan.head_dim_pad(D, dkdv.family),
                                                   [s.tile for s in specs],
-                                                  lo=F16_SPLIT[dkdv.family] > 1))
+                                                  lo=f16x3_stage.carries_lo(dkdv.family)))
         packed = layout.pack(fields)
     # -- dK, dV (and dQ by atomics): one block per key tile, (sequence, kv head) and rank
     _launch(kern_kv, smem_kv, dkdv.threads(), key_tiles, kv_rows * ranks,
