@@ -32,7 +32,8 @@ def tf32_stage(k, v, out_k, out_v):
         np.int32(S), np.int32(D), out_k, out_v))
 
 
-print(f"# {cp.cuda.runtime.getDeviceProperties(0)['name'].decode()} {time.strftime('%F %T')}")
+from cuflash.experiments import env
+print("# " + env.summary_line(env.collect("gpu")))
 print("d T causal what ms GB/s share")
 for d in (64, 128):
     for T in (2048, 16384):

@@ -64,3 +64,19 @@ def test_cell_precision_reaches_the_backward(tmp_path, monkeypatch):
     calls = [json.loads(x) for x in log.read_text().splitlines()]
     assert calls == [["attention", {"causal": True, "precision": "tf32"}],
                      ["attention_backward", {"precision": "tf32"}]], calls
+
+
+def test_env_line_names_where_it_ran(tmp_path):
+    """The A/B's first line and its JSON name the GPU, versions, date and commit as bench_f32's
+    header does (cuflash.experiments.env.summary_line), from the new tree in a process of its own;
+    a tree that cannot say gives a line saying why, not a crash."""
+    tree = tmp_path / "tree"
+    (tree / "cuflash" / "experiments").mkdir(parents=True)
+    (tree / "cuflash" / "__init__.py").write_text("")
+    (tree / "cuflash" / "experiments" / "__init__.py").write_text("")
+    (tree / "cuflash" / "experiments" / "env.py").write_text(
+        "def collect(device):\n    return {'device': device}\n"
+        "def summary_line(env):\n    return 'GPU X, driver 1, ' + env['device']\n")
+    assert ab_speed.env_line(str(tree)) == "GPU X, driver 1, gpu"
+    (tree / "cuflash" / "experiments" / "env.py").write_text("raise ImportError('no')\n")
+    assert ab_speed.env_line(str(tree)).startswith("(no environment line: rc=1")

@@ -93,6 +93,21 @@ def run_tree(tree, cells, bwd_kw=None):
     return {tuple(json.loads(k)): v for k, v in json.loads(line[0][7:]).items()}
 
 
+ENV_CODE = ("import sys; sys.path.insert(0, sys.argv[1]); from cuflash.experiments import env; "
+            "print('ENV ' + env.summary_line(env.collect('gpu')))")
+
+
+def env_line(tree) -> str:
+    """Where the A/B ran, as bench_f32's header says it (GPU, driver, CUDA runtime, CuPy,
+    torch, date and the tree's commit: cuflash.experiments.env.summary_line), from a process of
+    its own on ``tree`` (the timing processes' device untouched); a line saying why if it cannot."""
+    env = dict(os.environ, PYTHONPATH=os.path.abspath(tree))
+    r = subprocess.run([sys.executable, "-c", ENV_CODE, os.path.abspath(tree)],
+                       capture_output=True, text=True, env=env, timeout=120)
+    line = [x[4:] for x in r.stdout.splitlines() if x.startswith("ENV ")]
+    return line[0] if line else f"(no environment line: rc={r.returncode} {r.stderr[-300:]!r})"
+
+
 def cell_parser(doc, T="2048,4096,8192,16384", dtypes="float16,bfloat16", causal="0,1"):
     """The arguments that choose two trees and the cells to time (tools/ab_kernels.py too)."""
     ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
@@ -121,6 +136,8 @@ def main(argv=None):
     a = ap.parse_args(argv)
     cells = cells_of(a)
     bwd_kw = bwd_options(a.bwd_tile)
+    where = env_line(a.new)
+    print("# " + where, flush=True)
     best = {"base": {}, "new": {}}
     for r in range(a.rounds):
         for name, tree in (("base", a.base), ("new", a.new)):
@@ -130,7 +147,7 @@ def main(argv=None):
         report(cells, best, a.passes.split(","))   # after every round: a time-out keeps the table
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"cells": cells, "base": {json.dumps(k): v for k, v in best["base"].items()},
+            json.dump({"env": where, "cells": cells, "base": {json.dumps(k): v for k, v in best["base"].items()},
                        "new": {json.dumps(k): v for k, v in best["new"].items()}}, f, indent=1)
 
 
