@@ -13,6 +13,13 @@ float32 copies, as CuPy 14.2 does for batched 16-bit matmul (seen with Nsight Co
 H200: a conversion kernel around each float32 GEMM), which adds two reads and two writes of
 the T×S matrix per such product.
 
+The float32 tensor-core kernels (a ``tile.kernel`` of 'wgmma_tf32' or a float16-product family,
+``tile.F16_SPLIT``) read some operands as staged rows that a pass before the launch writes
+(gpu/tf32_stage.py, gpu/f16x3_stage.py): the forward's K and V, the backward's Q, dO, K and V.
+For them the counts add that pass (each operand read once, its staged rows written once, padded to
+whole tiles) and count the kernels' reads of those operands in staged rows of whole tiles
+(:func:`staged_row_bytes`). The twin reads the operands as given, as the other kernels do.
+
 These counts are what the algorithm asks of device memory. What DRAM serves is less when the
 L2 cache catches re-reads: :func:`flash_forward_dram` and :func:`flash_backward_dram` model the
 streamed operands' re-reads hitting in L2 (measured against ``hbm_bytes`` in
@@ -27,7 +34,11 @@ import numpy as np
 
 from . import device
 from ._xp import accum_dtype, resolve_dtype
-from .tile import TileConfig, section_of, section_rows
+from .checks import kernel_head_dim
+from .gpu.f16x3_stage import carries_lo, row_floats
+from .gpu.plan import dq_tile, head_dim_pad
+from .gpu.tf32_stage import padded_keys
+from .tile import F16_SPLIT, TileConfig, section_of, section_rows
 from .mask import Mask
 
 
@@ -65,60 +76,127 @@ def attention_flops(batch: int, T: int, S: int, d: int, causal: bool, backward: 
     return 2.5 * f if backward else f
 
 
-def _kv_rows(T, S, causal, block_m, block_n):
-    """Key rows one batch entry's forward loads: Σ over query tiles of the K/V rows visited."""
+def _kv_rows(T, S, causal, block_m, block_n, whole=False):
+    """Key rows one batch entry's forward loads: Σ over query tiles of the K/V rows visited
+    (``whole``: whole tiles of block_n rows, as the staged kernels load them)."""
     mask = as_mask(causal)
     rows = 0
     for i0 in range(0, T, block_m):
         tiles = mask.key_tiles(i0, min(T, i0 + block_m), T, S, block_n)
-        rows += sum(min(block_n, S - j0) for j0 in tiles)
+        rows += len(tiles) * block_n if whole else sum(min(block_n, S - j0) for j0 in tiles)
     return rows
 
 
-def _q_rows(T, S, causal, block_m, block_n):
-    """Query rows one batch entry's backward main pass loads: Σ over key tiles of rows visited."""
+def _q_rows(T, S, causal, block_m, block_n, whole=False):
+    """Query rows one batch entry's backward main pass loads: Σ over key tiles of rows visited
+    (``whole``: whole tiles of block_m rows)."""
     mask = as_mask(causal)
-    return sum(min(block_m, T - i0) for j0 in range(0, S, block_n)
+    return sum(block_m if whole else min(block_m, T - i0) for j0 in range(0, S, block_n)
                for i0 in mask.query_tiles(j0, min(S, j0 + block_n), T, S, block_m))
+
+
+def staged_row_bytes(kernel: str, d: int) -> int | None:
+    """Bytes of one staged row that a float32 tensor-core kernel reads in place of a row of d
+    floats, or None for a kernel that reads its operands as given. 'wgmma_tf32': K's rows and
+    Vᵀ's columns of TF32 values (gpu/tf32_stage.py), d rounded up to the kernels' head dims;
+    the float16-product families: hi (and lo) halves of the padded head dim and the inverse
+    (gpu/f16x3_stage.py ``row_floats``)."""
+    D = kernel_head_dim(d)
+    if kernel == "wgmma_tf32":
+        return 4 * D
+    if kernel in F16_SPLIT:
+        return 4 * row_floats(head_dim_pad(D, kernel), carries_lo(kernel))
+    return None
+
+
+@dataclasses.dataclass(frozen=True)
+class _Operands:
+    """How a kernel reads a d-wide operand of itemsize e: as given (row_bytes None: d·e bytes a
+    row, the rows it needs) or in staged rows of row_bytes (whole tiles)."""
+
+    d: int
+    e: int
+    row_bytes: int | None
+
+    @property
+    def whole(self) -> bool:
+        return self.row_bytes is not None
+
+    def tiles(self, rows: int) -> int:
+        """Bytes of `rows` rows read tile by tile (the row counts of _kv_rows, _q_rows with
+        ``whole``)."""
+        return rows * (self.d * self.e if self.row_bytes is None else self.row_bytes)
+
+    def once(self, n: int, tile_rows: int) -> int:
+        """Bytes of an n-row operand read once (staged: padded to whole tiles of tile_rows)."""
+        return self.tiles(n if self.row_bytes is None else padded_keys(n, tile_rows))
+
+    def staging(self, batch: int, operands) -> Traffic:
+        """The staging pass of `operands`, (rows, rows a tile) pairs, one per operand: each read
+        once as given and written as staged rows padded to whole tiles; none when the kernel
+        reads them as given."""
+        if not self.whole:
+            return Traffic(0, 0, 0.0)
+        return Traffic(batch * sum(n for n, _ in operands) * self.d * self.e,
+                       batch * sum(padded_keys(n, t) for n, t in operands) * self.row_bytes, 0.0)
 
 
 def flash_forward(batch, T, S, d, dtype, causal, tile: TileConfig, num_splits=1) -> Traffic:
     """Bytes of the tiled forward: Q once, K and V once per query tile, O and lse once. Split-KV
     (num_splits > 1): every split reads its query tile and writes its O and lse in the
-    accumulation dtype, which the merge reads back (K and V rows are shared out, not repeated)."""
+    accumulation dtype, which the merge reads back (K and V rows are shared out, not repeated).
+    A staged kernel (:func:`staged_row_bytes`): K and V staged once, then read in staged rows of
+    whole tiles."""
     e = resolve_dtype(dtype).itemsize
     a = accum_dtype(resolve_dtype(dtype)).itemsize
-    kv = _kv_rows(T, S, causal, tile.block_m, tile.block_n)
-    read = batch * (num_splits * T * d * e + 2 * kv * d * e)
+    op = _Operands(d, e, staged_row_bytes(tile.kernel, d))
+    kv = _kv_rows(T, S, causal, tile.block_m, tile.block_n, op.whole)
+    read = batch * (num_splits * T * d * e + 2 * op.tiles(kv))
     written = batch * (T * d * e + T * a)
     if num_splits > 1:
         partials = batch * num_splits * T * (d + 1) * a
         read, written = read + partials, written + partials
-    return Traffic(read, written, attention_flops(batch, T, S, d, causal))
+    return Traffic(read, written, attention_flops(batch, T, S, d, causal)) + \
+        op.staging(batch, [(S, tile.block_n)] * 2)
 
 
 def flash_backward(batch, T, S, d, dtype, causal, tile: TileConfig, deterministic=True) -> Traffic:
-    """Bytes of the tiled backward (preprocess, main pass, and the dQ pass or accumulator)."""
+    """Bytes of the tiled backward (preprocess, main pass, and the dQ pass or accumulator).
+    A staged kernel (:func:`staged_row_bytes`, always with its dQ pass): Q, dO, K and V staged
+    once after the preprocess (which reads dO as given), then read in staged rows of whole tiles;
+    lse and D by rows as given."""
     e = resolve_dtype(dtype).itemsize
     a = accum_dtype(resolve_dtype(dtype)).itemsize
     bm, bn = tile.block_m, tile.block_n
+    op = _Operands(d, e, staged_row_bytes(tile.kernel, d))
+    dq = _dq_tile(tile, d)
+    pad_q, pad_k = math.lcm(bm, dq.block_m), math.lcm(bn, dq.block_n)
     # preprocess: D = rowsum(dO ∘ O): read dO and O, write D
     read = 2 * T * d * e
     written = T * a
     # main pass: K, V once; per key tile the Q, dO rows (and lse, D) it visits; dK, dV once
     q_rows = _q_rows(T, S, causal, bm, bn)
-    read += 2 * S * d * e + q_rows * (2 * d * e + 2 * a)
+    read += 2 * op.once(S, pad_k) + 2 * op.tiles(_q_rows(T, S, causal, bm, bn, op.whole)) \
+        + q_rows * 2 * a
     written += 2 * S * d * e
-    if deterministic:
-        # dQ pass: Q, dO, lse, D once; K and V per query tile visited; dQ once
-        read += T * (2 * d * e + 2 * a) + 2 * _kv_rows(T, S, causal, bm, bn) * d * e
+    if deterministic or op.whole:
+        # dQ pass (its own tile): Q, dO, lse, D once; K and V per query tile visited; dQ once
+        read += 2 * op.once(T, pad_q) + T * 2 * a \
+            + 2 * op.tiles(_kv_rows(T, S, causal, dq.block_m, dq.block_n, op.whole))
         written += T * d * e
     else:
         # float accumulator: zeroed, read-modify-written per visit, read once and converted
         written += T * d * a + q_rows * d * a + T * d * e
         read += q_rows * d * a + T * d * a
     flops = attention_flops(batch, T, S, d, causal, backward=True)
-    return Traffic(batch * read, batch * written, flops)
+    return Traffic(batch * read, batch * written, flops) + \
+        op.staging(batch, [(T, pad_q)] * 2 + [(S, pad_k)] * 2)
+
+
+def _dq_tile(tile: TileConfig, d: int) -> TileConfig:
+    """The dQ kernel's tile beside the dK/dV kernel's (gpu/plan.py ``dq_tile``; the twin runs
+    both passes on one tile, the tiles of its tests)."""
+    return dq_tile(tile, kernel_head_dim(d))
 
 
 #: Extra T×S passes (reads, writes) of one matrix product that reads or writes a T×S matrix, when
@@ -172,53 +250,70 @@ def naive_backward(batch, T, S, d, dtype, causal, matmul_f32=None) -> Traffic:
 
 #: Defaults of the L2-aware forward model: the assumed sm_90 device's L2 (device.py; the H200's,
 #: GPU.md: 50 MB) and the thread blocks resident at once (its 132 SMs × 2 blocks, what the mma
-#: forward's registers allow).
+#: forward's registers allow; one a multiprocessor for the warp-specialized tiles, whose
+#: producer and consumers take the register file: ``resident_blocks_of``).
 L2_BYTES = device.assumed("sm_90").l2_bytes
 RESIDENT_BLOCKS = 2 * device.assumed("sm_90").sm_count
 
 
+def resident_blocks_of(tile: TileConfig, backward: bool = False) -> int:
+    """The L2 models' default blocks in flight for ``tile``: RESIDENT_BLOCKS, or one block a
+    multiprocessor of the assumed device for a warp-specialized tile (the forward's
+    ``warp_specialized``, the backward's ``warp_specialized_dkdv``)."""
+    ws = tile.warp_specialized_dkdv if backward else tile.warp_specialized
+    return device.assumed("sm_90").sm_count if ws else RESIDENT_BLOCKS
+
+
 def flash_forward_dram(batch, T, S, d, dtype, causal, tile: TileConfig, *, l2_bytes=L2_BYTES,
-                       resident_blocks=RESIDENT_BLOCKS) -> Traffic:
+                       resident_blocks=None) -> Traffic:
     """DRAM bytes of the tiled forward when the K/V re-reads hit in L2.
 
     Blocks start in the kernels' order (_heads_in_flight), so ``resident_blocks`` blocks cover
     whole sections of heads, about ceil(resident / query tiles) heads when a section is one head.
     When those heads' K and V (2·S·d·e bytes each) fit in ``l2_bytes``, each head's K and V come
     from DRAM once and the re-reads of :func:`flash_forward` are L2 hits; otherwise every
-    re-read is taken to reach DRAM (the plain model). Writes are the plain model's.
+    re-read is taken to reach DRAM (the plain model). Writes are the plain model's. A staged
+    kernel (:func:`staged_row_bytes`): the staging pass, then the same rule over staged rows of
+    whole tiles. ``resident_blocks`` None: :func:`resident_blocks_of` the tile.
     """
+    if resident_blocks is None:
+        resident_blocks = resident_blocks_of(tile)
     plain = flash_forward(batch, T, S, d, dtype, causal, tile)
     e = resolve_dtype(dtype).itemsize
+    op = _Operands(d, e, staged_row_bytes(tile.kernel, d))
     l2_rows = _l2_rows(T, S, d, e, l2_bytes)
-    if not _fits(batch, math.ceil(T / tile.block_m), 2 * S * d * e, l2_bytes, resident_blocks,
-                 l2_rows):
+    if not _fits(batch, math.ceil(T / tile.block_m), 2 * op.once(S, tile.block_n), l2_bytes,
+                 resident_blocks, l2_rows):
         return plain
-    kv_rows = _kv_rows_once(T, S, causal, tile.block_m, tile.block_n)
-    return Traffic(batch * (T * d * e + 2 * kv_rows * d * e), plain.bytes_written, plain.flops)
+    kv_rows = _kv_rows_once(T, S, causal, tile.block_m, tile.block_n, op.whole)
+    staging = op.staging(batch, [(S, tile.block_n)] * 2)
+    return Traffic(batch * (T * d * e + 2 * op.tiles(kv_rows)) + staging.bytes_read,
+                   plain.bytes_written, plain.flops)
 
 
-def _rows_once(n, ranges) -> int:
+def _rows_once(n, ranges, tile=None) -> int:
     """Rows of an n-row operand that at least one of the row ranges touches: what DRAM serves
-    once when the re-reads hit in L2."""
-    seen = np.zeros(n, dtype=bool)
+    once when the re-reads hit in L2 (``tile``: ranges of tile starts, counted in whole tiles of
+    that many rows, as the staged kernels load them)."""
+    seen = np.zeros(n if tile is None else padded_keys(n, tile), dtype=bool)
     for r in ranges:
         if len(r):
-            seen[r.start:min(n, r.stop)] = True
+            seen[r.start:min(n, r.stop) if tile is None else r[-1] + tile] = True
     return int(seen.sum())
 
 
-def _kv_rows_once(T, S, causal, block_m, block_n):
-    """K/V rows that at least one query tile visits."""
+def _kv_rows_once(T, S, causal, block_m, block_n, whole=False):
+    """K/V rows that at least one query tile visits (``whole``: in whole tiles)."""
     mask = as_mask(causal)
     return _rows_once(S, (mask.key_tiles(i0, min(T, i0 + block_m), T, S, block_n)
-                          for i0 in range(0, T, block_m)))
+                          for i0 in range(0, T, block_m)), block_n if whole else None)
 
 
-def _q_rows_once(T, S, causal, block_m, block_n):
-    """Query rows that at least one key tile visits."""
+def _q_rows_once(T, S, causal, block_m, block_n, whole=False):
+    """Query rows that at least one key tile visits (``whole``: in whole tiles)."""
     mask = as_mask(causal)
     return _rows_once(T, (mask.query_tiles(j0, min(S, j0 + block_n), T, S, block_m)
-                          for j0 in range(0, S, block_n)))
+                          for j0 in range(0, S, block_n)), block_m if whole else None)
 
 
 def _heads_in_flight(batch, tiles_per_head, resident_blocks, l2_rows):
@@ -244,7 +339,7 @@ def _fits(batch, tiles_per_head, per_head_bytes, l2_bytes, resident_blocks, l2_r
 
 
 def flash_backward_dram(batch, T, S, d, dtype, causal, tile: TileConfig, deterministic=True, *,
-                        l2_bytes=L2_BYTES, resident_blocks=RESIDENT_BLOCKS) -> Traffic:
+                        l2_bytes=L2_BYTES, resident_blocks=None) -> Traffic:
     """DRAM bytes of the tiled backward when the streamed operands' re-reads hit in L2.
 
     Kernel by kernel, as :func:`flash_backward` counts them, with an L2 that starts cold at
@@ -259,9 +354,12 @@ def flash_backward_dram(batch, T, S, d, dtype, causal, tile: TileConfig, determi
       atomics read-modify-write in L2), fits in ``l2_bytes``, each head's Q, dO, lse, D (and the
       accumulator) come from DRAM once: the rows that at least one key tile visits. Otherwise the
       kernel's reads are the plain model's (every re-read reaches DRAM).
-    - dQ kernel (deterministic mode): Q, dO, lse, D resident (once), K and V streamed per query
-      tile; the same rule with query tiles for key tiles and 2·S·d·e bytes
-      per head; when they fit, each head's K and V rows that some query tile visits come once.
+    - dQ kernel (deterministic mode; on its own tile, gpu/plan.py ``dq_tile``): Q, dO, lse, D
+      resident (once), K and V streamed per query tile; the same rule with query tiles for key
+      tiles and 2·S·d·e bytes per head; when they fit, each head's K and V rows that some query
+      tile visits come once.
+    - a staged kernel (:func:`staged_row_bytes`): the staging pass as in :func:`flash_backward`,
+      and the same rules over staged rows of whole tiles (their bytes in place of d·e a row).
     - atomic mode (no dQ kernel): cp.zeros writes the T·d·a accumulator; when it fits, the dK/dV
       kernel reads it from DRAM once and writes it back once (its atomics are L2 read-modify-
       writes), else once per key tile visiting each row as in the plain model; astype reads it
@@ -269,38 +367,44 @@ def flash_backward_dram(batch, T, S, d, dtype, causal, tile: TileConfig, determi
 
     Writes are the plain model's (each output once), except the atomic accumulator's write-backs
     as above. ncu counts fewer writes than this when dirty lines are still in L2 at kernel end.
-    ``resident_blocks`` is the same for both kernels (a default, not each kernel's occupancy).
+    ``resident_blocks`` is the same for both kernels (None: :func:`resident_blocks_of` the
+    tile, a default, not each kernel's measured occupancy).
     """
+    if resident_blocks is None:
+        resident_blocks = resident_blocks_of(tile, backward=True)
     plain = flash_backward(batch, T, S, d, dtype, causal, tile, deterministic)
     e = resolve_dtype(dtype).itemsize
     a = accum_dtype(resolve_dtype(dtype)).itemsize
     bm, bn = tile.block_m, tile.block_n
+    op = _Operands(d, e, staged_row_bytes(tile.kernel, d))
+    dq = _dq_tile(tile, d)
+    pad_q, pad_k = math.lcm(bm, dq.block_m), math.lcm(bn, dq.block_n)
+    l2_rows = _l2_rows(T, S, d, e, l2_bytes)
     # preprocess: dO and O once; D once
     read, written = 2 * T * d * e, T * a
     # dK/dV kernel: K, V resident (once); Q, dO, lse, D streamed; dK, dV once
-    q_rows_plain = _q_rows(T, S, causal, bm, bn)
-    q_rows_once = _q_rows_once(T, S, causal, bm, bn)
-    stream_head = T * (2 * d * e + 2 * a) + (0 if deterministic else T * d * a)
-    kv_tiles = math.ceil(S / bn)
-    l2_rows = _l2_rows(T, S, d, e, l2_bytes)
-    q_rows = (q_rows_once if _fits(batch, kv_tiles, stream_head, l2_bytes, resident_blocks,
-                                   l2_rows) else q_rows_plain)
-    read += 2 * S * d * e + q_rows * (2 * d * e + 2 * a)
+    stream_head = 2 * op.once(T, pad_q) + T * 2 * a + (0 if deterministic else T * d * a)
+    once = _fits(batch, math.ceil(S / bn), stream_head, l2_bytes, resident_blocks, l2_rows)
+    rows = _q_rows_once if once else _q_rows
+    q_rows = rows(T, S, causal, bm, bn)
+    read += 2 * op.once(S, pad_k) + 2 * op.tiles(rows(T, S, causal, bm, bn, op.whole)) \
+        + q_rows * 2 * a
     written += 2 * S * d * e
-    if deterministic:
-        # dQ kernel: Q, dO, lse, D resident (once); K, V streamed; dQ once
-        kv_rows_plain = _kv_rows(T, S, causal, bm, bn)
-        kv_rows_once = _kv_rows_once(T, S, causal, bm, bn)
-        kv_rows = (kv_rows_once if _fits(batch, math.ceil(T / bm), 2 * S * d * e, l2_bytes,
-                                         resident_blocks, l2_rows) else kv_rows_plain)
-        read += T * (2 * d * e + 2 * a) + 2 * kv_rows * d * e
+    if deterministic or op.whole:
+        # dQ kernel (its own tile): Q, dO, lse, D resident (once); K, V streamed; dQ once
+        once = _fits(batch, math.ceil(T / dq.block_m), 2 * op.once(S, pad_k), l2_bytes,
+                     resident_blocks, l2_rows)
+        rows = _kv_rows_once if once else _kv_rows
+        read += 2 * op.once(T, pad_q) + T * 2 * a \
+            + 2 * op.tiles(rows(T, S, causal, dq.block_m, dq.block_n, op.whole))
         written += T * d * e
     else:
         # zeroing writes the accumulator; the dK/dV kernel reads and writes back the rows its
         # key tiles visit (once each when it fits in L2); astype reads it and writes dQ
         written += T * d * a + q_rows * d * a + T * d * e
         read += q_rows * d * a + T * d * a
-    return Traffic(batch * read, batch * written, plain.flops)
+    staging = op.staging(batch, [(T, pad_q)] * 2 + [(S, pad_k)] * 2)
+    return Traffic(batch * read, batch * written, plain.flops) + staging
 
 
 def predict(method: str, pass_: str, batch, T, S, d, dtype, causal, tile=None,

@@ -46,7 +46,8 @@ def M(name, path, old, new, tests, why, gpu=False):
 
 CHECKERS = "tests/test_checkers.py"
 NAIVE = "tests/test_naive.py"
-IO = "tests/test_iomodel.py tests/test_iomodel_l2.py tests/test_twin_io.py"
+IO = "tests/test_iomodel.py tests/test_iomodel_l2.py tests/test_twin_io.py " \
+     "tests/test_iomodel_staged.py"
 LAYOUTS = "tests/test_layout_experiments.py"
 KV_EXP = "tests/test_kv_cache_experiments.py"
 
@@ -146,8 +147,18 @@ MUTANTS = [
       "reads, writes, mask = reads + 1, writes + 1, T * S",
       "reads, writes, mask = reads, writes, 0", IO, "naive causal-mask pass not counted"),
     M("io_kv_rows_full_tiles", "cuflash/iomodel.py",
-      "rows += sum(min(block_n, S - j0) for j0 in tiles)",
-      "rows += sum(block_n for j0 in tiles)", IO, "a partial K/V tile counted as full"),
+      "else sum(min(block_n, S - j0) for j0 in tiles)",
+      "else sum(block_n for j0 in tiles)", IO, "a partial K/V tile counted as full"),
+    M("io_staging_unpadded", "cuflash/iomodel.py",
+      "batch * sum(padded_keys(n, t) for n, t in operands) * self.row_bytes",
+      "batch * sum(n for n, t in operands) * self.row_bytes", IO,
+      "the staging pass writes S rows, not whole tiles"),
+    M("io_staged_rows_as_given", "cuflash/iomodel.py",
+      "        return 4 * row_floats(head_dim_pad(D, kernel), carries_lo(kernel))",
+      "        return 4 * d", IO, "the float16-product kernels read float32 rows"),
+    M("io_dq_on_the_dkdv_tile", "cuflash/iomodel.py",
+      "    return dq_tile(tile, kernel_head_dim(d))", "    return tile", IO,
+      "the dQ pass counted on the dK/dV kernel's tile"),
     # -- the mask rule (read by the twin, naive and the IO model)
     M("mask_query_lo_0", "cuflash/mask.py",
       "lo = 0 if self.right is None else max(0, j0 - diag - self.right)", "lo = 0",

@@ -525,6 +525,33 @@ def _validate_mma(spec: KernelSpec, where: str) -> None:
         raise ValueError(f"{where}: the mma backward kernels use 1 or 2 stages")
 
 
+def dq_tile(tile: TileConfig, head_dim: int) -> TileConfig:
+    """The tile of the deterministic backward's dQ kernel beside the dK/dV kernel's ``tile``."""
+    if tile.kernel in PRODUCTS:
+        # the TF32 dQ kernel takes the dK/dV tile transposed (16 query rows per warp of the
+        # same warps, block_m keys per step): its float32 Q, dO and K/V tiles fill shared
+        # memory fast, and block_m queries would leave 2 warps per block at d = 128
+        return tile.replace(block_m=tile.block_n, block_n=tile.block_m,
+                            num_warps=tile.block_n // 16)
+    if tile.warp_specialized_dkdv:
+        # a warp-specialized dK/dV tile (block_n keys on block_n / 64 consumer warpgroups):
+        # the dQ kernel takes it transposed, block_n queries on as many consumers, also
+        # warp-specialized (flash_bwd_wgmma_ws.cu); the float16-product families' key tile by
+        # their own rule (x1: 64 keys at d = 128)
+        dq = tile.replace(block_m=tile.block_n, block_n=tile.block_m)
+        if tile.kernel in F16_SPLIT:
+            dq = dq.replace(block_n=x3_dq_block_n(head_dim, tile.kernel))
+        return dq
+    if (tile.kernel == "mma" and tile.block_m < 16 * tile.num_warps) or (
+            tile.kernel == "wgmma" and tile.block_m in (64, 128, 256)):
+        # the dQ kernel gives each warp 16 query rows (wgmma: exactly 16, 64 per warpgroup):
+        # its warp count follows block_m
+        return tile.replace(num_warps=tile.block_m // 16)
+    if tile.kernel == "dmma" and tile.block_m < 8 * tile.num_warps:
+        return tile.replace(num_warps=tile.block_m // 8)   # 8 query rows per warp
+    return tile
+
+
 def specs_for(dtype, head_dim: int, tile: TileConfig, variant, backward: bool,
               deterministic: bool = True):
     """The kernel specs one pass launches (the forward: one; the backward: one or two).
@@ -562,29 +589,9 @@ def specs_for(dtype, head_dim: int, tile: TileConfig, variant, backward: bool,
     if not backward:
         return [KernelSpec("fwd", name, dp, tile, variant)]
     if deterministic:
-        dq_tile = tile
-        if tile.kernel in PRODUCTS:
-            # the TF32 dQ kernel takes the dK/dV tile transposed (16 query rows per warp of the
-            # same warps, block_m keys per step): its float32 Q, dO and K/V tiles fill shared
-            # memory fast, and block_m queries would leave 2 warps per block at d = 128
-            dq_tile = tile.replace(block_m=tile.block_n, block_n=tile.block_m,
-                                   num_warps=tile.block_n // 16)
-        elif tile.warp_specialized_dkdv:
-            # a warp-specialized dK/dV tile (block_n keys on block_n / 64 consumer warpgroups):
-            # the dQ kernel takes it transposed, block_n queries on as many consumers, also
-            # warp-specialized (flash_bwd_wgmma_ws.cu)
-            dq_tile = tile.replace(block_m=tile.block_n, block_n=tile.block_m)
-            if tile.kernel in F16_SPLIT:   # its key tile by its own rule (x1: 64 keys)
-                dq_tile = dq_tile.replace(block_n=x3_dq_block_n(head_dim, tile.kernel))
-        elif (tile.kernel == "mma" and tile.block_m < 16 * tile.num_warps) or (
-                tile.kernel == "wgmma" and tile.block_m in (64, 128, 256)):
-            # the dQ kernel gives each warp 16 query rows (wgmma: exactly 16, 64 per warpgroup):
-            # its warp count follows block_m
-            dq_tile = tile.replace(num_warps=tile.block_m // 16)
-        elif tile.kernel == "dmma" and tile.block_m < 8 * tile.num_warps:
-            dq_tile = tile.replace(num_warps=tile.block_m // 8)   # 8 query rows per warp
+        dq = dq_tile(tile, head_dim)
         return [KernelSpec("bwd_dkdv", name, dp, tile, variant, False),
-                KernelSpec("bwd_dq", name, dp, dq_tile, variant)]
+                KernelSpec("bwd_dq", name, dp, dq, variant)]
     return [KernelSpec("bwd_dkdv", name, dp, tile, variant, True)]
 
 
