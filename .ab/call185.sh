@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# call 185 (next session): the three waiting patches together on main,
-#   git apply .ab/x1_fwd_default.patch .ab/x1_chain.patch .ab/staged_tiles.patch
-# (NOTES v59, v60 and the StagedTiles refactor), against main (.ab/base: git archive <main>
+# call 185 (next session): the two waiting patches together on main,
+#   git apply .ab/x1_fwd_default.patch .ab/x1_chain.patch
+# (NOTES v59, v60; the StagedKV refactor merged as byte-identical cubins), against main (.ab/base: git archive <main>
 # cuflash kernels_cu setup.cfg tools | tar -x -C .ab/base; carry [".ab/base"]):
 #  - the whole GPU suite on the patched tree (300 s);
 #  - the A/B of 'tf32' forward (v59: x1 at d = 128) and backward (v60: chained sums).

@@ -173,6 +173,35 @@ __device__ __forceinline__ void store_staged_inverses(float* inv, const __half* 
 #pragma unroll
     for (int r = tid; r < ROWS; r += 128) inv[r] = StagedRow<DP, LO>::inverse(tile + size_t(r) * ld);
 }
+// K's and V's staged key tiles as a producer thread streams them, tile after tile (the x3
+// forward's and dQ kernel's producers): rows of k0 / v0, kld / vld halves apart; this thread's
+// cp.async sources in the next tile, stepped past each tile (IN_ORDER: tile t + 1 starts ROWS
+// rows after tile t, as pipeline.cuh's KVStream) or, out of order (a mask_mod's tile lists),
+// computed from each tile's first key (seek)
+template <int ROWS, int DP, bool IN_ORDER>
+struct StagedKV {
+    const __half *k0, *v0;
+    int kld, vld;
+    const __half *k_src, *v_src;
+    static __device__ __forceinline__ const __half* src(const __half* x0, int ld, int j0) {
+        return SwizzledTiles<DP, 128>::template thread_src<ROWS>(x0 + size_t(j0) * ld, ld);
+    }
+    __device__ __forceinline__ StagedKV(const __half* k0_, int kld_, const __half* v0_, int vld_,
+                                        int first)
+        : k0(k0_), v0(v0_), kld(kld_), vld(vld_), k_src(src(k0_, kld_, first)),
+          v_src(src(v0_, vld_, first)) {}
+    __device__ __forceinline__ void seek(int j0) {
+        if constexpr (!IN_ORDER) {
+            k_src = src(k0, kld, j0);
+            v_src = src(v0, vld, j0);
+        }
+    }
+    __device__ __forceinline__ void next() {
+        k_src += size_t(ROWS) * kld;
+        v_src += size_t(ROWS) * vld;
+    }
+};
+
 // Both, for a tile's row 0 at `tile` (its sources computed here)
 template <int ROWS, int DP, bool LO = true>
 __device__ __forceinline__ void copy_staged_rows(__half* hi, __half* lo, float* inv,

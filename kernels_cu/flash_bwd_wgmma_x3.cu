@@ -325,7 +325,6 @@ struct DqWgmmaX3 {
     // pipeline.cuh's KVStream; a mask_mod's lists: each tile's computed)
     static __device__ __forceinline__ void produce(const Params& p, const Block& blk,
                                                    const TileIter& kv, Smem& sm) {
-        using Tiles = SwizzledTiles<DP, 128>;
         const int tid = threadIdx.x;
         const auto staged = [](const float* row) { return reinterpret_cast<const __half*>(row); };
         copy_staged_rows<BLOCK_M, DP, Prod::kLo>(sm.q_hi, sm.q_lo, sm.q_inv,
@@ -338,27 +337,20 @@ struct DqWgmmaX3 {
         const __half* k0 = staged(blk.seq.k_row(p.k, p.k_stride, 0));
         const __half* v0 = staged(blk.seq.k_row(p.v, p.v_stride, 0));
         const int kld = 2 * int(p.k_stride[2]), vld = 2 * int(p.v_stride[2]);   // halves
-        const auto src = [&](const __half* x0, int ld, int j0) {
-            return Tiles::template thread_src<BLOCK_N>(x0 + size_t(j0) * ld, ld);
-        };
-        const __half* k_src = src(k0, kld, kv.n > 0 ? kv.start(0, BLOCK_N) : 0);
-        const __half* v_src = src(v0, vld, kv.n > 0 ? kv.start(0, BLOCK_N) : 0);
+        StagedKV<BLOCK_N, DP, Block::kInOrder> kvs(k0, kld, v0, vld,
+                                                   kv.n > 0 ? kv.start(0, BLOCK_N) : 0);
 #pragma unroll 1
         for (int t = 0; t < kv.n; ++t) {
             const StageRing<STAGES> r(t);
             const int s = r.stage, j0 = kv.start(t, BLOCK_N);
-            if constexpr (!Block::kInOrder) {
-                k_src = src(k0, kld, j0);
-                v_src = src(v0, vld, j0);
-            }
+            kvs.seek(j0);
             sm.kv_bar.empty[s].wait(r.empty_parity());
-            copy_staged_tiles<BLOCK_N, DP, Prod::kLo>(sm.k_hi[s], sm.k_lo[s], k_src, k0, kld);
-            copy_staged_tiles<BLOCK_N, DP, Prod::kLo>(sm.v_hi[s], sm.v_lo[s], v_src, v0, vld);
+            copy_staged_tiles<BLOCK_N, DP, Prod::kLo>(sm.k_hi[s], sm.k_lo[s], kvs.k_src, k0, kld);
+            copy_staged_tiles<BLOCK_N, DP, Prod::kLo>(sm.v_hi[s], sm.v_lo[s], kvs.v_src, v0, vld);
             store_staged_inverses<BLOCK_N, DP, Prod::kLo>(sm.k_inv[s], k0 + size_t(j0) * kld, kld, tid);
             store_staged_inverses<BLOCK_N, DP, Prod::kLo>(sm.v_inv[s], v0 + size_t(j0) * vld, vld, tid);
             sm.kv_bar.full[s].arrive_after_copies();
-            k_src += size_t(BLOCK_N) * kld;
-            v_src += size_t(BLOCK_N) * vld;
+            kvs.next();
         }
         cp_async_wait<0>();   // nothing in flight when the producer's threads end
     }

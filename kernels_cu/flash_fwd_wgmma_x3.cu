@@ -62,7 +62,6 @@ struct FwdWgmmaX3 {
     static constexpr int NK = BLOCK_N / 16;         // k16 steps of P·V
     using MMA_S = Wgmma<BLOCK_N, __half>;
     using MMA_O = Wgmma<DP, __half>;
-    using Tiles = SwizzledTiles<DP, 128>;   // the producer warpgroup's 16-bit copies
 
     struct Smem {
         __half q_hi[BLOCK_M * DP], q_lo[BLOCK_M * DP];   // later each warp's O rows (float32)
@@ -107,31 +106,24 @@ struct FwdWgmmaX3 {
         const __half* k0 = reinterpret_cast<const __half*>(k_rows.base);
         const __half* v0 = reinterpret_cast<const __half*>(v_rows.base);
         const int kld = 2 * k_rows.ld, vld = 2 * v_rows.ld;   // halves
-        const auto src = [&](const __half* x0, int ld, int j0) {
-            return Tiles::template thread_src<BLOCK_N>(x0 + size_t(j0) * ld, ld);
-        };
-        const __half* k_src = src(k0, kld, kv.n > 0 ? kv.start(0, BLOCK_N) : 0);
-        const __half* v_src = src(v0, vld, kv.n > 0 ? kv.start(0, BLOCK_N) : 0);
+        StagedKV<BLOCK_N, DP, Block::kInOrder> kvs(k0, kld, v0, vld,
+                                                   kv.n > 0 ? kv.start(0, BLOCK_N) : 0);
 #pragma unroll 1
         for (int t = 0; t < kv.n; ++t) {
             const StageRing<STAGES> r(t);
             const int j0 = kv.start(t, BLOCK_N);
-            if constexpr (!Block::kInOrder) {
-                k_src = src(k0, kld, j0);
-                v_src = src(v0, vld, j0);
-            }
+            kvs.seek(j0);
             sm.k_empty[r.stage].wait(r.empty_parity());
-            copy_staged_tiles<BLOCK_N, DP, Prod::kLo>(sm.k_hi[r.stage], sm.k_lo[r.stage], k_src, k0,
-                                                      kld);
+            copy_staged_tiles<BLOCK_N, DP, Prod::kLo>(sm.k_hi[r.stage], sm.k_lo[r.stage], kvs.k_src,
+                                                      k0, kld);
             store_staged_inverses<BLOCK_N, DP, Prod::kLo>(sm.k_inv[r.stage], k0 + size_t(j0) * kld, kld, tid);
             sm.k_full[r.stage].arrive_after_copies();
             sm.v_empty[r.stage].wait(r.empty_parity());
-            copy_staged_tiles<BLOCK_N, DP, Prod::kLo>(sm.v_hi[r.stage], sm.v_lo[r.stage], v_src, v0,
-                                                      vld);
+            copy_staged_tiles<BLOCK_N, DP, Prod::kLo>(sm.v_hi[r.stage], sm.v_lo[r.stage], kvs.v_src,
+                                                      v0, vld);
             if (tid == 0) sm.v_inv[r.stage] = StagedRow<DP, Prod::kLo>::inverse(v0 + size_t(j0) * vld);   // the tile's
             sm.v_full[r.stage].arrive_after_copies();
-            k_src += size_t(BLOCK_N) * kld;
-            v_src += size_t(BLOCK_N) * vld;
+            kvs.next();
         }
         cp_async_wait<0>();   // nothing in flight when the producer's threads end
     }
