@@ -147,3 +147,18 @@ def test_warp_specialized_tiles_default_to_one_block_a_multiprocessor():
     assert default == iomodel.flash_forward_dram(*args, resident_blocks=132)
     assert default.bytes_read < iomodel.flash_forward(*args).bytes_read / 10
     assert iomodel.flash_forward_dram(*args, resident_blocks=264) == iomodel.flash_forward(*args)
+
+
+def test_the_float32_io_experiment_runs_the_staged_kernels():
+    """experiments/io_bytes_float32.yaml: 24 points (2 T × 2 d × 3 precisions × 2 passes), each
+    with ncu's bytes; 'tf32' and 'highest' on the staged kernels (the terms it checks), 'ieee'
+    on the CUDA-core kernels (none)."""
+    exp = schema.load(REPO / "experiments" / "io_bytes_float32.yaml",
+                      smem_limit=schema.DEFAULT_SMEM_LIMIT)
+    assert exp.measure.hbm_bytes
+    pts = enumerate_points(exp, "gpu", smem_limit=schema.DEFAULT_SMEM_LIMIT)
+    assert len(pts) == 24
+    for p in pts:
+        tile = p.bwd_tile if p.pass_ == "backward" else p.fwd_tile
+        staged = iomodel.staged_row_bytes(tile.kernel, p.head_dim) is not None
+        assert staged == (p.precision != "ieee"), p.describe()
