@@ -10,6 +10,7 @@
 // a pair (F16Products below).
 #pragma once
 #include "common.cuh"
+#include "mask.cuh"
 #include "wgmma_tiles.cuh"
 
 namespace cuflash {
@@ -17,6 +18,16 @@ namespace cuflash {
 template <int N>
 struct F16Products;           // the products of a pair of split operands (below)
 using X3 = F16Products<3>;    // 'highest''s
+
+// What every float16-product kernel takes (each derives from it): float32 inputs, whose float16
+// splits are the kernel's own, in dense batches in one pass (no split-KV, KV cache or packed
+// sequences: the staged rows are made per (sequence, kv head) of a dense batch)
+template <typename T, class V>
+struct F16ProductKernel {
+    static_assert(sizeof(T) == 4, "float32 inputs (their float16 splits are the kernel's own)");
+    static_assert(!V::SPLIT && V::CACHE == kNoCache && V::PACKED == kUnpacked,
+                  "dense batches in one pass");
+};
 
 // The x3 forward's factor on P before its split (P <= 1 stays below 2^14, in float16's range);
 // its inverse is folded into V's (f16x3_stage.cuh)

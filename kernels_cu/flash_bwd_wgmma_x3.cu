@@ -84,8 +84,7 @@ __device__ __forceinline__ void fresh_pair(float (&a)[N][4], float (&b)[N][4], D
 
 template <typename T, int DP, int BLOCK_M, int BLOCK_N, int NT, int STAGES, class V,
           class Prod = X3>
-struct DkdvWgmmaX3 {
-    static_assert(sizeof(T) == 4, "float32 inputs (their float16 splits are the kernel's own)");
+struct DkdvWgmmaX3 : F16ProductKernel<T, V> {
     // Registers after the hand-over: consumers 216, producer 72 (at 224 / 56 the kernel spilled 4
     // bytes, a value the producer carries across the hand-over); at d = 128 consumers 224,
     // producer 56 (it only copies since v51; at 216 the causal and window kernels with softcap
@@ -95,8 +94,6 @@ struct DkdvWgmmaX3 {
     using Params = BwdParams<T, float>;
     using Block = KeyBlock<BLOCK_N, V, Params>;
     using Head = GroupHead<BLOCK_M, BLOCK_N, V, Params, float>;
-    static_assert(!V::SPLIT && V::CACHE == kNoCache && V::PACKED == kUnpacked,
-                  "dense batches in one pass");
     static_assert((DP == 64 && BLOCK_M == 64) || (DP == 128 && BLOCK_M == 32),
                   "query tiles of 64 at d <= 64, of 32 at d <= 128 (the registers: above; with "
                   "one product too: 64 spilled 200-328 bytes, NOTES v57)");
@@ -274,14 +271,11 @@ struct DkdvWgmmaX3 {
 // and this tile's dQ from zero, added to its float32 total.
 template <typename T, int DP, int BLOCK_M, int BLOCK_N, int NT, int STAGES, class V,
           class Prod = X3>
-struct DqWgmmaX3 {
-    static_assert(sizeof(T) == 4, "float32 inputs (their float16 splits are the kernel's own)");
+struct DqWgmmaX3 : F16ProductKernel<T, V> {
     using Ws = WarpSpecialized<DP, BLOCK_M, NT, STAGES, 224>;
     static constexpr int NC = Ws::NC;
     using Params = BwdParams<T, float>;
     using Block = QueryBlock<BLOCK_M, V, Params, float>;
-    static_assert(!V::SPLIT && V::CACHE == kNoCache && V::PACKED == kUnpacked,
-                  "dense batches in one pass");
     static_assert((DP == 64 && BLOCK_N == 64) || (DP == 128 && BLOCK_N == 32) ||
                       (DP == 128 && BLOCK_N == 64 && !Prod::kLo),
                   "key tiles of 64 at d <= 64, of 32 at d <= 128 (shared memory: Q's and dO's "

@@ -40,8 +40,7 @@ namespace cuflash {
 
 template <typename T, int DP, int BLOCK_M, int BLOCK_N, int NT, int STAGES, class V,
           class Prod = X3>
-struct FwdWgmmaX3 {
-    static_assert(sizeof(T) == 4, "float32 inputs (their float16 splits are the kernel's own)");
+struct FwdWgmmaX3 : F16ProductKernel<T, V> {
     // Registers after the hand-over: consumers 224 (S, two fresh k-step sums and O in the S
     // phase; P's hi / lo, O_tile and O in the P·V phase: ~160 at d = 128, block_n = 64)
     using Ws = WarpSpecialized<DP, BLOCK_M, NT, STAGES, 224>;
@@ -53,8 +52,6 @@ struct FwdWgmmaX3 {
     static constexpr bool PINGPONG = false;
     using Params = FwdParams<T, float>;
     using Block = QueryBlock<BLOCK_M, V, Params, float>;
-    static_assert(!V::SPLIT && V::CACHE == kNoCache && V::PACKED == kUnpacked,
-                  "dense batches in one pass");
     static_assert(DP % 64 == 0 && BLOCK_N % 16 == 0, "whole 128-byte panels, k16 steps");
     static constexpr int NS = BLOCK_N / 8;          // 8-key n-tiles of S
     static constexpr int NO = DP / 8;               // 8-column n-tiles of O
