@@ -204,11 +204,11 @@ def attention(q, k, v, *, causal=False, scale=None, tile=None, return_lse=False,
     """
     p = checks.check_qkv(q, k, v, causal=causal, scale=scale, window=window, softcap=softcap,
                          alibi_slopes=alibi_slopes, mask_mod=mask_mod)
+    return_lse = checks.check_bool("return_lse", return_lse)
+    return_residuals = checks.check_bool("return_residuals", return_residuals)
     num_splits = checks.check_num_splits(num_splits)
     tile, prec = _forward_tile(p, tile, precision, dense=num_splits == 1)
     xp = p.xp
-    if not isinstance(return_residuals, (bool, np.bool_)):
-        raise TypeError(f"return_residuals must be a bool, got {return_residuals!r}")
     if p.T == 0:
         out = xp.empty(p.lead + (0, p.dv), dtype=p.dtype)
         lse = xp.empty(p.lead + (0,), dtype=accum_dtype(p.dtype))
@@ -344,8 +344,7 @@ def attention_backward(dout, residuals, *args, tile=None, deterministic=True, pr
     r = residuals
     q, k, v, out, lse = r.q, r.k, r.v, r.out, r.lse
     p = checks.check_qkv(q, k, v, **r.options())
-    if not isinstance(deterministic, (bool, np.bool_)):
-        raise TypeError(f"deterministic must be a bool, got {deterministic!r}")
+    deterministic = checks.check_bool("deterministic", deterministic)
     tile, deterministic, prec = _backward_choice(p, tile, deterministic, precision, dense=True)
     xp = p.xp
     full = p.lead + (p.T, p.dv)
@@ -372,8 +371,7 @@ def attention_vjp(q, k, v, **kwargs):
     """
     bwd_tile = checks.check_tile(kwargs.pop("backward_tile", None), "backward_tile")
     deterministic = kwargs.pop("deterministic", True)
-    if not isinstance(deterministic, (bool, np.bool_)):
-        raise TypeError(f"deterministic must be a bool, got {deterministic!r}")
+    deterministic = checks.check_bool("deterministic", deterministic)
     unknown = set(kwargs) - set(_OPTIONS) - {"tile", "precision"}
     if unknown:
         raise TypeError(f"attention_vjp got unexpected keyword arguments {sorted(unknown)}; "

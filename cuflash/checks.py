@@ -115,13 +115,44 @@ def _positive_real(name, value, extra="") -> float:
     return x
 
 
-def check_scale(scale, d: int) -> float:
-    return 1.0 / math.sqrt(d) if scale is None else _positive_real("scale", scale)
+_LOG2E = 1.4426950408889634
+#: ALiBi's largest |slope| is finfo(acc).max / _ALIBI_ROOM: slope·|i + S - T - j|·log2(e) stays
+#: finite for distances below 2^30 (mask.UNBOUNDED)
+_ALIBI_ROOM = 2.0 ** 32
 
 
-def check_softcap(softcap) -> float | None:
-    """None (no cap) or a finite float > 0 (``cuflash.scores``)."""
-    return None if softcap is None else _positive_real("softcap", softcap, " (or None for no cap)")
+def _acc_info(dtype):
+    """finfo of the dtype the kernels and the twin compute scores in (``accum_dtype``), and a
+    phrase naming it for errors."""
+    acc = np.dtype(accum_dtype(dtype))
+    return np.finfo(acc), f"{acc.name} (the scores' dtype for {dtype_name(dtype)} inputs)"
+
+
+def check_scale(scale, d: int, dtype) -> float:
+    """The scores' scale: 1 / sqrt(d) for None, else a real number > 0 whose scale·log2(e) (the
+    kernels' exponent factor) is finite in the scores' dtype."""
+    if scale is None:
+        return 1.0 / math.sqrt(d)
+    x = _positive_real("scale", scale)
+    fi, where = _acc_info(dtype)
+    if x * _LOG2E > float(fi.max):
+        raise ValueError(f"scale={scale!r} is too large: scale·log2(e) overflows {where}")
+    return x
+
+
+def check_softcap(softcap, scale: float, dtype) -> float | None:
+    """None (no cap) or a float c > 0 (``cuflash.scores``) whose c·log2(e) is finite and scale / c
+    (tanh's argument per unit of q·k) a normal number in the scores' dtype: a cap that large would
+    overflow, or flush tanh's argument to zero on the GPU, where it caps nothing anyway."""
+    if softcap is None:
+        return None
+    c = _positive_real("softcap", softcap, " (or None for no cap)")
+    fi, where = _acc_info(dtype)
+    if c * _LOG2E > float(fi.max) or scale / c < float(fi.tiny):
+        raise ValueError(f"softcap={softcap!r} is too large for scale={scale:g} in {where}: "
+                         f"c·log2(e) must be finite and scale / c at least {float(fi.tiny):g} "
+                         f"(or None for no cap)")
+    return c
 
 
 def check_alibi(alibi_slopes, lead: tuple, dtype, xp):
@@ -151,6 +182,11 @@ def check_alibi(alibi_slopes, lead: tuple, dtype, xp):
                          f"shape (heads,) for (batch, heads, T, d) inputs)") from None
     if not bool(xp.isfinite(alibi_slopes).all()):
         raise ValueError("alibi_slopes must be finite")
+    fi, where = _acc_info(dtype)
+    if alibi_slopes.size and float(xp.abs(alibi_slopes).max()) > float(fi.max) / _ALIBI_ROOM:
+        raise ValueError(f"alibi_slopes must be at most {float(fi.max) / _ALIBI_ROOM:g} in "
+                         f"magnitude in {where} (slope·distance·log2(e) finite for every "
+                         f"distance), got {float(xp.abs(alibi_slopes).max()):g}")
     acc = accum_dtype(dtype)
     return xp.ascontiguousarray(full.astype(acc, copy=False)).reshape(-1)
 
@@ -212,8 +248,9 @@ def check_qkv(q, k, v, *, causal, scale, window=None, softcap=None, alibi_slopes
         if not isinstance(mask_mod, MaskMod):
             raise TypeError(f"mask_mod must be a cuflash.MaskMod or None, got "
                             f"{type(mask_mod).__name__}")
-    return Problem(xp, q.dtype, lead, T, S, d, check_scale(scale, d), mask,
-                   check_softcap(softcap),
+    scale = check_scale(scale, d, q.dtype)
+    return Problem(xp, q.dtype, lead, T, S, d, scale, mask,
+                   check_softcap(softcap, scale, q.dtype),
                    check_alibi(alibi_slopes, lead, q.dtype, xp), mask_mod,
                    None if d_v == d else d_v, group)
 
@@ -544,13 +581,21 @@ def check_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, max_seqlen_q=None, max_
     slopes = check_alibi(alibi_slopes, (lens.batch, Hq), q.dtype, xp)
     if slopes is not None:
         slopes = slopes.reshape(lens.batch, Hq)
+    scale = check_scale(scale, d, q.dtype)
     return VarlenProblem(xp, q.dtype, Hq, Hkv, d, d_v, int(q.shape[0]), int(k.shape[0]),
-                         check_scale(scale, d), mask, check_softcap(softcap), slopes, lens)
+                         scale, mask, check_softcap(softcap, scale, q.dtype), slopes, lens)
 
 
 #: split-KV's most splits per query tile: the merging block keeps each split's weight of a row in
 #: shared memory (kernels_cu/split_combine.cuh); FlashAttention-2 caps its splits at 128
 MAX_SPLITS = 256
+
+
+def check_bool(name: str, value) -> bool:
+    """A flag argument: a bool (NumPy's too), else a TypeError naming it."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be a bool, got {value!r}")
+    return bool(value)
 
 
 def check_num_splits(num_splits, *, allow_none=True):

@@ -193,13 +193,12 @@ def _check_call(q, k_cache, v_cache, cache_seqlens, block_table, k_new, v_new, *
                                  f"head_dim), got {tuple(a.shape)}")
     # -- options
     mask = Mask.make(causal=causal, window=window)
-    scale_f = checks.check_scale(scale, d)
-    cap = checks.check_softcap(softcap)
+    scale_f = checks.check_scale(scale, d, q.dtype)
+    cap = checks.check_softcap(softcap, scale_f, q.dtype)
     slopes = checks.check_alibi(alibi_slopes, (B, Hq), q.dtype, xp)
     if slopes is not None:
         slopes = slopes.reshape(B, Hkv, Hq // Hkv)
-    if not isinstance(return_lse, (bool, np.bool_)):
-        raise TypeError(f"return_lse must be a bool, got {return_lse!r}")
+    checks.check_bool("return_lse", return_lse)
     num_splits = checks.check_num_splits(num_splits)
     if Tnew:
         _check_writable(k_cache, v_cache, xp)
@@ -726,9 +725,8 @@ def attention_with_kvcache(q, k_cache, v_cache, *, cache_seqlens, block_table=No
     checks of shapes, dtypes and options run with validate=False too, once per call signature:
     later calls with arrays of the same layout and the same options reuse the prepared launch).
     """
-    if validate is not False and validate is not True and \
-            not isinstance(validate, (bool, np.bool_)):
-        raise TypeError(f"validate must be a bool, got {validate!r}")
+    if validate is not False and validate is not True:   # (the per-call path: two identity tests)
+        checks.check_bool("validate", validate)
     key = None if alibi_slopes is not None else _signature(
         q, k_cache, v_cache, cache_seqlens, block_table, k_new, v_new, causal, window, softcap,
         scale, return_lse, num_splits)
@@ -813,6 +811,8 @@ class PagedKVCache:
                 raise ValueError(f"{name}={value!r} must be an int >= {least}")
         if not _is_int(page_size) or not _page_size_ok(int(page_size)):
             raise ValueError(_page_size_error("page_size", page_size))
+        if dtype is None:   # (np.dtype(None) is float64)
+            raise TypeError(f"dtype must be one of {sorted(DTYPES)}, got None")
         dt = resolve_dtype(dtype)
         if dt not in DTYPES.values():
             raise TypeError(f"dtype={dtype_name(dt)} is not supported; supported: "
@@ -988,6 +988,9 @@ class PagedKVCache:
             raise ValueError(f"seqs must be distinct, got {seqs!r}")
         for s in seqs:
             self._known(s)
+        if getattr(q, "ndim", 0) == 4 and int(q.shape[0]) != len(seqs):
+            raise ValueError(f"q has {int(q.shape[0])} sequences (q.shape[0]) but seqs names "
+                             f"{len(seqs)}: one row of q per sequence of seqs")
         tnew = int(k_new.shape[2]) if getattr(k_new, "ndim", 0) == 4 else 0
         owned = {s: len(self._pages[s]) for s in seqs}
         try:

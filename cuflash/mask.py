@@ -7,8 +7,9 @@ Query i (0 <= i < T) sees key j (0 <= j < S) iff
 with ``left`` and ``right`` non-negative ints or None (unbounded): FlashAttention-2's
 ``window_size``, aligned to the bottom-right corner so that the last query sits on the last key
 when S != T. ``causal`` is ``right = 0``; a sliding window of w keys ending at the query is
-``left = w - 1, right = 0``; no mask at all is ``left = right = None``. A query that sees no key
-gets out = 0 and lse = -inf.
+``left = w - 1, right = 0``; no mask at all is ``left = right = None``. A bound of UNBOUNDED (2^30)
+keys or more hides nothing from any sequence the library can hold and is taken as None (the
+kernels' kUnbounded, params.cuh). A query that sees no key gets out = 0 and lse = -inf.
 
 The same rule is read by the CPU twin (``cuflash.twin``), the naive baseline and the float64
 oracle (``visible``), the IO model (``key_range``, ``query_range``: bytes and FLOPs count only the
@@ -17,14 +18,21 @@ key_end, query_begin, query_end, tile_needs_mask, visible).
 """
 from __future__ import annotations
 
+import collections.abc
 import dataclasses
 import numbers
 
 import numpy as np
 
+#: A window side this wide or wider is unbounded (kernels_cu/params.cuh kUnbounded): no sequence
+#: the library can hold has 2^29 keys, so such a bound hides nothing, and int64 index arithmetic
+#: (i + S - T + right) stays far from overflow.
+UNBOUNDED = 1 << 30
+
 
 def _bound(name: str, value) -> int | None:
-    """A window entry: None or -1 (unbounded), else a non-negative int."""
+    """A window entry: None or -1 (unbounded), else a non-negative int (UNBOUNDED or more:
+    unbounded)."""
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
@@ -34,7 +42,7 @@ def _bound(name: str, value) -> int | None:
         return None
     if value < 0:
         raise ValueError(f"{name}={value!r} must be a non-negative int, or None / -1 for unbounded")
-    return value
+    return None if value >= UNBOUNDED else value
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,7 +64,8 @@ class Mask:
         if window is None:
             left = right = None
         else:
-            if (isinstance(window, (str, bytes)) or not hasattr(window, "__len__")
+            if (isinstance(window, (str, bytes))
+                    or not isinstance(window, (collections.abc.Sequence, np.ndarray))
                     or len(window) != 2):
                 raise TypeError(f"window={window!r} must be a pair (left, right) of non-negative "
                                 f"ints or None / -1 (unbounded), or None")

@@ -76,11 +76,6 @@ def _scatter_lse(lse, rows, g):
         lse[:, rows] = g.transpose(1, 0, 2)
 
 
-def _bool(name, value):
-    if not isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{name} must be a bool, got {value!r}")
-
-
 def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k=None, *, max_seqlen_q=None,
                      max_seqlen_k=None, causal=False, scale=None, window=None, softcap=None,
                      alibi_slopes=None, return_lse=False, return_residuals=False, tile=None,
@@ -150,8 +145,8 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k=None, *, max_seqlen_q=N
                              max_seqlen_k=max_seqlen_k, causal=causal, scale=scale,
                              window=window, softcap=softcap, alibi_slopes=alibi_slopes)
     tile, prec = api._forward_tile(vp, tile, precision)
-    _bool("return_lse", return_lse)
-    _bool("return_residuals", return_residuals)
+    checks.check_bool("return_lse", return_lse)
+    checks.check_bool("return_residuals", return_residuals)
     xp = vp.xp
     ops = api._backend(xp)
     if ops is not None:   # the kernels: every sequence in one launch, tokens read in place
@@ -169,6 +164,9 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k=None, *, max_seqlen_q=N
                              precision=None if prec == "native" else prec, **opts)
             _scatter(out, rq, o)
             _scatter_lse(lse, rq, l)
+    # a call that read no length (no query heads: nothing launched, no group gathered) still
+    # checks cu_seqlens (a no-op where the launch or the groups already did)
+    vp.lens.resolve()
     res = VarlenResiduals(q, k, v, out, lse, causal=causal, scale=scale, window=window,
                           softcap=softcap, alibi_slopes=alibi_slopes, cu_seqlens_q=cu_seqlens_q,
                           cu_seqlens_k=cu_seqlens_k, max_seqlen_q=max_seqlen_q,
@@ -213,7 +211,7 @@ def attention_varlen_backward(dout, residuals, *, tile=None, deterministic=True,
         raise ValueError("VarlenResiduals.mask_mod must be None: attention_varlen takes no mask_mod")
     vp = checks.check_varlen(r.q, r.k, r.v, **r.options())
     tile = checks.check_tile(tile)
-    _bool("deterministic", deterministic)
+    checks.check_bool("deterministic", deterministic)
     xp, dt = vp.xp, vp.dtype
     full = (vp.total_q, vp.Hq, vp.dv)
     checks.check_same("dout", dout, "the output", full, dt, xp)

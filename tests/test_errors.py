@@ -126,6 +126,33 @@ def test_bad_scale_value(xp, scale):
         cuflash.attention(*qkv(xp), scale=scale)
 
 
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+@pytest.mark.parametrize("opts,match", [
+    (dict(scale=1e39), r"scale=1e\+39 is too large: scale·log2\(e\) overflows float32 \(the "
+                       r"scores' dtype for \w+ inputs\)"),
+    (dict(softcap=1e39), r"softcap=1e\+39 is too large for scale=0.\d+ in float32"),
+    (dict(softcap=1e38), r"softcap=1e\+38 is too large .* scale / c at least 1.17549e-38"),
+    (dict(scale=1e-3, softcap=1e36), r"softcap=1e\+36 is too large for scale=0.001"),
+    (dict(alibi_slopes=1e39), r"alibi_slopes must be at most 7.9\d+e\+28 in magnitude in "
+                              r"float32"),
+], ids=["scale", "softcap", "softcap-flushes", "softcap-small-scale", "alibi"])
+def test_score_constants_finite_in_the_scores_dtype(xp, dtype, opts, match):
+    """Finite in float64 but not where the scores are computed (float32 for 16-bit and float32
+    inputs): before, these passed the checks and the twin returned NaN (or, for a softcap whose
+    tanh argument flushes to zero on the GPU, uniform weights)."""
+    q, k, v = qkv(xp, dtype=getattr(np, dtype))
+    if "alibi_slopes" in opts:   # one slope per leading entry, the second too large
+        opts = dict(alibi_slopes=xp.asarray([1.0, opts["alibi_slopes"]]))
+    with pytest.raises(ValueError, match=match):
+        cuflash.attention(q, k, v, **opts)
+
+
+def test_score_constants_in_float64_take_float64s_range(xp):
+    q, k, v = qkv(xp, dtype=np.float64)
+    out = cuflash.attention(q, k, v, scale=1e39, softcap=1e39)
+    assert bool(xp.isfinite(out).all())
+
+
 @pytest.mark.parametrize("scale", ["0.5", True, [0.5], 1j], ids=repr)
 def test_bad_scale_type(xp, scale):
     with pytest.raises(TypeError, match=rf"scale must be a real number or None, got "
@@ -137,6 +164,14 @@ def test_bad_scale_type(xp, scale):
 def test_causal_must_be_bool(xp, causal):
     with pytest.raises(TypeError, match=rf"causal must be a bool, got {re.escape(repr(causal))}"):
         cuflash.attention(*qkv(xp), causal=causal)
+
+
+@pytest.mark.parametrize("flag", ["return_lse", "return_residuals"])
+@pytest.mark.parametrize("value", [0, "no", None], ids=repr)
+def test_return_flags_must_be_bool(xp, flag, value):
+    """attention's return_lse was taken by truth value ('no' returned the lse)."""
+    with pytest.raises(TypeError, match=rf"{flag} must be a bool, got {re.escape(repr(value))}"):
+        cuflash.attention(*qkv(xp), **{flag: value})
 
 
 def test_deterministic_must_be_bool(xp):

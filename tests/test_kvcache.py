@@ -503,6 +503,8 @@ def test_paged_cache_bad_input(xp):
         PagedKVCache(-1, 2, 16, D, "float32", xp=xp)
     with pytest.raises(TypeError, match="dtype=int32 is not supported"):
         PagedKVCache(4, 2, 16, D, np.int32, xp=xp)
+    with pytest.raises(TypeError, match=r"dtype must be one of .*got None"):   # not float64
+        PagedKVCache(4, 2, 16, D, None, xp=xp)
     with pytest.raises(ValueError, match="sequence 0 is already allocated"):
         cache.allocate(0)
     with pytest.raises(KeyError, match="sequence 'x' is not allocated"):
@@ -516,6 +518,12 @@ def test_paged_cache_bad_input(xp):
         cache.advance(0, 1)
     with pytest.raises(ValueError, match=r"width=0 must be an int >= 1"):
         cache.block_table([0], width=0) if cache.reserve(0, 1) == [0] else None
+    assert cache.length(0) == 0 and cache.pages(0) == [0]
+    # attend: q's rows are the sequences named (before, a block_table the caller never passed
+    # took the blame); nothing reserved
+    with pytest.raises(ValueError, match=r"q has 2 sequences \(q.shape\[0\]\) but seqs names 1"):
+        cache.attend([0], xp.zeros((2, 2, 1, D), np.float32),
+                     xp.zeros((2, 2, 1, D), np.float32), xp.zeros((2, 2, 1, D), np.float32))
     assert cache.length(0) == 0 and cache.pages(0) == [0]
 
 

@@ -6,7 +6,7 @@ import itertools
 import numpy as np
 import pytest
 
-from cuflash.mask import Mask
+from cuflash.mask import UNBOUNDED, Mask
 
 SHAPES = [(1, 1), (7, 7), (5, 13), (13, 5), (64, 64), (33, 97), (97, 33)]
 WINDOWS = [(None, None), (None, 0), (0, 0), (3, 0), (0, 2), (5, 7), (None, 4), (2, None),
@@ -107,10 +107,25 @@ def test_make():
     ((1, 2, 3), TypeError, r"window=\(1, 2, 3\) must be a pair"),
     (5, TypeError, r"window=5 must be a pair"),
     ("ab", TypeError, r"window='ab' must be a pair"),
+    ({1: 2, 3: 4}, TypeError, r"window=\{1: 2, 3: 4\} must be a pair"),
 ])
 def test_bad_window(window, exc, match):
     with pytest.raises(exc, match=match):
         Mask.make(window=window)
+
+
+@pytest.mark.parametrize("window,open_", [((0, 2 ** 63 - 1), (0, None)), ((2 ** 70, 3), (None, 3)),
+                                          ((np.uint64(2 ** 63), 0), (None, 0)),
+                                          ((1 << 30, 1 << 30), (None, None))])
+def test_a_bound_past_any_sequence_is_open(window, open_):
+    """UNBOUNDED (2^30) keys or more: the open side (the kernels' kUnbounded), so that the twin
+    and the oracle's int64 index arithmetic cannot wrap (i + S - T + 2^63 - 1 did: every query
+    but the first saw no key); one below stays a bound."""
+    assert Mask.make(window=window) == Mask.make(window=open_)
+    assert Mask.make(window=(UNBOUNDED - 1, 0)) == Mask(UNBOUNDED - 1, 0)
+    T, S = 5, 7
+    assert (Mask.make(window=window).visible_matrix(T, S)
+            == Mask.make(window=open_).visible_matrix(T, S)).all()
 
 
 def test_bad_causal():

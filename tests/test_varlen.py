@@ -401,6 +401,18 @@ def test_bad_cu_seqlens_with_both_bounds(xp, case, route):
         assert fake.calls == []   # nothing ran: the late check comes before the launch
 
 
+@pytest.mark.parametrize("case", _VALUE_CASES)
+def test_bad_cu_seqlens_with_no_query_heads(xp, case):
+    """No query heads: nothing is launched and no length is read, and the late check must run
+    all the same (it did not: the call returned an empty output)."""
+    args, _ = _good(xp)
+    change, exc, match = _bad_cases(xp)[case]
+    args.update(change, max_seqlen_q=100, max_seqlen_k=100)
+    args["q"] = args["q"][:, :0]
+    with pytest.raises(exc, match=match):
+        cuflash.attention_varlen(**args)
+
+
 @pytest.mark.parametrize("bound, match", [
     (dict(max_seqlen_q=2, max_seqlen_k=100), r"max_seqlen_q=2 is smaller than sequence 1's "
                                              r"length 3"),

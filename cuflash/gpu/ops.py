@@ -18,12 +18,12 @@ import numpy as np
 
 from .. import checks, device
 from .._xp import accum_dtype, dtype_name
+from ..mask import UNBOUNDED
 from ..tile import F16_SPLIT, section_rows
 from . import build, f16x3_stage, params, plan, tf32_stage, tma, views
 
 _LOG2E = 1.4426950408889634
 _MAX_GRID_Y = 65535
-_UNBOUNDED = 1 << 30          # kernels_cu/params.cuh kUnbounded: an open window side (a wider bound is one)
 _POISON = [False]
 
 
@@ -223,8 +223,8 @@ def _common(p, *, batch, heads, group, T, S, d, acc, cu_q=None, cu_k=None, lse_s
     return dict(alibi_slopes=slopes, **_mask_mod_fields(mod),
                 cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, lse_stride=lse_stride,
                 batch=batch, heads=heads, group=group, T_len=T, S_len=S, d=d,
-                window_left=_UNBOUNDED if m.left is None else min(m.left, _UNBOUNDED),
-                window_right=_UNBOUNDED if m.right is None else min(m.right, _UNBOUNDED),
+                window_left=UNBOUNDED if m.left is None else m.left,   # (Mask: < UNBOUNDED)
+                window_right=UNBOUNDED if m.right is None else m.right,
                 scale=acc.type(p.scale), scale_log2=acc.type(p.scale * _LOG2E),
                 softcap=acc.type(p.softcap or 0.0), num_splits=num_splits, sched_rows=sched,
                 wave_q=wave_q, wave_k=wave_k)
