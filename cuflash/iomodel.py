@@ -83,16 +83,25 @@ def _kv_rows(T, S, causal, block_m, block_n, whole=False):
     rows = 0
     for i0 in range(0, T, block_m):
         tiles = mask.key_tiles(i0, min(T, i0 + block_m), T, S, block_n)
-        rows += len(tiles) * block_n if whole else sum(min(block_n, S - j0) for j0 in tiles)
+        rows += _tile_rows(tiles, block_n, S, whole)
     return rows
+
+
+def _tile_rows(tiles: range, block: int, n: int, whole: bool) -> int:
+    """Rows of consecutive tiles (starts `tiles`, `block` rows each) of an n-row operand: whole
+    tiles, or Σ min(block, n - start), which only the last tile can cut (O(1), not a sum over
+    the tiles: a sweep's long points would take minutes)."""
+    if not len(tiles):
+        return 0
+    return len(tiles) * block if whole else min(n, tiles[-1] + block) - tiles[0]
 
 
 def _q_rows(T, S, causal, block_m, block_n, whole=False):
     """Query rows one batch entry's backward main pass loads: Σ over key tiles of rows visited
     (``whole``: whole tiles of block_m rows)."""
     mask = as_mask(causal)
-    return sum(block_m if whole else min(block_m, T - i0) for j0 in range(0, S, block_n)
-               for i0 in mask.query_tiles(j0, min(S, j0 + block_n), T, S, block_m))
+    return sum(_tile_rows(mask.query_tiles(j0, min(S, j0 + block_n), T, S, block_m), block_m, T,
+                          whole) for j0 in range(0, S, block_n))
 
 
 def staged_row_bytes(kernel: str, d: int) -> int | None:

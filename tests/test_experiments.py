@@ -114,6 +114,24 @@ BAD = [
     ({"plots": [{"x": "tflops", "y": "error_rel", "kind": "scatter",
                  "ratio": {"numerator": "naive"}}]}, "plots[0].ratio",
      "a scatter plot has no ratio"),
+    # found by a fuzz of the runner: each passed, and did something else than asked
+    ({"measure": {"max_seconds": float("inf")}}, "measure.max_seconds",
+     "expected a finite number > 0.0, got inf"),
+    ({"plots": [{"x": "seq_len", "y": "tflops", "name": "speed"},
+                {"x": "seq_len", "y": "time_ms_median", "name": "speed"}]}, "plots[1].name",
+     "'speed' names plots[0] too"),
+    ({"axes": {"pass": ["forward", "backward"]},
+      "plots": [{"x": "seq_len", "y": "tflops", "filter": {"pass": "forwad"}}]},
+     "plots[0].filter.pass", "'forwad' (str) is not a value of pass in this experiment's sweeps; "
+                             "they have ['backward', 'forward']"),
+    ({"axes": {"seq_len": [16, 32]},
+      "plots": [{"x": "seq_len", "y": "tflops", "filter": {"seq_len": [32, 999]}}]},
+     "plots[0].filter.seq_len", "999 (int) is not a value of seq_len"),
+    ({"axes": {"dtype": "float32", "causal": [True]},
+      "plots": [{"x": "seq_len", "y": "tflops", "filter": {"causal": 1}}]},
+     "plots[0].filter.causal", "1 (int) is not a value of causal"),
+    ("# a key twice: PyYAML would keep the last\nmethods: [naive]\nmethods: [twin]\n",
+     "<top level>", "the key 'methods' is given twice in one mapping (lines 2 and 3)"),
 ]
 
 

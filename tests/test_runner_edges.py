@@ -92,6 +92,42 @@ def test_a_point_the_os_killed_is_an_oom_row_on_the_rerun(tmp_path):
     assert not (out / runner.MEASURING_JSON).exists()
 
 
+TERMINATOR = """
+import os, signal, sys
+from cuflash.experiments import runner, schema
+exp = schema.build({tiny!r})
+before = signal.getsignal(signal.SIGTERM)
+def measure(p, cfg):
+    if p.method == "naive" and p.seq_len == 64:
+        os.kill(os.getpid(), signal.SIGTERM)   # timeout, kill, a scheduler's preemption
+    return {{"repeats": 1, "time_ms_median": 1.0, "peak_mem_bytes": 1}}
+try:
+    runner.run(exp, sys.argv[1], measure=measure, log=lambda s: None, draw=False)
+except KeyboardInterrupt as exc:
+    assert signal.getsignal(signal.SIGTERM) is before, "the handler was not put back"
+    print("interrupted:", exc)
+    sys.exit(130)
+"""
+
+
+def test_sigterm_stops_the_run_as_ctrl_c_and_the_rerun_measures_the_point(tmp_path):
+    """SIGTERM is an interruption, not a kill by the OS: before, the process died in the point,
+    which stayed in measuring.json, and the rerun recorded it as 'oom' for good."""
+    out = tmp_path / "r"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO)] + sys.path))
+    proc = subprocess.run([sys.executable, "-c", TERMINATOR.format(tiny=TINY), str(out)],
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 130 and "interrupted: signal SIGTERM" in proc.stdout, \
+        (proc.returncode, proc.stderr)
+    assert not (out / runner.MEASURING_JSON).exists()
+    assert len(_rows(out / "results.csv")) == 4                # the points before it kept
+    again = FakeMeasure()
+    runner.run(schema.build(TINY), out, measure=again, log=_quiet, draw=False)
+    assert sorted((p.method, p.seq_len) for p in again.calls) == [
+        ("naive", 64), ("naive", 128), ("twin", 64), ("twin", 128)]
+    assert {r["status"] for r in _rows(out / "results.csv")} == {"ok"}
+
+
 def test_needed_bytes_bounds_the_measured_peak():
     """hostmem.needed_bytes is an upper bound on what a CPU point allocates (inputs + tracemalloc
     peak, oracle included), and for naive not more than 4x it."""
@@ -263,6 +299,37 @@ def test_cpu_rounds_keep_the_least_disturbed_timing(tmp_path):
         assert r["time_rounds"] == 3 and r["time_rounds_spread"] == pytest.approx(2.0)
         assert r["tflops"] == pytest.approx(r["flops"] / (r["time_ms_median"] * 1e-3) / 1e12,
                                             rel=1e-4)
+
+
+def test_a_run_stopped_before_its_rounds_gets_them_on_the_rerun(tmp_path):
+    """measure.rounds: the extra rounds come after every point; a run stopped there left each row
+    with its first round, and the rerun found nothing new to do (one-round and best-of-three
+    timings mixed in one plot). Now the rerun times those rows again."""
+    exp = schema.build(dict(TINY, measure={"repeats": 1, "warmup": 0, "rounds": 3}))
+    first = FakeMeasure()
+
+    def stop(p, cfg):
+        raise KeyboardInterrupt
+    with pytest.raises(KeyboardInterrupt):
+        runner.run(exp, tmp_path, measure=first, retime=stop, log=_quiet, draw=False)
+    assert {r["time_rounds"] for r in _rows(tmp_path / "results.csv")} <= {"", "1"}
+    again = []
+
+    def retime(p, cfg):                      # every later round twice as fast
+        again.append(p)
+        t = 0.5 * FakeMeasure()(p, cfg)["time_ms_median"]
+        return {"repeats": 1, "time_ms_median": t, "time_ms_min": t, "time_ms_p20": t,
+                "time_ms_p80": t, "time_spread": 0.0, "threads": 1}
+    logs, none = [], FakeMeasure()
+    runner.run(exp, tmp_path, measure=none, retime=retime, log=logs.append, draw=False)
+    assert none.calls == [] and len(again) == 2 * 8
+    assert any("8 rows of an earlier run timed once" in line for line in logs)
+    for r in results.read_rows(tmp_path / "results.csv"):
+        t1 = 1e-3 * r["seq_len"] * (r["seq_len"] if r["method"] == "naive" else 1)
+        assert r["time_rounds"] == 3 and r["time_ms_median"] == pytest.approx(0.5 * t1, rel=1e-5)
+    again.clear()                             # a third run: nothing left to time
+    runner.run(exp, tmp_path, measure=none, retime=retime, log=_quiet, draw=False)
+    assert again == []
 
 
 def test_unstable_timing_is_said_in_the_note(tmp_path):
@@ -496,3 +563,20 @@ def test_compile_match_compiles_only_the_named_kernels():
     assert rc == 0 and rows and all("tf32x3_bwd_dq_f32_d32" in ln and "causal" in ln
                                     for ln in rows), lines
     assert lines[-1].startswith(f"{len(rows)} compiled, 0 failed"), lines
+
+
+def test_report_errors_are_one_line_and_an_empty_table_says_so(tmp_path, capsys):
+    """report: a missing file or a min_T that is not an int exit 2 with one line (they were
+    tracebacks); a table no row fits says so on stderr (it printed bare headers)."""
+    from cuflash.experiments import report
+    assert report.main(["slopes", str(tmp_path / "nope.csv")]) == 2
+    assert "report slopes: cannot read" in capsys.readouterr().err
+    runner.run(schema.build(TINY), tmp_path, measure=FakeMeasure(), log=_quiet, draw=False)
+    csv_path = str(tmp_path / "results.csv")
+    assert report.main(["slopes", csv_path, "abc"]) == 2
+    assert "min_T='abc' must be an int" in capsys.readouterr().err
+    assert report.main(["slopes", csv_path, "16"]) == 0
+    out = capsys.readouterr()
+    assert "twin" in out.out and "no row" not in out.err
+    assert report.main(["io", csv_path]) == 0          # no hbm_bytes: nothing fits
+    assert "report io: no row of" in capsys.readouterr().err

@@ -578,8 +578,30 @@ def main(argv=None) -> int:
     if not (len(argv) == 2 or extra) or argv[0] not in tables:
         print(__doc__, file=sys.stderr)
         return 2
-    print(tables[argv[0]](*argv[1:]))
+    name = f"report {argv[0]}"
+    if extra and not argv[2].lstrip("-").isdigit():
+        print(f"{name}: min_T={argv[2]!r} must be an int (the smallest T the table takes)",
+              file=sys.stderr)
+        return 2
+    try:
+        text = tables[argv[0]](*argv[1:])
+    except OSError as exc:
+        print(f"{name}: cannot read {argv[1]}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    print(text)
+    if not _data_lines(text):
+        print(f"{name}: no row of {argv[1]} fits this table (its method, status or columns)",
+              file=sys.stderr)
     return 0
+
+
+def _data_lines(text: str) -> list[str]:
+    """A markdown table text's rows other than headers (a line followed by a | --- | line)
+    and separators."""
+    lines = text.splitlines()
+    sep = lambda line: line.startswith("|") and set(line) <= set("|-: ")
+    return [line for i, line in enumerate(lines) if line.startswith("|") and not sep(line)
+            and not (i + 1 < len(lines) and sep(lines[i + 1]))]
 
 
 if __name__ == "__main__":

@@ -18,9 +18,10 @@ before anything is measured. Ring points run in worker processes (``ring.measure
 failure or time-out is the point's row; a ring row skipped for want of GPUs is measured again
 when the run is resumed.
 
-Out of memory on the CPU is not an exception: the OS kills the process. So a CPU point whose
-``hostmem.needed_bytes`` exceed ``hostmem.available_bytes`` is recorded as 'oom' without running,
-and while a point is measured its description sits in ``measuring.json``: a run that finds one
+SIGTERM stops a run as Ctrl-C does (``_terminate_as_interrupt``): nothing of the point in flight is
+kept, and a rerun resumes there. Out of memory on the CPU is not an exception: the OS kills the
+process. So a CPU point whose ``hostmem.needed_bytes`` exceed ``hostmem.available_bytes`` is
+recorded as 'oom' without running, and while a point is measured its description sits in ``measuring.json``: a run that finds one
 there was killed in that point (out of memory, most likely) and records it as 'oom', so a rerun
 goes past it instead of dying at the same point again.
 
@@ -30,10 +31,13 @@ uniquely named temp files (``files.atomic_write_text``).
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime
 import json
 import math
+import signal
+import threading
 import time
 from pathlib import Path
 from typing import Callable
@@ -232,9 +236,28 @@ def run(exp: Experiment, out_dir=None, *, log: Callable[[str], None] = print,
     if hbm_many is None:
         from .ncu import measure_hbm_many as hbm_many
     out_dir = files.prepare_folder(out_dir if out_dir is not None else default_out_dir(exp))
-    with files.folder_lock(out_dir):
+    with files.folder_lock(out_dir), _terminate_as_interrupt():
         return _run_locked(exp, device, out_dir, log, measure, hbm_many, hbm_batch, draw,
                            retime)
+
+
+@contextlib.contextmanager
+def _terminate_as_interrupt():
+    """SIGTERM (``timeout``, ``kill``, a scheduler's preemption) stops the run as Ctrl-C does:
+    the point in flight is dropped, not left in ``measuring.json`` to be recorded as 'oom' by
+    the next run (what a kill by the OS means). Main thread only (signal's rule)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+
+    before = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)
 
 
 def _run_locked(exp, device, out_dir: Path, log, measure, hbm_many, hbm_batch,
@@ -289,6 +312,7 @@ def _run_locked(exp, device, out_dir: Path, log, measure, hbm_many, hbm_batch,
         return _fmt_seconds(spent / max(n_measured, 1) * (len(todo) - i))
 
     timed: list[tuple[Point, dict]] = []       # CPU rows timed in this run (for more rounds)
+    timed += _one_round_rows(keep, points, cfg, log)   # and those a stopped run timed once
 
     def finish(p: Point, row: dict) -> None:
         row["timestamp"] = datetime.datetime.now().isoformat(timespec="seconds")
@@ -418,6 +442,34 @@ def _more_rounds(timed: list[tuple[Point, dict]], cfg, csv_path: Path, retime, l
     rows = [{c: results.cell_text(v) for c, v in new[results.row_key(r)].items()}
             if results.row_key(r) in new else r for r in on_disk]
     results.Writer(csv_path, rows, rewrite=True).close()
+
+
+_TIMING_FLOATS = ("time_ms_median", "time_ms_min", "time_ms_p20", "time_ms_p80", "time_spread")
+
+
+def _one_round_rows(keep: list[dict], points: list[Point], cfg, log) -> list[tuple[Point, dict]]:
+    """The kept CPU rows that an earlier run timed once where ``measure.rounds`` asks for more:
+    a run stopped before its extra rounds (they come after every point) wrote them with its
+    first round. They join this run's rounds (``_more_rounds``), their timings as numbers."""
+    if not (cfg.time and cfg.rounds > 1):
+        return []
+    by_key = {p.key(): p for p in points}
+    out = []
+    for r in keep:
+        p = by_key.get(results.row_key(r))
+        if (p is None or p.device != "cpu" or ring.is_ring(p) or r.get("status") != "ok"
+                or not r.get("time_ms_median") or (r.get("time_rounds") or "1") != "1"):
+            continue
+        row = dict(r)
+        for c in _TIMING_FLOATS:
+            row[c] = float(row[c]) if row.get(c) else None
+        for c in ("repeats", "threads"):
+            row[c] = int(row[c]) if row.get(c) else None
+        out.append((p, row))
+    if out:
+        log(f"  {len(out)} row{'s' * (len(out) != 1)} of an earlier run timed once "
+            f"(measure.rounds={cfg.rounds}): timed again with this run's rounds")
+    return out
 
 
 def _timing(row: dict) -> dict:

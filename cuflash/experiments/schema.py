@@ -434,8 +434,9 @@ class _Reader:
         return int(value)
 
     def number(self, value, path: str, minimum: float = 0.0) -> float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
-            self.fail(path, f"expected a number > {minimum}, got {_show(value)}")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+                not math.isfinite(value):
+            self.fail(path, f"expected a finite number > {minimum}, got {_show(value)}")
         if value <= minimum:
             self.fail(path, f"{value} must be > {minimum}")
         return float(value)
@@ -1047,8 +1048,14 @@ def _measure(r: _Reader, raw) -> Measure:
     return Measure(**kw)
 
 
+#: Plot filter columns whose values a sweep lists (Axes fields): a filter value none of the
+#: sweeps has selects nothing, so it is an error (a typo like 'forwad')
+_SWEPT_FILTERS = {"seq_len": "seq_len", "head_dim": "head_dim", "dtype": "dtype",
+                  "pass": "passes", "causal": "causal", "precision": "precision"}
+
+
 def _plot(r: _Reader, raw, i: int, columns: tuple[str, ...], labels: tuple[str, ...],
-          methods: tuple[Method, ...]) -> Plot:
+          methods: tuple[Method, ...], sweeps: tuple = ()) -> Plot:
     path = f"plots[{i}]"
     raw = r.mapping(raw, path, _PLOT_KEYS)
     if not raw:
@@ -1111,6 +1118,14 @@ def _plot(r: _Reader, raw, i: int, columns: tuple[str, ...], labels: tuple[str, 
                     if v not in labels:
                         r.fail(f"{path}.filter.method", f"{v!r} is not a method label of this "
                                                         f"experiment; valid: {list(labels)}")
+            elif c in _SWEPT_FILTERS and sweeps:
+                swept = {x for ax in sweeps for x in getattr(ax, _SWEPT_FILTERS[c])}
+                for v in vals:
+                    if v not in swept or (isinstance(v, bool) != any(isinstance(x, bool)
+                                                                      for x in swept)):
+                        r.fail(f"{path}.filter.{c}", f"{_show(v)} is not a value of {c} in "
+                                                     f"this experiment's sweeps; they have "
+                                                     f"{sorted(swept, key=repr)}")
     if "ratio_panel" in raw:
         if heat:
             r.fail(f"{path}.ratio_panel", "a heatmap has no ratio panel")
@@ -1197,8 +1212,16 @@ def build(raw, source: str = "<experiment>", *, default_name: str = "experiment"
     raw_plots = raw_top.get("plots", [])
     if not isinstance(raw_plots, list):
         r.fail("plots", f"expected a list of plots, got {_show(raw_plots)}")
-    plots = tuple(_plot(r, p, i, exp.columns(), exp.labels(), methods)
+    plots = tuple(_plot(r, p, i, exp.columns(), exp.labels(), methods, exp.sweeps)
                   for i, p in enumerate(raw_plots))
+    named: dict[str, int] = {}
+    for i, plot in enumerate(plots):
+        if plot.name in named:
+            r.fail(f"plots[{i}].name", f"{plot.name!r} names plots[{named[plot.name]}] too: "
+                                       f"each plot writes <name>.png, so one would overwrite "
+                                       f"the other")
+        if plot.name:
+            named[plot.name] = i
     return dataclasses.replace(exp, plots=plots, raw=copy.deepcopy(raw_top))
 
 
@@ -1249,8 +1272,9 @@ def apply_overrides(raw, overrides) -> dict:
                     node = node[step]
             else:
                 if not isinstance(node, dict):
-                    raise ValueError(f"--set {text!r}: {_path_text(steps[:depth])} is not a "
-                                     f"mapping, cannot set {step!r} in it")
+                    raise ValueError(f"--set {text!r}: {_path_text(steps[:depth]) or 'the file'} "
+                                     f"is not a mapping ({type(node).__name__}), cannot set "
+                                     f"{step!r} in it")
                 if last:
                     node[step] = value
                 else:
@@ -1278,6 +1302,31 @@ def device_smem_limit() -> int:
     return device.visible().smem_per_block
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """yaml.SafeLoader that refuses a key given twice in one mapping (PyYAML keeps the last one
+    silently: an edited file could lose half its methods)."""
+
+
+def _unique_mapping(loader, node, deep=False):
+    loader.flatten_mapping(node)
+    seen: dict = {}
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=True)
+        try:
+            first = seen.setdefault(key, key_node.start_mark.line)
+        except TypeError:      # an unhashable key: construct_mapping says so
+            continue
+        if first != key_node.start_mark.line:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"the key {key!r} is given twice in one mapping (lines {first + 1} "
+                            f"and {key_node.start_mark.line + 1}); give it once",
+                key_node.start_mark)
+    return loader.construct_mapping(node, deep=deep)
+
+
+_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _unique_mapping)
+
+
 def load(path, overrides=(), *, smem_limit: int | None | str = "device") -> Experiment:
     """Read, override and validate an experiment file. ``smem_limit='device'`` (default) checks
     tiles against the visible GPU (232448 bytes without one); None skips the tile checks."""
@@ -1288,7 +1337,7 @@ def load(path, overrides=(), *, smem_limit: int | None | str = "device") -> Expe
     except OSError as exc:
         raise SchemaError(str(path), "", f"cannot read the file: {exc.strerror}") from None
     try:
-        raw = yaml.safe_load(text)
+        raw = yaml.load(text, Loader=_UniqueKeyLoader)
     except yaml.YAMLError as exc:
         raise SchemaError(str(path), "", f"not valid YAML: {exc}") from None
     if raw is None:
