@@ -7,7 +7,7 @@ import numpy as np
 
 from . import checks, precision as _precision, twin
 from ._xp import accum_dtype, dtype_name
-from .tile import default_backward, default_tile, float32_wgmma_pays
+from .tile import check_dtype, default_backward, default_tile, float32_wgmma_pays
 
 
 def _backend(xp):
@@ -46,6 +46,7 @@ def _forward_tile(p, tile, precision, dense=False):
     tile = checks.check_tile(tile)
     if tile is None:
         return _default(p, prec, dense), prec
+    check_dtype(tile, p.dtype)
     return tile, _tile_precision(tile, precision, prec)
 
 
@@ -71,6 +72,7 @@ def _backward_choice(p, tile, deterministic, precision=None, dense=False):
     tile, deterministic = checks.check_tile(tile), bool(deterministic)
     prec = _precision.check(precision, p.dtype)
     if tile is not None:
+        check_dtype(tile, p.dtype)
         return tile, deterministic, _tile_precision(tile, precision, prec)
     d, kw = _device(p)
     staged = dense and float32_wgmma_pays(prec, d, p.S, backward=True)

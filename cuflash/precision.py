@@ -82,9 +82,13 @@ def of_family(family: str) -> str:
 
 
 def tf32(x, xp=np):
-    """float32 -> the nearest TF32 value (ties away from zero), as float32 (NumPy or CuPy)."""
+    """float32 -> the nearest TF32 value (ties away from zero), as float32 (NumPy or CuPy); a NaN
+    stays a NaN (as cvt.rna.tf32.f32 keeps it: rounding the bits of one whose payload lies in the
+    dropped 13 bits alone would give an infinity)."""
     b = xp.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
-    return ((b + np.uint32(0x1000)) & np.uint32(0xFFFFE000)).view(np.float32)
+    rounded = (b + np.uint32(0x1000)) & np.uint32(0xFFFFE000)
+    nan = (b & np.uint32(0x7FFFFFFF)) > np.uint32(0x7F800000)
+    return xp.where(nan, b, rounded).view(np.float32)
 
 
 def split(x, xp=np):

@@ -23,6 +23,13 @@ KERNELS = ("simt", "mma", "wgmma", "dmma", "tf32", "tf32x3", "wgmma_tf32", "wgmm
 #: v44-v54); 'wgmma_f16x1': precision 'tf32' (one product of 11-bit significands, as a TF32
 #: product: v55-v56). Same kernels, tiles and rules.
 F16_SPLIT = {"wgmma_f16x3": 3, "wgmma_f16x1": 1}
+#: The input dtypes each kernel family takes (on any GPU; the CPU twin holds tiles to it too, so
+#: that a tile that runs there runs on a GPU): the CUDA cores every dtype, the 16-bit tensor-core
+#: families float16 and bfloat16, dmma float64, and float32's tensor-core families float32
+FAMILY_DTYPES = {"simt": ("float16", "bfloat16", "float32", "float64"),
+                 "mma": ("float16", "bfloat16"), "wgmma": ("float16", "bfloat16"),
+                 "dmma": ("float64",), **{k: ("float32",) for k in
+                                          ("tf32", "tf32x3", "wgmma_tf32", *F16_SPLIT)}}
 #: TileConfig's allowed warps (12: the warp-specialized wgmma forward) and stages
 NUM_WARPS = (1, 2, 4, 8, 12, 16)
 NUM_STAGES = (1, 2, 3, 4)
@@ -106,12 +113,14 @@ class TileConfig:
             if not isinstance(val, (int, np.integer)) or isinstance(val, bool) or not _is_pow2(val) \
                     or not 16 <= val <= 256:
                 raise ValueError(f"TileConfig.{name}={val!r} must be a power of two in 16..256")
-        if self.num_warps not in NUM_WARPS or isinstance(self.num_warps, bool):
-            raise ValueError(f"TileConfig.num_warps={self.num_warps!r} must be one of "
-                             f"{', '.join(map(str, NUM_WARPS))}")
-        if self.num_stages not in NUM_STAGES or isinstance(self.num_stages, bool):
-            raise ValueError(f"TileConfig.num_stages={self.num_stages!r} must be one of "
-                             f"{', '.join(map(str, NUM_STAGES))}")
+        for name, allowed in (("num_warps", NUM_WARPS), ("num_stages", NUM_STAGES)):
+            val = getattr(self, name)   # an int, not 4.0 or np.array(4) (== would take them)
+            if not isinstance(val, (int, np.integer)) or isinstance(val, bool) \
+                    or val not in allowed:
+                raise ValueError(f"TileConfig.{name}={val!r} must be one of "
+                                 f"{', '.join(map(str, allowed))}")
+        for name in ("block_m", "block_n", "num_warps", "num_stages"):   # NumPy ints as ints
+            object.__setattr__(self, name, int(getattr(self, name)))
         if self.kernel not in KERNELS:
             raise ValueError(f"TileConfig.kernel={self.kernel!r} must be one of {KERNELS}")
 
@@ -455,6 +464,15 @@ def _wgmma_backward_tiles(head_dim: int) -> list[TileConfig]:
     340-429 at d = 128 against 261-291 and 299-349 for 64 × 64 × 4 (0.81-0.91 of cuDNN against
     0.67-0.80); 3 stages within 3%."""
     return [TileConfig(64, 128, 12, 2, "wgmma"), TileConfig(64, 64, 4, 2, "wgmma")]
+
+
+def check_dtype(tile: "TileConfig", dtype) -> None:
+    """ValueError when ``tile``'s kernel family does not take ``dtype`` inputs (FAMILY_DTYPES)."""
+    name = dtype_name(dtype)
+    if name not in FAMILY_DTYPES[tile.kernel]:
+        raise ValueError(f"TileConfig.kernel={tile.kernel!r} takes "
+                         f"{' or '.join(FAMILY_DTYPES[tile.kernel])} inputs; these are {name} "
+                         f"(tile={tile.short()}; leave tile=None for the dtype's default)")
 
 
 def tile_candidates(head_dim: int, dtype, *, backward: bool = False, causal: bool = False,

@@ -357,6 +357,14 @@ def test_ring_reuse_of_a_simulated_ring():
 
 # -- bad input: one clear error on every rank, no hang ---------------------------------------------
 
+@pytest.mark.parametrize("timeout", [float("nan"), 0, -1.0, True, "5"], ids=repr)
+def test_simulated_ring_timeout_must_be_a_positive_number(timeout):
+    """A NaN timeout waited forever for a rank that never came (the bound the docstring
+    promises); 0 or below failed only at the first operation."""
+    with pytest.raises(ValueError, match=r"timeout=.* must be a finite number of seconds > 0"):
+        SimulatedRing(2, timeout=timeout)
+
+
 def _every_rank_raises(N, fn, per_rank, exc, match, timeout=20.0):
     t0 = time.monotonic()
     errs = SimulatedRing(N, timeout=timeout).run(fn, *per_rank, return_exceptions=True)

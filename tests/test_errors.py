@@ -196,6 +196,10 @@ _BAD_TILES = [
     ("num_stages", 0, "TileConfig.num_stages=0 must be one of 1, 2, 3, 4"),
     ("num_stages", 5, "TileConfig.num_stages=5 must be one of"),
     ("num_stages", True, "TileConfig.num_stages=True must be one of"),
+    # == let these through (4.0 == 4); then short() said w4.0 and hash() failed on arrays
+    ("num_warps", 4.0, "TileConfig.num_warps=4.0 must be one of"),
+    ("num_stages", np.array(2), r"TileConfig.num_stages=array\(2\) must be one of"),
+    ("num_warps", np.array([4]), r"TileConfig.num_warps=array\(\[4\]\) must be one of"),
     ("kernel", "foo", "TileConfig.kernel='foo' must be one of \\('simt', 'mma', 'wgmma', 'dmma', 'tf32', 'tf32x3', 'wgmma_tf32', 'wgmma_f16x3', 'wgmma_f16x1'\\)"),
     ("kernel", "SIMT", "TileConfig.kernel='SIMT' must be one of"),
 ]
@@ -206,6 +210,24 @@ _BAD_TILES = [
 def test_invalid_tile_config(field, value, match):
     with pytest.raises(ValueError, match=match):
         TileConfig(**{field: value})
+
+
+@pytest.mark.parametrize("kernel,dtype,takes", [
+    ("mma", np.float32, "float16 or bfloat16"), ("wgmma", np.float64, "float16 or bfloat16"),
+    ("dmma", np.float16, "float64"), ("tf32", np.float64, "float32"),
+    ("wgmma_f16x3", np.float16, "float32")])
+def test_a_tile_of_a_family_that_does_not_take_the_dtype(kernel, dtype, takes):
+    """tile.FAMILY_DTYPES on every path: the CPU twin ran any family's tile on any dtype (its
+    block sizes only), where a GPU refuses it; forward and backward alike."""
+    q, k, v = qkv(np, dtype=dtype)
+    tile = TileConfig(64, 64, 4, 2, kernel)
+    want = rf"TileConfig.kernel={kernel!r} takes {takes} inputs; these are {np.dtype(dtype).name}"
+    with pytest.raises(ValueError, match=want):
+        cuflash.attention(q, k, v, tile=tile)
+    out, lse = cuflash.attention(q, k, v, return_lse=True)
+    with pytest.raises(ValueError, match=want):
+        cuflash.attention_backward(out, cuflash.Residuals(q, k, v, out, lse), tile=tile)
+    cuflash.attention(q, k, v, tile=TileConfig(64, 64, 4, 1, "simt"))   # every dtype
 
 
 def test_tile_replace_is_checked():

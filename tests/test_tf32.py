@@ -38,6 +38,15 @@ def test_tf32_rounds_to_nearest_ties_away():
     assert not (bits & np.uint32(0x1FFF)).any(), "TF32 keeps 10 mantissa bits: low 13 bits zero"
 
 
+def test_tf32_keeps_nans_and_infinities():
+    """A NaN whose payload lies only in the 13 dropped bits rounded to an infinity (the bits
+    plus 0x1000, masked); cvt.rna.tf32.f32 keeps a NaN a NaN."""
+    bits = np.array([0x7F800001, 0xFF800100, 0x7FC00000, 0x7F800000, 0xFF800000], np.uint32)
+    got = precision.tf32(bits.view(F32))
+    assert np.isnan(got[:3]).all()
+    assert got[3] == np.inf and got[4] == -np.inf
+
+
 def test_split_recovers_float32():
     x = np.random.default_rng(0).standard_normal(10000).astype(F32) * F32(100)
     big, small = precision.split(x)

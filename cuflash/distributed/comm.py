@@ -21,6 +21,7 @@ is the real thing: one GPU per process, NCCL.
 from __future__ import annotations
 
 import json
+import math
 import numbers
 import threading
 
@@ -163,6 +164,9 @@ class SimulatedRing:
                 or world_size < 1:
             raise ValueError(f"world_size={world_size!r} must be an int >= 1")
         self.world_size = int(world_size)
+        if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real) \
+                or not math.isfinite(timeout) or timeout <= 0:   # nan would wait forever
+            raise ValueError(f"timeout={timeout!r} must be a finite number of seconds > 0")
         self.timeout = float(timeout)
         self._gate = _Gate(self.world_size)
         self._slots = [None] * self.world_size

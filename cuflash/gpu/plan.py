@@ -17,7 +17,7 @@ from .._xp import accum_dtype, dtype_name, resolve_dtype
 from ..precision import PRODUCTS, of_family
 from ..tile import (F16_SPLIT, TF32_BWD_MAX_D, WGMMA_F16X3_BWD_MAX_D, WGMMA_F16X3_MAX_D, WGMMA_TF32_MAX_D,
                     WGMMA_TF32_WIDE_D, TileConfig, x3_backward_block_m, x3_backward_stages, x3_dq_block_n,
-                    dmma_capable, mma_capable, wgmma_forward_tiles)
+                    check_dtype, dmma_capable, mma_capable, wgmma_forward_tiles)
 
 ROLES = ("fwd", "bwd_dkdv", "bwd_dq")
 _SHORT = {"float16": "f16", "bfloat16": "bf16", "float32": "f32", "float64": "f64"}
@@ -240,6 +240,10 @@ def validate(spec: KernelSpec, smem_limit: int | None = None, arch: str | None =
     of architecture `arch`, e.g. 'sm_90', with `smem_limit` bytes of shared memory per block)."""
     t, dp = spec.tile, spec.head_dim
     where = f"TileConfig {t.short()} for head_dim={dp}, dtype={spec.dtype} ({spec.role})"
+    try:
+        check_dtype(t, spec.dtype)     # the family's dtypes (tile.FAMILY_DTYPES)
+    except ValueError as exc:
+        raise ValueError(f"{where}: {exc}") from None
     if spec.arch is not None and arch is not None and arch.rstrip("a") != spec.arch.rstrip("a"):
         raise ValueError(f"{where}: kernel={t.kernel!r} runs only on {spec.arch.rstrip('a')} "
                          f"GPUs (Hopper), this one is {arch}")
@@ -263,8 +267,6 @@ def validate(spec: KernelSpec, smem_limit: int | None = None, arch: str | None =
     elif spec.family in F16_SPLIT:
         _validate_wgmma_f16x3(spec, where)
     else:
-        if spec.dtype not in ("float16", "bfloat16"):
-            raise ValueError(f"{where}: the mma kernels need float16 or bfloat16 inputs")
         if spec.family == "wgmma":
             _validate_wgmma(spec, where)
         else:
@@ -279,9 +281,6 @@ def _validate_float32_wgmma(spec: KernelSpec, where: str) -> None:
     forward (or a backward where FLOAT32_WGMMA_BACKWARDS has one), a dense batch in one pass."""
     kernel, prec, v = spec.tile.kernel, of_family(spec.tile.kernel), spec.variant
     alt = FLOAT32_WGMMA_FORWARDS[kernel]
-    if spec.dtype != "float32":
-        raise ValueError(f"{where}: kernel={kernel!r} (precision={prec!r}) takes float32 inputs "
-                         f"only")
     if spec.role != "fwd" and kernel not in FLOAT32_WGMMA_BACKWARDS:
         raise ValueError(f"{where}: kernel={kernel!r} is a forward kernel; the backward of "
                          f"precision={prec!r} runs kernel={alt!r}")
@@ -437,8 +436,6 @@ def _sm(arch: str) -> int:
 def _validate_dmma(spec: KernelSpec, where: str, arch: str | None) -> None:
     """flash_fwd_dmma.cu, flash_bwd_dmma.cu: warps own 8-row m-tiles (mma.sync m8n8k4 .f64)."""
     t = spec.tile
-    if spec.dtype != "float64":
-        raise ValueError(f"{where}: the dmma kernels take float64 inputs only")
     if arch is not None and _sm(arch) < FAMILY_MIN_SM["dmma"]:
         raise ValueError(f"{where}: mma.sync .f64 needs sm_80 or later, this GPU is {arch}")
     if spec.atomic_dq:
@@ -470,10 +467,6 @@ def _validate_tf32(spec: KernelSpec, where: str, arch: str | None) -> None:
     """The TF32 families: flash_fwd_mma.cu and flash_bwd_tf32.cu with Tf32Products (float32),
     whose warps own 16·MT query rows (forward, dQ) or 16 keys (dK/dV) as the 16-bit mma
     kernels'; the backward has no atomic-dQ mode and heads of at most TF32_BWD_MAX_D."""
-    prec = of_family(spec.family)
-    if spec.dtype != "float32":
-        raise ValueError(f"{where}: kernel={spec.family!r} (precision={prec!r}) takes float32 "
-                         f"inputs only")
     if spec.role != "fwd" and spec.head_dim > TF32_BWD_MAX_D:
         raise ValueError(f"{where}: the TF32 backward takes head dims up to {TF32_BWD_MAX_D} "
                          f"(dK and dV of a warp's 16 keys live in its registers); wider heads "
