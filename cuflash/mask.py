@@ -8,8 +8,8 @@ with ``left`` and ``right`` non-negative ints or None (unbounded): FlashAttentio
 ``window_size``, aligned to the bottom-right corner so that the last query sits on the last key
 when S != T. ``causal`` is ``right = 0``; a sliding window of w keys ending at the query is
 ``left = w - 1, right = 0``; no mask at all is ``left = right = None``. A bound of UNBOUNDED (2^30)
-keys or more hides nothing from any sequence the library can hold and is taken as None (the
-kernels' kUnbounded, params.cuh). A query that sees no key gets out = 0 and lse = -inf.
+keys or more hides nothing from sequences shorter than 2^29 and is taken as None (the kernels'
+kUnbounded, params.cuh). A query that sees no key gets out = 0 and lse = -inf.
 
 The same rule is read by the CPU twin (``cuflash.twin``), the naive baseline and the float64
 oracle (``visible``), the IO model (``key_range``, ``query_range``: bytes and FLOPs count only the
@@ -24,9 +24,9 @@ import numbers
 
 import numpy as np
 
-#: A window side this wide or wider is unbounded (kernels_cu/params.cuh kUnbounded): no sequence
-#: the library can hold has 2^29 keys, so such a bound hides nothing, and int64 index arithmetic
-#: (i + S - T + right) stays far from overflow.
+#: A window side this wide or wider is unbounded (kernels_cu/params.cuh kUnbounded): it hides
+#: nothing while T and S are below 2^29 (the kernels' int32 indices ask that already), and int64
+#: index arithmetic (i + S - T + right) stays far from overflow.
 UNBOUNDED = 1 << 30
 
 
