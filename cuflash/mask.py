@@ -25,7 +25,7 @@ import numbers
 import numpy as np
 
 #: A window side this wide or wider is unbounded (kernels_cu/params.cuh kUnbounded): it hides
-#: nothing while T and S are below 2^29 (the kernels' int32 indices ask that already), and int64
+#: nothing while T and S are below 2^29 (as kernels_cu/mask.cuh says of kUnbounded), and int64
 #: index arithmetic (i + S - T + right) stays far from overflow.
 UNBOUNDED = 1 << 30
 
