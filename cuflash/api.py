@@ -143,14 +143,18 @@ def attention(q, k, v, *, causal=False, scale=None, tile=None, return_lse=False,
         FlashAttention-2). With S < T the first T - S queries see no key: their output is 0 and
         their lse is -inf.
     scale : float, optional
-        Multiplies q kᵀ; default 1/sqrt(d). Must be finite and > 0.
+        Multiplies q kᵀ; default 1/sqrt(d). Must be > 0 with scale·log2(e) finite in the
+        scores' dtype (float32, float64 for float64 inputs).
     window : (left, right), optional
         Sliding window (FlashAttention-2's window_size): query i sees key j iff
-        i + S - T - left <= j <= i + S - T + right; an entry None or -1 is unbounded. With
+        i + S - T - left <= j <= i + S - T + right; an entry None or -1 is unbounded (and so is
+        one of 2^30 or more: ``cuflash.mask.UNBOUNDED``). With
         ``causal`` the window is cut at the diagonal (right = 0). Key tiles wholly outside the
         window are skipped, so the cost grows with T·window. (``cuflash.mask``)
     softcap : float, optional
-        Scores s = scale·q·k become softcap·tanh(s / softcap) before the softmax (Gemma-2).
+        Scores s = scale·q·k become softcap·tanh(s / softcap) before the softmax (Gemma-2);
+        > 0, with softcap·log2(e) finite and scale / softcap a normal number in the scores'
+        dtype.
     alibi_slopes : array, optional
         ALiBi: scores lose slope·|i + S - T - j|; one float32/float64 slope per (query) head,
         of a shape broadcastable to the leading dims (e.g. (Hq,) for (B, Hq, T, d) queries), on
