@@ -580,3 +580,33 @@ def test_report_errors_are_one_line_and_an_empty_table_says_so(tmp_path, capsys)
     assert "twin" in out.out and "no row" not in out.err
     assert report.main(["io", csv_path]) == 0          # no hbm_bytes: nothing fits
     assert "report io: no row of" in capsys.readouterr().err
+
+
+def test_a_report_says_when_rows_it_does_not_key_on_share_a_line(tmp_path):
+    """report tables key on some axes only; rows of one line that differ in another (causal in
+    the varlen table) were dropped or mixed silently (a padded causal row against a packed
+    non-causal one). The table now says which columns varied; one problem in two sweeps is no
+    clash."""
+    from cuflash.experiments import report
+    from cuflash.experiments.points import KEY_COLUMNS
+    cols = list(dict.fromkeys(list(KEY_COLUMNS) + ["method_name", "status", "time_ms_median",
+                                                   "tflops", "qkv_bytes", "layout"]))
+    base = {c: "" for c in cols}
+    base.update(method="twin", method_name="twin", status="ok", time_ms_median="1.0",
+                tflops="0.1", qkv_bytes="100", seq_len="64", kv_len="64", head_dim="16",
+                heads="2", dtype="float32", causal="false", **{"pass": "forward"},
+                varlen="16,48", sweep="a")
+    rows = [base, dict(base, causal="true", time_ms_median="0.6"),
+            dict(base, method="twin_padded", layout="padded", time_ms_median="2.0")]
+    path = tmp_path / "results.csv"
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=cols)
+        w.writeheader()
+        w.writerows(rows)
+    text = report.varlen_table(path)
+    assert "Note: rows that share a line of this table differ in causal (false, true)" in text
+    with open(path, "w", newline="") as f:           # the same problem in two sweeps
+        w = csv.DictWriter(f, fieldnames=cols)
+        w.writeheader()
+        w.writerows([base, dict(base, sweep="b"), rows[2]])
+    assert "Note:" not in report.varlen_table(path)

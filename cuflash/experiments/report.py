@@ -60,7 +60,7 @@ import sys
 from .. import iomodel
 from ..tile import TileConfig
 from . import variants
-from .points import point_of_row
+from .points import KEY_COLUMNS, point_of_row
 
 
 def _tile(row):
@@ -115,6 +115,40 @@ def io_table(path) -> str:
                      f"{read / 1e6:,.1f} / {written / 1e6:,.1f} | {plain.bytes_read / 1e6:,.1f} | "
                      f"{l2.bytes_read / 1e6:,.1f} | {read / l2.bytes_read:.2f} |")
     return "\n".join(lines)
+
+
+class _Cells(dict):
+    """A table's cells, ``cells[key][role] = row``, that notice a row falling on a cell already
+    taken by a row of other identifying columns (``points.KEY_COLUMNS``): an axis the table does
+    not key on (causal in a varlen table, heads in a GQA one) varied in the run, and the table
+    shows one of those rows (the first, or with first=False the last). ``note()`` says which
+    columns varied, under the table."""
+
+    def __init__(self):
+        super().__init__()
+        self.varied: dict[str, set] = {}
+
+    def put(self, key, role, row, first: bool = True) -> None:
+        cell = self.setdefault(key, {})
+        old = cell.get(role)
+        if old is not None:
+            for c in KEY_COLUMNS:
+                if c == "sweep":   # one problem in two sweeps: the same measurement twice
+                    continue
+                a, b = old.get(c) or "", row.get(c) or ""
+                if a != b:
+                    self.varied.setdefault(c, set()).update({a or "–", b or "–"})
+            if first:
+                return
+        cell[role] = row
+
+    def note(self) -> str:
+        if not self.varied:
+            return ""
+        cols = "; ".join(f"{c} ({', '.join(sorted(v))})" for c, v in sorted(self.varied.items()))
+        return (f"\n\nNote: rows that share a line of this table differ in {cols}, which it does "
+                f"not key on: one of them is shown. Split the sweep (or filter the CSV) to see "
+                f"the others.")
 
 
 _PASS_ORDER = {"forward": 0, "backward": 1}
@@ -271,11 +305,11 @@ def windows_table(path, method=None) -> str:
     """TFLOP/s (visible scores only) of each sliding window and of dense causal at the same
     (pass, d, T), with the ratio, and the measured DRAM bytes."""
     method = method or _tiled(path)
-    cells = {}
+    cells = _Cells()
     for r in _ok_rows(path, "windows"):
         if r["method_name"] == method and r.get("layout") != "padded":
             key = (r["pass"], int(r["head_dim"]), int(r["seq_len"]))
-            cells.setdefault(key, {})[r.get("window") or ""] = r
+            cells.put(key, r.get("window") or "", r, first=False)
     windows = sorted({w for c in cells.values() for w in c if w},
                      key=lambda w: int(w.split(",")[0]))
     head = ["pass", "d", "T", "causal TFLOP/s"] + [f"window {w}: TFLOP/s (/ causal)"
@@ -291,20 +325,20 @@ def windows_table(path, method=None) -> str:
             row.append("–" if t is None else f"{t:.3g}" + (f" ({t / base:.2f})" if base else ""))
         row += [_bytes(c.get(""))] + [_bytes(c.get(w)) for w in windows]
         lines.append("| " + " | ".join(row) + " |")
-    return "\n".join(lines)
+    return "\n".join(lines) + cells.note()
 
 
 def scores_table(path, method=None) -> str:
     """Median time of plain attention and the time of softcap, ALiBi and both over it."""
     method = method or _tiled(path)
-    cells = {}
+    cells = _Cells()
     for r in _ok_rows(path, "scores"):
         if r["method_name"] == method and r.get("layout") != "padded":
             key = (r["pass"], int(r["head_dim"]), r["causal"], int(r["seq_len"]))
             which = (("softcap" if r.get("softcap") else "")
                      + ("+" if r.get("softcap") and r.get("alibi") == "true" else "")
                      + ("alibi" if r.get("alibi") == "true" else "")) or "plain"
-            cells.setdefault(key, {})[which] = r
+            cells.put(key, which, r, first=False)
     kinds = ("softcap", "alibi", "softcap+alibi")
     head = ["pass", "d", "causal", "T", "plain ms"] + [f"{k}: ms (/ plain)" for k in kinds]
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
@@ -316,7 +350,7 @@ def scores_table(path, method=None) -> str:
             t = _f(c.get(k), "time_ms_median")
             row.append("–" if t is None else f"{t:.3f}" + (f" ({t / base:.2f})" if base else ""))
         lines.append("| " + " | ".join(row) + " |")
-    return "\n".join(lines)
+    return "\n".join(lines) + cells.note()
 
 
 def documents_table(path) -> str:
@@ -325,12 +359,12 @@ def documents_table(path) -> str:
     (padded / packed) and measured DRAM bytes."""
     tiled = _tiled(path)
     packed, padded, torch_padded = "packed", "padded", "torch_padded"
-    cells = {}
+    cells = _Cells()
     for r in _ok_rows(path, "documents"):
         key = (r["pass"], int(r["head_dim"]), r.get("mask") or "", int(r["seq_len"]))
         role = _role(r, tiled)
         if role is not None:
-            cells.setdefault(key, {}).setdefault(role, r)
+            cells.put(key, role, r)
     whole = {(k[0], k[1], k[3]): c.get(packed) for k, c in cells.items() if not k[2]}
     head = ["pass", "d", "documents", "T", "row causal ms", "packed ms (TFLOP/s)",
             "padded ms (TFLOP/s)", "padded / packed time", "torch padded ms",
@@ -349,7 +383,7 @@ def documents_table(path) -> str:
             _num(_f(whole.get((key[0], key[1], key[3])), "time_ms_median"), "{:.3f}"),
             cell(pk), cell(pd), "–" if not (tk and td) else f"{td / tk:.2f}",
             _num(_f(tp, "time_ms_median"), "{:.3f}"), f"{_bytes(pk)} / {_bytes(pd)}"]) + " |")
-    return "\n".join(lines)
+    return "\n".join(lines) + cells.note()
 
 
 def _all_ok(path):
@@ -367,7 +401,7 @@ def gqa_table(path) -> str:
     """GQA in place against K/V materialised and torch SDPA (enable_gqa), per (pass, T, G):
     K/V MB held, median ms (TFLOP/s), materialised time / in-place time, peak MB."""
     tiled = _tiled(path)
-    cells = {}
+    cells = _Cells()
     for r in _all_ok(path):
         key = (r["pass"], int(r["seq_len"]), int(r.get("group") or 1))
         if r["method_name"] == tiled:
@@ -376,7 +410,7 @@ def gqa_table(path) -> str:
             role = f"torch_{r['backend']}"
         else:
             continue
-        cells.setdefault(key, {})[role] = r
+        cells.put(key, role, r, first=False)
     head = ["pass", "T", "G", "Hkv", "K/V MB in place / materialised", "in place ms (TFLOP/s)",
             "materialised ms (/ in place)", "torch flash ms", "torch cuDNN ms",
             "peak MB in place / materialised"]
@@ -394,7 +428,7 @@ def gqa_table(path) -> str:
             _num(_f(c.get("torch_flash"), "time_ms_median"), "{:.3f}"),
             _num(_f(c.get("torch_cudnn"), "time_ms_median"), "{:.3f}"),
             f"{_mb(ip, 'peak_mem_bytes')} / {_mb(mat, 'peak_mem_bytes')}"]) + " |")
-    return "\n".join(lines)
+    return "\n".join(lines) + cells.note()
 
 
 def varlen_table(path) -> str:
@@ -402,14 +436,14 @@ def varlen_table(path) -> str:
     ms (useful TFLOP/s: both count the real tokens' visible scores), padded / packed time, torch
     on the padded batch, and the q, K, V bytes each layout holds."""
     tiled = _tiled(path)
-    cells = {}
+    cells = _Cells()
     for r in _all_ok(path):
         if not r.get("varlen"):
             continue
         key = (r["pass"], int(r["head_dim"]), r["varlen"], int(r["seq_len"]))
         role = _role(r, tiled)
         if role is not None:
-            cells.setdefault(key, {}).setdefault(role, r)
+            cells.put(key, role, r)
     head = ["pass", "d", "mix", "tokens", "packed ms (TFLOP/s)", "padded ms (TFLOP/s)",
             "padded / packed time", "torch padded ms", "q,K,V MB packed / padded"]
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
@@ -426,7 +460,7 @@ def varlen_table(path) -> str:
             "–" if not (tk and td) else f"{td / tk:.2f}",
             _num(_f(c.get("torch_padded"), "time_ms_median"), "{:.3f}"),
             f"{_mb(pk, 'qkv_bytes')} / {_mb(pd, 'qkv_bytes')}"]) + " |")
-    return "\n".join(lines)
+    return "\n".join(lines) + cells.note()
 
 
 def _size(r, col) -> str:
@@ -437,10 +471,11 @@ def _size(r, col) -> str:
 
 
 def _cache_cells(path):
-    """{(cache, page_size, lengths, Tq, B, Hq, Hkv, S): {role: row}} over the ok rows of KV-cache
-    points; roles: 'tiled' (flash, or twin on the CPU), 'naive', 'ceiling'."""
+    """(tiled method, {(cache, page_size, lengths, Tq, B, Hq, Hkv, S): {role: row}}, note) over
+    the ok rows of KV-cache points; roles: 'tiled' (flash, or twin on the CPU), 'naive',
+    'ceiling'; note: _Cells.note."""
     tiled = _tiled(path)
-    cells = {}
+    cells = _Cells()
     with open(path, newline="") as f:
         for r in csv.DictReader(f):
             if r.get("status") != "ok" or not r.get("cache"):
@@ -452,9 +487,9 @@ def _cache_cells(path):
             key = (r["cache"], int(r["page_size"]) if r.get("page_size") else 0,
                    r.get("cache_lengths") or "", int(r["seq_len"]), int(r["batch"]),
                    int(r["heads"]), int(r["kv_heads"]), int(r["kv_len"]))
-            cells.setdefault(key, {}).setdefault(role, r)
+            cells.put(key, role, r)
     order = lambda k: (k[2], k[3], k[4], -k[6], k[7], k[0], k[1])          # noqa: E731
-    return tiled, {k: cells[k] for k in sorted(cells, key=order)}
+    return tiled, {k: cells[k] for k in sorted(cells, key=order)}, cells.note()
 
 
 def _layout_text(key) -> str:
@@ -463,7 +498,7 @@ def _layout_text(key) -> str:
 
 def kv_cache_table(path) -> str:
     """The cache held per KV-cache point, then the decode step's time and bandwidth."""
-    tiled, cells = _cache_cells(path)
+    tiled, cells, note = _cache_cells(path)
     head = ["cache", "lengths", "Tq", "B", "Hq / Hkv", "S", "tokens", "cache bytes measured",
             "kv_cache_bytes", "measured / kv_cache_bytes", "waste measured (counted)",
             f"step peak {tiled} / naive"]
@@ -496,7 +531,7 @@ def kv_cache_table(path) -> str:
             _layout_text(key), key[2] or "uniform", str(key[3]), str(key[4]),
             f"{key[5]} / {key[6]}", str(key[7]), _size(any_row, "kv_bytes"), cell(fl), cell(nv),
             _num(top), f"{bw / top:.2f}" if bw and top else "–"]) + " |")
-    return "\n".join(lines) + "\n\n" + "\n".join(second)
+    return "\n".join(lines) + "\n\n" + "\n".join(second) + note
 
 
 def ring_table(path) -> str:
@@ -531,15 +566,17 @@ def precision_table(path) -> str:
     and the TFLOP/s ratio (naive's and torch's columns only when the run has such rows), and
     the tile."""
     tiled = _tiled(path)
-    mine, naive, torch = {}, {}, {}
+    cells = _Cells()
     for r in _all_ok(path):
         at = (r["pass"], int(r["head_dim"]), r["causal"], int(r["seq_len"]))
         if r["method_name"] == tiled and r.get("layout") in (None, ""):
-            mine[at + _precision_rank(r)] = r
+            cells.put(at + _precision_rank(r), "mine", r, first=False)
         elif r["method_name"] == "naive":
-            naive[at + _precision_rank(r)] = r
+            cells.put(at + _precision_rank(r), "naive", r, first=False)
         elif r["method_name"] == "torch_sdpa" and r.get("backend") == "efficient":
-            torch[at + (r["dtype"],)] = r
+            cells.put(at + (r["dtype"],), "torch", r, first=False)
+    mine, naive, torch = ({k: c[role] for k, c in cells.items() if role in c}
+                          for role in ("mine", "naive", "torch"))
     head = ["pass", "d", "causal", "T", "dtype", "precision", f"{tiled} TFLOP/s", "error"]
     head += ["naive error"] if naive else []
     head += ["torch efficient TFLOP/s", "torch efficient error",
@@ -560,7 +597,7 @@ def precision_table(path) -> str:
                     f"{mt / tt:.2f}" if mt and tt else "–"]
         row.append(r.get("tile") or "–")
         lines.append("| " + " | ".join(row) + " |")
-    return "\n".join(lines)
+    return "\n".join(lines) + cells.note()
 
 
 def variants_tables(path) -> str:
