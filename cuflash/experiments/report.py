@@ -60,7 +60,8 @@ import sys
 from .. import iomodel
 from ..tile import TileConfig
 from . import variants
-from .points import KEY_COLUMNS, point_of_row
+from .results import Cells
+from .points import point_of_row
 
 
 def _tile(row):
@@ -115,40 +116,6 @@ def io_table(path) -> str:
                      f"{read / 1e6:,.1f} / {written / 1e6:,.1f} | {plain.bytes_read / 1e6:,.1f} | "
                      f"{l2.bytes_read / 1e6:,.1f} | {read / l2.bytes_read:.2f} |")
     return "\n".join(lines)
-
-
-class _Cells(dict):
-    """A table's cells, ``cells[key][role] = row``, that notice a row falling on a cell already
-    taken by a row of other identifying columns (``points.KEY_COLUMNS``): an axis the table does
-    not key on (causal in a varlen table, heads in a GQA one) varied in the run, and the table
-    shows one of those rows (the first, or with first=False the last). ``note()`` says which
-    columns varied, under the table."""
-
-    def __init__(self):
-        super().__init__()
-        self.varied: dict[str, set] = {}
-
-    def put(self, key, role, row, first: bool = True) -> None:
-        cell = self.setdefault(key, {})
-        old = cell.get(role)
-        if old is not None:
-            for c in KEY_COLUMNS:
-                if c == "sweep":   # one problem in two sweeps: the same measurement twice
-                    continue
-                a, b = old.get(c) or "", row.get(c) or ""
-                if a != b:
-                    self.varied.setdefault(c, set()).update({a or "–", b or "–"})
-            if first:
-                return
-        cell[role] = row
-
-    def note(self) -> str:
-        if not self.varied:
-            return ""
-        cols = "; ".join(f"{c} ({', '.join(sorted(v))})" for c, v in sorted(self.varied.items()))
-        return (f"\n\nNote: rows that share a line of this table differ in {cols}, which it does "
-                f"not key on: one of them is shown. Split the sweep (or filter the CSV) to see "
-                f"the others.")
 
 
 _PASS_ORDER = {"forward": 0, "backward": 1}
@@ -305,7 +272,7 @@ def windows_table(path, method=None) -> str:
     """TFLOP/s (visible scores only) of each sliding window and of dense causal at the same
     (pass, d, T), with the ratio, and the measured DRAM bytes."""
     method = method or _tiled(path)
-    cells = _Cells()
+    cells = Cells()
     for r in _ok_rows(path, "windows"):
         if r["method_name"] == method and r.get("layout") != "padded":
             key = (r["pass"], int(r["head_dim"]), int(r["seq_len"]))
@@ -331,7 +298,7 @@ def windows_table(path, method=None) -> str:
 def scores_table(path, method=None) -> str:
     """Median time of plain attention and the time of softcap, ALiBi and both over it."""
     method = method or _tiled(path)
-    cells = _Cells()
+    cells = Cells()
     for r in _ok_rows(path, "scores"):
         if r["method_name"] == method and r.get("layout") != "padded":
             key = (r["pass"], int(r["head_dim"]), r["causal"], int(r["seq_len"]))
@@ -359,7 +326,7 @@ def documents_table(path) -> str:
     (padded / packed) and measured DRAM bytes."""
     tiled = _tiled(path)
     packed, padded, torch_padded = "packed", "padded", "torch_padded"
-    cells = _Cells()
+    cells = Cells()
     for r in _ok_rows(path, "documents"):
         key = (r["pass"], int(r["head_dim"]), r.get("mask") or "", int(r["seq_len"]))
         role = _role(r, tiled)
@@ -401,7 +368,7 @@ def gqa_table(path) -> str:
     """GQA in place against K/V materialised and torch SDPA (enable_gqa), per (pass, T, G):
     K/V MB held, median ms (TFLOP/s), materialised time / in-place time, peak MB."""
     tiled = _tiled(path)
-    cells = _Cells()
+    cells = Cells()
     for r in _all_ok(path):
         key = (r["pass"], int(r["seq_len"]), int(r.get("group") or 1))
         if r["method_name"] == tiled:
@@ -436,7 +403,7 @@ def varlen_table(path) -> str:
     ms (useful TFLOP/s: both count the real tokens' visible scores), padded / packed time, torch
     on the padded batch, and the q, K, V bytes each layout holds."""
     tiled = _tiled(path)
-    cells = _Cells()
+    cells = Cells()
     for r in _all_ok(path):
         if not r.get("varlen"):
             continue
@@ -473,9 +440,9 @@ def _size(r, col) -> str:
 def _cache_cells(path):
     """(tiled method, {(cache, page_size, lengths, Tq, B, Hq, Hkv, S): {role: row}}, note) over
     the ok rows of KV-cache points; roles: 'tiled' (flash, or twin on the CPU), 'naive',
-    'ceiling'; note: _Cells.note."""
+    'ceiling'; note: Cells.note."""
     tiled = _tiled(path)
-    cells = _Cells()
+    cells = Cells()
     with open(path, newline="") as f:
         for r in csv.DictReader(f):
             if r.get("status") != "ok" or not r.get("cache"):
@@ -566,7 +533,7 @@ def precision_table(path) -> str:
     and the TFLOP/s ratio (naive's and torch's columns only when the run has such rows), and
     the tile."""
     tiled = _tiled(path)
-    cells = _Cells()
+    cells = Cells()
     for r in _all_ok(path):
         at = (r["pass"], int(r["head_dim"]), r["causal"], int(r["seq_len"]))
         if r["method_name"] == tiled and r.get("layout") in (None, ""):

@@ -172,3 +172,38 @@ def human_bytes(n) -> str:
             return f"{n:.3g} {unit}" if unit != "B" else f"{int(n)} B"
         n /= 1000
     raise AssertionError("unreachable")
+
+
+class Cells(dict):
+    """A report table's cells, ``cells[key][role] = row`` (text rows or typed ones), that notice
+    a row falling on a cell already taken by a row of other identifying columns
+    (``points.KEY_COLUMNS``): an axis the table does not key on (causal in a varlen table, heads
+    in a GQA one) varied in the run, and the table shows one of those rows (the first, or with
+    first=False the last). ``note()`` says which columns varied, under the table."""
+
+    def __init__(self):
+        super().__init__()
+        self.varied: dict[str, set] = {}
+
+    def put(self, key, role, row, first: bool = True) -> None:
+        cell = self.setdefault(key, {})
+        old = cell.get(role)
+        if old is not None:
+            for c in KEY_COLUMNS:
+                if c == "sweep":   # one problem in two sweeps: the same measurement twice
+                    continue
+                a, b = cell_text(old.get(c)), cell_text(row.get(c))
+                if a != b:
+                    self.varied.setdefault(c, set()).update({a or "–", b or "–"})
+            if first:
+                return
+        cell[role] = row
+
+    def note(self) -> str:
+        if not self.varied:
+            return ""
+        cols = "; ".join(f"{c} ({', '.join(sorted(v))})" for c, v in sorted(self.varied.items()))
+        return (f"\n\nNote: rows that share a line of this table differ in {cols}, which it does "
+                f"not key on: one of them is shown. Split the sweep (or filter the CSV) to see "
+                f"the others.")
+

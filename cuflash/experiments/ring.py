@@ -807,13 +807,13 @@ def table(path) -> str:
     throughput per GPU, their ratio, compute-only and comm-only time, exposed and hidden
     communication, peak memory per GPU; then the largest T that ran and the first that ran out
     of memory per method."""
-    from .results import human_bytes, read_rows
+    from .results import Cells, human_bytes, read_rows
     rows = read_rows(path)
-    cells: dict = {}
+    cells = Cells()
     for r in rows:
         key = (r.get("sweep") or "", bool(r.get("causal")), r.get("window") or "",
                r.get("pass"), int(r["seq_len"]))
-        cells.setdefault(key, {}).setdefault(r["method"], r)
+        cells.put(key, r["method"], r)
     methods = list(dict.fromkeys(r["method"] for r in rows))
     ringed = {r["method"] for r in rows if r.get("method_name") == METHOD}
     single = [m for m in methods if m not in ringed]
@@ -855,7 +855,7 @@ def table(path) -> str:
             if mine:
                 reach.append(f"| {sweep} | {m} | {max(ran) if ran else '–'} | "
                              f"{min(oom) if oom else 'none'} |")
-    return "\n".join(lines + reach)
+    return "\n".join(lines + reach) + cells.note()
 
 
 __all__ = ["METHOD", "LAUNCHES", "SLICINGS", "KEY_COLUMNS", "MEASURED_COLUMNS", "Options",
