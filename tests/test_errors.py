@@ -220,14 +220,18 @@ def test_a_tile_of_a_family_that_does_not_take_the_dtype(kernel, dtype, takes):
     """tile.FAMILY_DTYPES on every path: the CPU twin ran any family's tile on any dtype (its
     block sizes only), where a GPU refuses it; forward and backward alike."""
     q, k, v = qkv(np, dtype=dtype)
-    tile = TileConfig(64, 64, 4, 2, kernel)
     want = rf"TileConfig.kernel={kernel!r} takes {takes} inputs; these are {np.dtype(dtype).name}"
-    with pytest.raises(ValueError, match=want):
+    _both_passes_raise(q, k, v, TileConfig(64, 64, 4, 2, kernel), ValueError, want)
+    cuflash.attention(q, k, v, tile=TileConfig(64, 64, 4, 1, "simt"))   # every dtype
+
+
+def _both_passes_raise(q, k, v, tile, exc, match):
+    """attention(tile=tile) and attention_backward(tile=tile) both raise exc matching match."""
+    with pytest.raises(exc, match=match):
         cuflash.attention(q, k, v, tile=tile)
     out, lse = cuflash.attention(q, k, v, return_lse=True)
-    with pytest.raises(ValueError, match=want):
+    with pytest.raises(exc, match=match):
         cuflash.attention_backward(out, cuflash.Residuals(q, k, v, out, lse), tile=tile)
-    cuflash.attention(q, k, v, tile=TileConfig(64, 64, 4, 1, "simt"))   # every dtype
 
 
 def test_tile_replace_is_checked():
@@ -237,13 +241,8 @@ def test_tile_replace_is_checked():
 
 @pytest.mark.parametrize("tile", [(64, 64), {"block_m": 64}, "simt", 64], ids=repr)
 def test_tile_of_wrong_type(xp, tile):
-    q, k, v = qkv(xp)
     msg = rf"tile must be a cuflash.TileConfig or None, got {type(tile).__name__}"
-    with pytest.raises(TypeError, match=msg):
-        cuflash.attention(q, k, v, tile=tile)
-    out, lse = cuflash.attention(q, k, v, return_lse=True)
-    with pytest.raises(TypeError, match=msg):
-        cuflash.attention_backward(out, cuflash.Residuals(q, k, v, out, lse), tile=tile)
+    _both_passes_raise(*qkv(xp), tile, TypeError, msg)
 
 
 # -- attention_backward's extra arrays ------------------------------------------------------------
