@@ -130,6 +130,10 @@ BAD = [
     ({"axes": {"dtype": "float32", "causal": [True]},
       "plots": [{"x": "seq_len", "y": "tflops", "filter": {"causal": 1}}]},
      "plots[0].filter.causal", "1 (int) is not a value of causal"),
+    ({"plots": [{"x": "seq_len", "y": "note"}]}, "plots[0].y",
+     "'note' is not a numeric column; a line plot draws numbers"),
+    ({"plots": [{"x": "seq_len", "y": "dtype", "kind": "scatter"}]}, "plots[0].y",
+     "a scatter plot draws numbers"),
     ("# a key twice: PyYAML would keep the last\nmethods: [naive]\nmethods: [twin]\n",
      "<top level>", "the key 'methods' is given twice in one mapping (lines 2 and 3)"),
 ]

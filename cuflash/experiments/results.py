@@ -13,9 +13,9 @@ from pathlib import Path
 
 from .files import atomic_write_text
 from .points import BASE_KEY_COLUMNS, KEY_COLUMNS, fmt, key_text
-from .schema import (ALWAYS_COLUMNS, AXIS_COLUMNS, CACHE_COLUMNS, ERROR_COLUMNS, HBM_COLUMNS,
-                     HBM_TIME_COLUMNS, MEMORY_COLUMNS, METHOD_COLUMNS, RING_COLUMNS,
-                     TIME_COLUMNS)
+from .schema import (ALWAYS_COLUMNS, AXIS_COLUMNS, BOOL_COLUMNS, CACHE_COLUMNS, ERROR_COLUMNS,
+                     FLOAT_COLUMNS, HBM_COLUMNS, HBM_TIME_COLUMNS, INT_COLUMNS, MEMORY_COLUMNS,
+                     METHOD_COLUMNS, RING_COLUMNS, TIME_COLUMNS)
 
 COLUMNS = tuple(dict.fromkeys(
     ("status",) + METHOD_COLUMNS[:2] + AXIS_COLUMNS + METHOD_COLUMNS[2:] + TIME_COLUMNS
@@ -25,17 +25,7 @@ COLUMNS = tuple(dict.fromkeys(
     + ALWAYS_COLUMNS))
 
 STATUSES = ("ok", "oom", "oom-skipped", "unavailable", "error")
-_INT = {"seq_len", "kv_len", "head_dim", "batch", "heads", "block_m", "block_n", "num_warps",
-        "num_stages", "run", "repeats", "threads", "time_rounds", "peak_mem_bytes", "pred_bytes",
-        "pred_bytes_read", "pred_bytes_written", "flops", "hbm_bytes", "hbm_bytes_read",
-        "hbm_bytes_written", "hbm_kernels", "group", "kv_heads", "kv_bytes", "qkv_bytes",
-        "page_size", "cache_bytes", "cache_tokens", "cache_slots", "cache_pages",
-        "pred_cache_bytes", "world_size", "peak_total_bytes"}
-_FLOAT = {"time_ms_median", "time_ms_min", "time_ms_p20", "time_ms_p80", "time_spread",
-          "time_rounds_spread", "tflops", "gbps", "error_rel", "hbm_gbps", "hbm_pred_ratio",
-          "softcap", "cache_waste", "pred_cache_waste", "tflops_per_gpu", "ring_compute_ms",
-          "ring_comm_ms", "ring_serial_ms", "comm_exposed_ms", "comm_hidden", "rank_spread"}
-_BOOL = {"causal", "deterministic", "alibi"}
+_INT, _FLOAT, _BOOL = INT_COLUMNS, FLOAT_COLUMNS, BOOL_COLUMNS   # (schema.py)
 #: Typed value of a column that is blank or missing (files from before the column existed).
 _DEFAULTS = {"alibi": False}
 

@@ -123,6 +123,21 @@ HBM_TIME_COLUMNS = ("hbm_gbps",)
 CACHE_COLUMNS = decode_mod.MEASURED_COLUMNS + decode_mod.PREDICTED_COLUMNS
 #: Ring points only: compute-only, comm-only, serial times and what they say (``ring``).
 RING_COLUMNS = ring_mod.MEASURED_COLUMNS
+#: The columns whose cells are numbers (results.parse_value types them; a line or scatter plot's
+#: y must be one of them) and booleans.
+INT_COLUMNS = frozenset({
+    "seq_len", "kv_len", "head_dim", "batch", "heads", "block_m", "block_n", "num_warps",
+    "num_stages", "run", "repeats", "threads", "time_rounds", "peak_mem_bytes", "pred_bytes",
+    "pred_bytes_read", "pred_bytes_written", "flops", "hbm_bytes", "hbm_bytes_read",
+    "hbm_bytes_written", "hbm_kernels", "group", "kv_heads", "kv_bytes", "qkv_bytes",
+    "page_size", "cache_bytes", "cache_tokens", "cache_slots", "cache_pages",
+    "pred_cache_bytes", "world_size", "peak_total_bytes"})
+FLOAT_COLUMNS = frozenset({
+    "time_ms_median", "time_ms_min", "time_ms_p20", "time_ms_p80", "time_spread",
+    "time_rounds_spread", "tflops", "gbps", "error_rel", "hbm_gbps", "hbm_pred_ratio",
+    "softcap", "cache_waste", "pred_cache_waste", "tflops_per_gpu", "ring_compute_ms",
+    "ring_comm_ms", "ring_serial_ms", "comm_exposed_ms", "comm_hidden", "rank_spread"})
+BOOL_COLUMNS = frozenset({"causal", "deterministic", "alibi"})
 
 
 class SchemaError(ValueError):
@@ -1075,6 +1090,9 @@ def _plot(r: _Reader, raw, i: int, columns: tuple[str, ...], labels: tuple[str, 
     if "kind" in raw:
         kw["kind"] = r.choice(raw["kind"], f"{path}.kind", PLOT_KINDS)
     heat = kw.get("kind") == "heatmap"
+    if not heat and kw["y"] not in INT_COLUMNS | FLOAT_COLUMNS:
+        r.fail(f"{path}.y", f"{kw['y']!r} is not a numeric column; a {kw.get('kind', 'line')} "
+                            f"plot draws numbers (e.g. time_ms_median, tflops, peak_mem_bytes)")
     if kw.get("kind") == "scatter":
         for key, why in _SCATTER_NO.items():
             if key in raw:
