@@ -155,13 +155,13 @@ class TileConfig:
 def mma_capable(head_dim: int, dtype) -> bool:
     """Whether the tensor-core kernels cover this head_dim and dtype (every supported head_dim:
     the kernels pad it to a multiple of 32 with zeros)."""
-    return dtype_name(dtype) in ("float16", "bfloat16")
+    return dtype_name(dtype) in FAMILY_DTYPES["mma"]
 
 
 def dmma_capable(head_dim: int, dtype) -> bool:
     """Whether the float64 tensor-core kernels ('dmma') cover this head_dim and dtype: float64,
     every supported head_dim (padded to a multiple of 32 with zeros)."""
-    return dtype_name(dtype) == "float64"
+    return dtype_name(dtype) in FAMILY_DTYPES["dmma"]
 
 
 def has_fp64_tensor_cores(arch: str) -> bool:
@@ -470,8 +470,8 @@ def check_dtype(tile: "TileConfig", dtype) -> None:
     """ValueError when ``tile``'s kernel family does not take ``dtype`` inputs (FAMILY_DTYPES)."""
     name = dtype_name(dtype)
     if name not in FAMILY_DTYPES[tile.kernel]:
-        raise ValueError(f"TileConfig.kernel={tile.kernel!r} takes "
-                         f"{' or '.join(FAMILY_DTYPES[tile.kernel])} inputs; these are {name} "
+        raise ValueError(f"TileConfig.kernel={tile.kernel!r} needs "
+                         f"{' or '.join(FAMILY_DTYPES[tile.kernel])} inputs only; these are {name} "
                          f"(tile={tile.short()}; leave tile=None for the dtype's default)")
 
 

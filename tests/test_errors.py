@@ -220,7 +220,8 @@ def test_a_tile_of_a_family_that_does_not_take_the_dtype(kernel, dtype, takes):
     """tile.FAMILY_DTYPES on every path: the CPU twin ran any family's tile on any dtype (its
     block sizes only), where a GPU refuses it; forward and backward alike."""
     q, k, v = qkv(np, dtype=dtype)
-    want = rf"TileConfig.kernel={kernel!r} takes {takes} inputs; these are {np.dtype(dtype).name}"
+    want = (rf"TileConfig.kernel={kernel!r} needs {takes} inputs only; these are "
+            rf"{np.dtype(dtype).name}")
     _both_passes_raise(q, k, v, TileConfig(64, 64, 4, 2, kernel), ValueError, want)
     cuflash.attention(q, k, v, tile=TileConfig(64, 64, 4, 1, "simt"))   # every dtype
 

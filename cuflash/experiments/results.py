@@ -25,7 +25,6 @@ COLUMNS = tuple(dict.fromkeys(
     + ALWAYS_COLUMNS))
 
 STATUSES = ("ok", "oom", "oom-skipped", "unavailable", "error")
-_INT, _FLOAT, _BOOL = INT_COLUMNS, FLOAT_COLUMNS, BOOL_COLUMNS   # (schema.py)
 #: Typed value of a column that is blank or missing (files from before the column existed).
 _DEFAULTS = {"alibi": False}
 
@@ -40,15 +39,15 @@ def parse_value(column: str, text: str | None):
     a number that is not."""
     if text is None or text == "":
         return _DEFAULTS.get(column)
-    if column in _BOOL:
+    if column in BOOL_COLUMNS:
         return {"true": True, "false": False}.get(text.lower(), text)
     try:
-        if column in _INT:
+        if column in INT_COLUMNS:
             try:
                 return int(text)
             except ValueError:
                 return float(text)
-        if column in _FLOAT:
+        if column in FLOAT_COLUMNS:
             return float(text)
     except ValueError:
         raise ValueError(f"{column}={text!r} is not a number") from None

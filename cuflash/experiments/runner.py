@@ -444,9 +444,6 @@ def _more_rounds(timed: list[tuple[Point, dict]], cfg, csv_path: Path, retime, l
     results.Writer(csv_path, rows, rewrite=True).close()
 
 
-_TIMING_FLOATS = ("time_ms_median", "time_ms_min", "time_ms_p20", "time_ms_p80", "time_spread")
-
-
 def _one_round_rows(keep: list[dict], points: list[Point], cfg, log) -> list[tuple[Point, dict]]:
     """The kept CPU rows that an earlier run timed once where ``measure.rounds`` asks for more:
     a run stopped before its extra rounds (they come after every point) wrote them with its
@@ -460,12 +457,7 @@ def _one_round_rows(keep: list[dict], points: list[Point], cfg, log) -> list[tup
         if (p is None or p.device != "cpu" or ring.is_ring(p) or r.get("status") != "ok"
                 or not r.get("time_ms_median") or (r.get("time_rounds") or "1") != "1"):
             continue
-        row = dict(r)
-        for c in _TIMING_FLOATS:
-            row[c] = float(row[c]) if row.get(c) else None
-        for c in ("repeats", "threads"):
-            row[c] = int(row[c]) if row.get(c) else None
-        out.append((p, row))
+        out.append((p, {c: results.parse_value(c, v) for c, v in r.items()}))
     if out:
         log(f"  {len(out)} row{'s' * (len(out) != 1)} of an earlier run timed once "
             f"(measure.rounds={cfg.rounds}): timed again with this run's rounds")

@@ -17,7 +17,7 @@ from .._xp import accum_dtype, dtype_name, resolve_dtype
 from ..precision import PRODUCTS, of_family
 from ..tile import (F16_SPLIT, TF32_BWD_MAX_D, WGMMA_F16X3_BWD_MAX_D, WGMMA_F16X3_MAX_D, WGMMA_TF32_MAX_D,
                     WGMMA_TF32_WIDE_D, TileConfig, x3_backward_block_m, x3_backward_stages, x3_dq_block_n,
-                    check_dtype, dmma_capable, mma_capable, wgmma_forward_tiles)
+                    check_dtype, wgmma_forward_tiles)
 
 ROLES = ("fwd", "bwd_dkdv", "bwd_dq")
 _SHORT = {"float16": "f16", "bfloat16": "bf16", "float32": "f32", "float64": "f64"}
@@ -551,11 +551,6 @@ def specs_for(dtype, head_dim: int, tile: TileConfig, variant, backward: bool,
     ``variant``: a :class:`Variant`, or a bool (causal or dense)."""
     variant = Variant.of(variant)
     name = dtype_name(dtype)
-    if tile.kernel in ("mma", "wgmma") and not mma_capable(head_dim, dtype):
-        raise ValueError(f"TileConfig.kernel={tile.kernel!r} needs float16 or bfloat16 inputs, "
-                         f"got {name}")
-    if tile.kernel == "dmma" and not dmma_capable(head_dim, dtype):
-        raise ValueError(f"TileConfig.kernel='dmma' needs float64 inputs, got {name}")
     if tile.kernel in FLOAT32_WGMMA_FORWARDS:
         prec, alt = of_family(tile.kernel), FLOAT32_WGMMA_FORWARDS[tile.kernel]
         if tile.kernel in FLOAT32_WGMMA_BACKWARDS and name != "float32":
@@ -565,9 +560,7 @@ def specs_for(dtype, head_dim: int, tile: TileConfig, variant, backward: bool,
             raise ValueError(f"TileConfig.kernel={tile.kernel!r} is float32's forward of "
                              f"precision={prec!r} ({'a backward' if backward else name + ' inputs'} "
                              f"asked for): the backward of precision={prec!r} runs kernel={alt!r}")
-    if tile.kernel in PRODUCTS and name != "float32":
-        raise ValueError(f"TileConfig.kernel={tile.kernel!r} (precision="
-                         f"{of_family(tile.kernel)!r}) takes float32 inputs only, got {name}")
+    check_dtype(tile, name)   # every family's dtypes (tile.FAMILY_DTYPES)
     if tile.kernel in PRODUCTS and backward and not deterministic:
         raise ValueError(f"TileConfig {tile.short()}: {_TF32_ATOMIC}")
     if tile.kernel == "wgmma" and backward and not deterministic and \
