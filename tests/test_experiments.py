@@ -469,7 +469,7 @@ def test_ncu_missing_is_a_note(monkeypatch, tmp_path):
 
 # -- plots from a CSV alone ----------------------------------------------------------------------------
 
-def test_plot_from_csv_alone(tmp_path):
+def test_plot_from_csv_alone(tmp_path, capsys):
     plots = [
         {"x": "seq_len", "y": "peak_mem_bytes", "logx": True, "logy": True, "col": "pass"},
         {"x": "seq_len", "y": "time_ms_median", "ratio": {"numerator": "naive"}, "logx": True},
@@ -502,6 +502,27 @@ def test_plot_from_csv_alone(tmp_path):
     assert cli.main(["plot", str(dst / "results.csv"), "--config", str(other),
                      "--out", str(tmp_path / "o")]) == 0
     assert (tmp_path / "o" / "t.png").stat().st_size > 5000
+    # an experiment whose plots read columns this CSV lacks, or whose filter keeps no row: those
+    # plots are named on stderr and not drawn (no empty PNG), the others are, the status says so
+    unrelated = write(tmp_path, dict(data, plots=[
+        {"x": "seq_len", "y": "tflops", "name": "fits"},
+        {"x": "window", "y": "time_spread", "name": "cols"},
+        {"x": "seq_len", "y": "tflops", "filter": {"method": "twin", "head_dim": 16},
+         "col": "pass", "name": "rows"}]), "unrelated.yaml")
+    (tmp_path / "u").mkdir()
+    with open(dst / "results.csv", newline="") as f:
+        data16 = [r for r in csv.DictReader(f) if r["head_dim"] != "16"]
+    with open(tmp_path / "u" / "results.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(data16[0]))
+        w.writeheader()
+        w.writerows(data16)
+    assert cli.main(["plot", str(tmp_path / "u" / "results.csv"), "--config", str(unrelated)]) == 1
+    err = capsys.readouterr().err
+    assert "plot cols (time_spread vs window) not drawn: no row has a value of 'window', " \
+        "'time_spread'" in err
+    assert "plot rows (tflops vs seq_len) not drawn: no row passes its filter" in err
+    assert "plot fits" not in err
+    assert sorted(p.name for p in (tmp_path / "u").glob("*.png")) == ["fits.png"]
 
 
 def _drawn_figures(monkeypatch) -> list:

@@ -686,14 +686,32 @@ def plot_path(out_dir: Path, plot: Plot, index: int) -> Path:
                             + ".png")
 
 
-def draw_all(rows: list[dict], plots, out_dir, env: dict | None = None) -> list[Path]:
-    """Draw every plot of an experiment from its rows; returns the PNG paths."""
+def unfit(rows: list[dict], plot: Plot) -> str | None:
+    """Why ``plot`` would draw nothing from ``rows`` (a CSV of another experiment, say): no row
+    its filter keeps, or none of those with a value of a column it draws (x, y, a heatmap's
+    values); None where it draws."""
+    kept = select(rows, plot)
+    if not kept:
+        return "no row passes its filter" if plot.filter else "the results hold no row"
+    empty = [c for c in dict.fromkeys((plot.x, plot.y, *plot.value))
+             if all(r.get(c) is None for r in kept)]
+    if empty:
+        return f"no row has a value of {', '.join(map(repr, empty))}"
+    return None
+
+
+def draw_all(rows: list[dict], plots, out_dir, env: dict | None = None,
+             skip=()) -> list[Path]:
+    """Draw every plot of an experiment from its rows (but those whose index is in ``skip``;
+    files keep their plot's index); returns the PNG paths."""
     paths = []
     for i, plot in enumerate(plots):
+        if i in skip:
+            continue
         path = plot_path(out_dir, plot, i)
         draw = draw_heatmap if plot.kind == "heatmap" else draw_line   # line and scatter
         paths.append(draw(rows, plot, path, env))
     return paths
 
 
-__all__ = ["draw_all", "draw_line", "draw_heatmap", "select", "with_ratio", "label"]
+__all__ = ["draw_all", "unfit", "draw_line", "draw_heatmap", "select", "with_ratio", "label"]
