@@ -144,7 +144,9 @@ def attention(q, k, v, *, causal=False, scale=None, tile=None, return_lse=False,
         their lse is -inf.
     scale : float, optional
         Multiplies q kᵀ; default 1/sqrt(d). Must be > 0 with scale·log2(e) finite in the
-        scores' dtype (float32, float64 for float64 inputs).
+        scores' dtype (float32, float64 for float64 inputs). On the GPU every score's
+        |scale·q·k|·log2(e) must stay below 2^31 (2^63 in float64: ``checks.logit_limit``);
+        beyond, the kernels' exponents overflow and the row is NaN.
     window : (left, right), optional
         Sliding window (FlashAttention-2's window_size): query i sees key j iff
         i + S - T - left <= j <= i + S - T + right; an entry None or -1 is unbounded (and so is
@@ -153,8 +155,8 @@ def attention(q, k, v, *, causal=False, scale=None, tile=None, return_lse=False,
         window are skipped, so the cost grows with T·window. (``cuflash.mask``)
     softcap : float, optional
         Scores s = scale·q·k become softcap·tanh(s / softcap) before the softmax (Gemma-2);
-        > 0, with softcap·log2(e) finite and scale / softcap a normal number in the scores'
-        dtype.
+        > 0, with scale / softcap a normal number in the scores' dtype and softcap·log2(e)
+        below 2^31 (2^63 in float64), which keeps every capped score within the kernels' range.
     alibi_slopes : array, optional
         ALiBi: scores lose slope·|i + S - T - j|; one float32/float64 slope per (query) head,
         of a shape broadcastable to the leading dims (e.g. (Hq,) for (B, Hq, T, d) queries), on

@@ -140,10 +140,20 @@ def check_scale(scale, d: int, dtype) -> float:
     return x
 
 
+def logit_limit(dtype) -> float:
+    """The largest |logit| (score · log2(e), the exponent's units) the GPU kernels take in the
+    scores' dtype: 2^31 for float32 scores, 2^63 for float64. Their exponent of a score is one
+    fused multiply-add, s·log2(e)·scale - m, exact but for the rounding of the row's max m, up to
+    half an ulp of it: past these, that is 2^7 (2^10 in float64) or more, and 2^x overflows
+    (NaN) where the CPU twin, subtracting the rounded product, does not."""
+    return 2.0 ** 63 if np.dtype(accum_dtype(dtype)) == np.float64 else 2.0 ** 31
+
+
 def check_softcap(softcap, scale: float, dtype) -> float | None:
     """None (no cap) or a float c > 0 (``cuflash.scores``) whose c·log2(e) is finite and scale / c
     (tanh's argument per unit of q·k) a normal number in the scores' dtype: a cap that large would
-    overflow, or flush tanh's argument to zero on the GPU, where it caps nothing anyway."""
+    overflow, or flush tanh's argument to zero on the GPU, where it caps nothing anyway. Capped
+    logits are at most c·log2(e), which must also stay below ``logit_limit``."""
     if softcap is None:
         return None
     c = _positive_real("softcap", softcap, " (or None for no cap)")
@@ -152,6 +162,11 @@ def check_softcap(softcap, scale: float, dtype) -> float | None:
         raise ValueError(f"softcap={softcap!r} is too large for scale={scale:g} in {where}: "
                          f"c·log2(e) must be finite and scale / c at least {float(fi.tiny):g} "
                          f"(or None for no cap)")
+    limit = logit_limit(dtype)
+    if c * _LOG2E >= limit:
+        raise ValueError(f"softcap={softcap!r} is too large in {where}: the capped logits "
+                         f"c·log2(e) must stay below 2^{int(math.log2(limit))}, where the "
+                         f"kernels' exponents still fit (or None for no cap)")
     return c
 
 

@@ -148,9 +148,19 @@ def test_score_constants_finite_in_the_scores_dtype(xp, dtype, opts, match):
 
 
 def test_score_constants_in_float64_take_float64s_range(xp):
+    """A scale past float32's range in float64, its scores capped within the kernels' logits;
+    a cap whose logits pass 2^63 refused (on the GPU, call 185 on an H100, softcap=1e39 gave NaN:
+    the exponent's fused multiply-add kept the max's rounding, 2^76, checks.logit_limit)."""
     q, k, v = qkv(xp, dtype=np.float64)
-    out = cuflash.attention(q, k, v, scale=1e39, softcap=1e39)
+    out = cuflash.attention(q, k, v, scale=1e39, softcap=1e15)
     assert bool(xp.isfinite(out).all())
+    with pytest.raises(ValueError, match=r"softcap=1e\+39 is too large in float64 \(the scores' "
+                                         r"dtype for float64 inputs\): the capped logits "
+                                         r"c·log2\(e\) must stay below 2\^63"):
+        cuflash.attention(q, k, v, scale=1e39, softcap=1e39)
+    with pytest.raises(ValueError, match=r"softcap=2000000000.0 is too large in float32 .* below 2\^31"):
+        cuflash.attention(*qkv(xp), softcap=2e9)
+    assert cuflash.checks.logit_limit(np.float16) == 2.0 ** 31
 
 
 @pytest.mark.parametrize("scale", ["0.5", True, [0.5], 1j], ids=repr)
