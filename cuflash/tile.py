@@ -257,6 +257,12 @@ WGMMA_F16X3_BWD_MAX_D = 128
 #: 2.17-2.38x / 2.35-2.48x. Shorter lengths were not measured.
 WGMMA_F16X3_MIN_KEYS = 512
 
+#: Head dims from which 'tf32''s default forward on sm_90 is the one-float16-product kernel
+#: ('wgmma_f16x1', up to WGMMA_F16X3_MAX_D) rather than the TF32 wgmma kernel: call 178 (H200,
+#: before its rows lost their lo parts, NOTES.md v56) 1.07-1.11x at d = 128 and 0.85-0.92x at
+#: d = 64; call 185 (v59) measured it after v58's staging.
+WGMMA_F16X1_FWD_MIN_D = 97
+
 
 def x3_backward_block_m(head_dim: int) -> int:
     """The x3 dK/dV kernel's query tile (its dQ kernel's key tile): 64 at d <= 64, 32 above (a
@@ -301,8 +307,21 @@ def wgmma_f16x3_tiles(head_dim: int, backward: bool = False,
             return []
         return [TileConfig(x3_backward_block_m(head_dim), 128, 12, s, kernel)
                 for s in x3_backward_stages(head_dim, kernel)]
-    return [TileConfig(128, n, 12, 2, kernel) for n in (64, 32)] \
-        if head_dim <= WGMMA_F16X3_MAX_D else []
+    if head_dim > WGMMA_F16X3_MAX_D:
+        return []
+    block_ns, stages = x3_forward_shapes(head_dim, kernel)
+    return [TileConfig(128, n, 12, 2, kernel) for n in (64, 32)] + \
+        [TileConfig(128, n, 12, s, kernel) for n in block_ns for s in stages
+         if (n, s) not in ((64, 2), (32, 2))]
+
+
+def x3_forward_shapes(head_dim: int, kernel: str = "wgmma_f16x3") -> tuple[tuple, tuple]:
+    """(block_n's, num_stages') a float16-product forward tile takes (block_m = 128 on 12
+    warps): 'wgmma_f16x3' 64 or 32 keys on 2 stages (its fresh k-step sums hold three copies of
+    S in registers; Q's, K's and V's hi and lo tiles fill shared memory); 'wgmma_f16x1' holds
+    no lo tiles of K and V and chains S's k16 steps (NOTES v61): 3 stages too. (128-key tiles
+    at d <= 64 compile clean but await their GPU tests: .ab/x1_fwd_n128.patch.)"""
+    return (64, 32), ((2, 3) if kernel == "wgmma_f16x1" else (2,))
 
 
 def float32_wgmma_pays(precision: str, head_dim: int, seq_len_k: int,
@@ -515,6 +534,9 @@ def tile_candidates(head_dim: int, dtype, *, backward: bool = False, causal: boo
             # where wgmma_tf32_pays (NOTES.md v36, v37), 1.8-1.95x at d = 256 (v48)
             tiles = (wgmma_tf32_tiles(head_dim) if head_dim <= WGMMA_TF32_MAX_D else
                      wgmma_tf32_wide_tiles(head_dim)) + tiles
+            if WGMMA_F16X1_FWD_MIN_D <= head_dim <= WGMMA_F16X3_MAX_D:
+                # one float16 product of staged hi-only rows ahead of them (NOTES.md v59)
+                tiles = wgmma_f16x3_tiles(head_dim, False, "wgmma_f16x1")[:1] + tiles
         if prec == "highest" and wgmma and staged:
             # float32 at float32's accuracy as three float16 products on Hopper's warpgroup tensor
             # cores: forward 1.7-2.0x, backward 2.5-2.7x the mma.sync 3xTF32 kernels (call 165,

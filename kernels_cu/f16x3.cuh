@@ -55,14 +55,15 @@ __device__ __forceinline__ void split2_f16(float a, float b, float scale, unsign
     lo = *reinterpret_cast<unsigned*>(&l);
 }
 
-// ROWS rows of a float32 tile written as float16 hi and lo, rows first.. of tiles laid out as
+// ROWS rows of a float32 tile written as float16 hi and lo (LO false: hi alone, 'tf32''s
+// F16Products<1>, which reads no lo part), rows first.. of tiles laid out as
 // sw128<LROWS, 2> (LROWS rows in all), by the NT threads tid = 0..NT-1: item i = tid + n·NT is
 // 8 elements, columns 8·(i % CPR) of row i / CPR (CPR = DP / 8 chunks a row, a power of two up
 // to 32: a row's chunks lie on CPR neighbouring lanes of one warp, so its largest |x| is a
 // shuffle reduction).
 //   load(r, c, x)       x[0..7] = elements c..c+7 of row r (zeros past the data)
 //   scale_of(r, m)      the row's scale, given its largest |x| (a power of two)
-template <int ROWS, int LROWS, int DP, int NT, class Load, class ScaleOf>
+template <int ROWS, int LROWS, int DP, int NT, bool LO = true, class Load, class ScaleOf>
 __device__ __forceinline__ void split_rows_f16(__half* hi, __half* lo, int first, int tid,
                                                Load&& load, ScaleOf&& scale_of) {
     constexpr int CPR = DP / 8;
@@ -86,7 +87,7 @@ __device__ __forceinline__ void split_rows_f16(__half* hi, __half* lo, int first
         split2_f16(x[6], x[7], s, h.w, l.w);
         const int at = sw128<LROWS, 2>(first + r, c);
         *reinterpret_cast<uint4*>(hi + at) = h;
-        *reinterpret_cast<uint4*>(lo + at) = l;
+        if constexpr (LO) *reinterpret_cast<uint4*>(lo + at) = l;
     }
 }
 
@@ -103,39 +104,14 @@ struct RowScaleInto {
     }
 };
 
-// The producer warpgroup's copies of float32 rows into raw (rows of DP floats; zeros past the
-// valid rows and past d)
-template <int DP>
-using X3Raw = CpAsyncTiles<DP, 128, RowMajor<DP>, 4>;
-
-// Element c..c+7 of row r of a raw tile (RowMajor<DP> of ROWS rows)
-template <int ROWS, int DP>
-__device__ __forceinline__ void raw_chunk(const float* raw, int r, int c, float (&x)[8]) {
-    const float4 a = *reinterpret_cast<const float4*>(raw + RowMajor<DP>::template at<ROWS>(r, c));
-    const float4 b = *reinterpret_cast<const float4*>(raw + RowMajor<DP>::template at<ROWS>(r, c + 4));
-    x[0] = a.x; x[1] = a.y; x[2] = a.z; x[3] = a.w;
-    x[4] = b.x; x[5] = b.y; x[6] = b.z; x[7] = b.w;
-}
-
-// ROWS raw rows (from row first of raw) split into the hi / lo tiles of LROWS rows at row at0,
-// each row with its own scale, whose inverse goes to inv[at0 + r]: by the 128 threads of a
-// warpgroup (tid 0..127)
-template <int ROWS, int LROWS, int DP>
-__device__ __forceinline__ void split_raw_rows(__half* hi, __half* lo, float* inv, int at0,
-                                               const float* raw, int tid) {
-    split_rows_f16<ROWS, LROWS, DP, 128>(
-        hi, lo, at0, tid, [&](int r, int c, float (&x)[8]) { raw_chunk<ROWS, DP>(raw, r, c, x); },
-        RowScaleInto<DP>{inv + at0, tid});
-}
-
 // Rows r0 .. r0 + 63 of a block's float32 rows (row i at src + i·ld; zeros from row `rows` on
-// and past column d) split into the hi / lo tiles of LROWS rows by the 128 threads of a
+// and past column d) split into the hi / lo (LO: split_rows_f16) tiles of LROWS rows by the 128 threads of a
 // warpgroup (tid 0..127), each row with its own scale, whose inverse goes to inv[r0 + r]
-template <int LROWS, int DP>
+template <int LROWS, int DP, bool LO = true>
 __device__ __forceinline__ void split_global_rows(__half* hi, __half* lo, float* inv, int r0,
                                                   int tid, const float* src, long long ld,
                                                   int rows, int d) {
-    split_rows_f16<64, LROWS, DP, 128>(
+    split_rows_f16<64, LROWS, DP, 128, LO>(
         hi, lo, r0, tid,
         [&](int r, int col, float (&x)[8]) {
             const bool row_ok = r0 + r < rows;

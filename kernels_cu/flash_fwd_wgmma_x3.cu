@@ -61,9 +61,11 @@ struct FwdWgmmaX3 : F16ProductKernel<T, V> {
     using MMA_O = Wgmma<DP, __half>;
 
     struct Smem {
-        __half q_hi[BLOCK_M * DP], q_lo[BLOCK_M * DP];   // later each warp's O rows (float32)
-        __half k_hi[STAGES][BLOCK_N * DP], k_lo[STAGES][BLOCK_N * DP];
-        __half v_hi[STAGES][BLOCK_N * DP], v_lo[STAGES][BLOCK_N * DP];
+        // Q's hi and lo: later each warp's O rows (float32: the bytes of both, so that 'tf32'
+        // keeps q_lo unwritten for them)
+        __half q_hi[BLOCK_M * DP], q_lo[BLOCK_M * DP];
+        __half k_hi[STAGES][BLOCK_N * DP], k_lo[STAGES][Prod::lo_halves(BLOCK_N * DP)];
+        __half v_hi[STAGES][BLOCK_N * DP], v_lo[STAGES][Prod::lo_halves(BLOCK_N * DP)];
         float k_inv[STAGES][BLOCK_N];   // 1 / each key row's scale
         float v_inv[STAGES];            // 1 / (V's tile scale · 2^14)
         float q_inv[BLOCK_M];           // 1 / each query row's scale
@@ -161,7 +163,7 @@ struct FwdWgmmaX3 : F16ProductKernel<T, V> {
         // This warpgroup's 64 rows of Q, from global memory, as hi / lo with a scale per row
         template <class P>
         __device__ __forceinline__ void make_q(const P& p) {
-            split_global_rows<BLOCK_M, DP>(sm.q_hi, sm.q_lo, sm.q_inv, 64 * c, threadIdx.x % 128,
+            split_global_rows<BLOCK_M, DP, Prod::kLo>(sm.q_hi, sm.q_lo, sm.q_inv, 64 * c, threadIdx.x % 128,
                                            blk.seq.q_row(p.q, p.q_stride, blk.i0), p.q_stride[2],
                                            blk.rows, p.d);
         }

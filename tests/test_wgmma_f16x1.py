@@ -14,7 +14,7 @@ import pytest
 import cuflash
 from cuflash import TileConfig, precision
 from cuflash.gpu import build, plan
-from cuflash.tile import (F16_SPLIT, WGMMA_F16X3_BWD_MAX_D, WGMMA_F16X3_MIN_KEYS,
+from cuflash.tile import (F16_SPLIT, WGMMA_F16X1_FWD_MIN_D, WGMMA_F16X3_BWD_MAX_D, WGMMA_F16X3_MIN_KEYS,
                           default_backward, default_tile, float32_wgmma_pays, wgmma_f16x3_tiles,
                           x3_dq_block_n)
 
@@ -37,8 +37,12 @@ def test_family_tiles_and_kernel_type():
     assert precision.of_family("wgmma_f16x1") == "tf32"
     for d, bwd in itertools.product((16, 64, 96, 128, 160, 256), (False, True)):
         x3 = [t.replace(kernel="wgmma_f16x1") for t in wgmma_f16x3_tiles(d, bwd)]
-        # x3's tiles, and above d = 64 a third stage in the backward (no lo tiles: NOTES v57)
-        extra = [x3[0].replace(num_stages=3)] if bwd and 64 < d <= WGMMA_F16X3_BWD_MAX_D else []
+        # x3's tiles, and above d = 64 a third stage in the backward (no lo tiles: NOTES v57);
+        # the forward's a third stage too (NOTES v61)
+        if bwd:
+            extra = [x3[0].replace(num_stages=3)] if 64 < d <= WGMMA_F16X3_BWD_MAX_D else []
+        else:
+            extra = [x3[0].replace(num_stages=3), x3[1].replace(num_stages=3)] if x3 else []
         assert wgmma_f16x3_tiles(d, bwd, "wgmma_f16x1") == x3 + extra, d
     # the dQ kernel's key tile: 64 at every head dim (x3: the dK/dV tile transposed, 32 keys at
     # d = 128; x1's dK/dV kernel keeps 32 queries there: NOTES v57)
@@ -69,7 +73,8 @@ def test_family_tiles_and_kernel_type():
 def test_tf32_default_backward_where_it_pays():
     """'tf32''s default backward on sm_90 where the caller says its batch is dense (staged): the
     x1 pair up to d = 128 (deterministic, even when deterministic=False is asked); elsewhere and
-    wider, the mma.sync TF32 pair; its forward default stays the TF32 kernels."""
+    wider, the mma.sync TF32 pair. Its forward: the x1 kernel from WGMMA_F16X1_FWD_MIN_D to 128
+    where staged on sm_90, else the TF32 kernels."""
     for d in (16, 64, 96, 128):
         for staged, arch in itertools.product((False, True), ("sm_90", "sm_80")):
             smem = plan.SMEM_LIMIT[arch]
@@ -81,7 +86,10 @@ def test_tf32_default_backward_where_it_pays():
                 assert bwd.kernel == "tf32", (d, staged, arch, bwd)
             fwd = default_tile(d, "float32", arch=arch, smem_limit=smem, staged=staged,
                                precision="tf32")
-            assert fwd.kernel in ("tf32", "wgmma_tf32"), (d, fwd)
+            if staged and arch == "sm_90" and d >= WGMMA_F16X1_FWD_MIN_D:
+                assert fwd == wgmma_f16x3_tiles(d, False, "wgmma_f16x1")[0], (d, fwd)
+            else:
+                assert fwd.kernel in ("tf32", "wgmma_tf32"), (d, fwd)
     n = WGMMA_F16X3_MIN_KEYS
     assert float32_wgmma_pays("tf32", 64, n, backward=True)
     assert float32_wgmma_pays("tf32", WGMMA_F16X3_BWD_MAX_D, n, backward=True)
@@ -109,7 +117,10 @@ def test_api_asks_for_x1_only_for_dense_batches(monkeypatch):
 
 
 @pytest.mark.parametrize("tile,d,bwd,match", [
-    (X1.replace(block_n=128), 64, False, "kernel='wgmma_f16x1' takes block_n = 32 or 64"),
+    (X1.replace(block_n=128), 64, False, "kernel='wgmma_f16x1' takes block_n = 32 or 64 at "
+                                         "d = 64"),
+    (X1.replace(num_stages=4), 64, False, "kernel='wgmma_f16x1' is warp-specialized: block_m = "
+                                          "128, num_warps = 12, num_stages = 2 or 3"),
     (X1B, 128, True, "kernel='wgmma_f16x1''s dK/dV kernel at d = 128 is warp-specialized: "
                      "block_m = 32"),
     (X1B128, 160, True, "kernel='wgmma_f16x1''s backward takes head dims up to 128"),

@@ -11,7 +11,7 @@ import cuflash
 from cuflash import TileConfig, precision
 from cuflash._xp import to_numpy
 from cuflash.gpu import build, plan, tf32_stage
-from cuflash.tile import (WGMMA_TF32_MAX_D, WGMMA_TF32_MIN_KEYS, WGMMA_TF32_WIDE_D,
+from cuflash.tile import (WGMMA_F16X1_FWD_MIN_D, WGMMA_TF32_MAX_D, WGMMA_TF32_MIN_KEYS, WGMMA_TF32_WIDE_D,
                           WGMMA_TF32_WIDE_MIN_KEYS, wgmma_tf32_wide_tiles,
                           default_tile, wgmma_tf32_pays,
                           wgmma_tf32_tiles)
@@ -100,7 +100,10 @@ def test_tiles_and_plan():
                             continue
                         want = (staged and prec == "tf32" and arch == "sm_90" and not backward
                                 and d <= WGMMA_TF32_WIDE_D)
-                        if want:
+                        if want and d >= WGMMA_F16X1_FWD_MIN_D and d <= WGMMA_TF32_MAX_D:
+                            # the one-float16-product forward first (test_wgmma_f16x1.py)
+                            assert t.kernel == "wgmma_f16x1", (d, staged, prec, arch)
+                        elif want:
                             assert t == (wgmma_tf32_tiles(d) if d <= WGMMA_TF32_MAX_D else
                                          wgmma_tf32_wide_tiles(d))[0], (d, staged, prec, arch)
                         else:

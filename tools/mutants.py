@@ -486,7 +486,7 @@ MUTANTS = [
       "tests/test_wgmma_f16x3.py::test_backward_validate_names_the_problem",
       "the backward's plan takes d = 128, where its registers do not hold dK and dV"),
     M("f16x3_any_stages", "cuflash/gpu/plan.py",
-      "if not t.warp_specialized or t.block_m != 128 or t.num_stages != 2:",
+      "if not t.warp_specialized or t.block_m != 128 or t.num_stages not in stages:",
       "if not t.warp_specialized or t.block_m != 128:",
       "tests/test_wgmma_f16x3.py::test_validate_names_the_problem",
       "a 3-stage wgmma_f16x3 tile passes the plan (the kernel's ring is compiled for it, but "
@@ -568,6 +568,19 @@ MUTANTS = [
       "tests/test_wgmma_tf32_wide.py::test_wide_staging_matches_the_rule",
       "wide heads staged by the d <= 128 kernel: its shared rows hold 128 of the head dim's "
       "columns", gpu=True),
+    M("softcap_past_logit_limit", "cuflash/checks.py",
+      "    if c * _LOG2E >= limit:", "    if False:",
+      "tests/test_errors.py::test_score_constants_in_float64_take_float64s_range",
+      "a softcap whose capped logits pass 2^31 (2^63) is taken: the GPU's exponent of the row "
+      "max overflows (NaN, call 185)"),
+    M("plot_draws_what_does_not_fit", "cuflash/cli.py",
+      "        why = unfit(rows, plot)", "        why = None",
+      "tests/test_experiments.py::test_plot_from_csv_alone",
+      "cuflash plot --config draws an empty PNG for a plot no row of the CSV fits"),
+    M("x1_forward_stages_as_x3", "cuflash/tile.py",
+      "return (64, 32), ((2, 3) if kernel == \"wgmma_f16x1\" else (2,))", "return (64, 32), (2,)",
+      "tests/test_wgmma_f16x1.py::test_family_tiles_and_kernel_type",
+      "the x1 forward's 3-stage tiles (no lo tiles: room for a third) neither listed nor taken"),
 ]
 
 

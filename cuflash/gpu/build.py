@@ -17,7 +17,7 @@ from pathlib import Path
 
 from .._xp import accum_dtype, resolve_dtype
 from ..precision import PRODUCTS
-from ..tile import F16_SPLIT
+from ..tile import F16_SPLIT, x3_forward_shapes
 from .plan import _CTYPE, _SHORT, KernelSpec
 
 _INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"\s*$', re.M)
@@ -234,9 +234,10 @@ def tf32_stage_source(max_d: int = TF32_STAGE_MAX_D) -> str:
 #: backward's pairs (q, dout and k, v) per row, F16X3_STAGE_ROWS rows a block, one kernel per
 #: padded head dim; each with lo parts ('highest') or without ('tf32'). F16X3_STAGE_THREADS
 #: threads a block.
-F16X3_STAGE_SHAPES = frozenset({(32, 64), (64, 64), (32, 128), (64, 128)})
 F16X3_STAGE_ROWS = 64
 F16X3_STAGE_ROW_DIMS = (64, 128)
+F16X3_STAGE_SHAPES = frozenset((n, dp) for dp in F16X3_STAGE_ROW_DIMS for k in F16_SPLIT
+                               for n in x3_forward_shapes(dp, k)[0])
 F16X3_STAGE_THREADS = 256
 
 

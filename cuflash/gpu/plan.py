@@ -17,6 +17,7 @@ from .._xp import accum_dtype, dtype_name, resolve_dtype
 from ..precision import PRODUCTS, of_family
 from ..tile import (F16_SPLIT, TF32_BWD_MAX_D, WGMMA_F16X3_BWD_MAX_D, WGMMA_F16X3_MAX_D, WGMMA_TF32_MAX_D,
                     WGMMA_TF32_WIDE_D, TileConfig, x3_backward_block_m, x3_backward_stages, x3_dq_block_n,
+                    x3_forward_shapes,
                     check_dtype, wgmma_forward_tiles)
 
 ROLES = ("fwd", "bwd_dkdv", "bwd_dq")
@@ -325,12 +326,13 @@ def _validate_wgmma_f16x3(spec: KernelSpec, where: str) -> None:
     if spec.role != "fwd":
         _validate_wgmma_f16x3_backward(spec, where)
         return
-    if not t.warp_specialized or t.block_m != 128 or t.num_stages != 2:
+    block_ns, stages = x3_forward_shapes(spec.head_dim, k)
+    if not t.warp_specialized or t.block_m != 128 or t.num_stages not in stages:
         raise ValueError(f"{where}: kernel={k!r} is warp-specialized: block_m = 128, "
-                         f"num_warps = 12, num_stages = 2")
-    if t.block_n not in (32, 64):
-        raise ValueError(f"{where}: kernel={k!r} takes block_n = 32 or 64 (its fresh "
-                         f"k-step sums hold three copies of S in registers)")
+                         f"num_warps = 12, num_stages = {_either(stages)}")
+    if t.block_n not in block_ns:
+        raise ValueError(f"{where}: kernel={k!r} takes block_n = {_either(sorted(block_ns))} "
+                         f"at d = {spec.head_dim} (tile.x3_forward_shapes: a consumer's registers)")
     if spec.head_dim > WGMMA_F16X3_MAX_D:
         raise ValueError(f"{where}: kernel={k!r} takes head dims up to "
                          f"{WGMMA_F16X3_MAX_D}")
@@ -347,7 +349,7 @@ def _validate_wgmma_f16x3_backward(spec: KernelSpec, where: str) -> None:
                          f"of wider heads)")
     m = x3_backward_block_m(spec.head_dim)   # 64 at d <= 64, 32 above
     stages = x3_backward_stages(spec.head_dim, k)
-    said = " or ".join(map(str, stages)) + " stages"
+    said = _either(stages) + " stages"
     if spec.role == "bwd_dkdv":
         if not t.warp_specialized_dkdv or t.block_n != 128 or t.block_m != m:
             raise ValueError(f"{where}: kernel={k!r}'s dK/dV kernel at d = "
@@ -361,6 +363,12 @@ def _validate_wgmma_f16x3_backward(spec: KernelSpec, where: str) -> None:
         raise ValueError(f"{where}: kernel={k!r}'s dQ kernel at d = {spec.head_dim} takes "
                          f"the dK/dV tile transposed: block_m = 128, block_n = "
                          f"{x3_dq_block_n(spec.head_dim, k)}, num_warps = 12, {said}")
+
+
+def _either(values) -> str:
+    """'2', '2 or 3', '32, 64 or 128'."""
+    *rest, last = map(str, values)
+    return f"{', '.join(rest)} or {last}" if rest else last
 
 
 def _f16x3_atomic(kernel: str) -> str:
