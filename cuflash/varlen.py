@@ -219,9 +219,11 @@ def attention_varlen_backward(dout, residuals, *, tile=None, deterministic=True,
     checks.check_same("lse", r.lse, "the forward's lse (Hq, total_q)", (vp.Hq, vp.total_q),
                       accum_dtype(dt), xp)
     ops = api._backend(xp)
+    # precision and the tile's dtype checked here on both paths (the twin's groups check them
+    # again, but a batch without queries has no group)
+    chosen, det, _ = api._backward_choice(vp, tile, deterministic, precision)
     if ops is not None:
-        tile, det, _ = api._backward_choice(vp, tile, deterministic, precision)
-        return ops.backward_packed(dout, r.q, r.k, r.v, r.out, r.lse, vp, tile=tile,
+        return ops.backward_packed(dout, r.q, r.k, r.v, r.out, r.lse, vp, tile=chosen,
                                    deterministic=det)
     dq = xp.zeros(r.q.shape, dtype=dt)
     dk = xp.zeros(r.k.shape, dtype=dt)

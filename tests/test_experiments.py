@@ -299,6 +299,22 @@ def test_resume_measures_only_missing_rows(tmp_path):
     assert {r["run"] for r in rows} == {"0", "1"}
 
 
+def test_resume_refuses_a_label_given_to_another_method(tmp_path):
+    """A label measured by one method, then given to another: the resume stops before writing
+    anything (its rows would have been kept as the new method's, the stored spec renamed)."""
+    out = tmp_path / "res"
+    runner.run(schema.build(dict(TINY, methods=[{"name": "twin", "label": "A"}]), "t.yaml"), out,
+               measure=FakeMeasure(), log=lambda s: None, draw=False)
+    before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+    again = FakeMeasure()
+    with pytest.raises(ValueError, match=r"holds method label 'A' measured by 'twin'; this "
+                                         r"experiment gives 'A' to 'naive': use another label"):
+        runner.run(schema.build(dict(TINY, methods=[{"name": "naive", "label": "A"}]), "t.yaml"),
+                   out, measure=again, log=lambda s: None, draw=False)
+    assert again.calls == []
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
+
+
 def test_resume_retries_error_rows(tmp_path):
     exp = schema.build(TINY)
     out = tmp_path / "res"

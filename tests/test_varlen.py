@@ -520,3 +520,21 @@ def test_backward_errors(xp):
         cuflash.attention_varlen_backward(dout, bad_lse)
     with pytest.raises(TypeError, match=r"deterministic must be a bool"):
         cuflash.attention_varlen_backward(dout, res, deterministic=None)
+
+
+def test_backward_of_no_queries_checks_precision_and_tile(xp):
+    """A packed batch with no query rows has no group for the twin to run, which was where its
+    precision and tile were checked: the backward returned zeros for precision='bogus' and for
+    a float64 tile on float16 inputs. Now checked first, on both paths."""
+    q = xp.zeros((0, 2, 8), xp.float16)
+    k = xp.ones((5, 2, 8), xp.float16)
+    cu_q, cu_k = (xp.asarray(c, xp.int32) for c in ([0, 0, 0], [0, 3, 5]))
+    _, res = cuflash.attention_varlen(q, k, k, cu_q, cu_k, return_residuals=True)
+    with pytest.raises(ValueError, match=r"precision='bogus' must be one of"):
+        cuflash.attention_varlen_backward(q, res, precision="bogus")
+    with pytest.raises(ValueError, match=r"precision='tf32' applies to float32 inputs"):
+        cuflash.attention_varlen_backward(q, res, precision="tf32")
+    with pytest.raises(ValueError, match=r"TileConfig.kernel='dmma' needs float64 inputs"):
+        cuflash.attention_varlen_backward(q, res, tile=TileConfig(kernel="dmma"))
+    dq, dk, dv = cuflash.attention_varlen_backward(q, res)
+    assert dq.shape == (0, 2, 8) and not to_numpy(dk).any() and not to_numpy(dv).any()

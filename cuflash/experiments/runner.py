@@ -260,11 +260,25 @@ def _terminate_as_interrupt():
         signal.signal(signal.SIGTERM, before)
 
 
+def _check_labels(points, old_rows, csv_path: Path) -> None:
+    """Stop a resume that gives a label of the results to another method: its rows would be
+    kept as the new method's (the label is what keys a point) and the stored experiment.yaml
+    would name the new one."""
+    now = {p.method: p.method_name for p in points}
+    for r in old_rows:
+        label, name = r.get("method"), r.get("method_name")
+        if name and now.get(label, name) != name:
+            raise ValueError(f"{csv_path} holds method label {label!r} measured by {name!r}; this "
+                             f"experiment gives {label!r} to {now[label]!r}: use another label "
+                             f"or another --out")
+
+
 def _run_locked(exp, device, out_dir: Path, log, measure, hbm_many, hbm_batch,
                 draw, retime) -> RunSummary:
     points = enumerate_points(exp, device)
     csv_path = out_dir / RESULTS_CSV
     _, old = results.read_raw(csv_path)       # not a results CSV: stop before writing anything
+    _check_labels(points, old, csv_path)      # a label re-used for another method: likewise
     write_spec(exp, out_dir)
     environment = envmod.collect(device)
     if any(p.device == "cpu" for p in points):
