@@ -1014,7 +1014,25 @@ class PagedKVCache:
 # -- byte arithmetic (for plots of cache size, fragmentation and decode traffic) ---------------
 
 def _itemsize(dtype) -> int:
-    return resolve_dtype(dtype).itemsize
+    """Bytes of an element of one of the library's dtypes (None, int8, ... are errors: np.dtype
+    would read None as float64)."""
+    dt = None if dtype is None else resolve_dtype(dtype)
+    if dt is None or dtype_name(dt) not in DTYPES:
+        raise ValueError(f"dtype={dtype!r} must be one of {', '.join(DTYPES)}")
+    return dt.itemsize
+
+
+def _lengths(lengths) -> np.ndarray:
+    """Token counts as int64, each a whole number >= 0 (2.7 was cut to 2)."""
+    a = np.asarray(lengths).reshape(-1)
+    whole = a.dtype.kind in "iu" or (a.dtype.kind == "f" and bool(np.all(np.isfinite(a)))
+                                      and bool(np.all(a == np.round(a))))
+    if not whole:
+        raise ValueError(f"lengths must be whole numbers of tokens, got {lengths!r}")
+    a = a.astype(np.int64)
+    if a.size and a.min() < 0:
+        raise ValueError(f"lengths must be >= 0, got {a.min()}")
+    return a
 
 
 def _nonneg_int(name, value) -> int:
@@ -1063,9 +1081,7 @@ def cache_waste(lengths, *, page_size, max_len=None) -> CacheWaste:
     """Slots used and reserved for sequences of ``lengths`` tokens: contiguous (each sequence
     reserves ``max_len`` slots, default the longest length) against paged (each reserves its
     pages of ``page_size``; less than one page wasted per sequence)."""
-    lens = np.asarray(lengths, dtype=np.int64).reshape(-1)
-    if lens.size and lens.min() < 0:
-        raise ValueError(f"lengths must be >= 0, got {lens.min()}")
+    lens = _lengths(lengths)
     if not _is_int(page_size) or page_size < 1:
         raise ValueError(f"page_size={page_size!r} must be an int >= 1")
     longest = int(lens.max(initial=0))
@@ -1088,9 +1104,7 @@ def decode_step_bytes(lengths, *, q_heads, kv_heads, head_dim, dtype="float16", 
     written once into the cache), cache_seqlens (4 bytes per sequence) and, paged, the
     block_table entries in use (4 bytes per page). Writes: out (like q), lse (4 bytes per row;
     8 for float64) and the appended K/V. Inputs of ``dtype``."""
-    lens = np.asarray(lengths, dtype=np.int64).reshape(-1)
-    if lens.size and lens.min() < 0:
-        raise ValueError(f"lengths must be >= 0, got {lens.min()}")
+    lens = _lengths(lengths)
     q_heads, kv_heads, head_dim, tq = (_nonneg_int(n, v) for n, v in (
         ("q_heads", q_heads), ("kv_heads", kv_heads), ("head_dim", head_dim), ("tq", tq)))
     tnew = tq if tnew is None else _nonneg_int("tnew", tnew)
@@ -1099,6 +1113,7 @@ def decode_step_bytes(lengths, *, q_heads, kv_heads, head_dim, dtype="float16", 
     if page_size is not None and (not _is_int(page_size) or page_size < 1):
         raise ValueError(f"page_size={page_size!r} must be an int >= 1 or None (contiguous)")
     e = _itemsize(dtype)
+    gqa_aware = checks.check_bool("gqa_aware", gqa_aware)
     B, tokens = int(lens.size), int(lens.sum())
     heads_read = kv_heads if gqa_aware else q_heads
     kv = 2 * tokens * heads_read * head_dim * e

@@ -840,3 +840,25 @@ def test_long_caches_in_kernel(layout, page_size):
                   seed=case_seed("long", layout))
     out, lse = sc.call(return_lse=True, validate=False)
     sc.check(out, lse, f"long {layout}", causal=True)
+
+
+def test_byte_helpers_refuse_what_they_would_miscount():
+    """Found by fuzzing: gqa_aware='False' counted as True, dtype=None as float64, int8 taken,
+    and lengths 2.7 / 10.9 cut to 2 / 10."""
+    from cuflash.kvcache import cache_waste, decode_step_bytes, kv_cache_bytes
+    kw = dict(q_heads=4, kv_heads=2, head_dim=16)
+    with pytest.raises(TypeError, match=r"gqa_aware must be a bool, got 'False'"):
+        decode_step_bytes([10], gqa_aware="False", **kw)
+    for dtype in (None, np.int8, "int8"):
+        with pytest.raises((ValueError, TypeError), match=r"dtype"):
+            kv_cache_bytes(10, kv_heads=2, head_dim=16, dtype=dtype)
+    with pytest.raises(ValueError, match=r"lengths must be whole numbers of tokens, got \[2.7\]"):
+        cache_waste([2.7], page_size=16)
+    with pytest.raises(ValueError, match=r"lengths must be whole numbers"):
+        decode_step_bytes([10.9], **kw)
+    with pytest.raises(ValueError, match=r"lengths must be >= 0, got -1"):
+        cache_waste([3, -1], page_size=4)
+    # whole numbers as floats, and the counts themselves, unchanged
+    assert cache_waste([3.0, 5], page_size=4) == cache_waste([3, 5], page_size=4)
+    assert decode_step_bytes([10], gqa_aware=False, **kw) == 3092
+    assert kv_cache_bytes(10, kv_heads=2, head_dim=16, dtype="bfloat16") == 1280
