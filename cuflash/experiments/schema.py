@@ -1066,7 +1066,13 @@ def _measure(r: _Reader, raw) -> Measure:
 #: Plot filter columns whose values a sweep lists (Axes fields): a filter value none of the
 #: sweeps has selects nothing, so it is an error (a typo like 'forwad')
 _SWEPT_FILTERS = {"seq_len": "seq_len", "head_dim": "head_dim", "dtype": "dtype",
-                  "pass": "passes", "causal": "causal", "precision": "precision"}
+                  "pass": "passes", "causal": "causal", "precision": "precision",
+                  "sweep": "name", "cache": "cache", "softcap": "softcap", "alibi": "alibi"}
+
+
+def _as_tuple(v) -> tuple:
+    """An Axes field's values (a sweep's name is one value)."""
+    return v if isinstance(v, tuple) else (v,)
 
 
 def _plot(r: _Reader, raw, i: int, columns: tuple[str, ...], labels: tuple[str, ...],
@@ -1137,7 +1143,7 @@ def _plot(r: _Reader, raw, i: int, columns: tuple[str, ...], labels: tuple[str, 
                         r.fail(f"{path}.filter.method", f"{v!r} is not a method label of this "
                                                         f"experiment; valid: {list(labels)}")
             elif c in _SWEPT_FILTERS and sweeps:
-                swept = {x for ax in sweeps for x in getattr(ax, _SWEPT_FILTERS[c])}
+                swept = {x for ax in sweeps for x in _as_tuple(getattr(ax, _SWEPT_FILTERS[c]))}
                 for v in vals:
                     if v not in swept or (isinstance(v, bool) != any(isinstance(x, bool)
                                                                       for x in swept)):
