@@ -581,6 +581,23 @@ MUTANTS = [
       "return (64, 32), ((2, 3) if kernel == \"wgmma_f16x1\" else (2,))", "return (64, 32), (2,)",
       "tests/test_wgmma_f16x1.py::test_family_tiles_and_kernel_type",
       "the x1 forward's 3-stage tiles (no lo tiles: room for a third) neither listed nor taken"),
+    M("resume_label_of_another_method", "cuflash/experiments/runner.py",
+      "    _check_labels(points, old, csv_path)", "    pass",
+      "tests/test_experiments.py::test_resume_refuses_a_label_given_to_another_method",
+      "a resume keeps a label's rows measured by another method and renames them in the spec"),
+    M("varlen_backward_unchecked_without_queries", "cuflash/varlen.py",
+      "    chosen, det, _ = api._backward_choice(vp, tile, deterministic, precision)\n",
+      "    chosen, det = tile, deterministic\n",
+      "tests/test_varlen.py::test_backward_of_no_queries_checks_precision_and_tile",
+      "a packed backward without query rows takes any precision and any family's tile"),
+    M("kv_lengths_cut", "cuflash/kvcache.py",
+      "    if not whole:\n", "    if False:\n",
+      "tests/test_kvcache.py::test_byte_helpers_refuse_what_they_would_miscount",
+      "cache_waste and decode_step_bytes cut 2.7 tokens to 2"),
+    M("plot_filter_sweep_unchecked", "cuflash/experiments/schema.py",
+      '"sweep": "name", "cache": "cache", ', "",
+      "tests/test_experiments.py::test_schema_error_names_file_path_and_choices",
+      "a plot filter naming no sweep of the experiment draws an empty plot"),
 ]
 
 
