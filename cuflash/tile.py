@@ -310,9 +310,7 @@ def wgmma_f16x3_tiles(head_dim: int, backward: bool = False,
     if head_dim > WGMMA_F16X3_MAX_D:
         return []
     block_ns, stages = x3_forward_shapes(head_dim, kernel)
-    return [TileConfig(128, n, 12, 2, kernel) for n in (64, 32)] + \
-        [TileConfig(128, n, 12, s, kernel) for n in block_ns for s in stages
-         if (n, s) not in ((64, 2), (32, 2))]
+    return [TileConfig(128, n, 12, s, kernel) for s in stages for n in block_ns]
 
 
 def x3_forward_shapes(head_dim: int, kernel: str = "wgmma_f16x3") -> tuple[tuple, tuple]:
