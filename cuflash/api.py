@@ -160,7 +160,8 @@ def attention(q, k, v, *, causal=False, scale=None, tile=None, return_lse=False,
     alibi_slopes : array, optional
         ALiBi: scores lose slope·|i + S - T - j|; one float32/float64 slope per (query) head,
         of a shape broadcastable to the leading dims (e.g. (Hq,) for (B, Hq, T, d) queries), on
-        q's device.
+        q's device. |slope|·(max(T, S) - 1)·log2(e), the bias at the longest distance, must
+        stay below 2^31 (2^63 in float64), as the scores must.
     mask_mod : cuflash.MaskMod, optional
         A custom mask (``cuflash.mask_mod``: prefix-LM, documents, dilated patterns...), combined
         with causal and window; tiles it hides whole are skipped. b and h in its expression are

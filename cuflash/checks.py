@@ -170,13 +170,15 @@ def check_softcap(softcap, scale: float, dtype) -> float | None:
     return c
 
 
-def check_alibi(alibi_slopes, lead: tuple, dtype, xp):
+def check_alibi(alibi_slopes, lead: tuple, dtype, xp, reach: int):
     """ALiBi slopes broadcast to the leading dims and flattened: (batch,) in the accumulation
     dtype (float32; float64 for float64 inputs) on the inputs' device, or None.
 
     ``alibi_slopes``: a float array of the inputs' array module whose shape broadcasts to the
     leading dims ``lead`` of the problem (one slope per head: shape (H,) for (B, H, T, d)
-    inputs), finite."""
+    inputs), finite. ``reach``: the longest query-key distance |i + S - T - j| the call can
+    hold (max(T, S) - 1); the bias slope·reach·log2(e) must stay below ``logit_limit``, as a
+    row whose visible keys all lie that far away has its max there."""
     if alibi_slopes is None:
         return None
     try:
@@ -204,6 +206,12 @@ def check_alibi(alibi_slopes, lead: tuple, dtype, xp):
         raise ValueError(f"alibi_slopes must be at most {float(fi.max) / _ALIBI_ROOM:g} in "
                          f"magnitude in {where} (slope·distance·log2(e) finite for every "
                          f"distance), got {biggest:g}")
+    limit = logit_limit(dtype)
+    if biggest * max(int(reach), 0) * _LOG2E >= limit:
+        raise ValueError(f"alibi_slopes up to {biggest:g} in magnitude are too large for query-key "
+                         f"distances up to {int(reach)} in {where}: slope·distance·log2(e) must "
+                         f"stay below 2^{int(math.log2(limit))}, where the kernels' exponents "
+                         f"still fit")
     acc = accum_dtype(dtype)
     return xp.ascontiguousarray(full.astype(acc, copy=False)).reshape(-1)
 
@@ -268,7 +276,7 @@ def check_qkv(q, k, v, *, causal, scale, window=None, softcap=None, alibi_slopes
     scale = check_scale(scale, d, q.dtype)
     return Problem(xp, q.dtype, lead, T, S, d, scale, mask,
                    check_softcap(softcap, scale, q.dtype),
-                   check_alibi(alibi_slopes, lead, q.dtype, xp), mask_mod,
+                   check_alibi(alibi_slopes, lead, q.dtype, xp, max(T, S) - 1), mask_mod,
                    None if d_v == d else d_v, group)
 
 
@@ -595,7 +603,8 @@ def check_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, max_seqlen_q=None, max_
         _check_totals(lens.cu_q, lens.cu_k, int(q.shape[0]), int(k.shape[0]))
         _check_bounds(lens.cu_q, lens.cu_k, max_seqlen_q, max_seqlen_k)
     mask = Mask.make(causal=causal, window=window)
-    slopes = check_alibi(alibi_slopes, (lens.batch, Hq), q.dtype, xp)
+    slopes = check_alibi(alibi_slopes, (lens.batch, Hq), q.dtype, xp,
+                         max(lens.max_seqlen_q, lens.max_seqlen_k) - 1)
     if slopes is not None:
         slopes = slopes.reshape(lens.batch, Hq)
     scale = check_scale(scale, d, q.dtype)

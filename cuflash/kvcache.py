@@ -195,7 +195,8 @@ def _check_call(q, k_cache, v_cache, cache_seqlens, block_table, k_new, v_new, *
     mask = Mask.make(causal=causal, window=window)
     scale_f = checks.check_scale(scale, d, q.dtype)
     cap = checks.check_softcap(softcap, scale_f, q.dtype)
-    slopes = checks.check_alibi(alibi_slopes, (B, Hq), q.dtype, xp)
+    slopes = checks.check_alibi(alibi_slopes, (B, Hq), q.dtype, xp,
+                                max(Tq, capacity + Tnew) - 1)
     if slopes is not None:
         slopes = slopes.reshape(B, Hkv, Hq // Hkv)
     checks.check_bool("return_lse", return_lse)

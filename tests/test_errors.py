@@ -163,6 +163,26 @@ def test_score_constants_in_float64_take_float64s_range(xp):
     assert cuflash.checks.logit_limit(np.float16) == 2.0 ** 31
 
 
+def test_alibi_bias_within_the_logit_limit(xp):
+    """A slope whose bias slope·distance·log2(e) reaches 2^31 at the call's longest distance
+    (max(T, S) - 1) is refused, dense and packed: a row whose visible keys all lie that far
+    away has its max there, past what the GPU's exponents hold (checks.logit_limit). Just
+    below the limit, the call runs and stays finite."""
+    q, k, v = qkv(xp)                                  # T = 7, S = 9: distances up to 8
+    just_over = 2.0 ** 31 / (8 * 1.4426950408889634) * 1.001
+    with pytest.raises(ValueError, match=r"alibi_slopes up to 1.86\d+e\+08 in magnitude are too "
+                                         r"large for query-key distances up to 8 in float32 .* "
+                                         r"below 2\^31"):
+        cuflash.attention(q, k, v, alibi_slopes=xp.asarray([1.0, just_over]))
+    out = cuflash.attention(q, k, v, alibi_slopes=xp.asarray([1.0, just_over / 1.01]))
+    assert bool(xp.isfinite(out).all())
+    qp, kp, vp = (a.transpose(1, 0, 2) for a in qkv(xp, T=7, S=7))  # (tokens, heads, d)
+    cu = xp.asarray(np.array([0, 3, 7], np.int32))
+    # packed: the longest sequence has 4 tokens, distances up to 3
+    with pytest.raises(ValueError, match=r"for query-key distances up to 3 in float32"):
+        cuflash.attention_varlen(qp, kp, vp, cu, cu, alibi_slopes=xp.asarray([1.0, 5e8]))
+
+
 @pytest.mark.parametrize("scale", ["0.5", True, [0.5], 1j], ids=repr)
 def test_bad_scale_type(xp, scale):
     with pytest.raises(TypeError, match=rf"scale must be a real number or None, got "

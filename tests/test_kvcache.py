@@ -400,6 +400,9 @@ def _bad_cases(xp):
                         ValueError, r"alibi_slopes of shape \(3,\) does not broadcast to the "
                         r"leading dims \(6, 4\)"),
         "scale": ("paged", put("scale", 0.0), ValueError, r"scale=0.0 must be finite and > 0"),
+        "alibi_logit_limit": ("paged", put("alibi_slopes", lambda kw: xp.full(4, 1e9, np.float32)),
+                              ValueError, r"alibi_slopes up to 1e\+09 in magnitude are too large "
+                              r"for query-key distances up to \d+ in float32"),
     }
 
 

@@ -573,6 +573,11 @@ MUTANTS = [
       "tests/test_errors.py::test_score_constants_in_float64_take_float64s_range",
       "a softcap whose capped logits pass 2^31 (2^63) is taken: the GPU's exponent of the row "
       "max overflows (NaN, call 185)"),
+    M("alibi_past_logit_limit", "cuflash/checks.py",
+      "    if biggest * max(int(reach), 0) * _LOG2E >= limit:", "    if False:",
+      "tests/test_errors.py::test_alibi_bias_within_the_logit_limit",
+      "ALiBi slopes whose bias at the call's longest distance passes 2^31 are taken: a row whose "
+      "visible keys all lie that far has its max there, and the GPU's exponent overflows"),
     M("plot_draws_what_does_not_fit", "cuflash/cli.py",
       "        why = unfit(rows, plot)", "        why = None",
       "tests/test_experiments.py::test_plot_from_csv_alone",
