@@ -125,9 +125,11 @@ def naive_attention(q, k, v, *, causal=False, scale=None, return_lse=False, wind
     p, lse = _probabilities(q, k, problem, lead=lead, prec=prec)
     out = _matmul(p, v, xp, prec)                            # read T·S·e + S·d, write T·d
     out, lse = _ungrouped(out, problem, 2), _ungrouped(lse, problem, 1)
-    # q alone may have fewer leading dims than the broadcast: only then is out a broadcast view
+    # q alone may have fewer leading dims than the broadcast: only then are out and lse
+    # broadcast views (each checked: with no key, lse has q's leading dims while P V broadcast)
     if out.shape != problem.lead + (problem.T, problem.dv):
         out = xp.broadcast_to(out, problem.lead + (problem.T, problem.dv))
+    if lse.shape != problem.lead + (problem.T,):
         lse = xp.broadcast_to(lse, problem.lead + (problem.T,))
     return (out, lse) if return_lse else out
 

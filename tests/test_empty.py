@@ -74,3 +74,19 @@ def test_zero_size(xp, fam, dtype, fwd_tile, bwd_tile, det, name, q_shape, k_sha
         assert g.shape == x.shape and g.dtype == x.dtype
         assert not to_numpy(g).any()       # nothing to differentiate: all gradients are 0
     _real_call_works(xp, dtype, fwd_tile, bwd_tile, det)
+
+
+@pytest.mark.parametrize("q_shape,k_shape", [((1, 4, 5, 3), (2, 1, 0, 3)),
+                                             ((1, 1, 5, 3), (2, 3, 0, 3)),
+                                             ((4, 5, 3), (2, 1, 0, 3))], ids=str)
+def test_no_key_broadcast_lse_shape(xp, q_shape, k_shape):
+    """S = 0 with q's leading dims broadcast by k/v's: naive's (and so the oracle's) lse had q's
+    own leading dims while out had the broadcast ones (P V broadcast them); every path gives
+    lead + (T,) as cuflash.attention does."""
+    q, k, v = make_inputs(xp, q_shape, k_shape, np.float32, seed=503)
+    lead = np.broadcast_shapes(q_shape[:-2], k_shape[:-2])
+    for out, lse in (cuflash.attention(q, k, v, return_lse=True),
+                     cuflash.naive_attention(q, k, v, return_lse=True),
+                     oracle_attention(q, k, v)):
+        assert out.shape == lead + (5, 3) and lse.shape == lead + (5,)
+        assert not to_numpy(out).any() and np.isneginf(to_numpy(lse)).all()
