@@ -544,6 +544,9 @@ def _seqlens(cu_seqlens_q, cu_seqlens_k, dev) -> SeqLens:
             raise TypeError(f"the SeqLens' cu_seqlens are {_where(lens.device)} but q is "
                             f"{_where(dev)}: move them to q's device")
         return lens
+    if cu_seqlens_q is None:
+        raise TypeError("cu_seqlens_q is missing: pass the queries' cu_seqlens (int32, batch + "
+                        "1 entries) with cu_seqlens_k, or a cuflash.SeqLens")
     if cu_seqlens_k is None:
         raise TypeError("cu_seqlens_k is missing: pass the keys' cu_seqlens (int32, batch + 1 "
                         "entries), or a cuflash.SeqLens as cu_seqlens_q")

@@ -296,11 +296,38 @@ def _extent(a, relative: bool = False) -> tuple:
 
 
 def _overlap(a, b) -> bool:
-    """Whether two non-empty arrays' byte extents overlap (NumPy's and CuPy's may_share_memory
-    bound test, for either module, in a few integer operations)."""
+    """Whether two non-empty arrays share an element's bytes: first their byte extents (NumPy's
+    and CuPy's may_share_memory bound test, for either module, in a few integer operations),
+    then, where those meet, NumPy's exact test on the two layouts alone (no element is read:
+    K and V interleaved in one array, (..., S, 2, d)[..., 0, :] and [..., 1, :], do not
+    overlap). A layout too intricate for that test to settle counts as overlapping."""
     if a.size == 0 or b.size == 0:
         return False
-    return _spans_overlap(_extent(a), _extent(b))
+    if not _spans_overlap(_extent(a), _extent(b)):
+        return False
+    try:
+        return bool(np.shares_memory(_layout(a), _layout(b), max_work=_EXACT_WORK))
+    except np.exceptions.TooHardError:
+        return True
+
+
+#: the most candidate solutions np.shares_memory may try before _overlap gives up (overlap)
+_EXACT_WORK = 1 << 16
+
+
+class _Layout:
+    """An array's address, shape, strides and item type as NumPy's array interface, for the
+    exact overlap test (an ndarray over it is never read)."""
+
+    def __init__(self, a):
+        ptr = a.__array_interface__["data"][0] if isinstance(a, np.ndarray) else a.data.ptr
+        self.__array_interface__ = {"shape": tuple(a.shape), "strides": tuple(a.strides),
+                                    "typestr": f"|V{a.itemsize}", "data": (ptr, True),
+                                    "version": 3}
+
+
+def _layout(a) -> np.ndarray:
+    return np.asarray(_Layout(a))
 
 
 def _spans_overlap(a: tuple, b: tuple) -> bool:
@@ -810,6 +837,7 @@ class PagedKVCache:
                                    ("head_dim", head_dim, 1)):
             if not _is_int(value) or value < least:
                 raise ValueError(f"{name}={value!r} must be an int >= {least}")
+        checks.check_head_dim(int(head_dim), f"head_dim={head_dim!r}")
         if not _is_int(page_size) or not _page_size_ok(int(page_size)):
             raise ValueError(_page_size_error("page_size", page_size))
         if dtype is None:   # (np.dtype(None) is float64)

@@ -185,6 +185,28 @@ def test_gqa_strategies(xp, monkeypatch, dtype, strategy, Tq, alibi):
     sc.check(out, lse, strategy, **opts)
 
 
+def test_interleaved_k_and_v_caches_append(xp):
+    """K and V interleaved in one array ((B, Hkv, S, 2, d)[..., 0, :] and [..., 1, :]) share no
+    element: an append writes both in place and the call equals one on separate caches (their
+    byte extents meet, which the overlap check once took for an overlap)."""
+    rng = np.random.default_rng(case_seed("interleaved"))
+    B, H, S, d = 2, 2, 32, 16
+    kv = xp.asarray(rng.standard_normal((B, H, S, 2, d)).astype(np.float32))
+    k_sep, v_sep = xp.ascontiguousarray(kv[..., 0, :]), xp.ascontiguousarray(kv[..., 1, :])
+    q, k_new, v_new = (xp.asarray(rng.standard_normal((B, H, 1, d)).astype(np.float32))
+                       for _ in range(3))
+    lens = xp.asarray(np.array([3, 17], np.int32))
+    outs = [attention_with_kvcache(q, kc, vc, cache_seqlens=lens, k_new=k_new, v_new=v_new,
+                                   causal=True)
+            for kc, vc in ((kv[..., 0, :], kv[..., 1, :]), (k_sep, v_sep))]
+    assert _bytes(outs[0]) == _bytes(outs[1])
+    assert _bytes(kv[..., 0, :]) == _bytes(k_sep) and _bytes(kv[..., 1, :]) == _bytes(v_sep)
+    assert _bytes(k_sep[0, :, 3], k_sep[1, :, 17]) == _bytes(k_new[0, :, 0], k_new[1, :, 0])
+    with pytest.raises(ValueError, match="k_cache and v_cache overlap in memory"):
+        attention_with_kvcache(q, kv[..., 0, :], kv[..., 0, :], cache_seqlens=lens, k_new=k_new,
+                               v_new=v_new)
+
+
 @pytest.mark.parametrize("layout", ["contiguous", "paged"])
 @pytest.mark.parametrize("dtype", [DTYPES["float16"], DTYPES["float64"]], ids=["f16", "f64"])
 def test_append_then_attend_equals_concatenation(xp, dtype, layout):
@@ -504,6 +526,9 @@ def test_paged_cache_bad_input(xp):
         PagedKVCache(4, 2, 24, D, "float32", xp=xp)
     with pytest.raises(ValueError, match="num_pages=-1 must be an int >= 0"):
         PagedKVCache(-1, 2, 16, D, "float32", xp=xp)
+    with pytest.raises(ValueError, match=r"head_dim=300 is not supported; head_dim must be an "
+                                         r"int from 1 to 256"):
+        PagedKVCache(4, 2, 16, 300, "float32", xp=xp)   # (refused at the first attend before)
     with pytest.raises(TypeError, match="dtype=int32 is not supported"):
         PagedKVCache(4, 2, 16, D, np.int32, xp=xp)
     with pytest.raises(TypeError, match=r"dtype must be one of .*got None"):   # not float64

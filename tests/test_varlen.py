@@ -262,6 +262,9 @@ def test_seqlens_errors(xp):
         cuflash.attention_varlen(q, k, v, lens, ck)
     with pytest.raises(TypeError, match=r"cu_seqlens_k is missing"):
         cuflash.attention_varlen(q, k, v, cq)
+    for given_k in (None, ck):   # (with neither, the error once named cu_seqlens_k only)
+        with pytest.raises(TypeError, match=r"cu_seqlens_q is missing"):
+            cuflash.attention_varlen(q, k, v, None, given_k)
     with pytest.raises(TypeError, match=r"cu_seqlens_q is a SeqLens already"):
         cuflash.SeqLens(lens)
     with pytest.raises(ValueError, match=r"cu_seqlens_q\[0\]=1 must be 0"):

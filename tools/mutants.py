@@ -578,6 +578,12 @@ MUTANTS = [
       "tests/test_errors.py::test_alibi_bias_within_the_logit_limit",
       "ALiBi slopes whose bias at the call's longest distance passes 2^31 are taken: a row whose "
       "visible keys all lie that far has its max there, and the GPU's exponent overflows"),
+    M("kv_overlap_by_extent", "cuflash/kvcache.py",
+      "        return bool(np.shares_memory(_layout(a), _layout(b), max_work=_EXACT_WORK))",
+      "        return True",
+      "tests/test_kvcache.py::test_interleaved_k_and_v_caches_append",
+      "K and V caches interleaved in one array are refused as overlapping: their byte extents "
+      "meet though no element is shared"),
     M("plot_draws_what_does_not_fit", "cuflash/cli.py",
       "        why = unfit(rows, plot)", "        why = None",
       "tests/test_experiments.py::test_plot_from_csv_alone",
