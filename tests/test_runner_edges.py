@@ -128,6 +128,41 @@ def test_sigterm_stops_the_run_as_ctrl_c_and_the_rerun_measures_the_point(tmp_pa
     assert {r["status"] for r in _rows(out / "results.csv")} == {"ok"}
 
 
+def test_a_resume_sets_aside_rows_it_cannot_read_and_keys_a_resaved_csv(tmp_path):
+    """Rows a resume cannot read (a torn line, an unknown status) were deleted by its rewrite:
+    now they go to set_aside.csv with the reason; error rows of points the experiment no longer
+    has stay in results.csv (only this experiment's errors are measured again); and a CSV
+    re-saved by a spreadsheet (FALSE, 16.0) still names the points it measured."""
+    out = tmp_path / "r"
+    exp = schema.build(dict(TINY, axes=dict(TINY["axes"], seq_len=[16, 32, 64])))
+    fail = FakeMeasure(fail=lambda p: RuntimeError("boom") if p.seq_len == 64 else None)
+    runner.run(exp, out, measure=fail, log=_quiet, draw=False)
+    lines = (out / "results.csv").read_text().splitlines()
+    header = lines[0].split(",")
+    status, seq = header.index("status"), header.index("seq_len")
+    cells = [line.split(",") for line in lines[1:]]
+    t16 = [c for c in cells if c[seq] == "16"]
+    t16[0][status] = "OK"            # an unknown status
+    torn = ",".join(t16[1][:-3])     # a torn line
+    rest = [",".join(c).replace(",false,", ",FALSE,").replace(",16,", ",16.0,")
+            for c in cells if c[seq] != "16"]
+    (out / "results.csv").write_text("\n".join([lines[0], ",".join(t16[0]), torn] + rest) + "\n")
+    logged = []
+    again = FakeMeasure()
+    runner.run(schema.build(dict(TINY, axes=dict(TINY["axes"], seq_len=[16, 32]))), out,
+               measure=again, log=logged.append, draw=False)
+    # T = 16 measured again (its rows were unreadable), T = 32 recognised, T = 64's errors kept
+    assert sorted(p.seq_len for p in again.calls) == [16, 16]
+    rows = _rows(out / "results.csv")
+    assert sorted((r["seq_len"], r["status"]) for r in rows) == sorted(
+        [("16", "ok")] * 2 + [("32", "ok")] * 2 + [("64", "error")] * 2)
+    aside = _rows(out / runner.SET_ASIDE_CSV)
+    assert [r["set_aside_why"] for r in aside] == ["torn: too few or too many cells",
+                                                   "unknown status 'OK'"]
+    assert aside[1]["status"] == "OK" and aside[0]["method"] == t16[1][header.index("method")]
+    assert any("moved to" in line and "set_aside.csv" in line for line in logged)
+
+
 def test_needed_bytes_bounds_the_measured_peak():
     """hostmem.needed_bytes is an upper bound on what a CPU point allocates (inputs + tracemalloc
     peak, oracle included), and for naive not more than 4x it."""

@@ -18,7 +18,7 @@ from ..checks import kernel_head_dim
 from ..precision import check as check_precision
 from ..tile import TileConfig, default_dq_deterministic, float32_wgmma_pays
 from . import decode, layouts, ring, variants
-from .schema import Experiment, device_smem_limit, library_tile
+from .schema import BOOL_COLUMNS, INT_COLUMNS, Experiment, device_smem_limit, library_tile
 
 #: Columns every results CSV has (files of every version); a file without one is not a results CSV.
 BASE_KEY_COLUMNS = ("method", "backend", "tile", "deterministic", "seq_len", "kv_len",
@@ -56,8 +56,20 @@ def takes_precision(method_name: str, pass_: str) -> bool:
 
 
 def key_text(row: dict, column: str) -> str:
-    """The key text of one column of a text row (blank or missing: the column's default)."""
-    return row.get(column) or KEY_DEFAULTS.get(column, "")
+    """The key text of one column of a text row (blank or missing: the column's default), as
+    ``Point.key()`` writes it: a spreadsheet's re-save (TRUE, FALSE, 64.0, spaces around a cell)
+    still names the point it measured."""
+    text = (row.get(column) or "").strip() or KEY_DEFAULTS.get(column, "")
+    if column in BOOL_COLUMNS and text.lower() in ("true", "false"):
+        return text.lower()
+    if column in INT_COLUMNS:
+        try:
+            x = float(text)
+        except ValueError:
+            return text
+        if x.is_integer() and abs(x) < 2 ** 53:
+            return str(int(x))
+    return text
 
 
 @dataclasses.dataclass(frozen=True)

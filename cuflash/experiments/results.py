@@ -67,9 +67,11 @@ def read_rows(path) -> list[dict]:
     return rows
 
 
-def read_raw(path) -> tuple[list[str], list[dict]]:
+def read_raw(path, torn: list | None = None) -> tuple[list[str], list[dict]]:
     """(header, complete rows as text). Missing or empty file: ([], []). ValueError for a file
-    that is not a results CSV (``check_header``) or not text."""
+    that is not a results CSV (``check_header``) or not text. ``torn``: a list that receives
+    the rows with too few or too many cells (a run killed mid-line, a hand edit), as text rows
+    with their cells in order (``set_aside`` writes them)."""
     path = Path(path)
     if not path.exists() or path.stat().st_size == 0:
         return [], []
@@ -78,10 +80,36 @@ def read_raw(path) -> tuple[list[str], list[dict]]:
             reader = csv.DictReader(f)
             header = list(reader.fieldnames or [])
             check_header(header, path)
-            rows = [r for r in reader if None not in r.values() and None not in r]
+            rows = []
+            for r in reader:
+                if None not in r.values() and None not in r:
+                    rows.append(r)
+                elif torn is not None:
+                    extra = r.pop(None, [])
+                    torn.append({**{c: v for c, v in r.items() if v is not None},
+                                 EXTRA_CELLS: ",".join(extra)})
     except (UnicodeDecodeError, csv.Error) as exc:
         raise ValueError(f"{path} is not a results CSV: {exc}") from None
     return header, rows
+
+
+#: The column of ``set_aside``'s file that says why a row was set aside, and the one that holds
+#: a torn row's cells past the header's
+SET_ASIDE_WHY, EXTRA_CELLS = "set_aside_why", "extra_cells"
+
+
+def set_aside(path, header: list[str], rows: list[dict]) -> None:
+    """Append ``rows`` (text rows of a results CSV with a ``SET_ASIDE_WHY`` cell) to the CSV
+    ``path`` beside it, header first when new: rows a resume does not keep are never deleted."""
+    path = Path(path)
+    cols = list(header) + [c for c in (EXTRA_CELLS, SET_ASIDE_WHY) if c not in header]
+    new = not path.exists() or path.stat().st_size == 0
+    with path.open("a", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=cols, extrasaction="ignore")
+        if new:
+            w.writeheader()
+        for r in rows:
+            w.writerow({c: r.get(c, "") for c in cols})
 
 
 def check_header(header: list[str], path) -> None:

@@ -55,6 +55,8 @@ from .results import human_bytes
 from .schema import Experiment
 
 RESULTS_CSV = "results.csv"
+SET_ASIDE_CSV = "set_aside.csv"
+"""Rows of results.csv a resume could not read (torn lines, unknown statuses), kept here."""
 HBM_BATCH = 20
 """Most points profiled by one ncu process (hbm_bytes), and so most rows held back from the CSV."""
 SPEC_YAML = "experiment.yaml"
@@ -277,7 +279,8 @@ def _run_locked(exp, device, out_dir: Path, log, measure, hbm_many, hbm_batch,
                 draw, retime) -> RunSummary:
     points = enumerate_points(exp, device)
     csv_path = out_dir / RESULTS_CSV
-    _, old = results.read_raw(csv_path)       # not a results CSV: stop before writing anything
+    torn: list[dict] = []
+    header, old = results.read_raw(csv_path, torn)   # not a results CSV: stop before writing
     _check_labels(points, old, csv_path)      # a label re-used for another method: likewise
     write_spec(exp, out_dir)
     environment = envmod.collect(device)
@@ -286,9 +289,24 @@ def _run_locked(exp, device, out_dir: Path, log, measure, hbm_many, hbm_batch,
     run_id = envmod.record(out_dir, exp.name, environment, log)
     gpu_name = envmod.device_name(environment)
 
-    # Resume: keep every finished row except errors (measured again), and the OOM frontier.
-    keep = [r for r in old if r.get("status") in results.STATUSES and r["status"] != "error"
-            and not ring.measure_again(r)]
+    # Resume: keep every finished row except errors of this experiment's points (measured
+    # again), and the OOM frontier. Rows it cannot read (torn, an unknown status) are set aside
+    # in SET_ASIDE_CSV, never deleted.
+    wanted = {p.key() for p in points}
+    again = [r for r in old if r.get("status") in results.STATUSES
+             and (r["status"] == "error" or ring.measure_again(r))
+             and results.row_key(r) in wanted]
+    keep = [r for r in old if r.get("status") in results.STATUSES
+            and not any(r is a for a in again)]
+    unread = ([dict(r, **{results.SET_ASIDE_WHY: "torn: too few or too many cells"})
+               for r in torn]
+              + [dict(r, **{results.SET_ASIDE_WHY: f"unknown status {r.get('status')!r}"})
+                 for r in old if r.get("status") not in results.STATUSES])
+    if unread:
+        results.set_aside(out_dir / SET_ASIDE_CSV, header, unread)
+        log(f"{len(unread)} row{'s' * (len(unread) != 1)} of {csv_path} could not be read "
+            f"(torn, or an unknown status): moved to {out_dir / SET_ASIDE_CSV}, not measured "
+            f"again unless this experiment has their points")
     killed = _killed_point(out_dir, log)
     if killed is not None:
         row = _killed_row(*killed)
