@@ -50,6 +50,7 @@ def cmd_run(args) -> int:
     exp = schema.load(find_experiment(args.experiment), args.set or ())
     if args.dry_run:
         points = enumerate_points(exp)
+        runner.check_plots(exp, points)
         print(f"{exp.name}: {len(points)} points on {resolve_device(exp)}")
         for p in points:
             print("  " + p.describe())
@@ -79,7 +80,7 @@ def _report(summary) -> None:
 def cmd_plot(args) -> int:
     from .experiments import env as envmod
     from .experiments import results, schema
-    from .experiments.plots import draw_all, unfit
+    from .experiments.plots import draw_all
     from .experiments.runner import SPEC_YAML
     csv_path = Path(args.results)
     rows = results.read_for_plot(csv_path)
@@ -91,17 +92,13 @@ def cmd_plot(args) -> int:
     if not exp.plots:
         print(f"{spec} declares no plots")
         return 0
-    skip = set()
-    for i, plot in enumerate(exp.plots):
-        why = unfit(rows, plot)
-        if why:   # an empty PNG would say nothing: name the plot and why, draw the others
-            print(f"plot {plot.name or i} ({plot.y} vs {plot.x}) not drawn: {why} "
-                  f"({csv_path})", file=sys.stderr)
-            skip.add(i)
     out = _out_dir(args.out) or csv_path.parent
-    for p in draw_all(rows, exp.plots, out, envmod.load(csv_path.parent), skip):
+    paths, problems = draw_all(rows, exp.plots, out, envmod.load(csv_path.parent), csv_path)
+    for p in paths:
         print(f"plot: {p}")
-    return 1 if skip else 0
+    for line in problems:
+        print(line, file=sys.stderr)
+    return 1 if problems else 0
 
 
 def cmd_demo(args) -> int:

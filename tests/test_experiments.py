@@ -107,6 +107,10 @@ BAD = [
      "plots[0].filter.method", "'naive'"),
     ({"plots": [{"x": "block_n", "y": "block_m", "kind": "heatmap"}]}, "plots[0].value",
      "needs 'value'"),
+    ({"plots": [{"x": "block_n", "y": "block_m", "kind": "heatmap", "value": "method"}]},
+     "plots[0].value", "not a numeric column"),
+    ({"plots": [{"x": "tile", "y": "tflops", "logx": True}]}, "plots[0].logx",
+     "x='tile' is not a numeric column"),
     ({"plots": [{"x": "seq_len", "y": "time_ms_median", "ratio": {"numerator": "torch"}}]},
      "plots[0].ratio.numerator", "'flash'"),
     ({"axes": {"seq_len": [1000], "batch": {"tokens": 16384}}}, "axes.batch.tokens", "multiple"),
@@ -632,8 +636,12 @@ def test_scatter_of_failed_rows_only(tmp_path, monkeypatch):
                  "tflops": 0.5, "error_rel": None})
     plot = schema.Plot(x="tflops", y="error_rel", kind="scatter", logy=True)
     figs = _drawn_figures(monkeypatch)
-    (path,) = plots.draw_all(rows, [plot], tmp_path)
-    assert path.name == "00_error_rel_vs_tflops.png" and path.stat().st_size > 2000
+    # draw_all skips it, saying why (as `cuflash plot` and `cuflash run` do); drawn alone, the
+    # panel says what the rows hold
+    assert plots.draw_all(rows, [plot], tmp_path, where="r.csv") == (
+        [], ["plot 0 (error_rel vs tflops) not drawn: no row has a value of 'error_rel' (r.csv)"])
+    path = plots.draw_line(rows, plot, tmp_path / "00_error_rel_vs_tflops.png")
+    assert path.stat().st_size > 2000
     (ax,) = figs[0].axes
     assert not [c for c in ax.collections if isinstance(c, PathCollection)]
     assert {t.get_text() for t in ax.texts} == {"no successful measurements",

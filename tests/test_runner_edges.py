@@ -163,6 +163,50 @@ def test_a_resume_sets_aside_rows_it_cannot_read_and_keys_a_resaved_csv(tmp_path
     assert any("moved to" in line and "set_aside.csv" in line for line in logged)
 
 
+@pytest.mark.parametrize("plot,where,value", [
+    ({"filter": {"heads": 7}}, "filter.heads", "7"),
+    ({"filter": {"batch": [1, 0]}}, "filter.batch", "0"),
+    ({"filter": {"status": "okk"}}, "filter.status", "'okk'"),
+    ({"ratio": {"numerator": {"dtype": "float99"}}}, "ratio.numerator.dtype", "'float99'"),
+], ids=["heads", "batch", "status", "ratio-baseline"])
+def test_a_plot_that_would_be_empty_stops_the_run_before_measuring(plot, where, value,
+                                                                   tmp_path):
+    """Plot filter and ratio-baseline values no point of the experiment has were taken, and the
+    plot came out empty after the whole run: now a schema error naming the key, before anything
+    is measured or written (and from --dry-run)."""
+    exp = schema.build(dict(TINY, plots=[dict(x="seq_len", y="time_ms_median", **plot)]))
+    fake = FakeMeasure()
+    with pytest.raises(schema.SchemaError, match=rf"plots\[0\]\.{where}: {value} is not a value "
+                                                 rf"of \w+ in any point of this experiment"):
+        runner.run(exp, tmp_path / "r", measure=fake, log=_quiet)
+    assert fake.calls == [] and not (tmp_path / "r" / "results.csv").exists()
+    good = dict(TINY, plots=[dict(x="seq_len", y="time_ms_median", filter={"heads": 2})])
+    runner.check_plots(schema.build(good), enumerate_points(schema.build(good)))
+
+
+def test_run_draws_no_empty_plot_and_a_failing_plot_stops_no_other(tmp_path, monkeypatch):
+    """`cuflash run` drew an empty PNG where `cuflash plot` refused (every row failed), and one
+    plot's failure stopped the plots after it: each is now said, and the others drawn."""
+    from cuflash.experiments import plots
+    exp = schema.build(dict(TINY, plots=[
+        dict(x="seq_len", y="time_ms_median", name="a", filter={"method": "naive"}),
+        dict(x="seq_len", y="time_ms_median", name="b"),
+        dict(x="seq_len", y="time_ms_median", name="c")]))
+    failing = FakeMeasure(fail=lambda p: RuntimeError("boom") if p.method == "naive" else None)
+    real = plots.draw_line
+    monkeypatch.setattr(plots, "draw_line", lambda rows, plot, path, env=None: (
+        (_ for _ in ()).throw(ValueError("bad axis")) if plot.name == "b"
+        else real(rows, plot, path, env)))
+    logged = []
+    summary = runner.run(exp, tmp_path / "r", measure=failing, log=logged.append)
+    assert [p.name for p in summary.plots] == ["c.png"]
+    assert "plot a (time_ms_median vs seq_len) not drawn: no row has a value of " \
+           "'time_ms_median'" in summary.plot_error
+    assert "plot b (time_ms_median vs seq_len) failed: ValueError: bad axis" in summary.plot_error
+    assert not (tmp_path / "r" / "a.png").exists()
+    assert any(line.startswith("redraw with: cuflash plot") for line in logged)
+
+
 def test_needed_bytes_bounds_the_measured_peak():
     """hostmem.needed_bytes is an upper bound on what a CPU point allocates (inputs + tracemalloc
     peak, oracle included), and for naive not more than 4x it."""

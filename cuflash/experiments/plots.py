@@ -701,17 +701,24 @@ def unfit(rows: list[dict], plot: Plot) -> str | None:
 
 
 def draw_all(rows: list[dict], plots, out_dir, env: dict | None = None,
-             skip=()) -> list[Path]:
-    """Draw every plot of an experiment from its rows (but those whose index is in ``skip``;
-    files keep their plot's index); returns the PNG paths."""
-    paths = []
+             where: str = "the results") -> tuple[list[Path], list[str]]:
+    """Draw every plot of an experiment from its rows (files keep their plot's index):
+    (the PNG paths, what was not drawn and why). A plot that would draw nothing (``unfit``) is
+    not drawn, and one whose drawing fails does not stop the others; ``where`` names the rows'
+    file in those lines."""
+    paths, problems = [], []
     for i, plot in enumerate(plots):
-        if i in skip:
+        name = f"plot {plot.name or i} ({plot.y} vs {plot.x})"
+        why = unfit(rows, plot)
+        if why:   # an empty PNG would say nothing
+            problems.append(f"{name} not drawn: {why} ({where})")
             continue
-        path = plot_path(out_dir, plot, i)
         draw = draw_heatmap if plot.kind == "heatmap" else draw_line   # line and scatter
-        paths.append(draw(rows, plot, path, env))
-    return paths
+        try:
+            paths.append(draw(rows, plot, plot_path(out_dir, plot, i), env))
+        except Exception as exc:   # the rows are safe in the CSV: say it, draw the others
+            problems.append(f"{name} failed: {type(exc).__name__}: {exc}")
+    return paths, problems
 
 
 __all__ = ["draw_all", "unfit", "draw_line", "draw_heatmap", "select", "with_ratio", "label"]

@@ -50,7 +50,7 @@ from . import env as envmod
 from . import files, hostmem, results
 from .measure import classify, free_device_memory, measure_point, time_point
 from . import decode, layouts, ring, variants
-from .points import KEY_COLUMNS, Point, enumerate_points, key_text, resolve_device
+from .points import KEY_COLUMNS, Point, enumerate_points, fmt, key_text, resolve_device
 from .results import human_bytes
 from .schema import Experiment
 
@@ -275,9 +275,40 @@ def _check_labels(points, old_rows, csv_path: Path) -> None:
                              f"or another --out")
 
 
+def check_plots(exp: Experiment, points: list[Point]) -> None:
+    """SchemaError for a plot filter or ratio baseline value that none of the experiment's
+    points has (filter: {heads: 7}, {window: [1, 0]}, {status: okk}, ratio: {numerator:
+    {dtype: float99}}): such a plot would come out empty after the whole run. Columns the
+    points do not set (measurements) are not checked, but for ``status``."""
+    from .schema import SchemaError
+    have: dict[str, set] = {}
+    for p in points:
+        for c, v in p.columns().items():
+            have.setdefault(c, set()).add(fmt(v))
+    have["status"] = set(results.STATUSES)
+    for i, plot in enumerate(exp.plots):
+        checks = [(f"filter.{c}", c, vals) for c, vals in plot.filter]
+        base = plot.ratio_numerator or plot.ratio_denominator
+        if isinstance(base, tuple):
+            which = "numerator" if plot.ratio_numerator else "denominator"
+            checks += [(f"ratio.{which}.{c}", c, (v,)) for c, v in base]
+        for where, c, vals in checks:
+            if c not in have:
+                continue
+            for v in vals:
+                if fmt(v) not in have[c]:
+                    shown = sorted(have[c], key=lambda t: (len(t), t))
+                    raise SchemaError(exp.source, f"plots[{i}].{where}",
+                                      f"{v!r} is not a value of {c} in any point of this "
+                                      f"experiment (it has {shown[:12]}"
+                                      f"{' ...' if len(shown) > 12 else ''}): the plot would "
+                                      f"be empty")
+
+
 def _run_locked(exp, device, out_dir: Path, log, measure, hbm_many, hbm_batch,
                 draw, retime) -> RunSummary:
     points = enumerate_points(exp, device)
+    check_plots(exp, points)                  # a plot that would be empty: stop before measuring
     csv_path = out_dir / RESULTS_CSV
     torn: list[dict] = []
     header, old = results.read_raw(csv_path, torn)   # not a results CSV: stop before writing
@@ -439,11 +470,15 @@ def _run_locked(exp, device, out_dir: Path, log, measure, hbm_many, hbm_batch,
     if draw and exp.plots:
         from .plots import draw_all
         try:
-            summary.plots = draw_all(results.read_rows(csv_path), exp.plots, out_dir,
-                                     envmod.load(out_dir))
+            summary.plots, problems = draw_all(results.read_rows(csv_path), exp.plots,
+                                               out_dir, envmod.load(out_dir), csv_path)
         except Exception as exc:  # the measurements are safe in the CSV; say what broke
-            summary.plot_error = f"{type(exc).__name__}: {exc}"
-            log(f"plotting failed ({summary.plot_error}); redraw with: cuflash plot {csv_path}")
+            problems = [f"{type(exc).__name__}: {exc}"]
+        if problems:
+            summary.plot_error = "; ".join(problems)
+            for line in problems:
+                log(line)
+            log(f"redraw with: cuflash plot {csv_path}")
     return summary
 
 

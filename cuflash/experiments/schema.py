@@ -1119,6 +1119,12 @@ def _plot(r: _Reader, raw, i: int, columns: tuple[str, ...], labels: tuple[str, 
                     r.fail(where, f"{_show(v)} is not a column these measurements produce; "
                                   f"valid: {list(columns)}")
             kw[key] = tuple(vals)
+    if heat:
+        for j, v in enumerate(kw.get("value", ())):
+            if v not in INT_COLUMNS | FLOAT_COLUMNS:
+                where = f"{path}.value[{j}]" if isinstance(raw["value"], list) else f"{path}.value"
+                r.fail(where, f"{v!r} is not a numeric column; a heatmap writes numbers in its "
+                              f"cells (e.g. time_ms_median, tflops)")
     if heat and not kw.get("value"):
         r.fail(f"{path}.value", f"a heatmap needs 'value': the column(s) written in its cells, "
                                 f"from {list(columns)}")
@@ -1127,6 +1133,10 @@ def _plot(r: _Reader, raw, i: int, columns: tuple[str, ...], labels: tuple[str, 
     for key in ("logx", "logy", "slope", "identity"):
         if key in raw:
             kw[key] = r.bool_(raw[key], f"{path}.{key}")
+    for key, axis in (("logx", "x"), ("logy", "y")):
+        if kw.get(key) and kw[axis] not in INT_COLUMNS | FLOAT_COLUMNS:
+            r.fail(f"{path}.{key}", f"{axis}={kw[axis]!r} is not a numeric column: it has no "
+                                    f"log scale")
     for key in ("title", "name"):
         if key in raw:
             kw[key] = r.string(raw[key], f"{path}.{key}")
