@@ -145,7 +145,24 @@ BAD = [
      "a scatter plot draws numbers"),
     ("# a key twice: PyYAML would keep the last\nmethods: [naive]\nmethods: [twin]\n",
      "<top level>", "the key 'methods' is given twice in one mapping (lines 2 and 3)"),
+    ("# twice on one line (was taken: the check compared line numbers)\n"
+     "axes: {seq_len: [32], seq_len: [64]}\n",
+     "<top level>", "the key 'seq_len' is given twice in one mapping (line 2)"),
 ]
+
+
+def test_yaml_merge_keys_are_overridden_not_duplicates(tmp_path):
+    """`<<: *anchor` then a key of the anchor's: the explicit one wins, as YAML says (it was
+    refused as a key given twice); a --set value is checked for keys given twice too."""
+    path = tmp_path / "merge.yaml"
+    path.write_text("device: cpu\naxes:\n  - &a {sweep: one, seq_len: [32], head_dim: 16}\n"
+                    "  - <<: *a\n    sweep: two\n    seq_len: [64]\n")
+    exp = schema.load(path)
+    assert [(ax.name, ax.seq_len, ax.head_dim) for ax in exp.sweeps] == [
+        ("one", (32,), (16,)), ("two", (64,), (16,))]
+    with pytest.raises(schema.SchemaError, match=r"--set: .*the key 'x' is given twice in one "
+                                                 r"mapping \(line 1\)"):
+        schema.load(path, ["plots=[{x: seq_len, y: tflops, x: head_dim}]"])
 
 
 @pytest.mark.parametrize("data, path, hint", BAD, ids=[b[1] for b in BAD])

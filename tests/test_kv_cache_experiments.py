@@ -94,6 +94,8 @@ BAD = [
      "in (0, 1]"),
     (_with(KV, cache_lengths={"fractions": [1, 0]}), "axes.cache_lengths.fractions[1]",
      "in (0, 1]"),
+    (_with(KV, cache_lengths={"fractions": [1, "0.5x100000000000"]}),
+     "axes.cache_lengths.fractions[1]", "a mix holds at most 1048576"),   # (was a MemoryError)
     (_with(KV, cache_lengths={"fractions": [1, "0.1y2"]}), "axes.cache_lengths.fractions[1]",
      "'FxN'"),
     (_with(KV, cache_lengths={"fractions": [1, "1/0"]}), "axes.cache_lengths.fractions[1]",

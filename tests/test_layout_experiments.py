@@ -93,6 +93,10 @@ BAD = [
     (_with(VARLEN, varlen={"lengths": [16, "8y2"]}), "axes.varlen.lengths[1]", "'LxN'"),
     (_with(VARLEN, varlen={"lengths": [0]}), "axes.varlen.lengths[0]", ">= 1"),
     (_with(VARLEN, varlen={"lengths": ["8x0"]}), "axes.varlen.lengths[0]", ">= 1"),
+    (_with(VARLEN, varlen={"lengths": [4, "16x1000000000000"]}), "axes.varlen.lengths[1]",
+     "makes 1000000000000 sequences; a mix holds at most 1048576"),   # (was a MemoryError)
+    (_with(VARLEN, varlen={"lengths": ["16x1000000", "16x48577"]}), "axes.varlen.lengths",
+     "item 1: '16x48577' makes 1048577 sequences; a mix holds at most 1048576"),
     (_with(VARLEN, varlen={"lengths": [1.5]}), "axes.varlen.lengths[0]", "give an int"),
     (_with(VARLEN, varlen={"length": [16]}), "axes.varlen.length", "valid keys"),
     (_with(VARLEN, varlen={}), "axes.varlen", "needs 'lengths'"),

@@ -64,6 +64,7 @@ import numpy as np
 from .. import iomodel, kvcache
 from .._xp import cupy_module, resolve_dtype
 from ..mask import Mask
+from . import layouts
 
 #: Values of the ``cache`` axis.
 CACHES = ("contiguous", "paged")
@@ -111,6 +112,7 @@ def expand(items) -> tuple[Fraction, ...]:
     out: list[Fraction] = []
     for i, item in enumerate(items):
         f, n = _fraction(item, i)
+        layouts.check_count(len(out) + n, i, item)
         out += [f] * n
     if not out:
         raise ValueError("the mix is empty; give at least one fraction")

@@ -63,6 +63,16 @@ MQA = "heads"
 # -- varlen mixes ---------------------------------------------------------------------------------
 
 _ITEM = re.compile(r"([0-9]+)(?:x([0-9]+))?")
+#: The most sequences one mix may hold (varlen lengths here, decode's cache_lengths fractions):
+#: 'LxN' expands to N entries, and a count past this is a typo, not a batch
+MAX_SEQUENCES = 1 << 20
+
+
+def check_count(total: int, i: int, item) -> None:
+    """ValueError naming item ``i`` once a mix holds more than ``MAX_SEQUENCES`` sequences."""
+    if total > MAX_SEQUENCES:
+        raise ValueError(f"item {i}: {item!r} makes {total} sequences; a mix holds at most "
+                         f"{MAX_SEQUENCES}")
 
 
 def expand(items) -> tuple[int, ...]:
@@ -80,6 +90,7 @@ def expand(items) -> tuple[int, ...]:
             length, count = int(m.group(1)), int(m.group(2) or 1)
         if length < 1 or count < 1:
             raise ValueError(f"item {i}: {item!r}: lengths and counts must be >= 1")
+        check_count(len(out) + count, i, item)
         out += [length] * count
     return tuple(out)
 

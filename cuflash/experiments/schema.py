@@ -642,7 +642,10 @@ def _varlen(r: _Reader, value, path: str):
             where = f"{path}.lengths[{i}]" if isinstance(value["lengths"], list) \
                 else f"{path}.lengths"
             r.fail(where, str(exc).partition(": ")[2])
-    return layouts_mod.varlen_text(layouts_mod.expand(items))
+    try:   # each item passed alone; together they may make too many sequences
+        return layouts_mod.varlen_text(layouts_mod.expand(items))
+    except ValueError as exc:
+        r.fail(f"{path}.lengths", str(exc))
 
 
 def _cache_lengths(r: _Reader, value, path: str):
@@ -667,7 +670,10 @@ def _cache_lengths(r: _Reader, value, path: str):
             where = f"{path}.fractions[{i}]" if isinstance(raw, list) else f"{path}.fractions"
             text = str(exc)
             r.fail(where, text.partition(": ")[2] if text.startswith("item ") else text)
-    return decode_mod.mix_text(decode_mod.expand(items))
+    try:   # each item passed alone; together they may make too many sequences
+        return decode_mod.mix_text(decode_mod.expand(items))
+    except ValueError as exc:
+        r.fail(f"{path}.fractions", str(exc))
 
 
 def _group(r: _Reader, value, path: str):
@@ -1278,7 +1284,7 @@ def parse_override(text: str) -> tuple[list, Any]:
         steps.append(m.group(1))
         steps += [int(i) for i in re.findall(r"\[(\d+)\]", m.group(2))]
     try:
-        parsed = yaml.safe_load(value)
+        parsed = yaml.load(value, Loader=_UniqueKeyLoader)
     except yaml.YAMLError as exc:
         raise ValueError(f"--set {text!r}: the value is not valid YAML: {exc}") from None
     return steps, parsed
@@ -1342,19 +1348,25 @@ class _UniqueKeyLoader(yaml.SafeLoader):
 
 
 def _unique_mapping(loader, node, deep=False):
-    loader.flatten_mapping(node)
+    """The mapping's keys as written, each once (two on one line too); keys merged in by
+    ``<<: *anchor`` are not its own, and its own override them, as YAML says (construct_mapping
+    merges them first)."""
     seen: dict = {}
     for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":
+            continue
         key = loader.construct_object(key_node, deep=True)
+        line = key_node.start_mark.line + 1
         try:
-            first = seen.setdefault(key, key_node.start_mark.line)
+            first = seen.get(key)
+            seen[key] = line
         except TypeError:      # an unhashable key: construct_mapping says so
             continue
-        if first != key_node.start_mark.line:
+        if first is not None:
+            where = f"line {line}" if first == line else f"lines {first} and {line}"
             raise yaml.constructor.ConstructorError(
-                None, None, f"the key {key!r} is given twice in one mapping (lines {first + 1} "
-                            f"and {key_node.start_mark.line + 1}); give it once",
-                key_node.start_mark)
+                None, None, f"the key {key!r} is given twice in one mapping ({where}); give it "
+                            f"once", key_node.start_mark)
     return loader.construct_mapping(node, deep=deep)
 
 
