@@ -537,6 +537,21 @@ def test_experiment_name_is_one_safe_path_component(name, tmp_path):
         schema.build(dict(TINY, plots=[{"x": "seq_len", "y": "time_ms_median", "name": name}]))
 
 
+@pytest.mark.parametrize("file,name", [("my exp.yaml", "my_exp"), (".hidden.yaml", "hidden"),
+                                       ("é.yaml", "_"), ("ok-1.2.yaml", "ok-1.2")])
+def test_a_file_name_is_made_a_safe_default_name(file, name, tmp_path):
+    """A file whose name is no safe path component was refused for a 'name' key it does not
+    have; its default name is now made one. A file that is not UTF-8 names the byte and line."""
+    path = tmp_path / file
+    path.write_text(yaml.safe_dump(TINY))
+    assert schema.load(path).name == name
+    bad = tmp_path / "latin1.yaml"
+    bad.write_bytes(b'device: cpu\ndescription: "\xff"\n')
+    with pytest.raises(schema.SchemaError, match=r"latin1.yaml: <top level>: not UTF-8 text: "
+                                                 r"byte 0xff on line 2"):
+        schema.load(bad)
+
+
 @pytest.mark.parametrize("text", ["", "# nothing but a comment\n", "---\n"])
 def test_an_empty_experiment_file_is_an_error(text, tmp_path, capsys):
     f = write(tmp_path, text)
@@ -659,6 +674,25 @@ def test_report_errors_are_one_line_and_an_empty_table_says_so(tmp_path, capsys)
     assert "twin" in out.out and "no row" not in out.err
     assert report.main(["io", csv_path]) == 0          # no hbm_bytes: nothing fits
     assert "report io: no row of" in capsys.readouterr().err
+    # rows appended out of order by a resume: the T range is the least to the largest
+    rows = _rows(csv_path)
+    with open(csv_path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(sorted(rows, key=lambda r: -int(r["seq_len"])))
+    assert report.main(["slopes", csv_path]) == 0
+    assert "| twin | forward | 16–128 |" in capsys.readouterr().out
+    # a column missing or a cell not a number: one line, exit 2 (were tracebacks)
+    for edit, says in (({"seq_len": None}, "has no column 'seq_len', which this table reads"),
+                       ({"time_ms_median": "fast"}, "a cell this table reads is not what it")):
+        (col, val), = edit.items()
+        cols = [c for c in rows[0] if c != col or val is not None]
+        with open(csv_path, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=cols, extrasaction="ignore")
+            w.writeheader()
+            w.writerows([dict(r, **({col: val} if val is not None else {})) for r in rows])
+        assert report.main(["slopes", csv_path]) == 2
+        assert says in capsys.readouterr().err
 
 
 def test_a_report_says_when_rows_it_does_not_key_on_share_a_line(tmp_path):

@@ -176,6 +176,7 @@ def slopes_table(path, min_T=0) -> str:
                 pts.setdefault((r["method"], r["pass"]), []).append(r)
     lines = ["| method | pass | T | points | memory slope | time slope |", "|" + " --- |" * 6]
     for (method, pass_), rows in sorted(pts.items(), key=lambda kv: (kv[0][1] != "forward", kv[0])):
+        rows.sort(key=lambda r: int(r["seq_len"]))   # a resumed run appends smaller T last
         T = np.log([float(r["seq_len"]) for r in rows])
 
         def slope(col):
@@ -591,6 +592,14 @@ def main(argv=None) -> int:
         text = tables[argv[0]](*argv[1:])
     except OSError as exc:
         print(f"{name}: cannot read {argv[1]}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    except KeyError as exc:
+        print(f"{name}: {argv[1]} has no column {exc.args[0]!r}, which this table reads",
+              file=sys.stderr)
+        return 2
+    except ValueError as exc:
+        print(f"{name}: {argv[1]}: a cell this table reads is not what it should be ({exc})",
+              file=sys.stderr)
         return 2
     print(text)
     if not _data_lines(text):

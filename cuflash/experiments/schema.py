@@ -1225,6 +1225,8 @@ def build(raw, source: str = "<experiment>", *, default_name: str = "experiment"
     (used when only plotting)."""
     r = _Reader(source)
     raw_top = r.mapping(raw, "", _TOP_KEYS)
+    if "name" not in raw_top:   # the file's name: made one safe component ('my exp' -> 'my_exp')
+        default_name = re.sub(r"[^A-Za-z0-9_.-]+", "_", default_name).lstrip(".-") or "experiment"
     name = r.component(raw_top.get("name", default_name), "name", "it names the results folder")
     description = r.string(raw_top.get("description", ""), "description")
     device = r.choice(raw_top.get("device", "auto"), "device", DEVICES)
@@ -1379,9 +1381,13 @@ def load(path, overrides=(), *, smem_limit: int | None | str = "device") -> Expe
     path = Path(path)
     source = str(path) + (" (with --set " + ", ".join(overrides) + ")" if overrides else "")
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise SchemaError(str(path), "", f"cannot read the file: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        line = path.read_bytes()[:exc.start].count(b"\n") + 1
+        raise SchemaError(str(path), "", f"not UTF-8 text: byte {exc.object[exc.start]:#04x} "
+                                         f"on line {line}") from None
     try:
         raw = yaml.load(text, Loader=_UniqueKeyLoader)
     except yaml.YAMLError as exc:
