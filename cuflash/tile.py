@@ -317,9 +317,11 @@ def x3_forward_shapes(head_dim: int, kernel: str = "wgmma_f16x3") -> tuple[tuple
     """(block_n's, num_stages') a float16-product forward tile takes (block_m = 128 on 12
     warps): 'wgmma_f16x3' 64 or 32 keys on 2 stages (its fresh k-step sums hold three copies of
     S in registers; Q's, K's and V's hi and lo tiles fill shared memory); 'wgmma_f16x1' holds
-    no lo tiles of K and V and chains S's k16 steps (NOTES v61): 3 stages too. (128-key tiles
-    at d <= 64 compile clean but await their GPU tests: .ab/x1_fwd_n128.patch.)"""
-    return (64, 32), ((2, 3) if kernel == "wgmma_f16x1" else (2,))
+    no lo tiles of K and V and chains S's k16 steps (NOTES v61): 3 stages too, and 128 keys at
+    d <= 64 (where S, O, O's tile sum and P fit a consumer's registers)."""
+    if kernel == "wgmma_f16x1":
+        return ((64, 32, 128) if head_dim <= 64 else (64, 32)), (2, 3)
+    return (64, 32), (2,)
 
 
 def float32_wgmma_pays(precision: str, head_dim: int, seq_len_k: int,

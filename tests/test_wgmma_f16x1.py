@@ -38,11 +38,12 @@ def test_family_tiles_and_kernel_type():
     for d, bwd in itertools.product((16, 64, 96, 128, 160, 256), (False, True)):
         x3 = [t.replace(kernel="wgmma_f16x1") for t in wgmma_f16x3_tiles(d, bwd)]
         # x3's tiles, and above d = 64 a third stage in the backward (no lo tiles: NOTES v57);
-        # the forward's a third stage too (NOTES v61)
+        # the forward's a third stage too, and 128 keys at d <= 64 (NOTES v61)
         if bwd:
             extra = [x3[0].replace(num_stages=3)] if 64 < d <= WGMMA_F16X3_BWD_MAX_D else []
         else:
-            extra = [x3[0].replace(num_stages=3), x3[1].replace(num_stages=3)] if x3 else []
+            extra = [x3[0].replace(block_n=n, num_stages=s) for s, n in
+                     ((2, 128), (3, 64), (3, 32), (3, 128)) if n < 128 or d <= 64] if x3 else []
         assert wgmma_f16x3_tiles(d, bwd, "wgmma_f16x1") == x3 + extra, d
     # the dQ kernel's key tile: 64 at every head dim (x3: the dK/dV tile transposed, 32 keys at
     # d = 128; x1's dK/dV kernel keeps 32 queries there: NOTES v57)
@@ -117,8 +118,8 @@ def test_api_asks_for_x1_only_for_dense_batches(monkeypatch):
 
 
 @pytest.mark.parametrize("tile,d,bwd,match", [
-    (X1.replace(block_n=128), 64, False, "kernel='wgmma_f16x1' takes block_n = 32 or 64 at "
-                                         "d = 64"),
+    (X1.replace(block_n=128), 128, False, "kernel='wgmma_f16x1' takes block_n = 32 or 64 at "
+                                          "d = 128"),
     (X1.replace(num_stages=4), 64, False, "kernel='wgmma_f16x1' is warp-specialized: block_m = "
                                           "128, num_warps = 12, num_stages = 2 or 3"),
     (X1B, 128, True, "kernel='wgmma_f16x1''s dK/dV kernel at d = 128 is warp-specialized: "
