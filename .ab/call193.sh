@@ -8,7 +8,7 @@
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT
 git apply .ab/x1_fwd_d64.patch && echo "d64 patch applied" >> $OUT/side.txt
-timeout 90 python3 -m pytest -q -p no:cacheprovider -m gpu -n 12 tests/test_wgmma_f16x1.py \
+timeout 60 python3 -m pytest -q -p no:cacheprovider -m gpu -n 12 tests/test_wgmma_f16x1.py \
   tests/test_wgmma_tf32.py tests/test_precision_experiments.py -rfE > $OUT/tests.txt 2>&1
 echo "tests rc=$?" >> $OUT/side.txt
 timeout 120 python3 tools/ab_speed.py --base $PWD/.ab/base --new $PWD --dtypes float32:tf32 \

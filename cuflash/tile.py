@@ -264,6 +264,19 @@ WGMMA_F16X3_MIN_KEYS = 512
 WGMMA_F16X1_FWD_MIN_D = 97
 
 
+def x1_forward_default(head_dim: int) -> "TileConfig | None":
+    """'tf32''s default forward on sm_90 where one float16 product ('wgmma_f16x1') outruns the
+    TF32 wgmma kernel, or None: from WGMMA_F16X1_FWD_MIN_D to 128 its first tile (v59), and
+    where both kernels run 64 columns (d = 57-64: the TF32 kernel's k-steps of 8 pad 57 to 64 as
+    the staged rows do) the 128-key tile: 1.020-1.088x, median 1.030, against the TF32 kernel
+    in call 193's A/B (H100, d = 64, T = 2048 / 16384, causal and not, 2 rounds; NOTES.md v62)."""
+    if WGMMA_F16X1_FWD_MIN_D <= head_dim <= WGMMA_F16X3_MAX_D:
+        return wgmma_f16x3_tiles(head_dim, False, "wgmma_f16x1")[0]
+    if 57 <= head_dim <= 64:
+        return TileConfig(128, 128, 12, 2, "wgmma_f16x1")
+    return None
+
+
 def x3_backward_block_m(head_dim: int) -> int:
     """The x3 dK/dV kernel's query tile (its dQ kernel's key tile): 64 at d <= 64, 32 above (a
     consumer thread's registers: WGMMA_F16X3_BWD_MAX_D)."""
@@ -534,9 +547,10 @@ def tile_candidates(head_dim: int, dtype, *, backward: bool = False, causal: boo
             # where wgmma_tf32_pays (NOTES.md v36, v37), 1.8-1.95x at d = 256 (v48)
             tiles = (wgmma_tf32_tiles(head_dim) if head_dim <= WGMMA_TF32_MAX_D else
                      wgmma_tf32_wide_tiles(head_dim)) + tiles
-            if WGMMA_F16X1_FWD_MIN_D <= head_dim <= WGMMA_F16X3_MAX_D:
-                # one float16 product of staged hi-only rows ahead of them (NOTES.md v59)
-                tiles = wgmma_f16x3_tiles(head_dim, False, "wgmma_f16x1")[:1] + tiles
+            x1 = x1_forward_default(head_dim)
+            if x1 is not None:
+                # one float16 product of staged hi-only rows ahead of them (NOTES.md v59, v62)
+                tiles = [x1] + tiles
         if prec == "highest" and wgmma and staged:
             # float32 at float32's accuracy as three float16 products on Hopper's warpgroup tensor
             # cores: forward 1.7-2.0x, backward 2.5-2.7x the mma.sync 3xTF32 kernels (call 165,

@@ -11,7 +11,7 @@ import cuflash
 from cuflash import TileConfig, precision
 from cuflash._xp import to_numpy
 from cuflash.gpu import build, plan, tf32_stage
-from cuflash.tile import (WGMMA_F16X1_FWD_MIN_D, WGMMA_TF32_MAX_D, WGMMA_TF32_MIN_KEYS, WGMMA_TF32_WIDE_D,
+from cuflash.tile import (x1_forward_default, WGMMA_F16X1_FWD_MIN_D, WGMMA_TF32_MAX_D, WGMMA_TF32_MIN_KEYS, WGMMA_TF32_WIDE_D,
                           WGMMA_TF32_WIDE_MIN_KEYS, wgmma_tf32_wide_tiles,
                           default_tile, wgmma_tf32_pays,
                           wgmma_tf32_tiles)
@@ -100,7 +100,7 @@ def test_tiles_and_plan():
                             continue
                         want = (staged and prec == "tf32" and arch == "sm_90" and not backward
                                 and d <= WGMMA_TF32_WIDE_D)
-                        if want and d >= WGMMA_F16X1_FWD_MIN_D and d <= WGMMA_TF32_MAX_D:
+                        if want and x1_forward_default(d) is not None:
                             # the one-float16-product forward first (test_wgmma_f16x1.py)
                             assert t.kernel == "wgmma_f16x1", (d, staged, prec, arch)
                         elif want:
@@ -264,8 +264,10 @@ def test_wgmma_tf32_refuses_what_it_does_not_run(cp):
 def test_tf32_default_takes_wgmma_where_it_pays(cp):
     """precision='tf32' with tile=None: on sm_90 a dense batch in one pass runs the TF32 wgmma
     kernel where tile.wgmma_tf32_pays (the same bits as its tile named), the mma.sync kernel
-    otherwise: short keys at d = 64, automatic split-KV, a packed batch (the mma kernel's bits)."""
-    tile = wgmma_tf32_tiles(64)[0]
+    otherwise: short keys at d = 64, automatic split-KV, a packed batch (the mma kernel's bits).
+    At d = 64 the Hopper kernel is the one-float16-product x1 tile (tile.x1_forward_default,
+    NOTES v62), which takes the TF32 wgmma kernel's place."""
+    tile = x1_forward_default(64) or wgmma_tf32_tiles(64)[0]
     _hopper_or_skip(tile, 64)
     mma = default_tile(64, "float32", precision="tf32")
     T = WGMMA_TF32_MIN_KEYS
