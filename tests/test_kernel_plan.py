@@ -66,6 +66,24 @@ def test_wgmma_backward_is_deterministic_only_and_16_bit():
         plan.specs_for("float32", 64, WG, variant=False, backward=False)
 
 
+@pytest.mark.parametrize("tile,d,backward,match", [
+    (TileConfig(32, 128, 12, 2, "wgmma"), 128, True, "streams block_m = 32 rows in boxes of 64"),
+    (TileConfig(16, 128, 12, 2, "wgmma"), 64, True, "streams block_m = 16 rows in boxes of 64"),
+    (TileConfig(256, 16, 16, 3, "wgmma"), 256, False, "num_warps = 16 leaves 128 registers"),
+], ids=["ws-bwd-m32", "ws-bwd-m16", "fwd-16-warps-d256"])
+def test_wgmma_tiles_that_do_not_compile_are_refused(tile, d, backward, match):
+    """Accepted before, then failed to compile (fuzz, session 38): a warp-specialized backward
+    whose dQ kernel (the tile transposed) streams 16 or 32 keys in tma.cuh's 64-row boxes (a
+    static_assert), and 16 warps at d > 192 (ptxas C7602: 128 registers a thread)."""
+    with pytest.raises(ValueError, match=match):
+        plan.check_tile(tile, d, "float16", backward=backward, smem_limit=HOPPER, arch="sm_90")
+    # the shapes beside them still pass: 64-query ws backward, 16 warps at d = 192 (spills only)
+    plan.check_tile(TileConfig(64, 128, 12, 2, "wgmma"), 128, "float16", backward=True,
+                    smem_limit=HOPPER, arch="sm_90")
+    plan.check_tile(TileConfig(256, 16, 16, 3, "wgmma"), 192, "float16", smem_limit=HOPPER,
+                    arch="sm_90")
+
+
 def test_wgmma_tile_that_does_not_fit_is_refused():
     big = TileConfig(128, 256, 8, 3, "wgmma")   # (128 + 6·256)·256·2 bytes at d = 256
     with pytest.raises(ValueError, match=r"needs \d+ bytes of shared memory"):

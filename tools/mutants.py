@@ -613,6 +613,15 @@ MUTANTS = [
       "tests/test_wgmma_f16x1.py::test_tf32_default_backward_where_it_pays",
       "'tf32''s default forward at d = 57-64 stays on the TF32 wgmma kernel (v62: x1's "
       "128-key tile, 1.02-1.09x)"),
+    M("ws_backward_any_streamed_rows", "cuflash/gpu/plan.py",
+      "        if streamed % 64:", "        if False:",
+      "tests/test_kernel_plan.py::test_wgmma_tiles_that_do_not_compile_are_refused",
+      "a warp-specialized wgmma backward of 16 or 32 queries is taken: its dQ kernel does not "
+      "compile (tma.cuh's whole 64-row boxes)"),
+    M("wgmma_16_warps_wide_heads", "cuflash/gpu/plan.py",
+      "    if t.num_warps > 12 and spec.head_dim > 192:", "    if False:",
+      "tests/test_kernel_plan.py::test_wgmma_tiles_that_do_not_compile_are_refused",
+      "a 16-warp wgmma tile at head_dim > 192 is taken: ptxas runs out of registers"),
     M("plot_draws_what_does_not_fit", "cuflash/experiments/plots.py",
       "        why = unfit(rows, plot)", "        why = None",
       "tests/test_experiments.py::test_plot_from_csv_alone",

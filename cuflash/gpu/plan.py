@@ -399,6 +399,15 @@ def _validate_wgmma(spec: KernelSpec, where: str) -> None:
                              f"warpgroups: {rows} = 128, num_warps = 12")
         if not 2 <= t.num_stages <= 4:
             raise ValueError(f"{where}: the warp-specialized {kernel} kernel needs 2 to 4 stages")
+        # its producer copies the streamed side (dK/dV: query tiles; dQ: key tiles, the
+        # dK/dV tile's block_m transposed) in boxes of 64 rows (tma.cuh's whole boxes)
+        streamed, side = ((t.block_m, "block_m") if spec.role == "bwd_dkdv" else
+                          (t.block_n, "block_n"))
+        if streamed % 64:
+            raise ValueError(f"{where}: the warp-specialized {kernel} kernel streams "
+                             f"{side} = {streamed} rows in boxes of 64: the pair's dK/dV tile "
+                             f"takes a block_m that is a multiple of 64 (its dQ kernel takes the "
+                             f"tile transposed)")
     elif spec.role == "bwd_dkdv":
         if t.block_n != 16 * t.num_warps:
             raise ValueError(f"{where}: block_n must be 64 keys per warpgroup of 4 warps "
@@ -425,6 +434,11 @@ def _validate_wgmma(spec: KernelSpec, where: str) -> None:
         raise ValueError(f"{where}: the wgmma backward kernels use 1 or 2 stages")
     if spec.head_dim > 256:
         raise ValueError(f"{where}: head_dim above 256 does not fit one wgmma (n <= 256)")
+    if t.num_warps > 12 and spec.head_dim > 192:
+        # 512 threads leave 128 registers a thread, fewer than ptxas needs for a wgmma of
+        # n = head_dim > 192 and its accumulators (C7602)
+        raise ValueError(f"{where}: num_warps = {t.num_warps} leaves 128 registers a thread, "
+                         f"too few at head_dim {spec.head_dim} (> 192): use 12 warps or fewer")
 
 
 def without_producer(tile: TileConfig, head_dim: int) -> TileConfig:
