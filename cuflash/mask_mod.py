@@ -126,14 +126,21 @@ class MaskMod:
         self._src = expr.strip()
         try:
             tree = ast.parse(self._src, mode="eval")
+        except (RecursionError, MemoryError):   # the parser's own depth limit
+            raise ValueError(f"mask_mod: {expr[:60]!r}{'...' if len(expr) > 60 else ''} nests "
+                             f"too deeply to parse") from None
         except SyntaxError as exc:
             line = (exc.text or self._src).rstrip("\n")
             col = exc.offset or len(line) + 1           # 0: at the end of the input
             raise ValueError(f"mask_mod: syntax error in {expr!r} at line {exc.lineno}, column "
                              f"{col}: {exc.msg}\n    {line}\n    {' ' * (col - 1)}^") from None
-        self._norm = ast.unparse(tree)
         self._used = set()
-        self._root = self._check(tree.body)
+        try:
+            self._norm = ast.unparse(tree)
+            self._root = self._check(tree.body)
+        except RecursionError:
+            raise ValueError(f"mask_mod: {expr[:60]!r}{'...' if len(expr) > 60 else ''} nests "
+                             f"too deeply to check") from None
         if self._root.ty != "bool":
             raise TypeError(f"mask_mod: the expression must be a bool (a comparison or a "
                             f"combination of comparisons), got int {self._root.text!r} in "
@@ -232,6 +239,10 @@ class MaskMod:
         if isinstance(node, ast.UnaryOp):
             if isinstance(node.op, (ast.USub, ast.UAdd)):
                 neg = isinstance(node.op, ast.USub)
+                lit = node.operand
+                if neg and isinstance(lit, ast.Constant) and type(lit.value) is int and \
+                        lit.value == -I32[0]:   # int32's least value, whose digits alone do not fit
+                    return _N("lit", [], "int", text, I32[0])
                 x = self._typed(node.operand, "int", f"unary '{'-' if neg else '+'}'")
                 return _N("neg", [x], "int", text) if neg else x
             op = "not" if isinstance(node.op, ast.Not) else "~"
@@ -346,7 +357,15 @@ class MaskMod:
                                                        or kind in "iu"):
                 raise TypeError(f"mask_mod.evaluate: {name} must be an int or an integer array, "
                                 f"got {type(v).__name__} {getattr(v, 'dtype', '')}".rstrip())
-            ev.env[name] = ev.fits(_on(xp, v).astype(np.int64), None, f"index variable {name}")
+            if isinstance(v, numbers.Integral) and not I32[0] <= int(v) <= I32[1]:
+                raise OverflowError(f"mask_mod: index variable {name}={int(v)} is outside int32 "
+                                    f"[{I32[0]}, {I32[1]}], in {self.expr!r}")
+            a = _on(xp, v)
+            if a.dtype.kind == "u" and a.size and int(a.max()) > I32[1]:   # (cast would wrap)
+                raise OverflowError(f"mask_mod: index variable {name} takes values up to "
+                                    f"{int(a.max())}, outside int32 [{I32[0]}, {I32[1]}], in "
+                                    f"{self.expr!r}")
+            ev.env[name] = ev.fits(a.astype(np.int64), None, f"index variable {name}")
         shape = np.broadcast_shapes(*(a.shape for a in ev.env.values()))
         res = xp.asarray(ev.eval(self._root, None), dtype=bool)
         return res if res.shape == shape else xp.broadcast_to(res, shape).copy()
@@ -370,7 +389,9 @@ class MaskMod:
     def _cpp(self, n) -> str:
         k, c = n.kind, [self._cpp(kid) for kid in n.kids]
         if k == "lit":
-            return str(n.extra).lower() if n.ty == "bool" else str(n.extra)
+            if n.ty == "bool":
+                return str(n.extra).lower()
+            return "(-2147483647 - 1)" if n.extra == I32[0] else str(n.extra)   # an int in C++
         if k == "var":
             return n.extra
         if k == "int":

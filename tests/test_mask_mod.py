@@ -186,6 +186,24 @@ def test_cuda_source_compiles_with_nvrtc(nvrtc, case):
     assert ".entry probe" in _ptx(nvrtc, _probe_source(mask))
 
 
+def test_int32_edges_and_depth(nvrtc):
+    """Fuzz (session 38): int32's least value as a literal was refused (its digits alone do not
+    fit), a uint64 index past int32 wrapped to -1 and gave a wrong mask (a Python int past int64
+    a raw NumPy error), and a deeply nested expression a bare RecursionError."""
+    least = MaskMod("i > -2147483648")
+    assert least.evaluate(0, 0, np.array([-2**31, 0]), 0).tolist() == [False, True]
+    assert "(i > (-2147483647 - 1))" in least.cuda_source()
+    assert ".entry probe" in _ptx(nvrtc, _probe_source(least))
+    with pytest.raises(ValueError, match="int literal '2147483648' is outside int32"):
+        MaskMod("i > 2147483648")
+    for b in (np.array([2**64 - 1], np.uint64), 2**64 - 1, 2**70):
+        with pytest.raises(OverflowError, match=r"mask_mod: index variable b.* outside int32"):
+            MaskMod("b < 0").evaluate(b, 0, 0, 0)
+    for expr in (" + ".join(["i"] * 1000) + " < j", "-" * 400 + "i < j"):
+        with pytest.raises(ValueError, match="mask_mod: .* nests too deeply"):
+            MaskMod(expr)
+
+
 def test_two_masks_in_one_translation_unit(nvrtc):
     a, b = MaskMod("(i - j) // 3 == 0"), MaskMod("j % k == 0", k=3)
     kernel = (f'extern "C" __global__ void probe(Params p, bool* out) {{\n'
