@@ -657,6 +657,14 @@ def test_compile_match_compiles_only_the_named_kernels():
     assert rc == 0 and rows and all("tf32x3_bwd_dq_f32_d32" in ln and "causal" in ln
                                     for ln in rows), lines
     assert lines[-1].startswith(f"{len(rows)} compiled, 0 failed"), lines
+    # a bad regex or no compiler process: argparse's one-line error, exit 2 (were a traceback
+    # and a table header followed by "max_workers must be greater than 0")
+    for bad, says in ((["--match", "["], "--match='[' is not a regular expression"),
+                      (["--jobs", "0"], "--jobs=0: give at least 1 compiler process")):
+        proc = subprocess.run([sys.executable, "-m", "cuflash", "compile", *bad],
+                              capture_output=True, text=True, cwd=REPO)
+        assert proc.returncode == 2 and says in proc.stderr and "Traceback" not in proc.stderr
+        assert proc.stdout == ""
 
 
 def test_report_errors_are_one_line_and_an_empty_table_says_so(tmp_path, capsys):

@@ -166,4 +166,5 @@ def report(cells, best, passes):
 
 
 if __name__ == "__main__":
-    main()
+    import gpu_tool  # noqa: E402  (this folder: the script's own)
+    sys.exit(gpu_tool.run(main))

@@ -81,4 +81,5 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    import gpu_tool  # noqa: E402  (this folder: the script's own)
+    sys.exit(gpu_tool.run(main))

@@ -25,6 +25,8 @@ c128, t2).
 """
 from __future__ import annotations
 
+import sys
+
 import argparse
 import math
 import statistics
@@ -321,4 +323,5 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    import gpu_tool  # noqa: E402  (this folder: the script's own)
+    sys.exit(gpu_tool.run(main))

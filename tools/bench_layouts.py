@@ -8,6 +8,8 @@ median of 10 timed calls between CUDA events, the host ahead (cuflash.experiment
 """
 from __future__ import annotations
 
+import sys
+
 import argparse
 import statistics
 
@@ -94,4 +96,5 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    import gpu_tool  # noqa: E402  (this folder: the script's own)
+    sys.exit(gpu_tool.run(main))

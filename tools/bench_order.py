@@ -1,3 +1,4 @@
+import sys
 """The order blocks start in (kernels_cu/block.cuh, GridTile): the previous order (each row's
 tiles in turn, heaviest first: sections of one row, ``ops._SCHED_ROWS = 1``) against the rule
 (tile.section_rows: every row of an L2-sized section gets its heaviest tile first), side by side
@@ -130,4 +131,5 @@ def ranks_sweep(a):
 
 
 if __name__ == "__main__":
-    main()
+    import gpu_tool  # noqa: E402  (this folder: the script's own)
+    sys.exit(gpu_tool.run(main))

@@ -144,4 +144,5 @@ def modifiers(cp, cuflash, np, rand, backward, rounds):
 
 
 if __name__ == "__main__":
-    main()
+    import gpu_tool  # noqa: E402  (this folder: the script's own)
+    sys.exit(gpu_tool.run(main))

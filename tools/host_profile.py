@@ -6,6 +6,8 @@ Python path), then the top functions by own time.
 """
 from __future__ import annotations
 
+import sys
+
 import argparse
 import cProfile
 import pstats
@@ -46,4 +48,5 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    import gpu_tool  # noqa: E402  (this folder: the script's own)
+    sys.exit(gpu_tool.run(main))

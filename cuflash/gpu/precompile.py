@@ -200,6 +200,14 @@ def main(argv=None) -> int:
                     help="only the kernels whose name this searches, e.g. 'tf32x3_bwd' (the "
                          "registers and spills of one family after an edit)")
     args = ap.parse_args(argv)
+    if args.jobs < 1:
+        ap.error(f"--jobs={args.jobs}: give at least 1 compiler process")
+    if args.match is not None:
+        import re
+        try:
+            re.compile(args.match)
+        except re.error as exc:
+            ap.error(f"--match={args.match!r} is not a regular expression: {exc}")
     return run(args.arch, args.fail_on_spills, args.jobs, not args.no_experiments, match=args.match)
 
 
