@@ -148,6 +148,11 @@ BAD = [
     ("# twice on one line (was taken: the check compared line numbers)\n"
      "axes: {seq_len: [32], seq_len: [64]}\n",
      "<top level>", "the key 'seq_len' is given twice in one mapping (line 2)"),
+    # PyYAML's error in one line, and a whole file read as one string cut short (session 38)
+    ("device: cpu\naxes: {seq_len: [32\n", "<top level>",
+     "not valid YAML: line 3, column 1: expected ',' or ']', but got '<stream end>' (while "
+     "parsing a flow sequence from line 2, column 17)"),
+    ("x" * 200 + "\n", "<top level>", "got '" + "x" * 75 + " ... (str)"),
 ]
 
 

@@ -504,7 +504,22 @@ def _is_int(v) -> bool:
 
 
 def _show(v) -> str:
-    return f"{v!r} ({type(v).__name__})"
+    text = repr(v)   # a whole file read as one string (`cuflash run /etc/passwd`) is cut short
+    return f"{text if len(text) <= 80 else text[:76] + ' ...'} ({type(v).__name__})"
+
+
+def _yaml_error(exc) -> str:
+    """PyYAML's error in one line: where (line, column), what, and in what it was."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None)
+    if mark is None or problem is None:
+        return " ".join(str(exc).split())
+    text = f"line {mark.line + 1}, column {mark.column + 1}: {problem}"
+    ctx, cmark = getattr(exc, "context", None), getattr(exc, "context_mark", None)
+    if ctx:
+        text += f" ({ctx}" + (f" from line {cmark.line + 1}, column {cmark.column + 1}"
+                              if cmark is not None else "") + ")"
+    return text
 
 
 def _choices_text(choices) -> str:
@@ -1288,7 +1303,8 @@ def parse_override(text: str) -> tuple[list, Any]:
     try:
         parsed = yaml.load(value, Loader=_UniqueKeyLoader)
     except yaml.YAMLError as exc:
-        raise ValueError(f"--set {text!r}: the value is not valid YAML: {exc}") from None
+        raise ValueError(f"--set {text!r}: the value is not valid YAML: {_yaml_error(exc)}") \
+            from None
     return steps, parsed
 
 
@@ -1391,7 +1407,7 @@ def load(path, overrides=(), *, smem_limit: int | None | str = "device") -> Expe
     try:
         raw = yaml.load(text, Loader=_UniqueKeyLoader)
     except yaml.YAMLError as exc:
-        raise SchemaError(str(path), "", f"not valid YAML: {exc}") from None
+        raise SchemaError(str(path), "", f"not valid YAML: {_yaml_error(exc)}") from None
     if raw is None:
         raise SchemaError(str(path), "", "the file is empty (or only comments); an experiment "
                                          "needs at least 'axes' or 'methods', e.g. "
