@@ -49,6 +49,10 @@ def one(args):
     return name, len(a), len(b), canon(a) == canon(b), sum(x != y for x, y in zip(a, b))
 
 if __name__ == "__main__":
+    if len(sys.argv) != 6 or {"-h", "--help"} & set(sys.argv[1:]):
+        print(f"usage: python tools/sass_canon.py BASE_TREE NEW_TREE ARCH HASHES_A.json "
+              f"HASHES_B.json\n{__doc__.strip() if __doc__ else ''}", file=sys.stderr)
+        sys.exit(0 if {"-h", "--help"} & set(sys.argv[1:]) else 2)
     base, new, arch, hashes_a, hashes_b = sys.argv[1:6]
     ha, hb = json.load(open(hashes_a)), json.load(open(hashes_b))
     names = sorted(k for k in ha if ha[k] != hb.get(k))
