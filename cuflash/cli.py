@@ -49,6 +49,9 @@ def cmd_run(args) -> int:
     from .experiments.points import enumerate_points, resolve_device
     exp = schema.load(find_experiment(args.experiment), args.set or ())
     if args.dry_run:
+        if args.out is not None:   # what a run would refuse, without making the folder
+            from .experiments.files import check_folder
+            check_folder(args.out, "--out")
         points = enumerate_points(exp)
         runner.check_plots(exp, points)
         print(f"{exp.name}: {len(points)} points on {resolve_device(exp)}")

@@ -519,6 +519,12 @@ def test_bad_out_is_a_one_line_error_and_writes_nothing(case, tmp_path, capsys, 
             "unwritable": "cannot be made"}[case] in err
     assert sorted(p for p in tmp_path.rglob("*")) == before
     assert a_file.read_text() == "keep me"
+    if case != "unwritable":   # a dry run says the same (it exited 0), and makes nothing either
+        assert cli.main(["run", str(f), "--out", str(out), "--dry-run"]) == 2
+        assert capsys.readouterr().err.startswith(f"cuflash run: --out={str(out)!r} ")
+        fresh = tmp_path / "fresh" / "dir"
+        assert cli.main(["run", str(f), "--out", str(fresh), "--dry-run"]) == 0
+        assert not fresh.parent.exists()
 
 
 def test_unwritable_existing_out_is_a_clear_error(unwritable_dir, capsys, tmp_path):

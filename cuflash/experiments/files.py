@@ -28,11 +28,9 @@ class FolderInUse(RuntimeError):
     """Another run holds the folder's lock."""
 
 
-def prepare_folder(path, name: str = "out_dir") -> Path:
-    """Make ``path`` (and its parents) if needed and check a file can be created in it.
-
-    Raises OutDirError naming ``name`` and the value for a file in the way, a path under a file,
-    or a folder that cannot be created or written to. Leaves nothing behind in the folder."""
+def check_folder(path, name: str = "out_dir") -> Path:
+    """``path`` as a Path, or OutDirError naming ``name`` where a file is in the way (the path
+    itself, or one of its parents): what can be told without making anything (a dry run)."""
     path = Path(path)
     what = f"{name}={str(path)!r}"
     if path.exists() and not path.is_dir():
@@ -43,6 +41,16 @@ def prepare_folder(path, name: str = "out_dir") -> Path:
                 raise OutDirError(f"{what} cannot be made: {str(parent)!r} is a file, not a "
                                   f"folder")
             break
+    return path
+
+
+def prepare_folder(path, name: str = "out_dir") -> Path:
+    """Make ``path`` (and its parents) if needed and check a file can be created in it.
+
+    Raises OutDirError naming ``name`` and the value for a file in the way, a path under a file,
+    or a folder that cannot be created or written to. Leaves nothing behind in the folder."""
+    path = check_folder(path, name)
+    what = f"{name}={str(path)!r}"
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
