@@ -131,8 +131,10 @@ def attention(q, k, v, *, causal=False, scale=None, tile=None, return_lse=False,
     ----------
     q : array (..., Hq, T, d)
         Queries: NumPy (runs the CPU twin) or CuPy (runs the CUDA kernels). float16, bfloat16,
-        float32 or float64; any head dim d from 1 to 256. Any strides (e.g. a (B, T, H, d) array
-        transposed to (B, H, T, d)).
+        float32 or float64; any head dim d from 1 to 256 (but float64 on GPUs with 99 KB of
+        shared memory a block, sm_86 and sm_89: d up to 224 forward, 160 backward; wider is a
+        ValueError saying no tile fits). Any strides (e.g. a (B, T, H, d) array transposed to
+        (B, H, T, d)).
     k, v : arrays (..., Hkv, S, d) and (..., Hkv, S, d_v)
         Keys and values, same dtype and device as q. S may differ from T; v's head dim d_v may
         differ from d (1 to 256). Leading dims broadcast against q's as in NumPy, and the head

@@ -313,6 +313,22 @@ def test_float64_default_tiles_per_architecture(causal):
                         precision="ieee").kernel == "simt"
 
 
+def test_float64_head_dims_on_99_kb_gpus_as_documented():
+    """float64 on sm_86 / sm_89 (99 KB of shared memory a block): head dims up to 224 forward and
+    160 backward, as `attention`'s docstring says; wider ones a ValueError saying no tile fits
+    (fuzz, session 38: the docstring said 1 to 256)."""
+    import cuflash
+    doc = cuflash.attention.__doc__
+    assert "sm_86 and sm_89: d up to 224 forward, 160 backward" in " ".join(doc.split())
+    for arch in ("sm_86", "sm_89"):
+        limit = plan.SMEM_LIMIT[arch]
+        for backward, most in ((False, 224), (True, 160)):
+            default_tile(most, "float64", backward=backward, smem_limit=limit, arch=arch)
+            with pytest.raises(ValueError, match=rf"no tile fits head_dim={most + 8}, "
+                                                 rf"dtype=float64 in {limit} bytes"):
+                default_tile(most + 8, "float64", backward=backward, smem_limit=limit, arch=arch)
+
+
 def test_dmma_compiles_without_spills():
     """The d = 128 defaults on sm_90 (m16n8k16 products) and the d = 64 forward on sm_80
     (m8n8k4): no spills (`python -m cuflash compile` checks every default)."""
