@@ -270,10 +270,12 @@ def x1_forward_default(head_dim: int) -> "TileConfig | None":
     where both kernels run 64 columns (d = 57-64: the TF32 kernel's k-steps of 8 pad 57 to 64 as
     the staged rows do) the 128-key tile: 1.020-1.088x, median 1.030, against the TF32 kernel
     in call 193's A/B (H100, d = 64, T = 2048 / 16384, causal and not, 2 rounds; NOTES.md v62)."""
+    from .checks import kernel_head_dim   # (checks imports this module)
+    tiles = wgmma_f16x3_tiles(head_dim, False, "wgmma_f16x1")
     if WGMMA_F16X1_FWD_MIN_D <= head_dim <= WGMMA_F16X3_MAX_D:
-        return wgmma_f16x3_tiles(head_dim, False, "wgmma_f16x1")[0]
-    if 57 <= head_dim <= 64:
-        return TileConfig(128, 128, 12, 2, "wgmma_f16x1")
+        return tiles[0]
+    if kernel_head_dim(head_dim) == 64:
+        return next(t for t in tiles if t.block_n == 128 and t.num_stages == 2)
     return None
 
 

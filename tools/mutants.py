@@ -609,7 +609,7 @@ MUTANTS = [
       "tests/test_wgmma_f16x1.py::test_family_tiles_and_kernel_type",
       "the x1 forward's 128-key tiles at d <= 64 neither listed nor taken (nor staged)"),
     M("x1_forward_default_not_at_d64", "cuflash/tile.py",
-      "    if 57 <= head_dim <= 64:", "    if False:",
+      "    if kernel_head_dim(head_dim) == 64:", "    if False:",
       "tests/test_wgmma_f16x1.py::test_tf32_default_backward_where_it_pays",
       "'tf32''s default forward at d = 57-64 stays on the TF32 wgmma kernel (v62: x1's "
       "128-key tile, 1.02-1.09x)"),

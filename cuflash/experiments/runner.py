@@ -324,11 +324,9 @@ def _run_locked(exp, device, out_dir: Path, log, measure, hbm_many, hbm_batch,
     # again), and the OOM frontier. Rows it cannot read (torn, an unknown status) are set aside
     # in SET_ASIDE_CSV, never deleted.
     wanted = {p.key() for p in points}
-    again = [r for r in old if r.get("status") in results.STATUSES
-             and (r["status"] == "error" or ring.measure_again(r))
-             and results.row_key(r) in wanted]
     keep = [r for r in old if r.get("status") in results.STATUSES
-            and not any(r is a for a in again)]
+            and not ((r["status"] == "error" or ring.measure_again(r))
+                     and results.row_key(r) in wanted)]
     unread = ([dict(r, **{results.SET_ASIDE_WHY: "torn: too few or too many cells"})
                for r in torn]
               + [dict(r, **{results.SET_ASIDE_WHY: f"unknown status {r.get('status')!r}"})
