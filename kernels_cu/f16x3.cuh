@@ -63,17 +63,22 @@ __device__ __forceinline__ void split2_f16(float a, float b, float scale, unsign
 // shuffle reduction).
 //   load(r, c, x)       x[0..7] = elements c..c+7 of row r (zeros past the data)
 //   scale_of(r, m)      the row's scale, given its largest |x| (a power of two)
+// A thread's items go in batches of up to 8 (64 registers), every load of a batch issued before
+// the batch's first use: a block's Q tile is one round trip to memory at d <= 128, not one per
+// item pair (NOTES v63: a forward block spent 7 us, not 4, before its first product at d = 128).
+// One product at d <= 64 ('tf32''s x1 forward) keeps the pairwise loop: there the batch moved
+// the mainloop's schedule, 5-7% slower causal at T >= 8192 (call 198), where x3 gained.
 template <int ROWS, int LROWS, int DP, int NT, bool LO = true, class Load, class ScaleOf>
 __device__ __forceinline__ void split_rows_f16(__half* hi, __half* lo, int first, int tid,
                                                Load&& load, ScaleOf&& scale_of) {
-    constexpr int CPR = DP / 8;
-    static_assert(CPR <= 32 && (CPR & (CPR - 1)) == 0 && (ROWS * CPR) % NT == 0,
-                  "a row's chunks on neighbouring lanes of one warp");
-#pragma unroll 2
-    for (int i = tid; i < ROWS * CPR; i += NT) {
+    constexpr int CPR = DP / 8, ITEMS = ROWS * CPR / NT;
+    constexpr int BATCH = DP < 128 && !LO ? 1 : ITEMS < 8 ? ITEMS : 8;
+    static_assert(CPR <= 32 && (CPR & (CPR - 1)) == 0 && (ROWS * CPR) % NT == 0 &&
+                      ITEMS % BATCH == 0,
+                  "a row's chunks on neighbouring lanes of one warp; whole batches");
+    // item i's 8 elements x, loaded: its row's scale, then its hi (and lo) in the tiles
+    auto split = [&](int i, float (&x)[8]) {
         const int r = i / CPR, c = (i % CPR) * 8;
-        float x[8];
-        load(r, c, x);
         float m = 0.f;
 #pragma unroll
         for (int e = 0; e < 8; ++e) m = fmaxf(m, fabsf(x[e]));
@@ -88,6 +93,26 @@ __device__ __forceinline__ void split_rows_f16(__half* hi, __half* lo, int first
         const int at = sw128<LROWS, 2>(first + r, c);
         *reinterpret_cast<uint4*>(hi + at) = h;
         if constexpr (LO) *reinterpret_cast<uint4*>(lo + at) = l;
+    };
+    if constexpr (BATCH == 1) {
+#pragma unroll 2
+        for (int i = tid; i < ROWS * CPR; i += NT) {
+            float x[8];
+            load(i / CPR, (i % CPR) * 8, x);
+            split(i, x);
+        }
+    } else {
+#pragma unroll 1
+        for (int b0 = 0; b0 < ITEMS; b0 += BATCH) {
+            float x[BATCH][8];
+#pragma unroll
+            for (int n = 0; n < BATCH; ++n) {
+                const int i = tid + (b0 + n) * NT;
+                load(i / CPR, (i % CPR) * 8, x[n]);
+            }
+#pragma unroll
+            for (int n = 0; n < BATCH; ++n) split(tid + (b0 + n) * NT, x[n]);
+        }
     }
 }
 
