@@ -270,7 +270,8 @@ def resident_blocks_of(tile: TileConfig, backward: bool = False) -> int:
     multiprocessor of the assumed device for a warp-specialized tile (the forward's
     ``warp_specialized``, the backward's ``warp_specialized_dkdv``)."""
     ws = tile.warp_specialized_dkdv if backward else tile.warp_specialized
-    return device.assumed("sm_90").sm_count if ws else RESIDENT_BLOCKS
+    sms = device.assumed("sm_90").sm_count
+    return sms * tile.blocks_per_sm(backward) if ws else RESIDENT_BLOCKS
 
 
 def flash_forward_dram(batch, T, S, d, dtype, causal, tile: TileConfig, *, l2_bytes=L2_BYTES,

@@ -143,6 +143,17 @@ class TileConfig:
         its dQ pass takes the tile transposed)."""
         return self.kernel in ("wgmma", *F16_SPLIT) and 16 * self.num_warps == self.block_n + 64
 
+    def blocks_per_sm(self, backward: bool = False) -> int:
+        """Blocks a multiprocessor the kernel of this tile is compiled to hold (its
+        ``__launch_bounds__``): 2 for a warp-specialized float16-product tile (F16_SPLIT) with
+        one consumer warpgroup (8 warps: block_m = 64 as a forward tile, block_n = 64 as a
+        dK/dV tile), so that one block's start and stores overlap the other's products (NOTES
+        v64; kernels_cu/barrier.cuh, RegisterSplit, splits the registers by the same rule);
+        else 1 here (plan.KernelSpec.min_blocks also runs some wgmma forwards two a
+        multiprocessor)."""
+        ws = self.warp_specialized_dkdv if backward else self.warp_specialized
+        return 2 if ws and self.kernel in F16_SPLIT and self.num_warps == 8 else 1
+
     def replace(self, **changes) -> "TileConfig":
         return dataclasses.replace(self, **changes)
 
@@ -309,23 +320,30 @@ def wgmma_f16x3_pays(head_dim: int, seq_len_k: int, backward: bool = False) -> b
 
 
 def wgmma_f16x3_tiles(head_dim: int, backward: bool = False,
-                      kernel: str = "wgmma_f16x3") -> list[TileConfig]:
+                      kernel: str = "wgmma_f16x3", num_warps: int = 12) -> list[TileConfig]:
     """Tiles of the float16-product kernels (``kernel``: a family of F16_SPLIT, their tiles
     alike), preferred first: the forward 128 × 64 (1.15-1.20x the 128 × 32 at T = 4096 / 16384,
     call 165) and 128 × 32; the backward x3_backward_block_m × 128 at each of
-    x3_backward_stages. Empty where the head dim is too wide."""
+    x3_backward_stages. Empty where the head dim is too wide. ``num_warps=8``: the same shapes
+    on one consumer warpgroup (forward block_m = 64, backward block_n = 64), run two blocks a
+    multiprocessor (``TileConfig.blocks_per_sm``, NOTES v64); opt-in by name, and refused by
+    the plan where two blocks' shared memory does not fit."""
     if kernel not in F16_SPLIT:
         raise ValueError(f"kernel={kernel!r}: the float16-product families are "
                          f"{', '.join(map(repr, F16_SPLIT))}")
+    if num_warps not in (8, 12):
+        raise ValueError(f"num_warps={num_warps!r}: a float16-product tile has one producer "
+                         f"and one or two consumer warpgroups (8 or 12 warps)")
+    rows = 16 * num_warps - 64   # the consumers' rows: queries forward, keys in dK/dV
     if backward:
         if head_dim > WGMMA_F16X3_BWD_MAX_D:
             return []
-        return [TileConfig(x3_backward_block_m(head_dim), 128, 12, s, kernel)
+        return [TileConfig(x3_backward_block_m(head_dim), rows, num_warps, s, kernel)
                 for s in x3_backward_stages(head_dim, kernel)]
     if head_dim > WGMMA_F16X3_MAX_D:
         return []
     block_ns, stages = x3_forward_shapes(head_dim, kernel)
-    return [TileConfig(128, n, 12, s, kernel) for s in stages for n in block_ns]
+    return [TileConfig(rows, n, num_warps, s, kernel) for s in stages for n in block_ns]
 
 
 def x3_forward_shapes(head_dim: int, kernel: str = "wgmma_f16x3") -> tuple[tuple, tuple]:

@@ -118,15 +118,25 @@ __device__ __forceinline__ void give_regs() {
 // The registers per thread of a warp-specialized block of NT threads after the hand-over: NC
 // consumer warpgroups take CONSUMER each, the producer warpgroup the rest. setmaxnreg moves
 // registers within what the block was launched with (kLaunch per thread, what ptxas gives NT
-// threads under __launch_bounds__(NT, 1): 168 for 384), not the SM's 65536: a split that asks
-// for more makes the consumers' setmaxnreg.inc wait forever (80/216 hung the H200, NOTES v17).
+// threads under __launch_bounds__(NT, kBlocks): 168 for 384 threads, 128 for 256 at two blocks),
+// not the SM's 65536: a split that asks for more makes the consumers' setmaxnreg.inc wait
+// forever (80/216 hung the H200, NOTES v17). A block of one consumer warpgroup runs two to a
+// multiprocessor, so that one block's start and stores overlap the other's products (NOTES v64;
+// cuflash/tile.py, TileConfig.blocks_per_sm, is the same rule).
 template <int NT, int NC, int CONSUMER>
 struct RegisterSplit {
     static_assert(NT == 128 * (NC + 1), "one producer and NC consumer warpgroups");
-    static constexpr int kLaunch = (65536 / NT) / 8 * 8;
-    static constexpr int kConsumer = CONSUMER;
-    static constexpr int kProducer = (kLaunch * NT - 128 * NC * CONSUMER) / 128 / 8 * 8;
-    static_assert(kProducer >= 24 && 128 * kProducer + 128 * NC * CONSUMER <= kLaunch * NT,
+    static constexpr int kBlocks = NC == 1 ? 2 : 1;
+    static constexpr int kLaunch = (65536 / (kBlocks * NT)) / 8 * 8;
+    // one consumer warpgroup (two blocks, 128 registers a thread at launch): the producer keeps
+    // at least kProducerFloor of them, its copy loops' addresses and counters (at 32-40 the
+    // producers spilled 4-152 bytes, NVRTC 13, sm_90)
+    static constexpr int kProducerFloor = 48;
+    static constexpr int kConsumer =
+        NC == 1 && kLaunch * NT - 128 * CONSUMER < 128 * kProducerFloor
+            ? (kLaunch * NT - 128 * kProducerFloor) / 128 / 8 * 8 : CONSUMER;
+    static constexpr int kProducer = (kLaunch * NT - 128 * NC * kConsumer) / 128 / 8 * 8;
+    static_assert(kProducer >= 24 && 128 * kProducer + 128 * NC * kConsumer <= kLaunch * NT,
                   "setmaxnreg within the block's launch registers");
 };
 
@@ -140,7 +150,7 @@ struct WarpSpecialized : RegisterSplit<NT, ROWS / 64, CONSUMER> {
     static constexpr int NC = ROWS / 64;   // consumer warpgroups
     static_assert(ROWS % 64 == 0, "64 rows per consumer warpgroup");   // NT: RegisterSplit
     static_assert(STAGES >= 2 && STAGES <= 4, "2 to 4 buffers: one being read, one loading");
-    static_assert(NC == 2, "two consumer warpgroups (the kernels' register splits)");
+    static_assert(NC == 1 || NC == 2, "one or two consumer warpgroups (the register splits)");
     using Tiles = SwizzledTiles<DP, 128>;   // the producer warpgroup's copies (pipeline.cuh)
 };
 

@@ -26,6 +26,10 @@ X1_TILES = wgmma_f16x3_tiles(64, kernel="wgmma_f16x1")
 X1 = X1_TILES[0]
 X1B = wgmma_f16x3_tiles(64, True, "wgmma_f16x1")[0]
 X1B128 = wgmma_f16x3_tiles(128, True, "wgmma_f16x1")[0]   # 64 < d <= 128: 32-query tiles
+# one consumer warpgroup, two blocks a multiprocessor (NOTES v64; opt-in by name)
+X1_TILES_W8 = wgmma_f16x3_tiles(64, kernel="wgmma_f16x1", num_warps=8)
+X1B_W8 = wgmma_f16x3_tiles(64, True, "wgmma_f16x1", num_warps=8)[0]
+X1B128_W8 = wgmma_f16x3_tiles(128, True, "wgmma_f16x1", num_warps=8)[0]
 
 
 # -- the plan ------------------------------------------------------------------------------------
@@ -69,6 +73,57 @@ def test_family_tiles_and_kernel_type():
                 "float32", d, tile.replace(kernel="wgmma_f16x3"), plan.Variant("causal"),
                 bwd)[0])
             assert "F16Products" not in x3, x3
+
+
+def test_two_block_tiles():
+    """8-warp float16-product tiles (one consumer warpgroup) are compiled for two blocks a
+    multiprocessor: __launch_bounds__(256, 2), the IO model's blocks in flight doubled; the
+    plan refuses those whose shared memory does not fit twice, naming why; the 12-warp tiles and
+    the other families keep one."""
+    hopper = plan.SMEM_LIMIT["sm_90"]
+    assert [t.block_m for t in X1_TILES_W8] == [64] * len(X1_TILES_W8)
+    assert (X1B_W8.block_m, X1B_W8.block_n, X1B128_W8.block_m) == (64, 64, 32)
+    for d, tile, bwd in ((64, X1_TILES_W8[0], False), (128, X1_TILES_W8[0], False),
+                         (64, X1B_W8, True), (128, X1B128_W8, True)):
+        specs = plan.specs_for("float32", d, tile, plan.Variant("causal"), bwd)
+        for spec in specs:
+            plan.validate(spec, hopper, "sm_90")
+            assert spec.warp_specialized and spec.min_blocks() == 2, spec.name
+            assert "__launch_bounds__(256, 2)" in build.source(spec), spec.name
+        if bwd:   # the dQ kernel takes the tile transposed: 64 queries on one consumer too
+            assert specs[1].tile.block_m == 64 and specs[1].tile.num_warps == 8
+    assert tile.blocks_per_sm(backward=True) == 2 and X1B_W8.blocks_per_sm() == 2
+    from cuflash import iomodel
+    assert iomodel.resident_blocks_of(X1_TILES_W8[0]) == 2 * iomodel.resident_blocks_of(X1)
+    assert iomodel.resident_blocks_of(X1B_W8, backward=True) == \
+        2 * iomodel.resident_blocks_of(X1B, backward=True)
+    for t, bwd in ((X1, False), (X1B, True), (TileConfig(64, 64, 8, 2, "wgmma"), False)):
+        assert t.blocks_per_sm(backward=bwd) == 1, t
+        assert plan.specs_for("float32" if t.kernel != "wgmma" else "float16", 64, t,
+                              plan.Variant("dense"), bwd)[0].min_blocks() <= 2
+    with pytest.raises(ValueError, match="runs two blocks a multiprocessor, and this tile's "
+                                         "139376 bytes of shared memory do not fit twice"):
+        plan.check_tile(TileConfig(64, 64, 8, 3, "wgmma_f16x1"), 128, "float32")
+    with pytest.raises(ValueError, match="do not fit twice"):
+        plan.check_tile(TileConfig(64, 64, 8, 2, "wgmma_f16x3"), 128, "float32")
+    with pytest.raises(ValueError, match="num_warps=7"):
+        wgmma_f16x3_tiles(64, kernel="wgmma_f16x1", num_warps=7)
+
+
+def test_two_block_kernels_compile_in_half_the_registers():
+    """NVRTC, sm_90a: the 8-warp x1 kernels (forward d = 64 / 128, the backward pair at d = 64)
+    launch at 128 registers a thread (two blocks of 256) and spill nothing: the split's producer
+    keeps 48 (kernels_cu/barrier.cuh, RegisterSplit; at 32-40 they spilled 4-152 bytes)."""
+    pytest.importorskip("cupy_backends.cuda.libs.nvrtc")
+    if build.cuda_include_dir() is None:
+        pytest.skip("CUDA headers not found")
+    specs = plan.specs_for("float32", 128, X1_TILES_W8[0], plan.Variant("causal"), False) + \
+        plan.specs_for("float32", 64, X1B_W8, plan.Variant("causal"), True)
+    for spec in specs:
+        rep = build.compile_offline(build.source(spec), spec.name, spec.arch, spec.smem_bytes())
+        assert rep.registers == 128, (spec.name, rep.registers)
+        assert rep.spills == 0, f"{spec.name} spills {rep.spills} bytes"
+        assert not rep.serialized, spec.name
 
 
 def test_tf32_default_backward_where_it_pays():
@@ -123,7 +178,8 @@ def test_api_asks_for_x1_only_for_dense_batches(monkeypatch):
     (X1.replace(block_n=128), 128, False, "kernel='wgmma_f16x1' takes block_n = 32 or 64 at "
                                           "d = 128"),
     (X1.replace(num_stages=4), 64, False, "kernel='wgmma_f16x1' is warp-specialized: block_m = "
-                                          "128, num_warps = 12, num_stages = 2 or 3"),
+                                          "128 on num_warps = 12 \\(or 64 on 8, two blocks a "
+                                          "multiprocessor\\), num_stages = 2 or 3"),
     (X1B, 128, True, "kernel='wgmma_f16x1''s dK/dV kernel at d = 128 is warp-specialized: "
                      "block_m = 32"),
     (X1B128, 160, True, "kernel='wgmma_f16x1''s backward takes head dims up to 128"),
@@ -154,7 +210,7 @@ def test_precision_must_match_the_tile():
 # -- the kernels ---------------------------------------------------------------------------------
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("tile", X1_TILES, ids=lambda t: t.short())
+@pytest.mark.parametrize("tile", X1_TILES + X1_TILES_W8, ids=lambda t: t.short())
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("T,S,d", [(97, 257, 64), (257, 97, 128), (1000, 1000, 40), (17, 1, 96),
                                    (1, 77, 16), (300, 300, 128)])
@@ -172,7 +228,10 @@ _X1B_CASES = [(X1B, T, S, d) for T, S, d in [(97, 257, 64), (257, 97, 40), (1000
              [(X1B128, T, S, d) for T, S, d in [(97, 257, 128), (257, 97, 96), (1000, 1000, 128),
                                                 (17, 1, 80), (300, 300, 112)]] + \
              [(X1B128.replace(num_stages=3), T, S, d) for T, S, d in [(257, 97, 128),
-                                                                     (1000, 1000, 96)]]
+                                                                     (1000, 1000, 96)]] + \
+             [(X1B_W8, T, S, d) for T, S, d in [(97, 257, 64), (1000, 1000, 64), (17, 1, 48)]] + \
+             [(X1B_W8.replace(num_stages=3), 257, 97, 64)] + \
+             [(X1B128_W8, T, S, d) for T, S, d in [(97, 257, 128), (1000, 1000, 96)]]
 
 
 @pytest.mark.gpu
@@ -212,11 +271,14 @@ def test_wgmma_f16x1_scales_into_range(cp, qs, ks, vs, d):
                          ids=["window", "softcap", "causal-window", "alibi",
                               "causal-softcap-alibi"])
 @pytest.mark.parametrize("d", [64, 128])
-def test_wgmma_f16x1_variants_and_gqa(cp, opts, d):
+@pytest.mark.parametrize("warps", [12, 8])
+def test_wgmma_f16x1_variants_and_gqa(cp, opts, d, warps):
     """Every score variant under GQA (2 kv heads for 8 query heads), k and v strided views:
-    the forward and the backward pair."""
-    bwd = wgmma_f16x3_tiles(d, True, "wgmma_f16x1")[0]
-    skip_unless_tile_fits(X1, d, np.float32)
+    the forward and the backward pair, on two consumer warpgroups and on one (two blocks a
+    multiprocessor)."""
+    fwd = wgmma_f16x3_tiles(d, False, "wgmma_f16x1", num_warps=warps)[0]
+    bwd = wgmma_f16x3_tiles(d, True, "wgmma_f16x1", num_warps=warps)[0]
+    skip_unless_tile_fits(fwd, d, np.float32)
     skip_unless_tile_fits(bwd, d, np.float32, passes=("bwd",))
     q, _, _ = make_inputs(cp, (2, 8, 150, d), (2, 8, 1, d), np.float32,
                           seed=case_seed("wgf16x1v", sorted(opts), d))
@@ -227,8 +289,8 @@ def test_wgmma_f16x1_variants_and_gqa(cp, opts, d):
     if opts.get("alibi"):
         del opts["alibi"]
         opts["alibi_slopes"] = cp.asarray(np.linspace(0.05, 0.5, 8), dtype=cp.float32)
-    out, lse = cuflash.attention(q, k, v, tile=X1, return_lse=True, **opts)
-    _check_kernel(cp, out, lse, q, k, v, "tf32", name=f"wgmma_f16x1 d={d} GQA", **opts)
+    out, lse = cuflash.attention(q, k, v, tile=fwd, return_lse=True, **opts)
+    _check_kernel(cp, out, lse, q, k, v, "tf32", name=f"{fwd.short()} d={d} GQA", **opts)
     _check_grads(cp, q, k, v, "tf32", name=f"wgmma_f16x1 d={d} GQA {sorted(opts)}", tile=bwd,
                  **opts)
 

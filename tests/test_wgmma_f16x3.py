@@ -172,7 +172,7 @@ def test_backward_plan():
     (X3B, plan.Variant(), 128, True, "at d = 128 is warp-specialized: block_m = 32"),
     (X3B128, plan.Variant(), 64, True, "at d = 64 is warp-specialized: block_m = 64"),
     (TileConfig(32, 128, 12, 3, "wgmma_f16x3"), plan.Variant(), 128, True, "takes 2 stages"),
-    (X3, plan.Variant(), 64, True, "block_m = 64, block_n = 128, num_warps = 12"),
+    (X3, plan.Variant(), 64, True, "block_m = 64, block_n = 128 on num_warps = 12"),
     (TileConfig(64, 128, 12, 4, "wgmma_f16x3"), plan.Variant(), 64, True, "2 or 3 stages"),
     (X3B, plan.Variant(packed=True), 64, True, "packed batch"),
 ])
@@ -220,7 +220,8 @@ def test_kernels_compile_without_spills(kernel, backward):
 # -- the kernels ---------------------------------------------------------------------------------
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("tile", X3_TILES, ids=lambda t: t.short())
+@pytest.mark.parametrize("tile", X3_TILES + wgmma_f16x3_tiles(64, num_warps=8),
+                         ids=lambda t: t.short())
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("T,S,d", [(97, 257, 64), (257, 97, 128), (1000, 1000, 40), (17, 1, 96),
                                    (1, 77, 16), (300, 300, 128)])
@@ -302,7 +303,9 @@ _X3B_CASES = [(tile, T, S, d) for tile in X3B_TILES
               for T, S, d in [(97, 257, 64), (257, 97, 40), (1000, 1000, 64), (17, 1, 48),
                               (1, 77, 16), (300, 300, 64)]] + \
              [(X3B128, T, S, d) for T, S, d in [(97, 257, 128), (257, 97, 96), (1000, 1000, 128),
-                                                (17, 1, 80), (1, 77, 128), (300, 300, 112)]]
+                                                (17, 1, 80), (1, 77, 128), (300, 300, 112)]] + \
+             [(wgmma_f16x3_tiles(64, True, num_warps=8)[0], T, S, d)   # one consumer, 2 blocks
+              for T, S, d in [(97, 257, 64), (1000, 1000, 48)]]
 
 
 @pytest.mark.gpu

@@ -122,6 +122,10 @@ def main(argv=None):
                          "beside its mma.sync kernels (mma_highest), and 'tf32' as one "
                          "(kernel='wgmma_f16x1', its default backward on sm_90) beside its "
                          "mma.sync backward (mma_tf32)")
+    ap.add_argument("--two-blocks", action="store_true",
+                    help="with --x3: the float16-product tiles of one consumer warpgroup too, "
+                         "two blocks a multiprocessor (wgmma_f16x3_tiles(num_warps=8), NOTES "
+                         "v64), by name")
     ap.add_argument("--no-torch", action="store_true")
     ap.add_argument("--jobs", type=int, default=8, help="processes compiling the kernels first")
     ap.add_argument("--pass", dest="pass_", choices=["fwd", "bwd"], default="fwd",
@@ -133,7 +137,7 @@ def main(argv=None):
     import cuflash
     from cuflash.experiments import env, gputime
     from cuflash.gpu import ops, plan
-    from cuflash.tile import (WGMMA_TF32_MAX_D, WGMMA_TF32_WIDE_D, default_backward,
+    from cuflash.tile import (F16_SPLIT, WGMMA_TF32_MAX_D, WGMMA_TF32_WIDE_D, default_backward,
                               default_tile, wgmma_f16x3_tiles, wgmma_tf32_tiles,
                               wgmma_tf32_wide_tiles)
     bwd = a.pass_ == "bwd"
@@ -161,6 +165,9 @@ def main(argv=None):
                 tiles += wgmma_tf32_wide_tiles(d)
             if a.x3:
                 tiles += wgmma_f16x3_tiles(d, bwd) + wgmma_f16x3_tiles(d, bwd, "wgmma_f16x1")
+                if a.two_blocks:
+                    tiles += [t for k in F16_SPLIT
+                              for t in wgmma_f16x3_tiles(d, bwd, k, num_warps=8)]
                 if bwd:
                     tiles.append(default_backward(d, "float32", causal=causal,
                                                   precision="tf32", **kw)[0])
@@ -220,6 +227,9 @@ def main(argv=None):
                                                                precision="tf32", **kw)[0], None)]
                     runs += [(t.short(), t, None)
                              for t in wgmma_f16x3_tiles(d, bwd, "wgmma_f16x1")]
+                    if a.two_blocks:   # one consumer warpgroup, two blocks an SM (NOTES v64)
+                        runs += [(t.short(), t, None) for k in F16_SPLIT
+                                 for t in wgmma_f16x3_tiles(d, bwd, k, num_warps=8)]
                 if bwd:
                     dout = cp.asarray(rng.standard_normal((B, H, T, d)).astype(np.float32))
                     _, res = cuflash.attention(q, k, v, causal=causal, return_residuals=True)

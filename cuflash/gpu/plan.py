@@ -200,9 +200,12 @@ class KernelSpec:
 
     def min_blocks(self) -> int:
         """Blocks per SM the kernel is compiled to fit (``__launch_bounds__``'s second argument):
-        2 for a wgmma forward whose shared memory leaves room for two (the d <= 64 tiles, chosen
-        at two blocks per SM by the tile ablation), which caps its registers at 65536 / (2 ·
-        threads); 1 otherwise."""
+        a warp-specialized kernel's by ``TileConfig.blocks_per_sm`` (2 for a float16-product
+        tile of one consumer warpgroup); 2 for a wgmma forward whose shared memory leaves room
+        for two (the d <= 64 tiles, chosen at two blocks per SM by the tile ablation), which
+        caps its registers at 65536 / (2 · threads); 1 otherwise."""
+        if self.warp_specialized:
+            return self.tile.blocks_per_sm(backward=self.role == "bwd_dkdv")
         if self.family == "wgmma" and self.role == "fwd" and not self.warp_specialized and \
                 self.tile.block_n + self.head_dim <= 128 and \
                 device.assumed("sm_90").blocks_per_sm(self.smem_bytes()) >= 2:
@@ -327,9 +330,11 @@ def _validate_wgmma_f16x3(spec: KernelSpec, where: str) -> None:
         _validate_wgmma_f16x3_backward(spec, where)
         return
     block_ns, stages = x3_forward_shapes(spec.head_dim, k)
-    if not t.warp_specialized or t.block_m != 128 or t.num_stages not in stages:
-        raise ValueError(f"{where}: kernel={k!r} is warp-specialized: block_m = 128, "
-                         f"num_warps = 12, num_stages = {_either(stages)}")
+    if not t.warp_specialized or t.num_stages not in stages:
+        raise ValueError(f"{where}: kernel={k!r} is warp-specialized: block_m = 128 on "
+                         f"num_warps = 12 (or 64 on 8, two blocks a multiprocessor), "
+                         f"num_stages = {_either(stages)}")
+    _check_two_blocks(spec, where)
     if t.block_n not in block_ns:
         raise ValueError(f"{where}: kernel={k!r} takes block_n = {_either(sorted(block_ns))} "
                          f"at d = {spec.head_dim} (tile.x3_forward_shapes: a consumer's registers)")
@@ -351,18 +356,31 @@ def _validate_wgmma_f16x3_backward(spec: KernelSpec, where: str) -> None:
     stages = x3_backward_stages(spec.head_dim, k)
     said = _either(stages) + " stages"
     if spec.role == "bwd_dkdv":
-        if not t.warp_specialized_dkdv or t.block_n != 128 or t.block_m != m:
+        if not t.warp_specialized_dkdv or t.block_m != m:
             raise ValueError(f"{where}: kernel={k!r}'s dK/dV kernel at d = "
-                             f"{spec.head_dim} is warp-specialized: block_m = {m}, block_n = 128, "
-                             f"num_warps = 12 (its dQ kernel takes the tile transposed)")
+                             f"{spec.head_dim} is warp-specialized: block_m = {m}, block_n = 128 "
+                             f"on num_warps = 12 (or 64 on 8, two blocks a multiprocessor; its dQ "
+                             f"kernel takes the tile transposed)")
         if t.num_stages not in stages:
             raise ValueError(f"{where}: kernel={k!r}'s dK/dV kernel at d = "
                              f"{spec.head_dim} takes {said}")
-    elif not t.warp_specialized or t.block_m != 128 or \
+    elif not t.warp_specialized or \
             t.block_n != x3_dq_block_n(spec.head_dim, k) or t.num_stages not in stages:
         raise ValueError(f"{where}: kernel={k!r}'s dQ kernel at d = {spec.head_dim} takes "
-                         f"the dK/dV tile transposed: block_m = 128, block_n = "
-                         f"{x3_dq_block_n(spec.head_dim, k)}, num_warps = 12, {said}")
+                         f"the dK/dV tile transposed: block_m = 128 on num_warps = 12 (or 64 on "
+                         f"8), block_n = {x3_dq_block_n(spec.head_dim, k)}, {said}")
+    _check_two_blocks(spec, where)
+
+
+def _check_two_blocks(spec: KernelSpec, where: str) -> None:
+    """A float16-product kernel of one consumer warpgroup is compiled for two blocks a
+    multiprocessor (TileConfig.blocks_per_sm): refused where two blocks' shared memory does not
+    fit the assumed sm_90 device (it would run one, its producer starved of registers for
+    nothing)."""
+    if spec.min_blocks() == 2 and device.assumed("sm_90").blocks_per_sm(spec.smem_bytes()) < 2:
+        raise ValueError(f"{where}: kernel={spec.family!r} on {spec.tile.num_warps} warps runs "
+                         f"two blocks a multiprocessor, and this tile's {spec.smem_bytes()} bytes "
+                         f"of shared memory do not fit twice (fewer stages or keys, or 12 warps)")
 
 
 def _either(values) -> str:

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# call 200 (next session, v64): the float16-product tiles of one consumer warpgroup, two blocks a
+# multiprocessor (wgmma_f16x3_tiles(num_warps=8); opt-in by name). 1. their GPU tests (x1 / x3
+# files: forward every 8-warp tile, backward d = 64 / 128, every variant under GQA); 2.
+# bench_f32 --x3 --two-blocks, forward and backward, d 64 / 128, T 2048 / 4096 / 16384 (the
+# 8-warp tiles by name beside the 12-warp ones and 'tf32''s default, torch's efficient float32 in
+# the same run); 3. the block timeline of the 8-warp kernels (.ab/prof.patch).
+# Prediction (NOTES v64): backward d = 64 8-warp / 12-warp +8-12% at T = 2048 causal, +5-8%
+# non-causal, -2..+2% at 16384; forward d = 128 +5-10% at T = 2048 causal, -5..-10% at 16384
+# (K/V re-read per 64 queries: L2 traffic doubles).
+export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD
+OUT=${OUT:-/tmp/out}; mkdir -p $OUT
+nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv > $OUT/env.txt
+timeout 150 python3 -m pytest -q -p no:cacheprovider -m gpu -n 12 tests/test_wgmma_f16x1.py \
+  tests/test_wgmma_f16x3.py -rfE > $OUT/tests.txt 2>&1; echo "tests rc=$?" >> $OUT/side.txt
+timeout 170 python3 tools/bench_f32.py --pass bwd --x3 --two-blocks --d 64 128 \
+  --T 2048 4096 16384 --reps 3 --jobs 14 > $OUT/bench_bwd.txt 2>&1; echo "bwd rc=$?" >> $OUT/side.txt
+timeout 130 python3 tools/bench_f32.py --x3 --two-blocks --d 64 128 --T 2048 4096 16384 \
+  --reps 3 --jobs 14 > $OUT/bench_fwd.txt 2>&1; echo "fwd rc=$?" >> $OUT/side.txt
+echo "=================== SUMMARY"; cat $OUT/side.txt; tail -2 $OUT/tests.txt
+grep -E "FAILED|ERROR" $OUT/tests.txt | head
+for f in bwd fwd; do grep -E " (tf32|wgmma_f16x1_m[0-9]+_n[0-9]+_w(8|12)_s2|torch_eff) " \
+  $OUT/bench_$f.txt | awk '{print $1,$2,$3,$4,$5,$6,$7}'; done
