@@ -62,7 +62,8 @@ DEFAULT = "highest"
 def check(precision, dtype) -> str:
     """The precision a call runs: ``precision`` checked against the inputs' dtype. None is the
     default (``DEFAULT`` for float32); float16, bfloat16 and float64 have one precision each
-    ('native'), so only None is accepted for them."""
+    ('native'), so only None, or 'native' itself (the value a call resolves to), is accepted
+    for them."""
     name = dtype_name(dtype)
     if precision is None or (precision == "native" and name != "float32"):   # (resolved already)
         return DEFAULT if name == "float32" else "native"
