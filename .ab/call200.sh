@@ -4,7 +4,8 @@
 # files: forward every 8-warp tile, backward d = 64 / 128, every variant under GQA); 2.
 # bench_f32 --x3 --two-blocks, forward and backward, d 64 / 128, T 2048 / 4096 / 16384 (the
 # 8-warp tiles by name beside the 12-warp ones and 'tf32''s default, torch's efficient float32 in
-# the same run); 3. the block timeline of the 8-warp kernels (.ab/prof.patch).
+# the same run); 3. the block timeline of the 8-warp kernels and of the 16-bit forward
+# (.ab/prof.patch, .ab/prof_run.py; issue 13's short lengths).
 # Prediction (NOTES v64): backward d = 64 8-warp / 12-warp +8-12% at T = 2048 causal, +5-8%
 # non-causal, -2..+2% at 16384; forward d = 128 +5-10% at T = 2048 causal, -5..-10% at 16384
 # (K/V re-read per 64 queries: L2 traffic doubles).
@@ -17,7 +18,14 @@ timeout 170 python3 tools/bench_f32.py --pass bwd --x3 --two-blocks --d 64 128 \
   --T 2048 4096 16384 --reps 3 --jobs 14 > $OUT/bench_bwd.txt 2>&1; echo "bwd rc=$?" >> $OUT/side.txt
 timeout 130 python3 tools/bench_f32.py --x3 --two-blocks --d 64 128 --T 2048 4096 16384 \
   --reps 3 --jobs 14 > $OUT/bench_fwd.txt 2>&1; echo "fwd rc=$?" >> $OUT/side.txt
+git apply .ab/prof.patch && {   # the block timelines: the 8-warp x1 pair; the 16-bit forward
+  CUFLASH_PROF=1 CUFLASH_CACHE_DIR=/tmp/profcache PROF_TILES=w8 PROF_CELLS=fwd,bwd \
+    timeout 90 python3 .ab/prof_run.py > $OUT/prof_w8.txt 2>&1; echo "prof w8 rc=$?" >> $OUT/side.txt
+  CUFLASH_PROF=1 CUFLASH_CACHE_DIR=/tmp/profcache PROF_DTYPE=float16 PROF_CELLS=fwd \
+    timeout 60 python3 .ab/prof_run.py > $OUT/prof_f16.txt 2>&1; echo "prof f16 rc=$?" >> $OUT/side.txt
+  git apply -R .ab/prof.patch; }
 echo "=================== SUMMARY"; cat $OUT/side.txt; tail -2 $OUT/tests.txt
+grep -hE "^##|^cuflash|ready|share" $OUT/prof_w8.txt $OUT/prof_f16.txt
 grep -E "FAILED|ERROR" $OUT/tests.txt | head
 for f in bwd fwd; do grep -E " (tf32|wgmma_f16x1_m[0-9]+_n[0-9]+_w(8|12)_s2|torch_eff) " \
   $OUT/bench_$f.txt | awk '{print $1,$2,$3,$4,$5,$6,$7}'; done

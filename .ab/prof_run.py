@@ -3,7 +3,7 @@ issue 15's short cells. Each block writes clock64 at: 0 entry, 1 consumer 0 read
 or Q,dO landed), 2 first tile done (forward), 3 mainloop done, 4 consumer 0's stores issued,
 5 consumer 1's, 6 producer done; 7 its SM. Per kernel: mean phase times (us), the per-SM gap
 between one block's last mark and the next block's entry, and each phase's share of SM time."""
-import sys, collections
+import os, sys, collections
 import numpy as np, cupy as cp
 sys.path.insert(0, ".")
 import cuflash
@@ -20,16 +20,28 @@ build.get_kernel.cache_clear()
 
 ghz = cp.cuda.runtime.getDeviceProperties(0)["clockRate"] / 1e6
 print(f"# clock {ghz:.3f} GHz (props)")
+DTYPE = os.environ.get("PROF_DTYPE", "float32")   # float16: the 16-bit ws forward (issue 13)
 cells = [("fwd", 128, 2048, 1), ("fwd", 128, 2048, 0), ("fwd", 128, 16384, 1),
          ("bwd", 64, 2048, 1), ("bwd", 64, 2048, 0), ("bwd", 64, 16384, 1)]
-import os
+if DTYPE != "float32":
+    cells = [("fwd", 64, 2048, 0), ("fwd", 64, 2048, 1), ("fwd", 64, 16384, 0),
+             ("fwd", 128, 2048, 1), ("fwd", 128, 16384, 1)]
+TILES = {}   # by name: (pass, d) -> TileConfig (e.g. the 8-warp x1 tiles), else the default
+if os.environ.get("PROF_TILES") == "w8":
+    from cuflash.tile import wgmma_f16x3_tiles
+    TILES = {("fwd", 128): wgmma_f16x3_tiles(128, False, "wgmma_f16x1", num_warps=8)[0],
+             ("bwd", 64): wgmma_f16x3_tiles(64, True, "wgmma_f16x1", num_warps=8)[0]}
 for pas, d, T, causal in [c for c in cells if c[0] in os.environ.get("PROF_CELLS", "fwd,bwd")]:
     B, H = 16384 // T, 2048 // d
     rng = cp.random.default_rng(0)
-    q, k, v, do = (rng.standard_normal((B, H, T, d), dtype=cp.float32) for _ in range(4))
-    _, res = cuflash.attention(q, k, v, causal=bool(causal), precision="tf32", return_residuals=True)
-    fn = ((lambda: cuflash.attention_backward(do, res, precision="tf32")) if pas == "bwd" else
-          (lambda: cuflash.attention(q, k, v, causal=bool(causal), precision="tf32")))
+    q, k, v, do = (rng.standard_normal((B, H, T, d), dtype=cp.float32).astype(DTYPE)
+                   for _ in range(4))
+    prec = "tf32" if DTYPE == "float32" else None
+    tile = TILES.get((pas, d))
+    _, res = cuflash.attention(q, k, v, causal=bool(causal), precision=prec, return_residuals=True,
+                               tile=tile if pas == "fwd" else None)
+    fn = ((lambda: cuflash.attention_backward(do, res, precision=prec, tile=tile)) if pas == "bwd"
+          else (lambda: cuflash.attention(q, k, v, causal=bool(causal), precision=prec, tile=tile)))
     fn(); cp.cuda.runtime.deviceSynchronize()
     bufs = {}
     for path, m in mods.items():
