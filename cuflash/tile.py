@@ -145,14 +145,14 @@ class TileConfig:
 
     def blocks_per_sm(self, backward: bool = False) -> int:
         """Blocks a multiprocessor the kernel of this tile is compiled to hold (its
-        ``__launch_bounds__``): 2 for a warp-specialized float16-product tile (F16_SPLIT) with
-        one consumer warpgroup (8 warps: block_m = 64 as a forward tile, block_n = 64 as a
-        dK/dV tile), so that one block's start and stores overlap the other's products (NOTES
-        v64; kernels_cu/barrier.cuh, RegisterSplit, splits the registers by the same rule);
-        else 1 here (plan.KernelSpec.min_blocks also runs some wgmma forwards two a
-        multiprocessor)."""
+        ``__launch_bounds__``): 2 for a warp-specialized tile of one consumer warpgroup (8
+        warps: block_m = 64 as a forward tile, block_n = 64 as a dK/dV tile; the plan takes
+        such tiles for the float16-product families, F16_SPLIT), so that one block's start and
+        stores overlap the other's products (NOTES v64; kernels_cu/barrier.cuh, RegisterSplit,
+        splits the registers by the same rule); else 1 here (plan.KernelSpec.min_blocks also
+        runs some wgmma forwards two a multiprocessor)."""
         ws = self.warp_specialized_dkdv if backward else self.warp_specialized
-        return 2 if ws and self.kernel in F16_SPLIT and self.num_warps == 8 else 1
+        return 2 if ws and self.num_warps == 8 else 1
 
     def replace(self, **changes) -> "TileConfig":
         return dataclasses.replace(self, **changes)

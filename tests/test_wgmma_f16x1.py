@@ -97,10 +97,13 @@ def test_two_block_tiles():
     assert iomodel.resident_blocks_of(X1_TILES_W8[0]) == 2 * iomodel.resident_blocks_of(X1)
     assert iomodel.resident_blocks_of(X1B_W8, backward=True) == \
         2 * iomodel.resident_blocks_of(X1B, backward=True)
-    for t, bwd in ((X1, False), (X1B, True), (TileConfig(64, 64, 8, 2, "wgmma"), False)):
+    for t, bwd in ((X1, False), (X1B, True), (TileConfig(128, 64, 8, 2, "wgmma"), False)):
         assert t.blocks_per_sm(backward=bwd) == 1, t
-        assert plan.specs_for("float32" if t.kernel != "wgmma" else "float16", 64, t,
-                              plan.Variant("dense"), bwd)[0].min_blocks() <= 2
+    # the other warp-specialized families keep two consumer warpgroups: no 8-warp tile of theirs
+    for t, dtype in ((TileConfig(64, 128, 8, 2, "wgmma"), "float16"),
+                     (TileConfig(64, 64, 8, 2, "wgmma_tf32"), "float32")):
+        with pytest.raises(ValueError, match="two consumer warpgroups"):
+            plan.check_tile(t, 64, dtype)
     with pytest.raises(ValueError, match="runs two blocks a multiprocessor, and this tile's "
                                          "139376 bytes of shared memory do not fit twice"):
         plan.check_tile(TileConfig(64, 64, 8, 3, "wgmma_f16x1"), 128, "float32")

@@ -614,7 +614,7 @@ MUTANTS = [
       "'tf32''s default forward at d = 57-64 stays on the TF32 wgmma kernel (v62: x1's "
       "128-key tile, 1.02-1.09x)"),
     M("two_blocks_never", "cuflash/tile.py",
-      "        return 2 if ws and self.kernel in F16_SPLIT and self.num_warps == 8 else 1",
+      "        return 2 if ws and self.num_warps == 8 else 1",
       "        return 1",
       "tests/test_wgmma_f16x1.py::test_two_block_tiles",
       "an 8-warp float16-product kernel compiled for one block a multiprocessor while its "
