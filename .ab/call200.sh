@@ -21,8 +21,8 @@ timeout 130 python3 tools/bench_f32.py --x3 --two-blocks --d 64 128 --T 2048 409
 git apply .ab/prof.patch && {   # the block timelines: the 8-warp x1 pair; the 16-bit forward
   CUFLASH_PROF=1 CUFLASH_CACHE_DIR=/tmp/profcache PROF_TILES=w8 PROF_CELLS=fwd,bwd \
     timeout 90 python3 .ab/prof_run.py > $OUT/prof_w8.txt 2>&1; echo "prof w8 rc=$?" >> $OUT/side.txt
-  CUFLASH_PROF=1 CUFLASH_CACHE_DIR=/tmp/profcache PROF_DTYPE=float16 PROF_CELLS=fwd \
-    timeout 60 python3 .ab/prof_run.py > $OUT/prof_f16.txt 2>&1; echo "prof f16 rc=$?" >> $OUT/side.txt
+  CUFLASH_PROF=1 CUFLASH_CACHE_DIR=/tmp/profcache PROF_DTYPE=float16 PROF_CELLS=fwd,bwd \
+    timeout 90 python3 .ab/prof_run.py > $OUT/prof_f16.txt 2>&1; echo "prof f16 rc=$?" >> $OUT/side.txt
   git apply -R .ab/prof.patch; }
 echo "=================== SUMMARY"; cat $OUT/side.txt; tail -2 $OUT/tests.txt
 grep -hE "^##|^cuflash|ready|share" $OUT/prof_w8.txt $OUT/prof_f16.txt

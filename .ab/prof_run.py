@@ -25,7 +25,8 @@ cells = [("fwd", 128, 2048, 1), ("fwd", 128, 2048, 0), ("fwd", 128, 16384, 1),
          ("bwd", 64, 2048, 1), ("bwd", 64, 2048, 0), ("bwd", 64, 16384, 1)]
 if DTYPE != "float32":
     cells = [("fwd", 64, 2048, 0), ("fwd", 64, 2048, 1), ("fwd", 64, 16384, 0),
-             ("fwd", 128, 2048, 1), ("fwd", 128, 16384, 1)]
+             ("fwd", 128, 2048, 1), ("fwd", 128, 16384, 1),
+             ("bwd", 64, 2048, 0), ("bwd", 64, 2048, 1), ("bwd", 64, 16384, 0)]
 TILES = {}   # by name: (pass, d) -> TileConfig (e.g. the 8-warp x1 tiles), else the default
 if os.environ.get("PROF_TILES") == "w8":
     from cuflash.tile import wgmma_f16x3_tiles
