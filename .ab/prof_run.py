@@ -1,7 +1,8 @@
 """Call 196 (with .ab/prof.patch, CUFLASH_PROF=1): where a block's time goes in the x1 kernels at
 issue 15's short cells. Each block writes clock64 at: 0 entry, 1 consumer 0 ready (Q made / K,V
 or Q,dO landed), 2 first tile done (forward), 3 mainloop done, 4 consumer 0's stores issued,
-5 consumer 1's, 6 producer done; 7 its SM. Per kernel: mean phase times (us), the per-SM gap
+5 consumer 1's, 6 producer done; 7 its SM; the x1 / x3 forward also 12 barriers set, 8 consumer
+0 started, 9 its Q rows made, 10 producer's first K issued, 11 first K landed (since call 200). Per kernel: mean phase times (us), the per-SM gap
 between one block's last mark and the next block's entry, and each phase's share of SM time."""
 import os, sys, collections
 import numpy as np, cupy as cp
@@ -47,7 +48,7 @@ for pas, d, T, causal in [c for c in cells if c[0] in os.environ.get("PROF_CELLS
     bufs = {}
     for path, m in mods.items():
         ptr = m.get_global("cuflash_prof")
-        arr = cp.ndarray((65536, 8), cp.int64, ptr)
+        arr = cp.ndarray((65536, 16), cp.int64, ptr)
         arr.fill(0)
         bufs[path] = arr
     cp.cuda.runtime.deviceSynchronize()
@@ -68,6 +69,10 @@ for pas, d, T, causal in [c for c in cells if c[0] in os.environ.get("PROF_CELLS
               "c1_end-c0_end": a[:, 5] - a[:, 4], "prod_end-c0_end": a[:, 6] - a[:, 4],
               "block": last - ent}
         print(f"{name}: {len(a)} blocks")
+        if (a[:, 8] > 0).all():   # the forward's finer start marks (slots 8-12)
+            ph.update({"s:entry>init": a[:, 12] - ent, "s:init>consumer": a[:, 8] - a[:, 12],
+                       "s:make_q": a[:, 9] - a[:, 8], "s:q>barrier": a[:, 1] - a[:, 9],
+                       "s:ready>K0": a[:, 11] - a[:, 1], "s:K0>tile0": a[:, 2] - a[:, 11]})
         for k_, x in ph.items():
             x = x[np.isfinite(x)]
             if len(x):
