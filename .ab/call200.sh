@@ -25,7 +25,7 @@ git apply .ab/prof.patch && {   # the block timelines: the 8-warp x1 pair; the 1
     timeout 90 python3 .ab/prof_run.py > $OUT/prof_f16.txt 2>&1; echo "prof f16 rc=$?" >> $OUT/side.txt
   git apply -R .ab/prof.patch; }
 echo "=================== SUMMARY"; cat $OUT/side.txt; tail -2 $OUT/tests.txt
-grep -hE "^##|^cuflash|ready|share" $OUT/prof_w8.txt $OUT/prof_f16.txt
+grep -hE "^##|^cuflash|ready|share|  s:" $OUT/prof_w8.txt $OUT/prof_f16.txt
 grep -E "FAILED|ERROR" $OUT/tests.txt | head
 for f in bwd fwd; do grep -E " (tf32|wgmma_f16x1_m[0-9]+_n[0-9]+_w(8|12)_s2|torch_eff) " \
   $OUT/bench_$f.txt | awk '{print $1,$2,$3,$4,$5,$6,$7}'; done
