@@ -616,7 +616,9 @@ def tile_candidates(head_dim: int, dtype, *, backward: bool = False, causal: boo
                 first = TileConfig(128, 32, 4, 2, "mma")
             else:
                 first = TileConfig(64, 32, 4, 2, "mma")
-            return [first, TileConfig(64, 32, 4, 1, "mma"), TileConfig(32, 32, 2, 1, "mma")]
+            # GPUs before sm_80 (no mma.sync .f16, no cp.async): the CUDA-core tiles after them
+            return [first, TileConfig(64, 32, 4, 1, "mma"), TileConfig(32, 32, 2, 1, "mma")] + \
+                _simt_tiles(head_dim, name, backward, deterministic)
         # Backward, tensor cores: one warp per 16 keys of the resident K/V tile holds dK and dV
         # (2 × 16 × d floats) and Sᵀ, dPᵀ (2 × 16 × block_m). Deterministic (separate dQ pass):
         # 64 × 64, 4 warps, 1 stage: 167 TFLOP/s at d=64, 201 at d=128 in the v2 ablation
@@ -632,7 +634,13 @@ def tile_candidates(head_dim: int, dtype, *, backward: bool = False, causal: boo
         if deterministic and head_dim > 64 and not hopper:
             first = TileConfig(32, 64, 4, 1, "mma")
         return [first, TileConfig(32, 64, 4, 2, "mma"), TileConfig(32, 64, 4, 1, "mma"),
-                TileConfig(32, 32, 2, 1, "mma")]
+                TileConfig(32, 32, 2, 1, "mma")] + _simt_tiles(head_dim, name, backward,
+                                                               deterministic)
+    return _simt_tiles(head_dim, name, backward, deterministic)
+
+
+def _simt_tiles(head_dim: int, name: str, backward: bool, deterministic: bool) -> list:
+    """The CUDA-core tiles of tile_candidates, preferred first."""
     # CUDA-core (SIMT) path: every dtype and head_dim. Tiles hold float (double for float64)
     # copies in shared memory (Q, K, V and P tiles: about (block_m + 2·block_n)·d·4 bytes), so
     # wide rows (float64, or d > 128) take smaller tiles to fit 227 KB, and smaller GPUs

@@ -432,3 +432,35 @@ def test_skip_unless_tile_fits(monkeypatch):
     with pytest.raises(pytest.skip.Exception, match="tile not valid here"):   # forward-only
         helpers.skip_unless_tile_fits(TileConfig(128, 64, 8, 2, "wgmma_tf32"), 64, "float32",
                                       passes=("bwd",))
+
+
+def test_two_blocks_only_where_registers_allow():
+    """A non-warp-specialized wgmma forward runs two blocks a multiprocessor where its shared
+    memory fits twice and its threads keep 128 registers there (8 warps at most): a 16-warp
+    tile at two blocks got 64 registers, spilled 1 KB and had its wgmma serialized (fuzzing,
+    session 39). The listed d = 64 tiles keep theirs."""
+    for t in (TileConfig(256, 64, 16, 3, "wgmma"), TileConfig(256, 32, 16, 4, "wgmma")):
+        spec, = plan.specs_for("float16", 64, t, plan.Variant("dense"), False)
+        assert spec.min_blocks() == 1, t
+        assert "__launch_bounds__(512, 1)" in build.source(spec)
+    from cuflash.tile import wgmma_forward_tiles
+    eight = [t for t in wgmma_forward_tiles(64) if not t.warp_specialized]
+    assert eight and all(t.num_warps == 8 for t in eight)
+    for t in eight:
+        spec, = plan.specs_for("float16", 64, t, plan.Variant("dense"), False)
+        assert spec.min_blocks() == 2, t
+
+
+def test_mma_needs_sm80_and_older_gpus_take_the_cuda_cores():
+    """mma.sync .f16 / .bf16 and cp.async need sm_80: the plan refuses the mma family on sm_75
+    (as it does tf32 and dmma there), and the 16-bit defaults fall back to the CUDA-core tiles
+    (they compiled to ptxas's "Feature 'cp.async' requires .target sm_80" before)."""
+    with pytest.raises(ValueError, match="need sm_80 or later, this GPU is sm_75"):
+        plan.check_tile(TileConfig(64, 32, 4, 1, "mma"), 64, "float16", smem_limit=65536,
+                        arch="sm_75")
+    for dtype in ("float16", "bfloat16"):
+        assert default_tile(64, dtype, smem_limit=65536, arch="sm_75").kernel == "simt"
+        tile, _ = default_backward(64, dtype, smem_limit=65536, arch="sm_75")
+        assert tile.kernel == "simt"
+        assert default_tile(64, dtype, smem_limit=plan.SMEM_LIMIT["sm_80"],
+                            arch="sm_80").kernel == "mma"

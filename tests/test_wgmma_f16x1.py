@@ -111,6 +111,9 @@ def test_two_block_tiles():
         plan.check_tile(TileConfig(64, 64, 8, 2, "wgmma_f16x3"), 128, "float32")
     with pytest.raises(ValueError, match="num_warps=7"):
         wgmma_f16x3_tiles(64, kernel="wgmma_f16x1", num_warps=7)
+    # a head too wide for the family says so, not that two blocks do not fit (fuzzing)
+    with pytest.raises(ValueError, match="takes head dims up to 128"):
+        plan.check_tile(TileConfig(64, 64, 8, 2, "wgmma_f16x3"), 192, "float32")
 
 
 def test_two_block_kernels_compile_in_half_the_registers():

@@ -613,6 +613,18 @@ MUTANTS = [
       "tests/test_wgmma_f16x1.py::test_tf32_default_backward_where_it_pays",
       "'tf32''s default forward at d = 57-64 stays on the TF32 wgmma kernel (v62: x1's "
       "128-key tile, 1.02-1.09x)"),
+    M("two_blocks_any_warps", "cuflash/gpu/plan.py",
+      "                self.threads() <= 256 and self.tile.block_n + self.head_dim <= 128 and \\",
+      "                self.tile.block_n + self.head_dim <= 128 and \\",
+      "tests/test_kernel_plan.py::test_two_blocks_only_where_registers_allow",
+      "a 16-warp wgmma forward compiled for two blocks: 64 registers, 1 KB of spills, its "
+      "wgmma serialized (fuzzing, session 39)"),
+    M("mma_on_any_arch", "cuflash/gpu/plan.py",
+      "            if arch is not None and _sm(arch) < FAMILY_MIN_SM[\"mma\"]:",
+      "            if False:",
+      "tests/test_kernel_plan.py::test_mma_needs_sm80_and_older_gpus_take_the_cuda_cores",
+      "the mma family taken on sm_75, where cp.async does not exist: the float16 defaults "
+      "failed to compile there (fuzzing, session 39)"),
     M("two_blocks_never", "cuflash/tile.py",
       "        return 2 if ws and self.num_warps == 8 else 1",
       "        return 1",

@@ -202,12 +202,13 @@ class KernelSpec:
         """Blocks per SM the kernel is compiled to fit (``__launch_bounds__``'s second argument):
         a warp-specialized kernel's by ``TileConfig.blocks_per_sm`` (2 for a float16-product
         tile of one consumer warpgroup); 2 for a wgmma forward whose shared memory leaves room
-        for two (the d <= 64 tiles, chosen at two blocks per SM by the tile ablation), which
-        caps its registers at 65536 / (2 · threads); 1 otherwise."""
+        for two (the d <= 64 tiles, chosen at two blocks per SM by the tile ablation) and whose
+        threads keep 128 registers there (65536 / (2 · threads): 8 warps at most; a 16-warp
+        tile at 64 spilled 1 KB and had its wgmma serialized); 1 otherwise."""
         if self.warp_specialized:
             return self.tile.blocks_per_sm(backward=self.role == "bwd_dkdv")
         if self.family == "wgmma" and self.role == "fwd" and not self.warp_specialized and \
-                self.tile.block_n + self.head_dim <= 128 and \
+                self.threads() <= 256 and self.tile.block_n + self.head_dim <= 128 and \
                 device.assumed("sm_90").blocks_per_sm(self.smem_bytes()) >= 2:
             return 2   # S and O take (block_n + head_dim) / 2 registers per thread: <= 64
         return 1
@@ -274,6 +275,9 @@ def validate(spec: KernelSpec, smem_limit: int | None = None, arch: str | None =
         if spec.family == "wgmma":
             _validate_wgmma(spec, where)
         else:
+            if arch is not None and _sm(arch) < FAMILY_MIN_SM["mma"]:
+                raise ValueError(f"{where}: mma.sync .f16 / .bf16 and cp.async need sm_80 or "
+                                 f"later, this GPU is {arch}")
             _validate_mma(spec, where)
     if smem_limit is not None and spec.smem_bytes() > smem_limit:
         raise ValueError(f"{where}: needs {spec.smem_bytes()} bytes of shared memory per block, "
@@ -334,13 +338,13 @@ def _validate_wgmma_f16x3(spec: KernelSpec, where: str) -> None:
         raise ValueError(f"{where}: kernel={k!r} is warp-specialized: block_m = 128 on "
                          f"num_warps = 12 (or 64 on 8, two blocks a multiprocessor), "
                          f"num_stages = {_either(stages)}")
-    _check_two_blocks(spec, where)
     if t.block_n not in block_ns:
         raise ValueError(f"{where}: kernel={k!r} takes block_n = {_either(sorted(block_ns))} "
                          f"at d = {spec.head_dim} (tile.x3_forward_shapes: a consumer's registers)")
     if spec.head_dim > WGMMA_F16X3_MAX_D:
         raise ValueError(f"{where}: kernel={k!r} takes head dims up to "
                          f"{WGMMA_F16X3_MAX_D}")
+    _check_two_blocks(spec, where)
 
 
 def _validate_wgmma_f16x3_backward(spec: KernelSpec, where: str) -> None:
