@@ -67,8 +67,10 @@ def test_wgmma_backward_is_deterministic_only_and_16_bit():
 
 
 @pytest.mark.parametrize("tile,d,backward,match", [
-    (TileConfig(32, 128, 12, 2, "wgmma"), 128, True, "streams block_m = 32 rows in boxes of 64"),
-    (TileConfig(16, 128, 12, 2, "wgmma"), 64, True, "streams block_m = 16 rows in boxes of 64"),
+    (TileConfig(32, 128, 12, 2, "wgmma"), 128, True, "streams block_m = 32 rows a step, and "
+                                                      "takes 64"),
+    (TileConfig(16, 128, 12, 2, "wgmma"), 64, True, "streams block_m = 16 rows a step, and "
+                                                    "takes 64"),
     (TileConfig(256, 16, 16, 3, "wgmma"), 256, False, "num_warps = 16 leaves 128 registers"),
 ], ids=["ws-bwd-m32", "ws-bwd-m16", "fwd-16-warps-d256"])
 def test_wgmma_tiles_that_do_not_compile_are_refused(tile, d, backward, match):
@@ -464,3 +466,22 @@ def test_mma_needs_sm80_and_older_gpus_take_the_cuda_cores():
         assert tile.kernel == "simt"
         assert default_tile(64, dtype, smem_limit=plan.SMEM_LIMIT["sm_80"],
                             arch="sm_80").kernel == "mma"
+
+
+def test_wgmma_backward_tiles_that_spill_are_refused():
+    """The 16-bit wgmma backward above d = 128 (a warp's dK and dV beside Sᵀ and dPᵀ) and a
+    warp-specialized dK/dV tile streaming more than 64 queries a step compiled, but spilled
+    0.5-13 KB with their wgmma serialized (fuzzing, session 39): the plan refuses them, naming
+    why, and the defaults never took them."""
+    for t, d, match in ((TileConfig(64, 64, 4, 1, "wgmma"), 224, "takes head dims up to 128"),
+                        (TileConfig(64, 128, 8, 2, "wgmma"), 160, "takes head dims up to 128"),
+                        (TileConfig(128, 128, 12, 2, "wgmma"), 64, "block_m = 128 rows a step, and "
+                                                                   "takes 64"),
+                        (TileConfig(256, 128, 12, 2, "wgmma"), 64, "block_m = 256 rows a step, and "
+                                                                   "takes 64")):
+        with pytest.raises(ValueError, match=match):
+            plan.check_tile(t, d, "float16", backward=True, smem_limit=HOPPER, arch="sm_90")
+    for d in (64, 128):
+        tile, _ = default_backward(d, "float16", smem_limit=HOPPER, arch="sm_90")
+        plan.check_tile(tile, d, "float16", backward=True, smem_limit=HOPPER, arch="sm_90")
+    assert default_backward(160, "float16", smem_limit=HOPPER, arch="sm_90")[0].kernel == "simt"

@@ -625,6 +625,11 @@ MUTANTS = [
       "tests/test_kernel_plan.py::test_mma_needs_sm80_and_older_gpus_take_the_cuda_cores",
       "the mma family taken on sm_75, where cp.async does not exist: the float16 defaults "
       "failed to compile there (fuzzing, session 39)"),
+    M("wgmma_backward_wide_heads", "cuflash/gpu/plan.py",
+      "    if spec.role != \"fwd\" and spec.head_dim > 128:", "    if False:",
+      "tests/test_kernel_plan.py::test_wgmma_backward_tiles_that_spill_are_refused",
+      "a 16-bit wgmma backward above d = 128 is taken: 0.5-9 KB of spills, its wgmma "
+      "serialized (fuzzing, session 39)"),
     M("two_blocks_never", "cuflash/tile.py",
       "        return 2 if ws and self.num_warps == 8 else 1",
       "        return 1",
@@ -649,7 +654,7 @@ MUTANTS = [
       "an 8-warp float16-product tile whose shared memory fits once is taken: one block a "
       "multiprocessor with its producer starved of registers for nothing (v64)"),
     M("ws_backward_any_streamed_rows", "cuflash/gpu/plan.py",
-      "        if streamed % 64:", "        if False:",
+      "        if streamed != 64:", "        if False:",
       "tests/test_kernel_plan.py::test_wgmma_tiles_that_do_not_compile_are_refused",
       "a warp-specialized wgmma backward of 16 or 32 queries is taken: its dQ kernel does not "
       "compile (tma.cuh's whole 64-row boxes)"),

@@ -425,11 +425,13 @@ def _validate_wgmma(spec: KernelSpec, where: str) -> None:
         # dK/dV tile's block_m transposed) in boxes of 64 rows (tma.cuh's whole boxes)
         streamed, side = ((t.block_m, "block_m") if spec.role == "bwd_dkdv" else
                           (t.block_n, "block_n"))
-        if streamed % 64:
+        if streamed != 64:
+            # boxes of 64 rows; and more a step spill (the consumers' Sᵀ and dPᵀ or S and dP
+            # grow with it: about 0.9 KB at 128, 13 KB at 256; fuzzing, session 39)
             raise ValueError(f"{where}: the warp-specialized {kernel} kernel streams "
-                             f"{side} = {streamed} rows in boxes of 64: the pair's dK/dV tile "
-                             f"takes a block_m that is a multiple of 64 (its dQ kernel takes the "
-                             f"tile transposed)")
+                             f"{side} = {streamed} rows a step, and takes 64 (one box of 64; "
+                             f"more spill its consumers' registers): the pair's dK/dV tile "
+                             f"takes block_m = 64 (its dQ kernel takes the tile transposed)")
     elif spec.role == "bwd_dkdv":
         if t.block_n != 16 * t.num_warps:
             raise ValueError(f"{where}: block_n must be 64 keys per warpgroup of 4 warps "
@@ -454,6 +456,12 @@ def _validate_wgmma(spec: KernelSpec, where: str) -> None:
                          f"j+1 loads while tiles j and j-1 are read)")
     if spec.role != "fwd" and not spec.warp_specialized and t.num_stages > 2:
         raise ValueError(f"{where}: the wgmma backward kernels use 1 or 2 stages")
+    if spec.role != "fwd" and spec.head_dim > 128:
+        # a warp's dK and dV (2·16·d floats) beside Sᵀ and dPᵀ: 0.5-9 KB of spills at d = 136-256
+        # (NVRTC 13, sm_90; fuzzing, session 39). The default backward there is the CUDA cores'.
+        raise ValueError(f"{where}: the wgmma backward takes head dims up to 128 (wider, its "
+                         f"consumers' dK and dV spill registers); leave tile=None for the "
+                         f"CUDA-core backward")
     if spec.head_dim > 256:
         raise ValueError(f"{where}: head_dim above 256 does not fit one wgmma (n <= 256)")
     if t.num_warps > 12 and spec.head_dim > 192:
