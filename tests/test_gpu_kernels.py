@@ -30,7 +30,9 @@ WGMMA_BWD = [TileConfig(64, 64, 4, 2, "wgmma"), TileConfig(64, 128, 8, 2, "wgmma
              TileConfig(64, 64, 4, 1, "wgmma"), TileConfig(128, 128, 8, 1, "wgmma")]
 # warp-specialized dK/dV: a producer warpgroup and two consumers (flash_bwd_wgmma_ws.cu); dQ in
 # its own pass (deterministic) or by atomics in the dK/dV kernel
-WGMMA_WS_BWD = [TileConfig(64, 128, 12, 2, "wgmma"), TileConfig(64, 128, 12, 3, "wgmma")]
+WGMMA_WS_BWD = [TileConfig(64, 128, 12, 2, "wgmma"), TileConfig(64, 128, 12, 3, "wgmma"),
+                # one consumer warpgroup, two blocks a multiprocessor (d <= 64; NOTES v66)
+                TileConfig(64, 64, 8, 2, "wgmma"), TileConfig(64, 64, 8, 3, "wgmma")]
 MMA_BWD = [TileConfig(64, 64, 4, 2, "mma"), TileConfig(32, 64, 4, 1, "mma"),
            TileConfig(32, 32, 2, 2, "mma")]
 # float64 tensor cores: 16 and 8 rows per warp (m16n8k16 on sm_90, m8n8k4), 1 and 2 stages

@@ -58,10 +58,17 @@ def test_wgmma_backward_is_deterministic_only_and_16_bit():
     with pytest.raises(ValueError, match="64 keys per warpgroup"):
         plan.check_tile(TileConfig(64, 256, 8, 2, "wgmma"), 64, "float16", backward=True,
                         smem_limit=HOPPER, arch="sm_90")
-    # 16·num_warps = block_n + 64: a producer warpgroup beside block_n / 64 consumers
-    with pytest.raises(ValueError, match="two consumer warpgroups: block_n = 128"):
-        plan.check_tile(TileConfig(64, 64, 8, 2, "wgmma"), 64, "float16", backward=True,
-                        smem_limit=HOPPER, arch="sm_90")
+    # 16·num_warps = block_n + 64: a producer warpgroup beside block_n / 64 consumers, two of
+    # them (12 warps) or, at d <= 64, one (8 warps: two blocks a multiprocessor, NOTES v66)
+    one = TileConfig(64, 64, 8, 2, "wgmma")
+    plan.check_tile(one, 64, "float16", backward=True, smem_limit=HOPPER, arch="sm_90")
+    for det in (True, False):
+        specs = plan.specs_for("float16", 64, one, plan.Variant("causal"), True, det)
+        assert [s.min_blocks() for s in specs] == [2] * len(specs)
+        assert all("__launch_bounds__(256, 2)" in build.source(s) for s in specs)
+    with pytest.raises(ValueError, match="one consumer warpgroup .num_warps = 8. takes head "
+                                         "dims up to 64"):
+        plan.check_tile(one, 128, "float16", backward=True, smem_limit=HOPPER, arch="sm_90")
     with pytest.raises(ValueError, match="float16 or bfloat16"):
         plan.specs_for("float32", 64, WG, variant=False, backward=False)
 
@@ -485,3 +492,19 @@ def test_wgmma_backward_tiles_that_spill_are_refused():
         tile, _ = default_backward(d, "float16", smem_limit=HOPPER, arch="sm_90")
         plan.check_tile(tile, d, "float16", backward=True, smem_limit=HOPPER, arch="sm_90")
     assert default_backward(160, "float16", smem_limit=HOPPER, arch="sm_90")[0].kernel == "simt"
+
+
+def test_one_consumer_16_bit_backward_compiles_in_half_the_registers():
+    """NVRTC, sm_90a: the 16-bit warp-specialized backward on one consumer warpgroup at d = 64
+    (dK/dV with its dQ pass, and with atomic dQ) launches at 128 registers a thread for two
+    blocks and spills nothing (at d = 128 it spilled 0.1-1.6 KB: refused there)."""
+    pytest.importorskip("cupy_backends.cuda.libs.nvrtc")
+    if build.cuda_include_dir() is None:
+        pytest.skip("CUDA headers not found")
+    one = TileConfig(64, 64, 8, 2, "wgmma")
+    specs = plan.specs_for("float16", 64, one, plan.Variant("causal"), True, True) + \
+        plan.specs_for("float16", 64, one, plan.Variant("causal"), True, False)
+    for spec in specs:
+        rep = build.compile_offline(build.source(spec), spec.name, spec.arch, spec.smem_bytes())
+        assert rep.registers == 128, (spec.name, rep.registers)
+        assert rep.spills == 0 and not rep.serialized, (spec.name, rep.spills)

@@ -630,6 +630,11 @@ MUTANTS = [
       "tests/test_kernel_plan.py::test_wgmma_backward_tiles_that_spill_are_refused",
       "a 16-bit wgmma backward above d = 128 is taken: 0.5-9 KB of spills, its wgmma "
       "serialized (fuzzing, session 39)"),
+    M("ws_one_consumer_wide_heads", "cuflash/gpu/plan.py",
+      "        if t.num_warps == 8 and spec.head_dim > 64:", "        if False:",
+      "tests/test_kernel_plan.py::test_wgmma_backward_is_deterministic_only_and_16_bit",
+      "the 16-bit backward on one consumer warpgroup taken at d = 128: 0.1-1.6 KB of spills, "
+      "its wgmma serialized (v66)"),
     M("two_blocks_never", "cuflash/tile.py",
       "        return 2 if ws and self.num_warps == 8 else 1",
       "        return 1",

@@ -377,7 +377,7 @@ def _validate_wgmma_f16x3_backward(spec: KernelSpec, where: str) -> None:
 
 
 def _check_two_blocks(spec: KernelSpec, where: str) -> None:
-    """A float16-product kernel of one consumer warpgroup is compiled for two blocks a
+    """A warp-specialized kernel of one consumer warpgroup is compiled for two blocks a
     multiprocessor (TileConfig.blocks_per_sm): refused where two blocks' shared memory does not
     fit the assumed sm_90 device (it would run one, its producer starved of registers for
     nothing)."""
@@ -414,11 +414,14 @@ def _validate_wgmma(spec: KernelSpec, where: str) -> None:
         raise ValueError(f"{where}: num_warps must be a multiple of 4 (warpgroups)")
     if spec.role != "fwd" and spec.warp_specialized:
         # flash_bwd_wgmma_ws.cu: 128 keys (dK/dV) or queries (dQ) on two consumer warpgroups
-        kernel, rows, n = (("dK/dV", "block_n", t.block_n) if spec.role == "bwd_dkdv" else
-                           ("dQ", "block_m", t.block_m))
-        if n != 128:
-            raise ValueError(f"{where}: the warp-specialized {kernel} kernel has two consumer "
-                             f"warpgroups: {rows} = 128, num_warps = 12")
+        # (12 warps), or 64 on one (8 warps; warp_specialized leaves no other power of two)
+        kernel = "dK/dV" if spec.role == "bwd_dkdv" else "dQ"
+        if t.num_warps == 8 and spec.head_dim > 64:
+            # one consumer warpgroup, two blocks: 208 registers a consumer (barrier.cuh,
+            # RegisterSplit); at d = 128 its dK/dV kernels spilled 0.6-1.6 KB, wgmma serialized
+            raise ValueError(f"{where}: the warp-specialized {kernel} kernel on one consumer "
+                             f"warpgroup (num_warps = 8) takes head dims up to 64 (wider, its "
+                             f"consumers' registers spill)")
         if not 2 <= t.num_stages <= 4:
             raise ValueError(f"{where}: the warp-specialized {kernel} kernel needs 2 to 4 stages")
         # its producer copies the streamed side (dK/dV: query tiles; dQ: key tiles, the
@@ -432,6 +435,7 @@ def _validate_wgmma(spec: KernelSpec, where: str) -> None:
                              f"{side} = {streamed} rows a step, and takes 64 (one box of 64; "
                              f"more spill its consumers' registers): the pair's dK/dV tile "
                              f"takes block_m = 64 (its dQ kernel takes the tile transposed)")
+        _check_two_blocks(spec, where)
     elif spec.role == "bwd_dkdv":
         if t.block_n != 16 * t.num_warps:
             raise ValueError(f"{where}: block_n must be 64 keys per warpgroup of 4 warps "
