@@ -8,7 +8,7 @@
 # (.ab/prof.patch, .ab/prof_run.py; issue 13's short lengths).
 # Prediction (NOTES v64): backward d = 64 8-warp / 12-warp +8-12% at T = 2048 causal, +5-8%
 # non-causal, -2..+2% at 16384; forward d = 128 +5-10% at T = 2048 causal, -5..-10% at 16384
-# (K/V re-read per 64 queries: L2 traffic doubles).
+# (K/V re-read per 64 queries: L2 traffic doubles). Timeouts sum to 570 s (the call limit: 600).
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv > $OUT/env.txt
@@ -20,9 +20,9 @@ timeout 130 python3 tools/bench_f32.py --x3 --two-blocks --d 64 128 --T 2048 409
   --reps 3 --jobs 14 > $OUT/bench_fwd.txt 2>&1; echo "fwd rc=$?" >> $OUT/side.txt
 git apply .ab/prof.patch && {   # the block timelines: the 8-warp x1 pair; the 16-bit forward
   CUFLASH_PROF=1 CUFLASH_CACHE_DIR=/tmp/profcache PROF_TILES=w8 PROF_CELLS=fwd,bwd \
-    timeout 90 python3 .ab/prof_run.py > $OUT/prof_w8.txt 2>&1; echo "prof w8 rc=$?" >> $OUT/side.txt
+    timeout 60 python3 .ab/prof_run.py > $OUT/prof_w8.txt 2>&1; echo "prof w8 rc=$?" >> $OUT/side.txt
   CUFLASH_PROF=1 CUFLASH_CACHE_DIR=/tmp/profcache PROF_DTYPE=float16 PROF_CELLS=fwd,bwd \
-    timeout 90 python3 .ab/prof_run.py > $OUT/prof_f16.txt 2>&1; echo "prof f16 rc=$?" >> $OUT/side.txt
+    timeout 60 python3 .ab/prof_run.py > $OUT/prof_f16.txt 2>&1; echo "prof f16 rc=$?" >> $OUT/side.txt
   git apply -R .ab/prof.patch; }
 echo "=================== SUMMARY"; cat $OUT/side.txt; tail -2 $OUT/tests.txt
 grep -hE "^##|^cuflash|ready|share|  s:" $OUT/prof_w8.txt $OUT/prof_f16.txt
