@@ -11,6 +11,20 @@
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT
 git apply .ab/x1_persist.patch && echo "persist patch applied" >> $OUT/side.txt
+# a hang guard first: one small persistent call (512 items) against the non-persistent 3-stage
+# 32-key tile's result; stop the call here if it hangs or differs grossly
+timeout 60 python3 - > $OUT/guard.txt 2>&1 <<'PY'
+import numpy as np, cupy as cp, cuflash
+from cuflash.tile import wgmma_f16x3_tiles
+rng = cp.random.default_rng(0)
+q, k, v = (rng.standard_normal((4, 16, 1000, 128), dtype=cp.float32) for _ in range(3))
+t = wgmma_f16x3_tiles(128, kernel="wgmma_f16x1")
+a = cuflash.attention(q, k, v, causal=True, tile=t[0]); cp.cuda.runtime.deviceSynchronize()
+b = cuflash.attention(q, k, v, causal=True, precision="ieee")
+print("guard max |persistent - ieee|", float(cp.abs(a - b).max()))
+PY
+rc=$?; echo "guard rc=$rc" >> $OUT/side.txt; cat $OUT/guard.txt | tail -3
+if [ $rc -ne 0 ]; then echo "guard failed: stopping"; cat $OUT/side.txt; exit 1; fi
 timeout 150 python3 -m pytest -q -p no:cacheprovider -m gpu -n 12 tests/test_wgmma_f16x1.py \
   -rfE > $OUT/tests.txt 2>&1; echo "tests rc=$?" >> $OUT/side.txt
 timeout 200 python3 tools/ab_speed.py --base $PWD/.ab/base --new $PWD --dtypes float32:tf32 \
