@@ -11,8 +11,8 @@
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT
 git apply .ab/x1_persist.patch && echo "persist patch applied" >> $OUT/side.txt
-# a hang guard first: one small persistent call (512 items) against the non-persistent 3-stage
-# 32-key tile's result; stop the call here if it hangs or differs grossly
+# a hang guard first: one small persistent call (512 items) beside 'ieee''s result (printed);
+# stop the call here if it hangs or fails
 timeout 60 python3 - > $OUT/guard.txt 2>&1 <<'PY'
 import numpy as np, cupy as cp, cuflash
 from cuflash.tile import wgmma_f16x3_tiles
