@@ -147,7 +147,8 @@ class TileConfig:
         """Blocks a multiprocessor the kernel of this tile is compiled to hold (its
         ``__launch_bounds__``): 2 for a warp-specialized tile of one consumer warpgroup (8
         warps: block_m = 64 as a forward tile, block_n = 64 as a dK/dV tile; the plan takes
-        such tiles for the float16-product families, F16_SPLIT), so that one block's start and
+        such tiles for the float16-product families, F16_SPLIT, and the 16-bit backward at
+        d <= 64), so that one block's start and
         stores overlap the other's products (NOTES v64; kernels_cu/barrier.cuh, RegisterSplit,
         splits the registers by the same rule); else 1 here (plan.KernelSpec.min_blocks also
         runs some wgmma forwards two a multiprocessor)."""

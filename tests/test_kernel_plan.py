@@ -464,7 +464,7 @@ def test_mma_needs_sm80_and_older_gpus_take_the_cuda_cores():
     """mma.sync .f16 / .bf16 and cp.async need sm_80: the plan refuses the mma family on sm_75
     (as it does tf32 and dmma there), and the 16-bit defaults fall back to the CUDA-core tiles
     (they compiled to ptxas's "Feature 'cp.async' requires .target sm_80" before)."""
-    with pytest.raises(ValueError, match="need sm_80 or later, this GPU is sm_75"):
+    with pytest.raises(ValueError, match="cp.async needs sm_80 or later, this GPU is sm_75"):
         plan.check_tile(TileConfig(64, 32, 4, 1, "mma"), 64, "float16", smem_limit=65536,
                         arch="sm_75")
     for dtype in ("float16", "bfloat16"):

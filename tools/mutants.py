@@ -620,8 +620,8 @@ MUTANTS = [
       "a 16-warp wgmma forward compiled for two blocks: 64 registers, 1 KB of spills, its "
       "wgmma serialized (fuzzing, session 39)"),
     M("mma_on_any_arch", "cuflash/gpu/plan.py",
-      "            if arch is not None and _sm(arch) < FAMILY_MIN_SM[\"mma\"]:",
-      "            if False:",
+      "_SM80_NEEDS = {\"mma\": \"mma.sync .f16 / .bf16 and cp.async\", \"dmma\": \"mma.sync .f64\",",
+      "_SM80_NEEDS = {\"dmma\": \"mma.sync .f64\",",
       "tests/test_kernel_plan.py::test_mma_needs_sm80_and_older_gpus_take_the_cuda_cores",
       "the mma family taken on sm_75, where cp.async does not exist: the float16 defaults "
       "failed to compile there (fuzzing, session 39)"),

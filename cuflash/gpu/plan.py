@@ -56,6 +56,9 @@ FAMILY_ARCH = {"simt": None, "mma": None, "wgmma": "sm_90a", "dmma": None, "tf32
 #: sm_80)
 FAMILY_MIN_SM = {"simt": 0, "mma": 80, "wgmma": 90, "dmma": 80, "tf32": 80, "tf32x3": 80,
                  "wgmma_tf32": 90, **dict.fromkeys(F16_SPLIT, 90)}
+#: What the sm_80 families need it for (validate; the Hopper families build for sm_90a itself)
+_SM80_NEEDS = {"mma": "mma.sync .f16 / .bf16 and cp.async", "dmma": "mma.sync .f64",
+               "tf32": "mma.sync .tf32", "tf32x3": "mma.sync .tf32"}
 
 #: The float32 forwards on Hopper's warpgroup tensor cores -> the family that runs the rest of
 #: their precision (its backward, KV caches, packed batches, split-KV): they run dense batches in
@@ -200,14 +203,14 @@ class KernelSpec:
 
     def min_blocks(self) -> int:
         """Blocks per SM the kernel is compiled to fit (``__launch_bounds__``'s second argument):
-        a warp-specialized kernel's by ``TileConfig.blocks_per_sm`` (2 for a float16-product
-        tile of one consumer warpgroup); 2 for a wgmma forward whose shared memory leaves room
+        a warp-specialized kernel's by ``TileConfig.blocks_per_sm`` (2 for a tile of one
+        consumer warpgroup); else 2 for a wgmma forward whose shared memory leaves room
         for two (the d <= 64 tiles, chosen at two blocks per SM by the tile ablation) and whose
         threads keep 128 registers there (65536 / (2 · threads): 8 warps at most; a 16-warp
         tile at 64 spilled 1 KB and had its wgmma serialized); 1 otherwise."""
         if self.warp_specialized:
             return self.tile.blocks_per_sm(backward=self.role == "bwd_dkdv")
-        if self.family == "wgmma" and self.role == "fwd" and not self.warp_specialized and \
+        if self.family == "wgmma" and self.role == "fwd" and \
                 self.threads() <= 256 and self.tile.block_n + self.head_dim <= 128 and \
                 device.assumed("sm_90").blocks_per_sm(self.smem_bytes()) >= 2:
             return 2   # S and O take (block_n + head_dim) / 2 registers per thread: <= 64
@@ -252,6 +255,10 @@ def validate(spec: KernelSpec, smem_limit: int | None = None, arch: str | None =
     if spec.arch is not None and arch is not None and arch.rstrip("a") != spec.arch.rstrip("a"):
         raise ValueError(f"{where}: kernel={t.kernel!r} runs only on {spec.arch.rstrip('a')} "
                          f"GPUs (Hopper), this one is {arch}")
+    if spec.family in _SM80_NEEDS and arch is not None and \
+            _sm(arch) < FAMILY_MIN_SM[spec.family]:
+        raise ValueError(f"{where}: {_SM80_NEEDS[spec.family]} needs "
+                         f"sm_{FAMILY_MIN_SM[spec.family]} or later, this GPU is {arch}")
     if spec.family == "simt":
         nt, vec, bm, bn = t.num_threads, spec.vec, t.block_m, t.block_n
         if t.num_stages != 1:
@@ -275,9 +282,6 @@ def validate(spec: KernelSpec, smem_limit: int | None = None, arch: str | None =
         if spec.family == "wgmma":
             _validate_wgmma(spec, where)
         else:
-            if arch is not None and _sm(arch) < FAMILY_MIN_SM["mma"]:
-                raise ValueError(f"{where}: mma.sync .f16 / .bf16 and cp.async need sm_80 or "
-                                 f"later, this GPU is {arch}")
             _validate_mma(spec, where)
     if smem_limit is not None and spec.smem_bytes() > smem_limit:
         raise ValueError(f"{where}: needs {spec.smem_bytes()} bytes of shared memory per block, "
@@ -492,8 +496,6 @@ def _sm(arch: str) -> int:
 def _validate_dmma(spec: KernelSpec, where: str, arch: str | None) -> None:
     """flash_fwd_dmma.cu, flash_bwd_dmma.cu: warps own 8-row m-tiles (mma.sync m8n8k4 .f64)."""
     t = spec.tile
-    if arch is not None and _sm(arch) < FAMILY_MIN_SM["dmma"]:
-        raise ValueError(f"{where}: mma.sync .f64 needs sm_80 or later, this GPU is {arch}")
     if spec.atomic_dq:
         raise ValueError(f"{where}: the dmma backward computes dQ in its own pass; use "
                          f"deterministic=True (or a simt tile for atomic dQ)")
@@ -529,8 +531,6 @@ def _validate_tf32(spec: KernelSpec, where: str, arch: str | None) -> None:
                          f"run the float32 backward on CUDA cores (precision='ieee')")
     if spec.atomic_dq:
         raise ValueError(f"{where}: {_TF32_ATOMIC}")
-    if arch is not None and _sm(arch) < FAMILY_MIN_SM[spec.family]:
-        raise ValueError(f"{where}: mma.sync .tf32 needs sm_80 or later, this GPU is {arch}")
     t = spec.tile
     if spec.role == "bwd_dkdv" and (spec.head_dim > 64 or t.block_n == 8 * t.num_warps):
         # a pair of warps per 16 keys (flash_bwd_tf32.cu): one computes Sᵀ and dV, the other
