@@ -47,7 +47,10 @@ struct FwdWgmmaWs {
     // epilogue reads again), 88/208 spill nowhere. float32 (TF32): 224 at every d (at d = 64 208
     // spilled 44 bytes: P as TF32 A fragments takes 64 registers at 128 keys), the producer's 56
     // enough once it steps its sources (Tf32StagedKV::Stream; NOTES v42).
-    using Ws = WarpSpecialized<DP, BLOCK_M, NT, STAGES, (DP > 64 || sizeof(T) == 4 ? 224 : 208)>;
+    // One consumer warpgroup (BLOCK_M = 64, two blocks a multiprocessor: 128 registers a thread
+    // at launch): 168, the producer 88 (at 48 it spilled 72-160 bytes).
+    using Ws = WarpSpecialized<DP, BLOCK_M, NT, STAGES,
+                               (BLOCK_M == 64 ? 168 : DP > 64 || sizeof(T) == 4 ? 224 : 208)>;
     static constexpr int NC = Ws::NC;
     static constexpr bool PINGPONG = NC > 1;
     using Params = FwdParams<T, float>;

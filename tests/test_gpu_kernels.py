@@ -25,7 +25,9 @@ WGMMA_FWD = [TileConfig(128, 128, 8, 3, "wgmma"), TileConfig(128, 64, 8, 4, "wgm
              TileConfig(128, 16, 8, 3, "wgmma"),
              # warp-specialized: a producer warpgroup and two consumers (flash_fwd_wgmma_ws.cu)
              TileConfig(128, 128, 12, 2, "wgmma"), TileConfig(128, 64, 12, 4, "wgmma"),
-             TileConfig(128, 16, 12, 3, "wgmma")]
+             TileConfig(128, 16, 12, 3, "wgmma"),
+             # one consumer warpgroup, two blocks a multiprocessor (NOTES v68)
+             TileConfig(64, 128, 8, 2, "wgmma"), TileConfig(64, 64, 8, 2, "wgmma")]
 WGMMA_BWD = [TileConfig(64, 64, 4, 2, "wgmma"), TileConfig(64, 128, 8, 2, "wgmma"),
              TileConfig(64, 64, 4, 1, "wgmma"), TileConfig(128, 128, 8, 1, "wgmma")]
 # warp-specialized dK/dV: a producer warpgroup and two consumers (flash_bwd_wgmma_ws.cu); dQ in

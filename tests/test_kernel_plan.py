@@ -508,3 +508,37 @@ def test_one_consumer_16_bit_backward_compiles_in_half_the_registers():
         rep = build.compile_offline(build.source(spec), spec.name, spec.arch, spec.smem_bytes())
         assert rep.registers == 128, (spec.name, rep.registers)
         assert rep.spills == 0 and not rep.serialized, (spec.name, rep.spills)
+
+
+def test_one_consumer_16_bit_forward_compiles_in_half_the_registers():
+    """NVRTC, sm_90a: the 16-bit warp-specialized forward on one consumer warpgroup (block_m =
+    64, 8 warps; NOTES v68) launches at 128 registers a thread for two blocks and spills nothing
+    at its largest tiles, with the heaviest score path (window, softcap and ALiBi); at 48
+    producer registers its producer had spilled 72-160 bytes."""
+    pytest.importorskip("cupy_backends.cuda.libs.nvrtc")
+    if build.cuda_include_dir() is None:
+        pytest.skip("CUDA headers not found")
+    heavy = plan.Variant("window", softcap=True, alibi=True)
+    specs = [s for d, t in ((64, TileConfig(64, 128, 8, 2, "wgmma")),
+                            (128, TileConfig(64, 64, 8, 2, "wgmma")))
+             for v in (plan.Variant("causal"), heavy)
+             for s in plan.specs_for("float16", d, t, v, False, True)]
+    for spec in specs:
+        assert spec.min_blocks() == 2, spec.name
+        rep = build.compile_offline(build.source(spec), spec.name, spec.arch, spec.smem_bytes())
+        assert rep.registers == 128, (spec.name, rep.registers)
+        assert rep.spills == 0 and not rep.serialized, (spec.name, rep.spills)
+
+
+def test_one_consumer_16_bit_forward_refused_where_two_blocks_do_not_fit():
+    """The 8-warp (one consumer warpgroup) 16-bit forward runs two blocks a multiprocessor: a
+    tile whose shared memory does not fit twice is refused, naming why, and so are head dims
+    above 128 and 64-row tiles on 12 warps."""
+    ok = TileConfig(64, 64, 8, 2, "wgmma")
+    plan.check_tile(ok, 128, "float16", smem_limit=HOPPER, arch="sm_90")
+    for t, d, match in ((TileConfig(64, 128, 8, 2, "wgmma"), 128, "do not fit twice"),
+                        (TileConfig(64, 64, 8, 3, "wgmma"), 128, "do not fit twice"),
+                        (ok, 192, "at head dims up\\s+to 128, one"),
+                        (TileConfig(64, 64, 12, 2, "wgmma"), 64, "num_warps")):
+        with pytest.raises(ValueError, match=match):
+            plan.check_tile(t, d, "float16", smem_limit=HOPPER, arch="sm_90")

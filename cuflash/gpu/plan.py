@@ -450,11 +450,15 @@ def _validate_wgmma(spec: KernelSpec, where: str) -> None:
         if v.split or v.cache:
             raise ValueError(f"{where}: the warp-specialized forward (block_m = 16·num_warps - 64) "
                              f"runs neither split-KV nor a KV cache; use block_m = 16·num_warps")
-        if t.block_m != 128:
+        if t.block_m != 128 and not (t.block_m == 64 and spec.head_dim <= 128):
+            # flash_fwd_wgmma_ws.cu: two consumer warpgroups taking turns (12 warps), or one
+            # (8 warps) run two blocks a multiprocessor (TileConfig.blocks_per_sm), d <= 128
             raise ValueError(f"{where}: the warp-specialized forward has two consumer "
-                             f"warpgroups: block_m = 128, num_warps = 12")
+                             f"warpgroups (block_m = 128, num_warps = 12) or, at head dims up "
+                             f"to 128, one (block_m = 64, num_warps = 8)")
         if t.num_stages < 2:
             raise ValueError(f"{where}: the warp-specialized forward needs 2 to 4 stages")
+        _check_two_blocks(spec, where)
     elif t.block_m != 16 * t.num_warps:
         raise ValueError(f"{where}: block_m must be 64 rows per warpgroup of 4 warps "
                          f"(block_m = 16·num_warps, num_warps a multiple of 4; a forward may "
