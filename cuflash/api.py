@@ -7,7 +7,8 @@ import numpy as np
 
 from . import checks, precision as _precision, twin
 from ._xp import accum_dtype, dtype_name
-from .tile import check_dtype, default_backward, default_tile, float32_wgmma_pays
+from .tile import (check_dtype, default_backward, default_tile, float32_wgmma_pays,
+                   wgmma_one_consumer_pays)
 
 
 def _backend(xp):
@@ -76,9 +77,10 @@ def _backward_choice(p, tile, deterministic, precision=None, dense=False):
         return tile, deterministic, _tile_precision(tile, precision, prec)
     d, kw = _device(p)
     staged = dense and float32_wgmma_pays(prec, d, p.S, backward=True)
+    short = dense and wgmma_one_consumer_pays(d, p.T, p.S)
     tile, det = default_backward(d, p.dtype, causal=p.causal, deterministic=deterministic,
                                  precision=None if prec == "native" else prec, staged=staged,
-                                 **kw)
+                                 short=short, **kw)
     return tile, det, _tile_precision(tile, None, prec)
 
 

@@ -491,10 +491,16 @@ def wgmma_forward_tiles(head_dim: int) -> list[TileConfig]:
     d in 193..256: the warp-specialized kernel with 64 keys per step (O alone is 128 registers of a
     consumer's 208): d = 256, float16, T = 4096 / 16384 (call 47): 501 / 552 non-causal and
     379 / 514 causal against 317 / 349 and 245 / 309 for the 8-warp 128 × 32 × 3, and
-    393-399 / 322-376 for a warp-specialized 128 × 32 × 3."""
+    393-399 / 322-376 for a warp-specialized 128 × 32 × 3.
+    d <= 64 since v69: the warp-specialized kernel with one consumer warpgroup (8 warps, 64 × 128,
+    2 stages), two blocks a multiprocessor (TileConfig.blocks_per_sm), so that one block's start
+    and stores run beside the other's products: H100, float16 / bfloat16, FlashAttention's
+    shapes, T = 2048..16384 (call 205, NOTES v68, tools/bench_fwd_tiles.py, cuDNN in the same
+    run): 1.02-1.07× the 12-warp 128 × 128 × 2 in all 16 cells, 0.85-1.00× cuDNN against
+    0.82-0.96×. At d = 128 its 64 × 64 tile (128 keys do not fit twice) ran 0.83-0.90×."""
     if head_dim <= 64:
-        return [TileConfig(128, 128, 12, 2, "wgmma"), TileConfig(128, 64, 8, 4, "wgmma"),
-                TileConfig(128, 64, 8, 3, "wgmma")]
+        return [TileConfig(64, 128, 8, 2, "wgmma"), TileConfig(128, 128, 12, 2, "wgmma"),
+                TileConfig(128, 64, 8, 4, "wgmma"), TileConfig(128, 64, 8, 3, "wgmma")]
     if head_dim <= 128:
         return [TileConfig(128, 128, 12, 2, "wgmma"), TileConfig(128, 128, 8, 3, "wgmma"),
                 TileConfig(128, 64, 8, 3, "wgmma")]
@@ -503,7 +509,24 @@ def wgmma_forward_tiles(head_dim: int) -> list[TileConfig]:
     return [TileConfig(128, 64, 12, 2, "wgmma"), TileConfig(128, 32, 8, 3, "wgmma")]
 
 
-def _wgmma_backward_tiles(head_dim: int) -> list[TileConfig]:
+#: Longest sequence (queries or keys) for which the 16-bit backward at d <= 64 takes the tile of
+#: one consumer warpgroup, 64 × 64 × 8 warps, two blocks a multiprocessor (``short`` in
+#: ``tile_candidates``; NOTES v66, v69). H100, float16 / bfloat16, FlashAttention's shapes, against
+#: the 12-warp 64 × 128 × 2 in the same run (tools/bench_fwd_tiles.py --pass bwd, calls 202 and
+#: 205): T = 1024 1.07-1.11×, 2048 1.05-1.09×, 4096 1.03-1.07×, 8192 0.98-1.08× (3 of 4 cells
+#: ahead), 16384 0.95-1.03× (2 of 4).
+WGMMA_BWD_ONE_CONSUMER_MAX_LEN = 8192
+
+
+def wgmma_one_consumer_pays(head_dim: int, seq_len_q: int, seq_len_k: int) -> bool:
+    """Whether the 16-bit backward on Hopper takes the tile of one consumer warpgroup by default
+    (``tile_candidates(short=True)``) for a dense batch of these lengths: d <= 64 and neither
+    length above WGMMA_BWD_ONE_CONSUMER_MAX_LEN. Shorter streams leave a larger share of each
+    block to its start and stores, which a second block a multiprocessor overlaps."""
+    return head_dim <= 64 and max(seq_len_q, seq_len_k) <= WGMMA_BWD_ONE_CONSUMER_MAX_LEN
+
+
+def _wgmma_backward_tiles(head_dim: int, short: bool = False) -> list[TileConfig]:
     """Backward tiles of the wgmma kernels, preferred first: block_m queries per step of the
     dK/dV kernel (and query rows of the dQ kernel), block_n keys per dK/dV block (and keys per
     step of the dQ kernel). At d = 128 the dK/dV kernel holds dK and dV (128 registers per
@@ -515,8 +538,10 @@ def _wgmma_backward_tiles(head_dim: int) -> list[TileConfig]:
     flash_bwd_wgmma_ws.cu), dK/dV 64 × 128 and dQ 128 × 64 with 2 stages: float16, T = 4096 and
     16384 (v19, NOTES.md, tools/bench_fwd_tiles.py --pass bwd): 301-353 TFLOP/s at d = 64 and
     340-429 at d = 128 against 261-291 and 299-349 for 64 × 64 × 4 (0.81-0.91 of cuDNN against
-    0.67-0.80); 3 stages within 3%."""
-    return [TileConfig(64, 128, 12, 2, "wgmma"), TileConfig(64, 64, 4, 2, "wgmma")]
+    0.67-0.80); 3 stages within 3%. ``short`` (``wgmma_one_consumer_pays``): at d <= 64 the tile
+    of one consumer warpgroup first, 64 × 64 × 8 warps, two blocks a multiprocessor."""
+    first = [TileConfig(64, 64, 8, 2, "wgmma")] if short and head_dim <= 64 else []
+    return first + [TileConfig(64, 128, 12, 2, "wgmma"), TileConfig(64, 64, 4, 2, "wgmma")]
 
 
 def check_dtype(tile: "TileConfig", dtype) -> None:
@@ -531,7 +556,8 @@ def check_dtype(tile: "TileConfig", dtype) -> None:
 def tile_candidates(head_dim: int, dtype, *, backward: bool = False, causal: bool = False,
                     deterministic: bool = True, hopper: bool = True,
                     wgmma: bool = False, dmma: bool = False,
-                    precision: str | None = None, staged: bool = False) -> list[TileConfig]:
+                    precision: str | None = None, staged: bool = False,
+                    short: bool = False) -> list[TileConfig]:
     """Tiles for (head_dim, dtype, pass), preferred first; ``default_tile`` takes the first that
     fits the device. The reason for each first choice sits beside it; the measurements are
     experiments/tile_ablation.yaml on the H200 (NOTES.md, v2): float16, T = 8192, FA shapes.
@@ -546,7 +572,8 @@ def tile_candidates(head_dim: int, dtype, *, backward: bool = False, causal: boo
     the TF32 wgmma forward (d <= WGMMA_TF32_WIDE_D; it stages K and Vᵀ first) and the
     one-float16-product backward ('wgmma_f16x1', d <= WGMMA_F16X3_BWD_MAX_D), 'highest' the
     three-float16-product forward (d <= WGMMA_F16X3_MAX_D) and backward (d <=
-    WGMMA_F16X3_BWD_MAX_D).
+    WGMMA_F16X3_BWD_MAX_D). ``short``: a dense batch whose sequences are short enough that the
+    16-bit backward's tile of one consumer warpgroup pays (``wgmma_one_consumer_pays``).
     """
     name = dtype_name(dtype)
     prec = _check_precision(precision, dtype)
@@ -600,7 +627,7 @@ def tile_candidates(head_dim: int, dtype, *, backward: bool = False, causal: boo
             # Backward on Hopper: dK/dV with 64 keys per warpgroup and a separate dQ pass
             # (flash_bwd_wgmma.cu, flash_bwd_wgmma_ws.cu); deterministic=False too, whose
             # default runs them deterministically (default_backward)
-            return _wgmma_backward_tiles(head_dim) + tile_candidates(
+            return _wgmma_backward_tiles(head_dim, short) + tile_candidates(
                 head_dim, dtype, backward=True, causal=causal, hopper=hopper)
         if not backward:
             # Forward, tensor cores. Each warp owns 16·MT query rows and keeps S (16·MT × block_n)
@@ -666,7 +693,7 @@ def _simt_tiles(head_dim: int, name: str, backward: bool, deterministic: bool) -
 def default_tile(head_dim: int, dtype, *, backward: bool = False, causal: bool = False,
                  deterministic: bool = True, smem_limit: int | None = None,
                  arch: str | None = None, precision: str | None = None,
-                 staged: bool = False) -> TileConfig:
+                 staged: bool = False, short: bool = False) -> TileConfig:
     """The tile used when ``tile=None``: the first of ``tile_candidates`` that the kernels accept
     within ``smem_limit`` bytes of shared memory per block on a GPU of architecture ``arch``
     ('sm_90', ...; Hopper-only kernels are considered only when it says sm_90, the float64
@@ -674,15 +701,16 @@ def default_tile(head_dim: int, dtype, *, backward: bool = False, causal: bool =
     without either (the CPU twin reads only block_m, block_n). ``precision``: float32's
     (``cuflash.precision``, None its default 'highest': the TF32 kernels' tiles first).
     ``staged``: as ``tile_candidates``' (the caller's problem is a dense batch in one pass where
-    ``float32_wgmma_pays``)."""
+    ``float32_wgmma_pays``); ``short``: as ``tile_candidates``' (where ``wgmma_one_consumer_pays``)."""
     return _default_tile(int(head_dim), dtype_name(dtype), bool(backward), bool(causal),
-                         bool(deterministic), smem_limit, arch, precision, bool(staged))
+                         bool(deterministic), smem_limit, arch, precision, bool(staged),
+                         bool(short))
 
 
 def default_backward(head_dim: int, dtype, *, causal: bool = False, deterministic: bool = True,
                      smem_limit: int | None = None, arch: str | None = None,
-                     precision: str | None = None,
-                     staged: bool = False) -> tuple[TileConfig, bool]:
+                     precision: str | None = None, staged: bool = False,
+                     short: bool = False) -> tuple[TileConfig, bool]:
     """The backward that ``tile=None`` runs: (``default_tile(..., backward=True)``, whether dQ
     takes its own deterministic pass). deterministic=False permits dQ by atomics in the dK/dV
     kernel; the default takes them only where they measured faster than the deterministic pair,
@@ -693,10 +721,11 @@ def default_backward(head_dim: int, dtype, *, causal: bool = False, deterministi
     An explicit warp-specialized tile with deterministic=False runs the atomic kernel. The TF32
     backward (float32, ``precision`` 'tf32' or 'highest') has no atomic mode: it runs its pair.
     ``precision`` and ``staged``: float32's, as in ``default_tile`` (the three-float16-product
-    pair of 'highest' on sm_90, deterministic only, where ``float32_wgmma_pays``)."""
+    pair of 'highest' on sm_90, deterministic only, where ``float32_wgmma_pays``); ``short``: the
+    16-bit tile of one consumer warpgroup first where ``wgmma_one_consumer_pays``."""
     tile = default_tile(head_dim, dtype, backward=True, causal=causal,
                         deterministic=deterministic, smem_limit=smem_limit, arch=arch,
-                        precision=precision, staged=staged)
+                        precision=precision, staged=staged, short=short)
     return tile, default_dq_deterministic(tile, deterministic)
 
 
@@ -709,7 +738,7 @@ def default_dq_deterministic(tile: TileConfig, deterministic: bool) -> bool:
 
 @functools.lru_cache(maxsize=None)
 def _default_tile(head_dim, dtype, backward, causal, deterministic, smem_limit, arch,
-                  precision=None, staged=False):
+                  precision=None, staged=False, short=False):
     # cached: every attention call without a tile asks, and the checks below are not free
     known = smem_limit is not None and arch is not None   # a real (or assumed) device
     cands = tile_candidates(head_dim, dtype, backward=backward, causal=causal,
@@ -717,7 +746,7 @@ def _default_tile(head_dim, dtype, backward, causal, deterministic, smem_limit, 
                             hopper=is_hopper(arch or DEFAULT_ARCH),
                             wgmma=known and is_hopper(arch),
                             dmma=known and has_fp64_tensor_cores(arch), precision=precision,
-                            staged=staged)
+                            staged=staged, short=short)
     if smem_limit is None:
         return cands[0]
     from .gpu.plan import check_tile  # the kernels' constraints live with the kernels

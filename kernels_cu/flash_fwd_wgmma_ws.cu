@@ -48,9 +48,10 @@ struct FwdWgmmaWs {
     // spilled 44 bytes: P as TF32 A fragments takes 64 registers at 128 keys), the producer's 56
     // enough once it steps its sources (Tf32StagedKV::Stream; NOTES v42).
     // One consumer warpgroup (BLOCK_M = 64, two blocks a multiprocessor: 128 registers a thread
-    // at launch): 168, the producer 88 (at 48 it spilled 72-160 bytes).
+    // at launch): 176, the producer 80 (at 208 / 48 the producer spilled 72-160 bytes; at 168 /
+    // 88 the window + softcap consumer 28).
     using Ws = WarpSpecialized<DP, BLOCK_M, NT, STAGES,
-                               (BLOCK_M == 64 ? 168 : DP > 64 || sizeof(T) == 4 ? 224 : 208)>;
+                               (BLOCK_M == 64 ? 176 : DP > 64 || sizeof(T) == 4 ? 224 : 208)>;
     static constexpr int NC = Ws::NC;
     static constexpr bool PINGPONG = NC > 1;
     using Params = FwdParams<T, float>;

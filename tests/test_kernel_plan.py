@@ -37,7 +37,7 @@ def test_wgmma_spec_layout():
     (WG, "sm_80", "runs only on sm_90"),
     (WG, "sm_100", "runs only on sm_90"),
     (TileConfig(64, 128, 16, 3, "wgmma"), "sm_90", "64 rows per warpgroup"),
-    (TileConfig(64, 128, 8, 3, "wgmma"), "sm_90", "two consumer warpgroups"),
+    (TileConfig(64, 256, 8, 3, "wgmma"), "sm_90", "do not fit twice"),   # one consumer: v68
     (TileConfig(128, 128, 12, 1, "wgmma"), "sm_90", "2 to 4 stages"),
     (TileConfig(128, 128, 8, 2, "wgmma"), "sm_90", "3 or 4 stages"),
 ])
@@ -513,15 +513,16 @@ def test_one_consumer_16_bit_backward_compiles_in_half_the_registers():
 def test_one_consumer_16_bit_forward_compiles_in_half_the_registers():
     """NVRTC, sm_90a: the 16-bit warp-specialized forward on one consumer warpgroup (block_m =
     64, 8 warps; NOTES v68) launches at 128 registers a thread for two blocks and spills nothing
-    at its largest tiles, with the heaviest score path (window, softcap and ALiBi); at 48
-    producer registers its producer had spilled 72-160 bytes."""
+    at its largest tiles, with the heaviest score paths (window with softcap, with and without
+    ALiBi); at 48 producer registers its producer had spilled 72-160 bytes, at 168 consumer
+    registers the window + softcap consumer 28."""
     pytest.importorskip("cupy_backends.cuda.libs.nvrtc")
     if build.cuda_include_dir() is None:
         pytest.skip("CUDA headers not found")
     heavy = plan.Variant("window", softcap=True, alibi=True)
     specs = [s for d, t in ((64, TileConfig(64, 128, 8, 2, "wgmma")),
                             (128, TileConfig(64, 64, 8, 2, "wgmma")))
-             for v in (plan.Variant("causal"), heavy)
+             for v in (plan.Variant("causal"), plan.Variant("window", softcap=True), heavy)
              for s in plan.specs_for("float16", d, t, v, False, True)]
     for spec in specs:
         assert spec.min_blocks() == 2, spec.name
@@ -542,3 +543,47 @@ def test_one_consumer_16_bit_forward_refused_where_two_blocks_do_not_fit():
                         (TileConfig(64, 64, 12, 2, "wgmma"), 64, "num_warps")):
         with pytest.raises(ValueError, match=match):
             plan.check_tile(t, d, "float16", smem_limit=HOPPER, arch="sm_90")
+
+
+def test_one_consumer_defaults_at_short_heads():
+    """v69: on Hopper the 16-bit forward at d <= 64 defaults to the warp-specialized tile of one
+    consumer warpgroup (64 × 128 × 8, two blocks a multiprocessor), wider heads keep the 12-warp
+    128 × 128; the backward takes 64 × 64 × 8 first only for a short dense batch
+    (wgmma_one_consumer_pays: d <= 64, neither length above WGMMA_BWD_ONE_CONSUMER_MAX_LEN), and
+    before Hopper nothing changes."""
+    from cuflash.tile import WGMMA_BWD_ONE_CONSUMER_MAX_LEN as L, wgmma_one_consumer_pays
+    kw = dict(smem_limit=HOPPER, arch="sm_90")
+    for dt in ("float16", "bfloat16"):
+        for d in (16, 40, 64):
+            assert default_tile(d, dt, **kw) == TileConfig(64, 128, 8, 2, "wgmma")
+            assert default_backward(d, dt, short=True, **kw)[0] == TileConfig(64, 64, 8, 2, "wgmma")
+            assert default_backward(d, dt, **kw)[0] == TileConfig(64, 128, 12, 2, "wgmma")
+        for d in (72, 128):
+            assert default_tile(d, dt, **kw) == TileConfig(128, 128, 12, 2, "wgmma")
+            assert default_backward(d, dt, short=True, **kw)[0] == \
+                TileConfig(64, 128, 12, 2, "wgmma")
+    assert default_tile(64, "float16", smem_limit=101376, arch="sm_80").kernel == "mma"
+    assert default_backward(64, "float16", short=True, smem_limit=101376,
+                            arch="sm_80")[0].kernel == "mma"
+    assert wgmma_one_consumer_pays(64, L, L) and wgmma_one_consumer_pays(1, 1, 1)
+    assert not wgmma_one_consumer_pays(64, L + 1, 64) and not wgmma_one_consumer_pays(64, 64, L + 1)
+    assert not wgmma_one_consumer_pays(65, 1024, 1024)
+
+
+def test_api_asks_for_one_consumer_backward_only_for_short_dense_batches(monkeypatch):
+    """The API's side of v69: attention_backward of a dense float16 batch at d <= 64 takes the
+    one-consumer tile when neither length passes WGMMA_BWD_ONE_CONSUMER_MAX_LEN, the 12-warp
+    tile past it, and a packed batch (dense=False) never. NumPy arrays on a device the API is
+    told about (sm_90): no GPU needed."""
+    from cuflash import api, checks
+    from cuflash.tile import WGMMA_BWD_ONE_CONSUMER_MAX_LEN as L
+    monkeypatch.setattr(api, "_device",
+                        lambda p: (p.kernel_d, dict(smem_limit=HOPPER, arch="sm_90")))
+    one, twelve = TileConfig(64, 64, 8, 2, "wgmma"), TileConfig(64, 128, 12, 2, "wgmma")
+    for d, T, S, want in ((64, 8, L, one), (48, L, 8, one), (64, L + 1, 8, twelve),
+                          (64, 8, L + 1, twelve), (96, 8, 8, twelve)):
+        q = np.zeros((1, 1, T, d), np.float16)
+        k = np.zeros((1, 1, S, d), np.float16)
+        p = checks.check_qkv(q, k, k, causal=False, scale=None)
+        assert api._backward_choice(p, None, True, dense=True)[0] == want, (d, T, S)
+        assert api._backward_choice(p, None, True)[0] == twelve, (d, T, S)

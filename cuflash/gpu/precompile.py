@@ -32,11 +32,14 @@ def default_specs(arch: str) -> list[plan.KernelSpec]:
         for d in SUPPORTED_HEAD_DIMS:
             for backward in (False, True):
                 for causal in (False, True):
-                    for det in ((True, False) if backward else (True,)):
+                    for det, short in itertools.product(
+                            (True, False) if backward else (True,),
+                            (False, True) if backward else (False,)):
                         try:
-                            if backward:
+                            if backward:   # short: tile.wgmma_one_consumer_pays's lengths
                                 tile, det = default_backward(d, dt, causal=causal, arch=arch,
-                                                             deterministic=det, smem_limit=limit)
+                                                             deterministic=det, smem_limit=limit,
+                                                             short=short)
                             else:
                                 tile = default_tile(d, dt, causal=causal, arch=arch,
                                                     smem_limit=limit)
