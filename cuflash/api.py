@@ -77,7 +77,7 @@ def _backward_choice(p, tile, deterministic, precision=None, dense=False):
         return tile, deterministic, _tile_precision(tile, precision, prec)
     d, kw = _device(p)
     staged = dense and float32_wgmma_pays(prec, d, p.S, backward=True)
-    short = dense and wgmma_one_consumer_pays(d, p.T, p.S)
+    short = dense and wgmma_one_consumer_pays(d, p.T, p.S, p.causal)
     tile, det = default_backward(d, p.dtype, causal=p.causal, deterministic=deterministic,
                                  precision=None if prec == "native" else prec, staged=staged,
                                  short=short, **kw)

@@ -509,21 +509,25 @@ def wgmma_forward_tiles(head_dim: int) -> list[TileConfig]:
     return [TileConfig(128, 64, 12, 2, "wgmma"), TileConfig(128, 32, 8, 3, "wgmma")]
 
 
-#: Longest sequence (queries or keys) for which the 16-bit backward at d <= 64 takes the tile of
-#: one consumer warpgroup, 64 × 64 × 8 warps, two blocks a multiprocessor (``short`` in
-#: ``tile_candidates``; NOTES v66, v69). H100, float16 / bfloat16, FlashAttention's shapes, against
-#: the 12-warp 64 × 128 × 2 in the same run (tools/bench_fwd_tiles.py --pass bwd, calls 202 and
-#: 205): T = 1024 1.07-1.11×, 2048 1.05-1.09×, 4096 1.03-1.07×, 8192 0.98-1.08× (3 of 4 cells
-#: ahead), 16384 0.95-1.03× (2 of 4).
-WGMMA_BWD_ONE_CONSUMER_MAX_LEN = 8192
+#: Longest sequence (queries or keys), causal and not, for which the 16-bit backward at d <= 64
+#: takes the tile of one consumer warpgroup, 64 × 64 × 8 warps, two blocks a multiprocessor
+#: (``short`` in ``tile_candidates``; NOTES v66, v69). Against the 12-warp 64 × 128 × 2 in the
+#: same run, float16 / bfloat16, FlashAttention's shapes (tools/bench_fwd_tiles.py --pass bwd on an
+#: H100, calls 202 and 205; tools/ab_speed.py on an H200, call 206): T = 1024 1.07-1.11×, 2048
+#: 1.05-1.09×, 4096 1.03-1.07×; T = 8192 causal 1.04-1.08× but non-causal 0.96-1.01×; 16384
+#: 0.95-1.03×.
+WGMMA_BWD_ONE_CONSUMER_MAX_LEN = {True: 8192, False: 4096}
 
 
-def wgmma_one_consumer_pays(head_dim: int, seq_len_q: int, seq_len_k: int) -> bool:
+def wgmma_one_consumer_pays(head_dim: int, seq_len_q: int, seq_len_k: int,
+                            causal: bool = False) -> bool:
     """Whether the 16-bit backward on Hopper takes the tile of one consumer warpgroup by default
     (``tile_candidates(short=True)``) for a dense batch of these lengths: d <= 64 and neither
-    length above WGMMA_BWD_ONE_CONSUMER_MAX_LEN. Shorter streams leave a larger share of each
-    block to its start and stores, which a second block a multiprocessor overlaps."""
-    return head_dim <= 64 and max(seq_len_q, seq_len_k) <= WGMMA_BWD_ONE_CONSUMER_MAX_LEN
+    length above WGMMA_BWD_ONE_CONSUMER_MAX_LEN[causal]. Shorter streams (a causal block's are
+    half as long) leave a larger share of each block to its start and stores, which a second
+    block a multiprocessor overlaps."""
+    return head_dim <= 64 and \
+        max(seq_len_q, seq_len_k) <= WGMMA_BWD_ONE_CONSUMER_MAX_LEN[bool(causal)]
 
 
 def _wgmma_backward_tiles(head_dim: int, short: bool = False) -> list[TileConfig]:

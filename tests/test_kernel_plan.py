@@ -549,9 +549,9 @@ def test_one_consumer_defaults_at_short_heads():
     """v69: on Hopper the 16-bit forward at d <= 64 defaults to the warp-specialized tile of one
     consumer warpgroup (64 × 128 × 8, two blocks a multiprocessor), wider heads keep the 12-warp
     128 × 128; the backward takes 64 × 64 × 8 first only for a short dense batch
-    (wgmma_one_consumer_pays: d <= 64, neither length above WGMMA_BWD_ONE_CONSUMER_MAX_LEN), and
-    before Hopper nothing changes."""
-    from cuflash.tile import WGMMA_BWD_ONE_CONSUMER_MAX_LEN as L, wgmma_one_consumer_pays
+    (wgmma_one_consumer_pays: d <= 64, neither length above WGMMA_BWD_ONE_CONSUMER_MAX_LEN, of
+    the causal mask or not), and before Hopper nothing changes."""
+    from cuflash.tile import WGMMA_BWD_ONE_CONSUMER_MAX_LEN as LENS, wgmma_one_consumer_pays
     kw = dict(smem_limit=HOPPER, arch="sm_90")
     for dt in ("float16", "bfloat16"):
         for d in (16, 40, 64):
@@ -565,25 +565,29 @@ def test_one_consumer_defaults_at_short_heads():
     assert default_tile(64, "float16", smem_limit=101376, arch="sm_80").kernel == "mma"
     assert default_backward(64, "float16", short=True, smem_limit=101376,
                             arch="sm_80")[0].kernel == "mma"
-    assert wgmma_one_consumer_pays(64, L, L) and wgmma_one_consumer_pays(1, 1, 1)
-    assert not wgmma_one_consumer_pays(64, L + 1, 64) and not wgmma_one_consumer_pays(64, 64, L + 1)
-    assert not wgmma_one_consumer_pays(65, 1024, 1024)
+    assert LENS[True] > LENS[False]   # a causal block streams half as far
+    for causal, L in LENS.items():
+        assert wgmma_one_consumer_pays(64, L, L, causal) and wgmma_one_consumer_pays(1, 1, 1, causal)
+        assert not wgmma_one_consumer_pays(64, L + 1, 64, causal)
+        assert not wgmma_one_consumer_pays(64, 64, L + 1, causal)
+        assert not wgmma_one_consumer_pays(65, 1024, 1024, causal)
 
 
 def test_api_asks_for_one_consumer_backward_only_for_short_dense_batches(monkeypatch):
     """The API's side of v69: attention_backward of a dense float16 batch at d <= 64 takes the
-    one-consumer tile when neither length passes WGMMA_BWD_ONE_CONSUMER_MAX_LEN, the 12-warp
-    tile past it, and a packed batch (dense=False) never. NumPy arrays on a device the API is
-    told about (sm_90): no GPU needed."""
+    one-consumer tile when neither length passes WGMMA_BWD_ONE_CONSUMER_MAX_LEN (causal: the
+    longer limit), the 12-warp tile past it, and a packed batch (dense=False) never. NumPy arrays
+    on a device the API is told about (sm_90): no GPU needed."""
     from cuflash import api, checks
-    from cuflash.tile import WGMMA_BWD_ONE_CONSUMER_MAX_LEN as L
+    from cuflash.tile import WGMMA_BWD_ONE_CONSUMER_MAX_LEN as LENS
     monkeypatch.setattr(api, "_device",
                         lambda p: (p.kernel_d, dict(smem_limit=HOPPER, arch="sm_90")))
     one, twelve = TileConfig(64, 64, 8, 2, "wgmma"), TileConfig(64, 128, 12, 2, "wgmma")
-    for d, T, S, want in ((64, 8, L, one), (48, L, 8, one), (64, L + 1, 8, twelve),
-                          (64, 8, L + 1, twelve), (96, 8, 8, twelve)):
-        q = np.zeros((1, 1, T, d), np.float16)
-        k = np.zeros((1, 1, S, d), np.float16)
-        p = checks.check_qkv(q, k, k, causal=False, scale=None)
-        assert api._backward_choice(p, None, True, dense=True)[0] == want, (d, T, S)
-        assert api._backward_choice(p, None, True)[0] == twelve, (d, T, S)
+    for causal, L in LENS.items():
+        for d, T, S, want in ((64, L, L, one), (48, L, 8, one), (64, L + 1, L, twelve),
+                              (64, L, L + 1, twelve), (96, 8, 8, twelve)):
+            q = np.zeros((1, 1, T, d), np.float16)
+            k = np.zeros((1, 1, S, d), np.float16)
+            p = checks.check_qkv(q, k, k, causal=causal, scale=None)
+            assert api._backward_choice(p, None, True, dense=True)[0] == want, (causal, d, T, S)
+            assert api._backward_choice(p, None, True)[0] == twelve, (causal, d, T, S)
