@@ -46,6 +46,8 @@ HOPPER_CASES = [  # sm_90 only: the wgmma kernels (no atomic-dQ mode)
     # mbarriers, named barriers; the GQA layout's group sum in two ranks with the producer)
     ("float16", 128, TileConfig(128, 128, 12, 2, "wgmma"), TileConfig(64, 128, 12, 2, "wgmma")),
     ("bfloat16", 200, TileConfig(128, 64, 12, 2, "wgmma"), TileConfig(32, 32, 4, 1)),
+    # one consumer warpgroup, two blocks a multiprocessor: the d <= 64 defaults (NOTES v68, v69)
+    ("bfloat16", 64, TileConfig(64, 128, 8, 2, "wgmma"), TileConfig(64, 64, 8, 2, "wgmma")),
 ]
 
 WGMMA_TF32_CASES = [  # sm_90 only: float32's TF32 wgmma forward of dense batches (no split-KV, no
