@@ -11,8 +11,9 @@ Per cell (bench_f32's shapes: B·T = 16384, H·d = 2048; float32 inputs):
             factor (3 elementwise passes): .ab/tf32_via_f16.py's emulation;
   f16 bwd   the 16-bit backward alone on those copies (the kernels' share of via16);
   torch_eff torch's efficient float32 backward (autograd.grad), the yardstick of issue 15.
-Then a small accuracy check of via16 against the float64 oracle beside naive 'tf32' (the
-criterion of tests/test_tf32.py with the float16 stores of this prototype).
+The forward the same way first (fwd rows: 'tf32' today against the 16-bit forward on the copies,
+out back to float32). Then a small accuracy check of both against the float64 oracle beside
+naive 'tf32' (the criterion of tests/test_tf32.py with the float16 stores of this prototype).
 
     PYTHONPATH=. python3 .ab/via16_gpu.py [--d 64 128] [--T 2048 4096 16384] [--reps 5]
 """
@@ -69,6 +70,15 @@ def main():
         return (back(dq, cp.float32(a_ / ce)), back(dk, cp.float32(b_ / ce)),
                 back(dv, cp.float32(1.0 / c_)))
 
+    def via16_fwd(q, k, v, causal):
+        """The forward the same way: out = 16-bit forward on q~, k~, v~ (scale'), times 1 / e;
+        lse as computed (scale' restores the logits)."""
+        a_, b_, e_ = scales((q, k, v), (8, 8, 3))
+        q16, k16, v16 = (to16(x, cp.float32(s)) for x, s in ((q, a_), (k, b_), (v, e_)))
+        o16, lse = cuflash.attention(q16, k16, v16, causal=causal, return_lse=True,
+                                     scale=1.0 / np.sqrt(q.shape[-1]) / (a_ * b_))
+        return back(o16, cp.float32(1.0 / e_)), lse
+
     def ms(fn):
         return statistics.median(gputime.gpu_times(fn, a.reps, 2))
 
@@ -81,6 +91,13 @@ def main():
             q, k, v, dout = (cp.asarray(rng.standard_normal((B, H, T, d)).astype(np.float32))
                              for _ in range(4))
             for causal in (False, True):
+                flops = 4.0 * B * H * T * T * d * (0.5 if causal else 1.0)
+                fcell = {"tf32": ms(lambda: cuflash.attention(q, k, v, causal=causal,
+                                                              precision="tf32")),
+                         "via16": ms(lambda: via16_fwd(q, k, v, causal))}
+                for name, t_ms in fcell.items():
+                    print(f"fwd {d} {T} {int(causal)} {name} {flops / t_ms / 1e9:.1f} "
+                          f"{fcell['tf32'] / t_ms:.2f}x_tf32", flush=True)
                 flops = 10.0 * B * H * T * T * d * (0.5 if causal else 1.0)
                 _, res = cuflash.attention(q, k, v, causal=causal, return_residuals=True,
                                            precision="tf32")
@@ -120,6 +137,17 @@ def main():
                              for n in (T, S, S, T))
             _, res = cuflash.attention(q, k, v, causal=causal, return_residuals=True,
                                        precision="tf32")
+            o, lse = via16_fwd(q, k, v, causal)
+            from cuflash.oracle import oracle_attention
+            ro, rl = oracle_attention(*(cp.asnumpy(x) for x in (q, k, v)), causal=causal)
+            no, nl = cuflash.naive_attention(*(cp.asnumpy(x) for x in (q, k, v)), causal=causal,
+                                             precision="tf32", return_lse=True)
+            for name, g, r, n in (("out", o, ro, no), ("lse", lse, rl, nl)):
+                fin = np.isfinite(r)
+                err = rel_error(cp.asnumpy(g)[fin], r[fin])
+                en = rel_error(n[fin], r[fin])
+                print(f"acc T={T} S={S} d={d} causal={int(causal)} {name} err {err:.2e} "
+                      f"naive {en:.2e} err/bound {err / (2 * en + 2e-6):.3f}", flush=True)
             got = via16(dout, res)
             host = [cp.asnumpy(x) for x in (dout, q, k, v)]
             refs = oracle_backward(*host, causal=causal)
