@@ -15,7 +15,9 @@ OUT=${OUT:-/tmp/cuflash_out}
 mkdir -p "$OUT"
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 MPLBACKEND=Agg
 PY=${PYTHON:-python3}
-XDIST=$($PY -c "import xdist" 2>/dev/null && echo "-n ${JOBS:-12}")
+# JOBS: the machine's CPUs by default (on a fresh H200 the suite's cold compiles took over 280 s
+# at 12 processes, 62 s warm at 16: NOTES v69, call 206)
+XDIST=$($PY -c "import xdist" 2>/dev/null && echo "-n ${JOBS:-$(nproc)}")
 STEPS=${STEPS:-"env tests sanitize"}
 SUMMARY="$OUT/summary.txt"
 : > "$SUMMARY"
