@@ -452,7 +452,9 @@ def _validate_wgmma(spec: KernelSpec, where: str) -> None:
                              f"runs neither split-KV nor a KV cache; use block_m = 16·num_warps")
         if t.block_m != 128 and not (t.block_m == 64 and spec.head_dim <= 128):
             # flash_fwd_wgmma_ws.cu: two consumer warpgroups taking turns (12 warps), or one
-            # (8 warps) run two blocks a multiprocessor (TileConfig.blocks_per_sm), d <= 128
+            # (8 warps) run two blocks a multiprocessor (TileConfig.blocks_per_sm) at d <= 128:
+            # compiled clean at d = 64 and 128 on 176 consumer registers; wider, O alone takes
+            # d / 2 of them (not compiled: refused)
             raise ValueError(f"{where}: the warp-specialized forward has two consumer "
                              f"warpgroups (block_m = 128, num_warps = 12) or, at head dims up "
                              f"to 128, one (block_m = 64, num_warps = 8)")
