@@ -16,6 +16,7 @@
 // rows of an array before it stores any (the loads in flight together: NOTES v58).
 #pragma once
 #include "f16x3.cuh"
+#include "stage_pair.cuh"
 
 namespace cuflash {
 
@@ -79,19 +80,15 @@ struct X3Stage {
         }
     }
 
-    // grid (S_pad / BLOCK_N, sequences · kv heads); k, v strides [sequence, head, row] in
-    // elements; ks, vs: (sequences · kv heads, S_pad, W) floats
-    static __device__ __forceinline__ void run(const float* __restrict__ k,
-                                               const float* __restrict__ v, long long ks0,
-                                               long long ks1, long long ks2, long long vs0,
-                                               long long vs1, long long vs2, int heads, int S,
-                                               int S_pad, int D, float* __restrict__ ks,
+    // grid (S_pad / BLOCK_N, sequences · heads); ks, vs: (sequences · heads, S_pad, W) floats
+    static __device__ __forceinline__ void run(const StagePair& in, float* __restrict__ ks,
                                                float* __restrict__ vs) {
         __shared__ float block_max[WARPS];
-        const int bh = blockIdx.y, b = bh / heads, h = bh % heads, j0 = blockIdx.x * BLOCK_N;
+        const int bh = blockIdx.y, j0 = blockIdx.x * BLOCK_N, S = in.S, S_pad = in.S_pad, D = in.D;
         const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-        const float* kb = k + b * ks0 + h * ks1;
-        const float* vb = v + b * vs0 + h * vs1;
+        const float* kb = in.a_rows(bh);
+        const float* vb = in.b_rows(bh);
+        const long long ks2 = in.as2, vs2 = in.bs2;
         float* k_out = ks + ((long long)bh * S_pad + j0) * W;
         float* v_out = vs + ((long long)bh * S_pad + j0) * W;
         // a (and b unless B_TILE): each row its own scale

@@ -7,6 +7,7 @@
 // threads (cuflash/gpu/build.py, TF32_STAGE_THREADS: the launch's block too). K goes row by row (reads and writes along c); V goes through shared memory, read along
 // c and written along the keys of each Vᵀ row.
 #pragma once
+#include "stage_pair.cuh"
 #include "tf32.cuh"
 
 namespace cuflash {
@@ -22,17 +23,14 @@ struct Tf32Stage {
     static constexpr int N = KEYS * MAX_D / NT;   // items a thread at most (D = MAX_D)
     static_assert(KEYS * MAX_D % NT == 0, "whole rounds of items");
 
-    // grid (S_pad / KEYS, sequences · heads); k, v strides [sequence, head, row] in elements
-    static __device__ __forceinline__ void run(const float* __restrict__ k,
-                                               const float* __restrict__ v, long long ks0,
-                                               long long ks1, long long ks2, long long vs0,
-                                               long long vs1, long long vs2, int heads, int S,
-                                               int S_pad, int D, float* __restrict__ kr,
+    // grid (S_pad / KEYS, sequences · heads); in.a: k, in.b: v
+    static __device__ __forceinline__ void run(const StagePair& in, float* __restrict__ kr,
                                                float* __restrict__ vt) {
         __shared__ float sv[KEYS][MAX_D + 1];   // odd row length: the column reads hit 32 banks
-        const int bh = blockIdx.y, b = bh / heads, h = bh % heads, j0 = blockIdx.x * KEYS;
-        const float* kb = k + b * ks0 + h * ks1;
-        const float* vb = v + b * vs0 + h * vs1;
+        const int bh = blockIdx.y, j0 = blockIdx.x * KEYS, S = in.S, S_pad = in.S_pad, D = in.D;
+        const float* kb = in.a_rows(bh);
+        const float* vb = in.b_rows(bh);
+        const long long ks2 = in.as2, vs2 = in.bs2;
         // item i = threadIdx.x + n·NT: row i / D, column i % D; every load of the thread issued
         // before its first store (in flight together: NOTES v58)
         float kx[N], vx[N];

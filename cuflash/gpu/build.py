@@ -189,6 +189,18 @@ def preprocess_source(dtype: str, packed: bool = False) -> str:
     return f"// {name}\n{expand('bwd_preprocess.cuh')}\n{entry}"
 
 
+def _stage_entry(name: str, threads: int, stage: str) -> str:
+    """The entry of a staging kernel (stage_pair.cuh): two float32 arrays a, b with strides
+    [sequence, head, row] in elements, heads, S, S_pad, D, and the two outputs; the launch passes
+    them in this order (tf32_stage.staged_run, f16x3_stage.stage_pair)."""
+    return (f'extern "C" __global__ void __launch_bounds__({threads}) {name}('
+            f"const float* a, const float* b, long long as0, long long as1, long long as2, "
+            f"long long bs0, long long bs1, long long bs2, int heads, int S, int S_pad, int D, "
+            f"float* a_out, float* b_out) {{\n"
+            f"    {stage}::run(cuflash::StagePair{{a, b, as0, as1, as2, bs0, bs1, bs2, heads, S, "
+            f"S_pad, D}}, a_out, b_out);\n}}\n")
+
+
 #: Keys per block of the TF32 wgmma forward's staging (tf32_stage.cuh) and the head dims it
 #: stages: one kernel up to each of TF32_STAGE_DIMS, a call taking the narrowest that holds its
 #: head dim (a thread's loads wait in registers, KEYS · max_d / threads of each of k and v: the
@@ -218,14 +230,8 @@ def tf32_stage_source(max_d: int = TF32_STAGE_MAX_D) -> str:
     """K rounded and Vᵀ rounded and reordered for the TF32 wgmma forward (tf32_stage.cuh), head
     dims up to max_d."""
     name = tf32_stage_name(max_d)
-    entry = (f'extern "C" __global__ void __launch_bounds__({TF32_STAGE_THREADS}) '
-             f'{name}('
-             f"const float* k, const float* v, long long ks0, long long ks1, long long ks2, "
-             f"long long vs0, long long vs1, long long vs2, int heads, int S, int S_pad, int D, "
-             f"float* kr, float* vt) {{\n"
-             f"    cuflash::Tf32Stage<{TF32_STAGE_KEYS}, {max_d}, "
-             f"{TF32_STAGE_THREADS}>::run(k, v, ks0, ks1, "
-             f"ks2, vs0, vs1, vs2, heads, S, S_pad, D, kr, vt);\n}}\n")
+    entry = _stage_entry(name, TF32_STAGE_THREADS,
+                         f"cuflash::Tf32Stage<{TF32_STAGE_KEYS}, {max_d}, {TF32_STAGE_THREADS}>")
     return f"// {name}\n{expand('tf32_stage.cuh')}\n{entry}"
 
 
@@ -251,14 +257,9 @@ def f16x3_stage_source(rows: int, dp: int, b_tile: bool = True, lo: bool = True)
     the second array scaled per block of rows (the forward's V), else per row as the first; lo:
     with the lo parts ('highest'), else hi alone ('tf32')."""
     name = f16x3_stage_name(rows, dp, b_tile, lo)
-    entry = (f'extern "C" __global__ void __launch_bounds__({F16X3_STAGE_THREADS}) '
-             f'{name}('
-             f"const float* k, const float* v, long long ks0, long long ks1, long long ks2, "
-             f"long long vs0, long long vs1, long long vs2, int heads, int S, int S_pad, int D, "
-             f"float* ks, float* vs) {{\n"
-             f"    cuflash::X3Stage<{rows}, {dp}, {F16X3_STAGE_THREADS}, "
-             f"{'true' if b_tile else 'false'}, {'true' if lo else 'false'}>::run(k, v, ks0, "
-             f"ks1, ks2, vs0, vs1, vs2, heads, S, S_pad, D, ks, vs);\n}}\n")
+    entry = _stage_entry(name, F16X3_STAGE_THREADS,
+                         f"cuflash::X3Stage<{rows}, {dp}, {F16X3_STAGE_THREADS}, "
+                         f"{'true' if b_tile else 'false'}, {'true' if lo else 'false'}>")
     return f"// {name}\n{expand('f16x3_stage.cuh')}\n{entry}"
 
 
