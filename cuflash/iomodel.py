@@ -19,6 +19,9 @@ The float32 tensor-core kernels (a ``tile.kernel`` of 'wgmma_tf32' or a float16-
 For them the counts add that pass (each operand read once, its staged rows written once, padded to
 whole tiles) and count the kernels' reads of those operands in staged rows of whole tiles
 (:func:`staged_row_bytes`). The twin reads the operands as given, as the other kernels do.
+'wgmma_f16s' (``tile.F16_SCALED``, 'tf32''s backward on the 16-bit pair) stages float16 copies
+instead: its counts are the 16-bit backward's on the copies, float32 gradients, and the pass that
+makes them (:func:`f16_scaled_staging`).
 
 These counts are what the algorithm asks of device memory. What DRAM serves is less when the
 L2 cache catches re-reads: :func:`flash_forward_dram` and :func:`flash_backward_dram` model the
@@ -38,7 +41,7 @@ from .checks import kernel_head_dim
 from .gpu.f16x3_stage import carries_lo, row_floats
 from .gpu.plan import dq_tile, head_dim_pad
 from .gpu.tf32_stage import padded_keys
-from .tile import F16_SPLIT, TileConfig, section_of, section_rows
+from .tile import F16_SCALED, F16_SPLIT, TileConfig, section_of, section_rows
 from .mask import Mask
 
 
@@ -173,7 +176,9 @@ def flash_backward(batch, T, S, d, dtype, causal, tile: TileConfig, deterministi
     """Bytes of the tiled backward (preprocess, main pass, and the dQ pass or accumulator).
     A staged kernel (:func:`staged_row_bytes`, always with its dQ pass): Q, dO, K and V staged
     once after the preprocess (which reads dO as given), then read in staged rows of whole tiles;
-    lse and D by rows as given."""
+    lse and D by rows as given. 'wgmma_f16s': :func:`_f16_scaled_backward`."""
+    if tile.kernel == F16_SCALED:
+        return _f16_scaled_backward(flash_backward, batch, T, S, d, causal, tile, deterministic)
     e = resolve_dtype(dtype).itemsize
     a = accum_dtype(resolve_dtype(dtype)).itemsize
     bm, bn = tile.block_m, tile.block_n
@@ -200,6 +205,30 @@ def flash_backward(batch, T, S, d, dtype, causal, tile: TileConfig, deterministi
     flops = attention_flops(batch, T, S, d, causal, backward=True)
     return Traffic(batch * read, batch * written, flops) + \
         op.staging(batch, [(T, pad_q)] * 2 + [(S, pad_k)] * 2)
+
+
+def stages_operands(kernel: str) -> bool:
+    """Whether a kernel family reads operands that a pass before its launch wrote: staged rows
+    (:func:`staged_row_bytes`) or 'wgmma_f16s''s float16 copies (:func:`f16_scaled_staging`)."""
+    return kernel == F16_SCALED or staged_row_bytes(kernel, 64) is not None
+
+
+def f16_scaled_staging(batch, T, S, d) -> Traffic:
+    """The pass before 'wgmma_f16s''s backward (gpu/f16_scaled.py ``cast``): max |x| of q, k, v
+    and dout (each read once), then float16 copies of q, k, v, out and dout (each read once and
+    written in halves)."""
+    maxima, copies = 2 * T + 2 * S, 3 * T + 2 * S
+    return Traffic(batch * (maxima + copies) * d * 4, batch * copies * d * 2, 0.0)
+
+
+def _f16_scaled_backward(model, batch, T, S, d, causal, tile, deterministic, **kw) -> Traffic:
+    """`model` (flash_backward or flash_backward_dram) of a 'wgmma_f16s' tile: the 16-bit pair
+    of the same tile on the float16 copies, its dq, dk, dv written in float32 (2 bytes an
+    element more), and the staging pass."""
+    inner = model(batch, T, S, d, "float16", causal, tile.replace(kernel="wgmma"),
+                  deterministic, **kw)
+    return inner + Traffic(0, batch * (T + 2 * S) * d * 2, 0.0) + \
+        f16_scaled_staging(batch, T, S, d)
 
 
 def _dq_tile(tile: TileConfig, d: int) -> TileConfig:
@@ -378,8 +407,13 @@ def flash_backward_dram(batch, T, S, d, dtype, causal, tile: TileConfig, determi
     Writes are the plain model's (each output once), except the atomic accumulator's write-backs
     as above. ncu counts fewer writes than this when dirty lines are still in L2 at kernel end.
     ``resident_blocks`` is the same for both kernels (None: :func:`resident_blocks_of` the
-    tile, a default, not each kernel's measured occupancy).
+    tile, a default, not each kernel's measured occupancy). 'wgmma_f16s':
+    :func:`_f16_scaled_backward`.
     """
+    if tile.kernel == F16_SCALED:
+        return _f16_scaled_backward(flash_backward_dram, batch, T, S, d, causal, tile,
+                                    deterministic, l2_bytes=l2_bytes,
+                                    resident_blocks=resident_blocks)
     if resident_blocks is None:
         resident_blocks = resident_blocks_of(tile, backward=True)
     plain = flash_backward(batch, T, S, d, dtype, causal, tile, deterministic)

@@ -50,7 +50,8 @@ PRODUCTS = {"tf32": 1, "tf32x3": 3}
 #: default of dense batches on sm_90 where tile.wgmma_f16x3_pays; NOTES.md v44-v48), and 'tf32'
 #: as one float16 product of such rows (the same kernels with F16Products<1>: the default
 #: backward of dense batches on sm_90 where tile.float32_wgmma_pays; v55-v56)
-ALSO = {"wgmma_tf32": "tf32", "wgmma_f16x3": "highest", "wgmma_f16x1": "tf32"}
+ALSO = {"wgmma_tf32": "tf32", "wgmma_f16x3": "highest", "wgmma_f16x1": "tf32",
+        "wgmma_f16s": "tf32"}
 
 
 #: float32's default: float32's accuracy (as 'ieee') at the TF32 tensor cores' speed where there

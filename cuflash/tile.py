@@ -15,7 +15,7 @@ from ._xp import dtype_name
 from .precision import FAMILY, PRODUCTS, STANDS_IN, check as _check_precision
 
 KERNELS = ("simt", "mma", "wgmma", "dmma", "tf32", "tf32x3", "wgmma_tf32", "wgmma_f16x3",
-           "wgmma_f16x1")
+           "wgmma_f16x1", "wgmma_f16s")
 
 #: float32 on Hopper's 16-bit warpgroup tensor cores, each row scaled by a power of two and split
 #: into float16 parts (kernels_cu/f16x3.cuh, F16Products): kernel family -> float16 products a
@@ -23,13 +23,18 @@ KERNELS = ("simt", "mma", "wgmma", "dmma", "tf32", "tf32x3", "wgmma_tf32", "wgmm
 #: v44-v54); 'wgmma_f16x1': precision 'tf32' (one product of 11-bit significands, as a TF32
 #: product: v55-v56). Same kernels, tiles and rules.
 F16_SPLIT = {"wgmma_f16x3": 3, "wgmma_f16x1": 1}
+#: float32 backward of precision 'tf32' on the 16-bit warp-specialized kernels themselves
+#: ('wgmma' tiles), run on float16 copies of q, k, v, dout and out, each scaled by one power of
+#: two, writing float32 gradients (cuflash/gpu/f16_scaled.py; NOTES.md v70-v71)
+F16_SCALED = "wgmma_f16s"
 #: The input dtypes each kernel family takes (on any GPU; the CPU twin holds tiles to it too, so
 #: that a tile that runs there runs on a GPU): the CUDA cores every dtype, the 16-bit tensor-core
 #: families float16 and bfloat16, dmma float64, and float32's tensor-core families float32
 FAMILY_DTYPES = {"simt": ("float16", "bfloat16", "float32", "float64"),
                  "mma": ("float16", "bfloat16"), "wgmma": ("float16", "bfloat16"),
                  "dmma": ("float64",), **{k: ("float32",) for k in
-                                          ("tf32", "tf32x3", "wgmma_tf32", *F16_SPLIT)}}
+                                          ("tf32", "tf32x3", "wgmma_tf32", *F16_SPLIT,
+                                           F16_SCALED)}}
 #: TileConfig's allowed warps (12: the warp-specialized wgmma forward) and stages
 NUM_WARPS = (1, 2, 4, 8, 12, 16)
 NUM_STAGES = (1, 2, 3, 4)
@@ -105,7 +110,9 @@ class TileConfig:
     backward tile, d <= 128, deterministic: the warp-specialized dK/dV shape, block_m = 64
     (d <= 64) or 32, block_n = 128 on 12 warps, 2 or 3 stages, whose dQ pass takes it
     transposed; v46, v54), 'wgmma_f16x1' (the same kernels with one float16 product a pair:
-    precision='tf32'; v56)."""
+    precision='tf32'; v56), 'wgmma_f16s' (float32 backward of precision='tf32' on the 16-bit
+    warp-specialized backward, 'wgmma''s tiles, on float16 copies scaled by one power of two a
+    tensor: F16_SCALED; v71)."""
 
     def __post_init__(self):
         for name in ("block_m", "block_n"):
@@ -133,7 +140,7 @@ class TileConfig:
         """A wgmma tile (16-bit, or float32 as TF32: 'wgmma_tf32') with a producer warpgroup
         beside its block_m / 64 consumer warpgroups: block_m = 16·num_warps - 64 (the forward's
         flash_fwd_wgmma_ws.cu)."""
-        return self.kernel in ("wgmma", "wgmma_tf32", *F16_SPLIT) and \
+        return self.kernel in ("wgmma", "wgmma_tf32", *F16_SPLIT, F16_SCALED) and \
             16 * self.num_warps == self.block_m + 64
 
     @property
@@ -141,7 +148,8 @@ class TileConfig:
         """As a backward tile: a wgmma dK/dV kernel with a producer warpgroup beside its
         block_n / 64 consumer warpgroups, block_n = 16·num_warps - 64 (flash_bwd_wgmma_ws.cu;
         its dQ pass takes the tile transposed)."""
-        return self.kernel in ("wgmma", *F16_SPLIT) and 16 * self.num_warps == self.block_n + 64
+        return self.kernel in ("wgmma", *F16_SPLIT, F16_SCALED) and \
+            16 * self.num_warps == self.block_n + 64
 
     def blocks_per_sm(self, backward: bool = False) -> int:
         """Blocks a multiprocessor the kernel of this tile is compiled to hold (its
@@ -548,6 +556,18 @@ def _wgmma_backward_tiles(head_dim: int, short: bool = False) -> list[TileConfig
     return first + [TileConfig(64, 128, 12, 2, "wgmma"), TileConfig(64, 64, 4, 2, "wgmma")]
 
 
+#: The widest head dim whose 'tf32' backward takes F16_SCALED by default: at d = 128 its dQ
+#: kernel, storing float32 from the fragments, spills 16 B under NVRTC 13 (sm_90a; NOTES.md v71)
+F16_SCALED_DEFAULT_MAX_D = 64
+
+
+def f16_scaled_tiles(head_dim: int, short: bool = False) -> list[TileConfig]:
+    """Tiles of F16_SCALED, preferred first: the 16-bit backward's warp-specialized tiles
+    (_wgmma_backward_tiles; ``short`` as there)."""
+    return [t.replace(kernel=F16_SCALED) for t in _wgmma_backward_tiles(head_dim, short)
+            if t.warp_specialized_dkdv]
+
+
 def check_dtype(tile: "TileConfig", dtype) -> None:
     """ValueError when ``tile``'s kernel family does not take ``dtype`` inputs (FAMILY_DTYPES)."""
     name = dtype_name(dtype)
@@ -593,6 +613,9 @@ def tile_candidates(head_dim: int, dtype, *, backward: bool = False, causal: boo
             # float32 as one float16 product of power-of-two-scaled rows (TF32's 11-bit
             # significands) on Hopper's 16-bit warpgroup tensor cores (NOTES.md v56)
             tiles = wgmma_f16x3_tiles(head_dim, True, "wgmma_f16x1") + tiles
+            if head_dim <= F16_SCALED_DEFAULT_MAX_D:
+                # ahead of them, the 16-bit backward itself on copies scaled per tensor (v71)
+                tiles = f16_scaled_tiles(head_dim, short) + tiles
         if prec == "tf32" and wgmma and staged and not backward and \
                 head_dim <= WGMMA_TF32_WIDE_D:
             # float32 as TF32 on Hopper's warpgroup tensor cores: 1.1-1.8x the mma.sync kernel
@@ -737,7 +760,7 @@ def default_dq_deterministic(tile: TileConfig, deterministic: bool) -> bool:
     """Whether the default backward on ``tile`` (``default_backward``'s choice) takes the
     deterministic dQ pass when ``deterministic`` is asked: always for True; for False on the wgmma
     tiles (measured faster than their atomic dQ, or they have none) and the TF32 tiles (none)."""
-    return bool(deterministic) or tile.kernel in ("wgmma", *F16_SPLIT, *PRODUCTS)
+    return bool(deterministic) or tile.kernel in ("wgmma", F16_SCALED, *F16_SPLIT, *PRODUCTS)
 
 
 @functools.lru_cache(maxsize=None)

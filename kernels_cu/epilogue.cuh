@@ -204,20 +204,19 @@ struct NoTile {
 };
 
 // The dK/dV kernels' end (a KeyBlock `kb`, block.cuh: one key tile and a chunk of the query heads
-// of kv head hk): dK = scale · Σ_h Σ_i dS_ijᵀ Q_i and dV = Σ_h Σ_i P_ijᵀ dO_i over the G query heads
-// h of hk (zero where no query saw the tile); dk_tile, dv_tile hold the sums over this block's
+// of kv head hk): dK = dk_scale · Σ_h Σ_i dS_ijᵀ Q_i and dV = dv_scale · Σ_h Σ_i P_ijᵀ dO_i over
+// the G query heads h of hk (zero where no query saw the tile; params.cuh: the factors); dk_tile, dv_tile hold the sums over this block's
 // chunk (each(f): f(row, column, value) for each of this thread's elements).
 // One chunk per group: direct() stores them (each family's own store).
 // Several: the chunks' blocks of the tile take turns in the order of their rank (a counter per
 // key tile, p.dkdv_sem, zeroed). Rank 0 writes its sums to float accumulators (p.dk_accum,
 // p.dv_accum, shaped and strided as dk and dv), the ranks after it add theirs, the last adds its
-// own and stores dK, dV in T. The same order on every run, so the sum is deterministic; no
+// own and stores dK, dV (P::Grad, params.cuh). The same order on every run, so the sum is deterministic; no
 // G-times buffer. A block waits only for blocks of lower grid index, which the GPU dispatches
 // first.
-template <typename T, class P, class KB, class Direct, class TK, class TV>
+template <class P, class KB, class Direct, class TK, class TV>
 __device__ __forceinline__ void store_dkdv(const P& p, const KB& kb, Direct&& direct,
                                            const TK& dk_tile, const TV& dv_tile) {
-    using Acc = decltype(p.scale);
     if (kb.ranks == 1) {
         direct();
         return;
@@ -229,12 +228,12 @@ __device__ __forceinline__ void store_dkdv(const P& p, const KB& kb, Direct&& di
         while (ld_acquire_gpu(counter) != rank) {
         }
     __syncthreads();
-    group_sum_turn<T>(dk_tile, kb.seq.k_row(p.dk_accum, p.dk_stride, kb.j0),
-                      kb.seq.k_row(p.dk, p.dk_stride, kb.j0), int(p.dk_stride[2]), p.scale,
-                      kb.rows, p.d, first, last);
-    group_sum_turn<T>(dv_tile, kb.seq.k_row(p.dv_accum, p.dv_stride, kb.j0),
-                      kb.seq.k_row(p.dv, p.dv_stride, kb.j0), int(p.dv_stride[2]), Acc(1),
-                      kb.rows, p.d, first, last);
+    group_sum_turn<typename P::Grad>(dk_tile, kb.seq.k_row(p.dk_accum, p.dk_stride, kb.j0),
+                                     kb.seq.k_row(p.dk, p.dk_stride, kb.j0),
+                                     int(p.dk_stride[2]), p.dk_scale, kb.rows, p.d, first, last);
+    group_sum_turn<typename P::Grad>(dv_tile, kb.seq.k_row(p.dv_accum, p.dv_stride, kb.j0),
+                                     kb.seq.k_row(p.dv, p.dv_stride, kb.j0),
+                                     int(p.dv_stride[2]), p.dv_scale, kb.rows, p.d, first, last);
     if (!last) {
         __threadfence();
         __syncthreads();
@@ -243,17 +242,18 @@ __device__ __forceinline__ void store_dkdv(const P& p, const KB& kb, Direct&& di
 }
 
 // store_dkdv of the tensor-core kernels: this warp's 16 keys from wkey, C fragments dK, dV
-template <typename T, int NO, class P, class KB>
+template <int NO, class P, class KB>
 __device__ __forceinline__ void store_dkdv_fragments(const P& p, const KB& kb,
                                                      const float (&dK)[NO][4],
                                                      const float (&dV)[NO][4], int wkey, int lane) {
-    store_dkdv<T>(
+    using G = typename P::Grad;
+    store_dkdv(
         p, kb,
         [&] {
-            store_rows_direct<T, NO>(kb.seq.k_row(p.dk, p.dk_stride, kb.j0), p.d,
-                                     int(p.dk_stride[2]), kb.rows, dK, p.scale, wkey, lane);
-            store_rows_direct<T, NO>(kb.seq.k_row(p.dv, p.dv_stride, kb.j0), p.d,
-                                     int(p.dv_stride[2]), kb.rows, dV, 1.f, wkey, lane);
+            store_rows_direct<G, NO>(kb.seq.k_row(p.dk, p.dk_stride, kb.j0), p.d,
+                                     int(p.dk_stride[2]), kb.rows, dK, p.dk_scale, wkey, lane);
+            store_rows_direct<G, NO>(kb.seq.k_row(p.dv, p.dv_stride, kb.j0), p.d,
+                                     int(p.dv_stride[2]), kb.rows, dV, p.dv_scale, wkey, lane);
         },
         Fragments<NO>{dK, wkey, lane}, Fragments<NO>{dV, wkey, lane});
 }
@@ -271,18 +271,21 @@ struct FragmentsIf {
 
 // The same for a warp that holds one of them (is_dk: dK, else dV) of its 16 keys from wkey; a
 // warp holding the other stores it in the same call (every thread of the block takes part)
-template <typename T, int NO, class P, class KB>
+template <int NO, class P, class KB>
 __device__ __forceinline__ void store_dkdv_one(const P& p, const KB& kb, const float (&acc)[NO][4],
                                                bool is_dk, int wkey, int lane) {
-    store_dkdv<T>(
+    using G = typename P::Grad;
+    store_dkdv(
         p, kb,
         [&] {
             if (is_dk)
-                store_rows_direct<T, NO>(kb.seq.k_row(p.dk, p.dk_stride, kb.j0), p.d,
-                                         int(p.dk_stride[2]), kb.rows, acc, p.scale, wkey, lane);
+                store_rows_direct<G, NO>(kb.seq.k_row(p.dk, p.dk_stride, kb.j0), p.d,
+                                         int(p.dk_stride[2]), kb.rows, acc, p.dk_scale, wkey,
+                                         lane);
             else
-                store_rows_direct<T, NO>(kb.seq.k_row(p.dv, p.dv_stride, kb.j0), p.d,
-                                         int(p.dv_stride[2]), kb.rows, acc, 1.f, wkey, lane);
+                store_rows_direct<G, NO>(kb.seq.k_row(p.dv, p.dv_stride, kb.j0), p.d,
+                                         int(p.dv_stride[2]), kb.rows, acc, p.dv_scale, wkey,
+                                         lane);
         },
         FragmentsIf<NO>{{acc, wkey, lane}, is_dk}, FragmentsIf<NO>{{acc, wkey, lane}, !is_dk});
 }

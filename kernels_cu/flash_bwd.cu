@@ -88,18 +88,18 @@ struct DkdvSimt : TileKernel<DkdvSimt<T, DP, BLOCK_M, BLOCK_N, NT, ATOMIC_DQ, V>
                     // -- dQ_i += dS_ij K_j · scale, summed over key tiles by atomics
                     QTile dQ;
                     dQ.template set_tile<true, LDQ, LD, BLOCK_N>(sm.dst, sm.k);
-                    dQ.atomic_add(p.dq_accum + head.seq.row(i0) * d, min(BLOCK_M, head.seq.T_len - i0), d, p.scale);
+                    dQ.atomic_add(p.dq_accum + head.seq.row(i0) * d, min(BLOCK_M, head.seq.T_len - i0), d, p.dq_scale);
                 }
             });
         // -- dK_j = scale · Σ_h Σ_i dS_ijᵀ Q_i; dV_j = Σ_h Σ_i P_ijᵀ dO_i over the group's heads h
         //    (zero if no query sees the tile)
-        store_dkdv<T>(
+        store_dkdv(
             p, kb,
             [&] {
                 dK.store(kb.seq.k_row(p.dk, p.dk_stride, j0), kb.rows, d, p.dk_stride[2],
-                         [&](int) { return p.scale; });
+                         [&](int) { return p.dk_scale; });
                 dV.store(kb.seq.k_row(p.dv, p.dv_stride, j0), kb.rows, d, p.dv_stride[2],
-                         [&](int) { return Acc(1); });
+                         [&](int) { return p.dv_scale; });
             },
             dK, dV);
     }
@@ -165,7 +165,7 @@ struct DqSimt : TileKernel<DqSimt<T, DP, BLOCK_M, BLOCK_N, NT, V>> {
             dQ.template add_tile<false, LDP, LD, BLOCK_N>(sm.ds, sm.kv.k[0]);
             keys.release();
         }
-        dQ.store(blk.seq.q_row(p.dq, p.dq_stride, i0), blk.rows, d, p.dq_stride[2], [&](int) { return p.scale; });
+        dQ.store(blk.seq.q_row(p.dq, p.dq_stride, i0), blk.rows, d, p.dq_stride[2], [&](int) { return p.dq_scale; });
     }
 };
 

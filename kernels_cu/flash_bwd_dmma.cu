@@ -75,8 +75,8 @@ struct DkdvDmma : TileKernel<DkdvDmma<T, DP, BLOCK_M, BLOCK_N, NT, STAGES, V>> {
         // -- dK_j = scale · Σ_h Σ_i dS_ijᵀ Q_i, dV_j = Σ_h Σ_i P_ijᵀ dO_i over the group's heads
         double fk[MK], fv[MK];
 #pragma unroll
-        for (int m = 0; m < MK; ++m) { fk[m] = p.scale; fv[m] = 1.0; }
-        store_dkdv<T>(
+        for (int m = 0; m < MK; ++m) { fk[m] = p.dk_scale; fv[m] = p.dv_scale; }
+        store_dkdv(
             p, kb,
             [&] {
                 store_drows<MK, NO>(kb.seq.k_row(p.dk, p.dk_stride, j0), d, p.dk_stride[2],
@@ -140,7 +140,7 @@ struct DqDmma : TileKernel<DqDmma<T, DP, BLOCK_M, BLOCK_N, NT, STAGES, V>> {
         // -- dQ_i = scale · Σ_j dS_ij K_j
         double f[MT];
 #pragma unroll
-        for (int m = 0; m < MT; ++m) f[m] = p.scale;
+        for (int m = 0; m < MT; ++m) f[m] = p.dq_scale;
         store_drows<MT, NO>(blk.seq.q_row(p.dq, p.dq_stride, i0), d, p.dq_stride[2], blk.rows, dQ,
                             f, wrow, lane);
     }

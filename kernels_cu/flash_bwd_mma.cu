@@ -148,8 +148,8 @@ struct DkdvMma : TileKernel<DkdvMma<T, DP, BLOCK_M, BLOCK_N, NT, STAGES, ATOMIC_
                             for (int n = 0; n < 4; ++n) {
                                 const int c = c0 + n * 8 + 2 * t4;
                                 if (c < d) {
-                                    atomicAdd(dq_accum + size_t(r) * d + c, dq[n][2 * h] * p.scale);
-                                    atomicAdd(dq_accum + size_t(r) * d + c + 1, dq[n][2 * h + 1] * p.scale);
+                                    atomicAdd(dq_accum + size_t(r) * d + c, dq[n][2 * h] * p.dq_scale);
+                                    atomicAdd(dq_accum + size_t(r) * d + c + 1, dq[n][2 * h + 1] * p.dq_scale);
                                 }
                             }
                         }
@@ -158,7 +158,7 @@ struct DkdvMma : TileKernel<DkdvMma<T, DP, BLOCK_M, BLOCK_N, NT, STAGES, ATOMIC_
                 }
             });
 
-        store_dkdv_fragments<T>(p, kb, dK, dV, wkey, lane);   // dK_j, dV_j summed over the group
+        store_dkdv_fragments(p, kb, dK, dV, wkey, lane);   // dK_j, dV_j summed over the group
     }
 };
 
@@ -221,7 +221,7 @@ struct DqMma : TileKernel<DqMma<T, DP, BLOCK_M, BLOCK_N, NT, STAGES, V, Products
         // -- dQ_i = scale · Σ_j dS_ij K_j, staged in this warp's own Q rows for 16-byte stores
         float f[MT][2];
 #pragma unroll
-        for (int mt = 0; mt < MT; ++mt) f[mt][0] = f[mt][1] = p.scale;
+        for (int mt = 0; mt < MT; ++mt) f[mt][0] = f[mt][1] = p.dq_scale;
         store_rows_staged<T, MT, NO, DP>(blk.seq.q_row(p.dq, p.dq_stride, i0), d, p.dq_stride[2],
                                          blk.rows, dQ, f, sm.q,
                                          [](int r, int c) { return tile_at<LDS>(r, c); }, wrow,

@@ -123,8 +123,8 @@ struct DkdvTf32 : TileKernel<DkdvTf32<T, DP, BLOCK_M, BLOCK_N, NT, STAGES, V, Pr
             });
 
         // dK_j, dV_j summed over the group (pair: the S-warp's dK array holds dV)
-        if constexpr (!PAIR) store_dkdv_fragments<T>(p, kb, dK[0], dV[0], wkey, lane);
-        else store_dkdv_one<T>(p, kb, dK[0], !s_warp, wkey, lane);
+        if constexpr (!PAIR) store_dkdv_fragments(p, kb, dK[0], dV[0], wkey, lane);
+        else store_dkdv_one(p, kb, dK[0], !s_warp, wkey, lane);
     }
 };
 

@@ -54,7 +54,7 @@ struct DkdvWgmma : TileKernel<DkdvWgmma<T, DP, BLOCK_M, BLOCK_N, NT, STAGES, V>,
                 Step::run(dK, dV, sKw, sVw, head, t, i0, j0 + wkey, lane, staged);
             });
 
-        store_dkdv_fragments<T>(p, kb, dK, dV, wkey, lane);   // dK_j, dV_j summed over the group
+        store_dkdv_fragments(p, kb, dK, dV, wkey, lane);   // dK_j, dV_j summed over the group
     }
 };
 
@@ -95,7 +95,7 @@ struct DqWgmma : TileKernel<DqWgmma<T, DP, BLOCK_M, BLOCK_N, NT, STAGES, V>, 102
         keys.drain();
 
         // -- dQ_i = scale · Σ_j dS_ij K_j, staged in this warp's own Q rows for 16-byte stores
-        float f[1][2] = {{p.scale, p.scale}};
+        float f[1][2] = {{p.dq_scale, p.dq_scale}};
         store_rows_staged<T, 1, NO, DP>(blk.seq.q_row(p.dq, p.dq_stride, i0), d, p.dq_stride[2], blk.rows,
                                         dQ, f, sm.q,
                                         [](int r, int c) { return sw128<BLOCK_M>(r, c); }, wrow, lane);

@@ -55,7 +55,8 @@ struct DqPanels {
 template <int N>
 struct DqPanels<N, false> {};
 
-template <typename T, int DP, int BLOCK_M, int BLOCK_N, int NT, int STAGES, bool ATOMIC_DQ, class V>
+template <typename T, int DP, int BLOCK_M, int BLOCK_N, int NT, int STAGES, bool ATOMIC_DQ, class V,
+          typename G = T>
 struct DkdvWgmmaWs {
     // Every tile of an unpacked run by the copy engine (the host copies arrays it cannot map,
     // ops._backward_maps); a packed batch's tiles by cp.async
@@ -77,7 +78,7 @@ struct DkdvWgmmaWs {
     // with the same reductions (v32); else tile n's whole product on warpgroup n % 2, the other
     // going on (v20)
     static constexpr bool kSplitDq = kTmaDq && DP / 64 == Ws::NC;
-    using Params = BwdParams<T, float>;
+    using Params = BwdParams<T, float, G>;   // G: the gradients' type (params.cuh)
     using Block = KeyBlock<BLOCK_N, V, Params>;
     using Head = GroupHead<BLOCK_M, BLOCK_N, V, Params, float>;
     using Step = WgmmaDkdvStep<T, DP, BLOCK_M, BLOCK_N>;
@@ -111,7 +112,7 @@ struct DkdvWgmmaWs {
                 else produce(p, kb, sm);
                 // a group sum over ranks (ranks > 1) meets at block barriers: the producer takes
                 // part with nothing to add
-                store_dkdv<T>(p, kb, [] {}, NoTile{}, NoTile{});
+                store_dkdv(p, kb, [] {}, NoTile{}, NoTile{});
             },
             [&] { consume(p, kb, sm); });
     }
@@ -191,7 +192,7 @@ struct DkdvWgmmaWs {
         });
         if constexpr (kTmaDq)   // the reductions done before the block's shared memory goes
             if (threadIdx.x % 128 == 0) bulk_wait<0>();
-        store_dkdv_fragments<T>(p, kb, dK, dV, wkey, lane);   // dK_j, dV_j summed over the group
+        store_dkdv_fragments(p, kb, dK, dV, wkey, lane);   // dK_j, dV_j summed over the group
     }
 
     // -- atomic dQ (deterministic=False; FlashAttention-2's order of work, on wgmma): after each
@@ -256,8 +257,8 @@ struct DkdvWgmmaWs {
 #pragma unroll
                 for (int jn = 0; jn < 8; ++jn)
                     if (pn * 64 + jn * 8 + 2 * t4 < p.d)
-                        red_add_v2(row + jn * 8, acc[jn][2 * h] * p.scale,
-                                   acc[jn][2 * h + 1] * p.scale);
+                        red_add_v2(row + jn * 8, acc[jn][2 * h] * p.dq_scale,
+                                   acc[jn][2 * h + 1] * p.dq_scale);
             }
         };
         fence_proxy_async();   // the stmatrix stores, before wgmma reads them
@@ -299,7 +300,7 @@ struct DkdvWgmmaWs {
                 const int col = jn * 8 + 2 * t4;   // 0..63: box col / 32
                 *reinterpret_cast<float2*>(box + (col >> 5) * 64 * 32 * 4 +
                                            sw128_f32(row, col & 31)) =
-                    make_float2(acc[jn][2 * h] * p.scale, acc[jn][2 * h + 1] * p.scale);
+                    make_float2(acc[jn][2 * h] * p.dq_scale, acc[jn][2 * h + 1] * p.dq_scale);
             }
         }
         fence_proxy_async();   // the stores, before the engine reads them
@@ -320,12 +321,13 @@ struct DkdvWgmmaWs {
 // warpgroups 1..NC each own 64 queries and run the wgmma dQ step (WgmmaDqStep) against each
 // K/V tile, handing the buffer back after their dQ product. Grid: (query tiles, sequences·heads)
 // (block.cuh, QueryBlock). Block: NT = 128·(NC + 1) threads, BLOCK_M = 64·NC queries.
-template <typename T, int DP, int BLOCK_M, int BLOCK_N, int NT, int STAGES, class V>
+template <typename T, int DP, int BLOCK_M, int BLOCK_N, int NT, int STAGES, class V,
+          typename G = T>
 struct DqWgmmaWs {
     // Queries 64·c .. of the tile on consumer warpgroup c, K/V tiles through a ring (barrier.cuh);
     // the consumers' registers hold dQ (DP / 2 floats per thread), S and dP
     using Ws = WarpSpecialized<DP, BLOCK_M, NT, STAGES, 216>;
-    using Params = BwdParams<T, float>;
+    using Params = BwdParams<T, float, G>;   // G: the gradients' type (params.cuh)
     using Block = QueryBlock<BLOCK_M, V, Params, float>;
     using Step = WgmmaDqStep<T, DP, BLOCK_M, BLOCK_N>;
     using Tiles = typename Ws::Tiles;   // the producer warpgroup's copies
@@ -411,13 +413,18 @@ struct DqWgmmaWs {
                       lse2, Dr, blk.mask, blk.score, blk.template needs_mask<BLOCK_N>(kv, t, j0));
             sm.kv_bar.empty[r.stage].arrive_per_warp();
         }
-        // -- dQ_i = scale · Σ_j dS_ij K_j, staged in this warp's own Q rows (its products are
-        //    done with them) for 16-byte stores
-        float f[1][2] = {{p.scale, p.scale}};
-        store_rows_staged<T, 1, Step::NO, DP>(blk.seq.q_row(p.dq, p.dq_stride, blk.i0), p.d,
-                                              p.dq_stride[2], blk.rows, dQ, f, sm.q,
-                                              [](int r, int c) { return sw128<BLOCK_M>(r, c); },
-                                              wrow, lane);
+        // -- dQ_i = dq_scale · Σ_j dS_ij K_j: in T staged in this warp's own Q rows (its products
+        //    are done with them) for 16-byte stores; in float (G) straight from the fragments
+        G* dq = blk.seq.q_row(p.dq, p.dq_stride, blk.i0);
+        if constexpr (sizeof(G) == sizeof(T)) {
+            float f[1][2] = {{p.dq_scale, p.dq_scale}};
+            store_rows_staged<T, 1, Step::NO, DP>(dq, p.d, p.dq_stride[2], blk.rows, dQ, f, sm.q,
+                                                  [](int r, int c) { return sw128<BLOCK_M>(r, c); },
+                                                  wrow, lane);
+        } else {
+            store_rows_direct<G, Step::NO>(dq, p.d, int(p.dq_stride[2]), blk.rows, dQ[0],
+                                           p.dq_scale, wrow, lane);
+        }
     }
 };
 

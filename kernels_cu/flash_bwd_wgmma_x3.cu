@@ -159,7 +159,7 @@ struct DkdvWgmmaX3 : F16ProductKernel<T, V> {
             sm.q_bar.full[s].arrive_after_copies();   // its scale, lse2 and D stores too
         });
         cp_async_wait<0>();   // nothing in flight when the producer's threads end
-        store_dkdv<T>(p, kb, [] {}, NoTile{}, NoTile{});   // a group sum's turns: nothing to add
+        store_dkdv(p, kb, [] {}, NoTile{}, NoTile{});   // a group sum's turns: nothing to add
     }
 
     // Panel h (columns 64·h ..) of this tile's dV (DV) and / or dK (DK) from zero, added to the
@@ -261,7 +261,7 @@ struct DkdvWgmmaX3 : F16ProductKernel<T, V> {
                 if (last) sm.q_bar.empty[s].arrive_per_warp();
             }
         });
-        store_dkdv_fragments<T>(p, kb, dK, dV, wkey, lane);   // dK_j, dV_j summed over the group
+        store_dkdv_fragments(p, kb, dK, dV, wkey, lane);   // dK_j, dV_j summed over the group
     }
 };
 
@@ -410,7 +410,7 @@ struct DqWgmmaX3 : F16ProductKernel<T, V> {
         }
         // -- dQ_i = scale · Σ_j dS_ij K_j
         store_rows_direct<T, NO>(blk.seq.q_row(p.dq, p.dq_stride, blk.i0), p.d,
-                                 int(p.dq_stride[2]), blk.rows, dQ, p.scale, wrow, lane);
+                                 int(p.dq_stride[2]), blk.rows, dQ, p.dq_scale, wrow, lane);
     }
 };
 

@@ -131,8 +131,10 @@ typedef TensorMap BwdTensorMaps[5];   // q, k, v, dout, dq_accum (float, atomic 
     CUFLASH_COMMON_FIELDS(X)
 
 // The backward: the forward's q, k, v, out, lse and dout in; D = rowsum(dO ∘ O) (lse's layout)
-// written by the preprocess and read by the others; dq, dk, dv out (dk, dv: one per kv head,
-// summed over its group); dq_accum (lse's rows × d), zeroed, summed by atomics when dQ is
+// written by the preprocess and read by the others; dq, dk, dv out in G (T, or float for
+// precision 'tf32' on the 16-bit kernels: cuflash/gpu/f16_scaled.py; dk, dv: one per kv head,
+// summed over its group), each the sum of its products times its factor: dq_scale, dk_scale
+// (scale, or the copies' factors) and dv_scale (1, or the copies'); dq_accum (lse's rows × d), zeroed, summed by atomics when dQ is
 // accumulated in the dK/dV kernel (deterministic=False). A dK/dV block walks group_chunk query
 // heads of a group; with group_chunk < group, dk_accum and dv_accum (float, shaped and strided
 // as dk and dv) and dkdv_sem (one counter per sequence, kv head and key tile, zeroed) carry the
@@ -151,9 +153,12 @@ typedef TensorMap BwdTensorMaps[5];   // q, k, v, dout, dq_accum (float, atomic 
     X(const T*, dout)                       \
     X(const Acc*, lse)                      \
     X(Acc*, D)                              \
-    X(T*, dq)                               \
-    X(T*, dk)                               \
-    X(T*, dv)                               \
+    X(G*, dq)                               \
+    X(G*, dk)                               \
+    X(G*, dv)                               \
+    X(Acc, dq_scale)                        \
+    X(Acc, dk_scale)                        \
+    X(Acc, dv_scale)                        \
     X(Acc*, dq_accum)                       \
     X(Acc*, dk_accum)                       \
     X(Acc*, dv_accum)                       \
@@ -178,10 +183,11 @@ struct FwdParams {
     CUFLASH_FWD_FIELDS(CUFLASH_DECLARE_FIELD)
 };
 
-template <typename T, typename Acc_>
+template <typename T, typename Acc_, typename G = T>
 struct BwdParams {
     using Elem = T;
     using Acc = Acc_;
+    using Grad = G;   // dq, dk, dv's type
     CUFLASH_BWD_FIELDS(CUFLASH_DECLARE_FIELD)
 };
 

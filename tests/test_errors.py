@@ -230,7 +230,7 @@ _BAD_TILES = [
     ("num_warps", 4.0, "TileConfig.num_warps=4.0 must be one of"),
     ("num_stages", np.array(2), r"TileConfig.num_stages=array\(2\) must be one of"),
     ("num_warps", np.array([4]), r"TileConfig.num_warps=array\(\[4\]\) must be one of"),
-    ("kernel", "foo", "TileConfig.kernel='foo' must be one of \\('simt', 'mma', 'wgmma', 'dmma', 'tf32', 'tf32x3', 'wgmma_tf32', 'wgmma_f16x3', 'wgmma_f16x1'\\)"),
+    ("kernel", "foo", "TileConfig.kernel='foo' must be one of \\('simt', 'mma', 'wgmma', 'dmma', 'tf32', 'tf32x3', 'wgmma_tf32', 'wgmma_f16x3', 'wgmma_f16x1', 'wgmma_f16s'\\)"),
     ("kernel", "SIMT", "TileConfig.kernel='SIMT' must be one of"),
 ]
 

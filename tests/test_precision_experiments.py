@@ -15,7 +15,7 @@ import pytest
 import cuflash
 from cuflash import cli, oracle
 from cuflash.precision import PRECISIONS, of_family
-from cuflash.tile import F16_SPLIT, float32_wgmma_pays
+from cuflash.tile import F16_SCALED, F16_SPLIT, float32_wgmma_pays
 from cuflash.experiments import hostmem, measure, report, results, runner, schema, variants
 from cuflash.experiments.plots import with_ratio
 from cuflash.experiments.points import KEY_COLUMNS, Point, enumerate_points, point_of_row
@@ -450,12 +450,12 @@ def test_shipped_precision_experiments():
             # the kernel cuflash.attention's default runs there (a dense batch): float32's
             # Hopper warpgroup kernels where tile.float32_wgmma_pays, each pass by its own rule
             bwd = p.pass_ == "backward"
-            warpgroup = tile.kernel in ("wgmma_tf32", *F16_SPLIT)
+            warpgroup = tile.kernel in ("wgmma_tf32", F16_SCALED, *F16_SPLIT)
             assert warpgroup == float32_wgmma_pays(p.precision, p.head_dim, p.kv_len, bwd), \
                 p.describe()
     hopper = {(p.pass_, p.precision): p.bwd_tile or p.fwd_tile for p in flash
               if p.precision and p.head_dim == 64 and p.seq_len == 4096 and not p.causal}
-    assert hopper[("backward", "tf32")].kernel == "wgmma_f16x1"
+    assert hopper[("backward", "tf32")].kernel == F16_SCALED   # d = 64 (NOTES v71)
     assert hopper[("backward", "highest")].kernel == "wgmma_f16x3"
     assert hopper[("forward", "highest")].kernel == "wgmma_f16x3"
     assert hopper[("forward", "tf32")].kernel == "wgmma_f16x1"   # d = 64: x1 (NOTES v62)

@@ -14,8 +14,9 @@ import pytest
 import cuflash
 from cuflash import TileConfig, precision
 from cuflash.gpu import build, plan
-from cuflash.tile import (F16_SPLIT, WGMMA_F16X1_FWD_MIN_D, WGMMA_F16X3_BWD_MAX_D, WGMMA_F16X3_MIN_KEYS,
-                          default_backward, default_tile, float32_wgmma_pays, wgmma_f16x3_tiles,
+from cuflash.tile import (F16_SCALED_DEFAULT_MAX_D, F16_SPLIT, WGMMA_F16X1_FWD_MIN_D,
+                          WGMMA_F16X3_BWD_MAX_D, WGMMA_F16X3_MIN_KEYS, default_backward,
+                          default_tile, f16_scaled_tiles, float32_wgmma_pays, wgmma_f16x3_tiles,
                           x3_dq_block_n)
 
 from helpers import (  # noqa: F401 (poison_gpu_outputs: autouse fixture)
@@ -136,7 +137,8 @@ def test_two_block_kernels_compile_in_half_the_registers():
 
 def test_tf32_default_backward_where_it_pays():
     """'tf32''s default backward on sm_90 where the caller says its batch is dense (staged): the
-    x1 pair up to d = 128 (deterministic, even when deterministic=False is asked); elsewhere and
+    x1 pair above F16_SCALED_DEFAULT_MAX_D up to d = 128 (deterministic, even when
+    deterministic=False is asked; narrower: 'wgmma_f16s', test_f16_scaled.py); elsewhere and
     wider, the mma.sync TF32 pair. Its forward: the x1 kernel from WGMMA_F16X1_FWD_MIN_D to 128
     where staged on sm_90, else the TF32 kernels."""
     for d in (16, 64, 96, 128):
@@ -144,7 +146,9 @@ def test_tf32_default_backward_where_it_pays():
             smem = plan.SMEM_LIMIT[arch]
             bwd, det = default_backward(d, "float32", arch=arch, smem_limit=smem, staged=staged,
                                         deterministic=False, precision="tf32")
-            if staged and arch == "sm_90":
+            if staged and arch == "sm_90" and d <= F16_SCALED_DEFAULT_MAX_D:
+                assert (bwd, det) == (f16_scaled_tiles(d)[0], True), d
+            elif staged and arch == "sm_90":
                 assert (bwd, det) == (wgmma_f16x3_tiles(d, True, "wgmma_f16x1")[0], True), d
             else:
                 assert bwd.kernel == "tf32", (d, staged, arch, bwd)
@@ -165,7 +169,8 @@ def test_tf32_default_backward_where_it_pays():
 
 def test_api_asks_for_x1_only_for_dense_batches(monkeypatch):
     """The API's side: attention_backward with precision='tf32' on a dense batch from
-    WGMMA_F16X3_MIN_KEYS keys takes the x1 pair, a shorter or packed one the mma.sync pair.
+    WGMMA_F16X3_MIN_KEYS keys takes the x1 pair (at d = 64 'wgmma_f16s', its short tile for 8
+    queries), a shorter or packed one the mma.sync pair.
     NumPy arrays on a device the API is told about (sm_90): no GPU needed."""
     from cuflash import api, checks
     monkeypatch.setattr(api, "_device",
@@ -177,7 +182,8 @@ def test_api_asks_for_x1_only_for_dense_batches(monkeypatch):
         k = np.zeros((1, 2, S, d), np.float32)
         p = checks.check_qkv(q, k, k, causal=False, scale=None)
         bwd = api._backward_choice(p, None, True, "tf32", dense=True)[0]
-        want = wgmma_f16x3_tiles(d, True, "wgmma_f16x1")[0] if S >= n else None
+        want = None if S < n else f16_scaled_tiles(d, True)[0] if d <= 64 else \
+            wgmma_f16x3_tiles(d, True, "wgmma_f16x1")[0]
         assert bwd == want if want else bwd.kernel == "tf32", (d, S, bwd)
         assert api._backward_choice(p, None, True, "tf32")[0].kernel == "tf32"
 
@@ -304,7 +310,7 @@ def test_wgmma_f16x1_variants_and_gqa(cp, opts, d, warps):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("d", [64, WGMMA_F16X3_BWD_MAX_D])
+@pytest.mark.parametrize("d", [WGMMA_F16X3_BWD_MAX_D])
 def test_tf32_default_backward_takes_x1_where_it_pays(cp, d):
     """precision='tf32' with tile=None: on sm_90 a dense batch from WGMMA_F16X3_MIN_KEYS keys runs
     the x1 pair (the bits of its tile named); one key fewer runs the mma.sync TF32 pair (its

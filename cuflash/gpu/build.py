@@ -103,6 +103,11 @@ def kernel_type(spec: KernelSpec) -> str:
                                     (fam == "wgmma" and spec.warp_specialized)):
         args.append(str(spec.atomic_dq).lower())
     args.append(spec.variant.cpp())
+    if spec.float_grads:   # float32 gradients (params.cuh, G): the warp-specialized pair only
+        if not spec.warp_specialized or fam != "wgmma":
+            raise ValueError(f"{spec.name}: float32 gradients come from the 16-bit "
+                             f"warp-specialized backward only")
+        args.append("float")
     if fam in PRODUCTS:   # float32 on TF32 tensor cores: the products of a precision (tf32.cuh)
         args.append(f"cuflash::Tf32Products<{PRODUCTS[fam]}>")
     if F16_SPLIT.get(fam, 3) != 3:   # float16 products of split rows (f16x3.cuh; 3: the default)
@@ -111,8 +116,10 @@ def kernel_type(spec: KernelSpec) -> str:
 
 
 def _params_type(spec: KernelSpec) -> str:
-    struct = "FwdParams" if spec.role == "fwd" else "BwdParams"
-    return f"cuflash::{struct}<{spec.ctype}, {_acc(spec.dtype)}>"
+    if spec.role == "fwd":
+        return f"cuflash::FwdParams<{spec.ctype}, {_acc(spec.dtype)}>"
+    grads = ", float" if spec.float_grads else ""
+    return f"cuflash::BwdParams<{spec.ctype}, {_acc(spec.dtype)}{grads}>"
 
 
 _EXPANDED: dict = {}

@@ -19,8 +19,8 @@ import numpy as np
 from .. import checks, device
 from .._xp import accum_dtype, dtype_name
 from ..mask import UNBOUNDED
-from ..tile import F16_SPLIT, section_rows
-from . import build, f16x3_stage, params, plan, tf32_stage, tma, views
+from ..tile import F16_SCALED, F16_SPLIT, section_rows
+from . import build, f16_scaled, f16x3_stage, params, plan, tf32_stage, tma, views
 
 _LOG2E = 1.4426950408889634
 _MAX_GRID_Y = 65535
@@ -208,12 +208,14 @@ def _args(spec, packed, layout, fields, mod, T, S, keep: list):
 
 
 def _common(p, *, batch, heads, group, T, S, d, acc, cu_q=None, cu_k=None, lse_stride,
-            num_splits=1, itemsize, device_id, wave_q=1, wave_k=1) -> dict:
+            num_splits=1, itemsize, device_id, wave_q=1, wave_k=1, scale=None) -> dict:
     """The fields every pass shares (CUFLASH_COMMON_FIELDS): the shapes and packing, the options
     of a checks.Problem or VarlenProblem (mask, scale, score modifiers, mask_mod), and the order
     blocks start in (tile.section_rows, for rows that stream max(T, S) rows of two d-wide
     operands of ``itemsize`` bytes; wave_q, wave_k: the resident blocks of the pass's query-tile
-    and key-tile kernels, _ready)."""
+    and key-tile kernels, _ready); scale: the kernels' softmax scale where it is not the
+    problem's (f16_scaled's copies)."""
+    scale = p.scale if scale is None else scale
     sched = _SCHED_ROWS or section_rows(2 * max(T, S) * d * itemsize,
                                         device.current(device_id).l2_bytes)
     m = p.mask
@@ -225,7 +227,7 @@ def _common(p, *, batch, heads, group, T, S, d, acc, cu_q=None, cu_k=None, lse_s
                 batch=batch, heads=heads, group=group, T_len=T, S_len=S, d=d,
                 window_left=UNBOUNDED if m.left is None else m.left,   # (Mask: < UNBOUNDED)
                 window_right=UNBOUNDED if m.right is None else m.right,
-                scale=acc.type(p.scale), scale_log2=acc.type(p.scale * _LOG2E),
+                scale=acc.type(scale), scale_log2=acc.type(scale * _LOG2E),
                 softcap=acc.type(p.softcap or 0.0), num_splits=num_splits, sched_rows=sched,
                 wave_q=wave_q, wave_k=wave_k)
 
@@ -659,18 +661,27 @@ def _backward_maps(r: _Run, dout, dt: str, dkdv, dq_accum=None):
 def _backward(r: _Run, dout, out, lse, p, tile, D, deterministic):
     """(dq, dk, dv) shaped like r.q, r.k, r.v (dk, dv summed over each kv head's group)."""
     cp = _cp()
-    dt = dtype_name(r.q.dtype)
-    acc = accum_dtype(r.q.dtype)
-    specs = _specs(dt, D, tile, r.variant(p), True, deterministic)
+    specs = _specs(dtype_name(r.q.dtype), D, tile, r.variant(p), True, deterministic)
     dev = cp.cuda.Device().id
     dkdv = specs[0]
     lse_shape, lse_stride = r.rows()
+    dk, dv = r.k_like(), r.k_like()
+    dq = r.q_like()
+    # the gradients' factors (params.cuh); tile.F16_SCALED: the 16-bit pair on float16 copies
+    # (f16_scaled), its own softmax scale and factors, float32 gradients
+    kernel_scale, factors = p.scale, dict(dq_scale=p.scale, dk_scale=p.scale, dv_scale=1.0)
+    if tile.kernel == F16_SCALED:
+        c = f16_scaled.cast(r.q, r.k, r.v, out, dout, p.scale)
+        r, out, dout = dataclasses.replace(r, q=c.q, k=c.k, v=c.v), c.out, c.dout
+        kernel_scale = c.factors.kernel_scale
+        factors = dict(dq_scale=c.factors.dq, dk_scale=c.factors.dk, dv_scale=c.factors.dv)
+    dt = dtype_name(r.q.dtype)
+    acc = accum_dtype(r.q.dtype)
+    factors = {k: acc.type(v) for k, v in factors.items()}
     lse = cp.ascontiguousarray(lse, dtype=acc).reshape(lse_shape)
     Dsum = _empty(lse_shape, acc)
-    dk, dv = r.k_like(), r.k_like()
     atomic = dkdv.atomic_dq
     dq_accum = cp.zeros(lse_shape + (D,), dtype=acc) if atomic else None
-    dq = r.q_like()
     key_tiles = math.ceil(r.S / tile.block_n)
     # GQA: a kv head's G query heads in `ranks` blocks per key tile, summed in a fixed order
     # through float accumulators shaped like dk and dv and one counter per (sequence, kv head,
@@ -694,11 +705,11 @@ def _backward(r: _Run, dout, out, lse, p, tile, D, deterministic):
                   q_stride=r.strides(r.q), k_stride=r.strides(r.k),
                   v_stride=r.strides(r.v), out_stride=r.strides(out),
                   dout_stride=r.strides(dout), dq_stride=r.strides(dq), dk_stride=r.strides(dk),
-                  dv_stride=r.strides(dv),
+                  dv_stride=r.strides(dv), **factors,
                   **_common(p, batch=r.batch, heads=r.heads, group=r.group, T=r.T, S=r.S, d=D,
                             acc=acc, cu_q=r.cu_q, cu_k=r.cu_k, lse_stride=lse_stride,
                             itemsize=r.q.dtype.itemsize, device_id=dev, wave_q=wave_q,
-                            wave_k=wave_k))
+                            wave_k=wave_k, scale=kernel_scale))
     layout, keep, mod = params.layout("bwd", dt), [], getattr(p, "mask_mod", None)
     packed = layout.pack(fields)   # one struct serves the three launches (without a mask_mod)
     # -- D = rowsum(dO ∘ O): build.PREPROCESS_ROWS query rows per block
@@ -713,7 +724,7 @@ def _backward(r: _Run, dout, out, lse, p, tile, D, deterministic):
     _launch(kern_kv, smem_kv, dkdv.threads(), key_tiles, kv_rows * ranks,
             _args(dkdv, packed, layout, fields, mod, r.T, r.S, keep))
     if atomic:
-        rows_dq = dq_accum.astype(r.q.dtype)   # lse's rows: (batch, heads, T) or (heads, total_q)
+        rows_dq = dq_accum.astype(dq.dtype)   # lse's rows: (batch, heads, T) or (heads, total_q)
         dq[...] = rows_dq.transpose(1, 0, 2) if r.packed else rows_dq
         return dq, dk, dv
     # -- dQ in a fixed order

@@ -15,7 +15,7 @@ import math
 from .. import device
 from .._xp import accum_dtype, dtype_name, resolve_dtype
 from ..precision import PRODUCTS, of_family
-from ..tile import (F16_SPLIT, TF32_BWD_MAX_D, WGMMA_F16X3_BWD_MAX_D, WGMMA_F16X3_MAX_D, WGMMA_TF32_MAX_D,
+from ..tile import (F16_SCALED, F16_SPLIT, TF32_BWD_MAX_D, WGMMA_F16X3_BWD_MAX_D, WGMMA_F16X3_MAX_D, WGMMA_TF32_MAX_D,
                     WGMMA_TF32_WIDE_D, TileConfig, x3_backward_block_m, x3_backward_stages, x3_dq_block_n,
                     x3_forward_shapes,
                     check_dtype, wgmma_forward_tiles)
@@ -50,12 +50,13 @@ def head_dim_pad(d: int, family: str) -> int:
 #: Architecture each kernel family is compiled for; None = the device's own (CuPy chooses).
 #: wgmma exists only on sm_90a, whose code runs on compute capability 9.0 devices alone.
 FAMILY_ARCH = {"simt": None, "mma": None, "wgmma": "sm_90a", "dmma": None, "tf32": None,
-               "tf32x3": None, "wgmma_tf32": "sm_90a", **dict.fromkeys(F16_SPLIT, "sm_90a")}
+               "tf32x3": None, "wgmma_tf32": "sm_90a",
+               **dict.fromkeys((*F16_SPLIT, F16_SCALED), "sm_90a")}
 
 #: The oldest architecture each family runs on (mma.sync m16n8k16, m16n8k8 .tf32 and m8n8k4 .f64:
 #: sm_80)
 FAMILY_MIN_SM = {"simt": 0, "mma": 80, "wgmma": 90, "dmma": 80, "tf32": 80, "tf32x3": 80,
-                 "wgmma_tf32": 90, **dict.fromkeys(F16_SPLIT, 90)}
+                 "wgmma_tf32": 90, **dict.fromkeys((*F16_SPLIT, F16_SCALED), 90)}
 #: What the sm_80 families need it for (validate; the Hopper families build for sm_90a itself)
 _SM80_NEEDS = {"mma": "mma.sync .f16 / .bf16 and cp.async", "dmma": "mma.sync .f64",
                "tf32": "mma.sync .tf32", "tf32x3": "mma.sync .tf32"}
@@ -143,6 +144,9 @@ class KernelSpec:
     tile: TileConfig
     variant: Variant = Variant()
     atomic_dq: bool = False   # bwd_dkdv only: also accumulate dQ with atomics
+    #: the backward's gradients in float32 instead of dtype (tile.F16_SCALED: the 16-bit
+    #: warp-specialized pair on float16 copies of float32 inputs; params.cuh, G)
+    float_grads: bool = False
 
     @property
     def family(self) -> str:
@@ -162,6 +166,8 @@ class KernelSpec:
         t = self.tile
         name = (f"cuflash_{t.kernel}_{self.role}_{_SHORT[self.dtype]}_d{self.head_dim}"
                 f"_m{t.block_m}_n{t.block_n}_w{t.num_warps}_s{t.num_stages}")
+        if self.float_grads:
+            name += "_g32"
         name += self.variant.suffix()
         if self.role == "bwd_dkdv" and self.atomic_dq:
             name += "_atomicdq"
@@ -613,6 +619,8 @@ def specs_for(dtype, head_dim: int, tile: TileConfig, variant, backward: bool,
     ``variant``: a :class:`Variant`, or a bool (causal or dense)."""
     variant = Variant.of(variant)
     name = dtype_name(dtype)
+    if tile.kernel == F16_SCALED:
+        return _f16_scaled_specs(name, head_dim, tile, variant, backward, deterministic)
     if tile.kernel in FLOAT32_WGMMA_FORWARDS:
         prec, alt = of_family(tile.kernel), FLOAT32_WGMMA_FORWARDS[tile.kernel]
         if tile.kernel in FLOAT32_WGMMA_BACKWARDS and name != "float32":
@@ -641,6 +649,24 @@ def specs_for(dtype, head_dim: int, tile: TileConfig, variant, backward: bool,
         return [KernelSpec("bwd_dkdv", name, dp, tile, variant, False),
                 KernelSpec("bwd_dq", name, dp, dq, variant)]
     return [KernelSpec("bwd_dkdv", name, dp, tile, variant, True)]
+
+
+def _f16_scaled_specs(name: str, head_dim: int, tile: TileConfig, variant: Variant,
+                      backward: bool, deterministic: bool) -> list[KernelSpec]:
+    """specs_for of a tile.F16_SCALED tile: float32's backward of precision 'tf32' as the
+    16-bit warp-specialized pair of the same tile ('wgmma', float16) on float16 copies, writing
+    float32 gradients (cuflash/gpu/f16_scaled.py)."""
+    if name != "float32" or not backward:
+        raise ValueError(f"TileConfig.kernel={F16_SCALED!r} is float32's backward of "
+                         f"precision='tf32' ({'float32' if name == 'float32' else name} "
+                         f"{'forward' if not backward else 'backward'} asked for): float32 "
+                         f"backwards only")
+    t16 = tile.replace(kernel="wgmma")
+    if not t16.warp_specialized_dkdv:
+        raise ValueError(f"TileConfig {tile.short()}: kernel={F16_SCALED!r} runs the "
+                         f"warp-specialized 16-bit backward only (block_n = 16·num_warps - 64)")
+    return [dataclasses.replace(s, float_grads=True)
+            for s in specs_for("float16", head_dim, t16, variant, True, deterministic)]
 
 
 def check_tile(tile: TileConfig, head_dim: int, dtype, *, backward=False, smem_limit=None,

@@ -19,8 +19,9 @@ from pathlib import Path
 
 from .._xp import DTYPES
 from ..checks import SUPPORTED_HEAD_DIMS
-from ..tile import (F16_SPLIT, WGMMA_TF32_MAX_D, WGMMA_TF32_WIDE_D, default_backward, default_tile,
-                    wgmma_f16x3_tiles, wgmma_tf32_tiles, wgmma_tf32_wide_tiles)
+from ..tile import (F16_SCALED_DEFAULT_MAX_D, F16_SPLIT, WGMMA_TF32_MAX_D, WGMMA_TF32_WIDE_D,
+                    default_backward, default_tile, f16_scaled_tiles, wgmma_f16x3_tiles,
+                    wgmma_tf32_tiles, wgmma_tf32_wide_tiles)
 from . import build, plan
 
 
@@ -79,6 +80,15 @@ def default_specs(arch: str) -> list[plan.KernelSpec]:
                 for causal in ((False, True) if tiles else ()):
                     for s in plan.specs_for("float32", d, tiles[0], causal, backward):
                         specs[s.name] = s
+        # ... and 'tf32''s backward on the 16-bit pair itself (kernel='wgmma_f16s', v71), its
+        # default there at d <= F16_SCALED_DEFAULT_MAX_D: the first tile, long and short batches
+        # (the deterministic pair, which deterministic=False takes too: default_dq_deterministic)
+        for d, short, causal in itertools.product(SUPPORTED_HEAD_DIMS, (False, True),
+                                                  (False, True)):
+            if d <= F16_SCALED_DEFAULT_MAX_D:
+                first = f16_scaled_tiles(d, short)[0]
+                for s in plan.specs_for("float32", d, first, causal, True):
+                    specs[s.name] = s
     for s in list(specs.values()):
         for v in register_tight_variants(s):
             vs = dataclasses.replace(s, variant=v)

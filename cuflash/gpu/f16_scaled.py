@@ -1,0 +1,144 @@
+"""float32's backward of precision 'tf32' on the 16-bit kernels (tile family
+``tile.F16_SCALED``, 'wgmma_f16s'; NOTES.md v70-v71).
+
+'tf32' computes each product from operands of 11 significant bits with float32 sums, and so do
+the 16-bit kernels. What float16 lacks is TF32's exponent range. One power of two per tensor
+gives each tensor the range it needs: the kernels run unchanged on copies
+
+    q~ = f16(q·a), k~ = f16(k·b), v~ = f16(v·e), out~ = f16(out·e), dout~ = f16(dout·c)
+
+with max |q~|, max |k~| in [2^7, 2^8) and max |v~|, max |dout~| in [2^2, 2^3) (``TOPS``), and
+softmax scale scale' = scale / (a·b), so that the logits, P and lse are the float32 problem's.
+Then dP~ = c·e·dP, D~ = rowsum(dout~ ∘ out~) = c·e·D and dS~ = c·e·dS, and the kernels write
+float32 gradients (params.cuh, G) times their factors (``Factors``):
+
+    dq = Σ_j dS~_ij k~_j · scale'·a / (c·e),   dk = Σ_i dS~_ijᵀ q~_i · scale'·b / (c·e),
+    dv = Σ_i P_ijᵀ dout~_i / c.
+
+Range: |dP~| ≤ d·2^6 and |dS~| ≤ 2^14 at d ≤ 128, far below float16's 65504, and the sums are
+float32. An entry below 2^-22 of its tensor's largest (q, k; 2^-17 for v, out and dout) is a
+float16 subnormal and keeps fewer than 11 significant bits: where a tensor's entries span more
+than that, 'tf32''s x1 kernels (per-row scales) or 'highest' keep them (README, precision).
+A zero or non-finite maximum takes the factor 1 (NaN and inf propagate as in the other paths).
+
+``scales`` and ``copy`` are the rule in NumPy (the tests hold the GPU path to it); ``cast`` runs
+it on CuPy arrays: one max reduction per tensor, one host read of the four, one scaled copy per
+tensor.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+
+#: max |x~| of each copy in [2^(top - 1), 2^top)
+TOPS = {"q": 8, "k": 8, "v": 3, "dout": 3}
+#: powers of two a factor may take (float32 normal range, with room for the largest entry)
+_EXP_RANGE = (-120, 120)
+
+
+def power_of_two(m: float, top: int) -> float:
+    """2^e with m·2^e in [2^(top - 1), 2^top) (m > 0, finite; else 1), e within _EXP_RANGE."""
+    if not (m > 0 and math.isfinite(m)):
+        return 1.0
+    _, exp = math.frexp(m)   # m = f·2^exp, f in [0.5, 1)
+    return math.ldexp(1.0, min(max(top - exp, _EXP_RANGE[0]), _EXP_RANGE[1]))
+
+
+@dataclasses.dataclass(frozen=True)
+class Factors:
+    """The powers of two of one call (a: q, b: k, e: v and out, c: dout) and what follows."""
+
+    a: float
+    b: float
+    e: float
+    c: float
+    scale: float   # the problem's softmax scale
+
+    @classmethod
+    def of(cls, maxima: dict, scale: float) -> "Factors":
+        """From max |x| of q, k, v and dout (``TOPS``' keys)."""
+        return cls(*(power_of_two(float(maxima[n]), TOPS[n]) for n in ("q", "k", "v", "dout")),
+                   scale=float(scale))
+
+    @property
+    def kernel_scale(self) -> float:
+        """scale': the kernels' softmax scale on the copies."""
+        return self.scale / (self.a * self.b)
+
+    @property
+    def dq(self) -> float:
+        return self.kernel_scale * self.a / (self.c * self.e)
+
+    @property
+    def dk(self) -> float:
+        return self.kernel_scale * self.b / (self.c * self.e)
+
+    @property
+    def dv(self) -> float:
+        return 1.0 / self.c
+
+
+def scales(q, k, v, dout, scale: float) -> Factors:
+    """The Factors of NumPy (or CuPy: one host read) arrays."""
+    xp = _xp_of(q)
+    m = xp.stack([xp.abs(x).max() if x.size else xp.zeros((), x.dtype)
+                  for x in (q, k, v, dout)])
+    m = m.get() if hasattr(m, "get") else m
+    return Factors.of(dict(zip(("q", "k", "v", "dout"), m.tolist())), scale)
+
+
+def copy(x, factor: float):
+    """float16(x·factor) in NumPy (the reference of ``cast``'s copies)."""
+    return (np.asarray(x, np.float32) * np.float32(factor)).astype(np.float16)
+
+
+def _xp_of(x):
+    if type(x).__module__.startswith("cupy"):
+        import cupy
+        return cupy
+    return np
+
+
+_KERNELS: dict = {}
+
+
+def _cupy_kernels():
+    """(absmax reduction, scaled copy) on CuPy, built once."""
+    if not _KERNELS:
+        import cupy as cp
+        _KERNELS["absmax"] = cp.ReductionKernel(
+            "float32 x", "float32 y", "fabsf(x)", "(a != a || b != b) ? NAN : fmaxf(a, b)",
+            "y = a", "0.f", "cuflash_f16s_absmax")
+        _KERNELS["copy"] = cp.ElementwiseKernel(
+            "float32 x, float32 s", "float16 y", "y = (half)(x * s)", "cuflash_f16s_copy")
+    return _KERNELS["absmax"], _KERNELS["copy"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Cast:
+    """The float16 copies of one backward and their Factors."""
+
+    q: object
+    k: object
+    v: object
+    out: object
+    dout: object
+    factors: Factors
+
+
+def cast(q, k, v, out, dout, scale: float) -> Cast:
+    """Cast float32 CuPy arrays (any strides) to C-contiguous float16 copies (``copy``'s rule)
+    with one host read for the four maxima (out takes v's factor)."""
+    import cupy as cp
+    absmax, scaled = _cupy_kernels()
+    m = cp.stack([absmax(x) if x.size else cp.zeros((), cp.float32)
+                  for x in (q, k, v, dout)]).get()
+    f = Factors.of(dict(zip(("q", "k", "v", "dout"), m.tolist())), scale)
+
+    def to16(x, s):
+        y = cp.empty(x.shape, cp.float16)
+        return scaled(x, cp.float32(s), y) if x.size else y
+
+    return Cast(to16(q, f.a), to16(k, f.b), to16(v, f.e), to16(out, f.e), to16(dout, f.c), f)
