@@ -138,7 +138,10 @@ def test_default_backward_of_tf32():
 
 def test_default_kernels_compile_without_spills():
     """The default pair at d = 64 (both tiles, causal) builds for sm_90a without spilling
-    (NVRTC, no GPU); `cuflash compile --fail-on-spills` holds every default variant to it."""
+    (NVRTC, no GPU), and the copies' kernel (f16_copy.cuh); `cuflash compile --fail-on-spills`
+    holds every default variant to it."""
+    rep = build.compile_offline(build.f16_copy_source(), build.F16_COPY_NAME, "sm_90")
+    assert rep.spills == 0
     for tile in (S12, S8):
         for spec in plan.specs_for("float32", 64, tile, plan.Variant("causal"), True):
             rep = build.compile_offline(build.source(spec), spec.name, spec.arch,

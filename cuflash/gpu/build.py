@@ -208,6 +208,18 @@ def _stage_entry(name: str, threads: int, stage: str) -> str:
             f"S_pad, D}}, a_out, b_out);\n}}\n")
 
 
+#: 'wgmma_f16s''s float16 copies (f16_copy.cuh): threads a block
+F16_COPY_NAME, F16_COPY_THREADS = "cuflash_f16s_copy4", 256
+
+
+def f16_copy_source() -> str:
+    """y = float16(x · s) of contiguous float32 arrays, four floats a thread (f16_copy.cuh)."""
+    entry = (f'extern "C" __global__ void __launch_bounds__({F16_COPY_THREADS}) '
+             f"{F16_COPY_NAME}(const float4* x, float s, uint2* y, long long n4) {{\n"
+             f"    cuflash::scaled_copy4(x, s, y, n4);\n}}\n")
+    return f"// {F16_COPY_NAME}\n{expand('f16_copy.cuh')}\n{entry}"
+
+
 #: Keys per block of the TF32 wgmma forward's staging (tf32_stage.cuh) and the head dims it
 #: stages: one kernel up to each of TF32_STAGE_DIMS, a call taking the narrowest that holds its
 #: head dim (a thread's loads wait in registers, KEYS · max_d / threads of each of k and v: the
@@ -437,6 +449,11 @@ def get_tile_lists(spec: KernelSpec, device_id: int):
         mod = _module_from_cubin(str(cubin_for_arch(source(spec), spec.name, spec.arch)),
                                  device_id)
     return mod.get_function(tile_lists_name(spec))
+
+
+@functools.lru_cache(maxsize=None)
+def get_f16_copy(device_id: int):
+    return _module(f16_copy_source(), device_id).get_function(F16_COPY_NAME)
 
 
 @functools.lru_cache(maxsize=None)

@@ -109,11 +109,29 @@ def _cupy_kernels():
     if not _KERNELS:
         import cupy as cp
         _KERNELS["absmax"] = cp.ReductionKernel(
-            "float32 x", "float32 y", "fabsf(x)", "(a != a || b != b) ? NAN : fmaxf(a, b)",
+            "float32 x", "float32 y", "fabsf(x)",
+            "(a != a || b != b) ? __int_as_float(0x7fc00000) : fmaxf(a, b)",   # NaN stays
             "y = a", "0.f", "cuflash_f16s_absmax")
         _KERNELS["copy"] = cp.ElementwiseKernel(
             "float32 x, float32 s", "float16 y", "y = (half)(x * s)", "cuflash_f16s_copy")
     return _KERNELS["absmax"], _KERNELS["copy"]
+
+
+def _copy4(x, s: float, y) -> None:
+    """y = float16(x·s), x C-contiguous float32 (16-byte aligned, a multiple of 4 elements):
+    kernels_cu/f16_copy.cuh, about two waves of blocks, grid-stride."""
+    import cupy as cp
+    from . import build
+    dev = cp.cuda.Device().id
+    n4 = x.size // 4
+    blocks = max(1, min(-(-n4 // build.F16_COPY_THREADS), 8 * _sms(dev)))
+    build.get_f16_copy(dev)((blocks,), (build.F16_COPY_THREADS,),
+                            (x, np.float32(s), y, np.int64(n4)))
+
+
+def _sms(dev: int) -> int:
+    from .ops import sm_count
+    return sm_count(dev)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -139,6 +157,10 @@ def cast(q, k, v, out, dout, scale: float) -> Cast:
 
     def to16(x, s):
         y = cp.empty(x.shape, cp.float16)
-        return scaled(x, cp.float32(s), y) if x.size else y
+        if x.size and x.flags.c_contiguous and x.data.ptr % 16 == 0 and x.size % 4 == 0:
+            _copy4(x, s, y)
+        elif x.size:
+            scaled(x, cp.float32(s), y)
+        return y
 
     return Cast(to16(q, f.a), to16(k, f.b), to16(v, f.e), to16(out, f.e), to16(dout, f.c), f)

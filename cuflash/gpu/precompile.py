@@ -186,6 +186,10 @@ def run(arch: str, fail_on_spills: bool, jobs: int, include_experiments: bool = 
                                       build.f16x3_stage_name(*stage), arch)
             except RuntimeError as exc:
                 failures.append(str(exc))
+        try:   # 'wgmma_f16s''s float16 copies (f16_scaled.py)
+            build.compile_offline(build.f16_copy_source(), build.F16_COPY_NAME, arch)
+        except RuntimeError as exc:
+            failures.append(str(exc))
     for f in failures:
         print(f, file=out)
     print(f"{len(todo) - len(failures)} compiled, {len(failures)} failed, "

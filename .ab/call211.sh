@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# call 211 (session 41, v71): after call 210, the maxima in reductions with many outputs and
+# the NaN literal fixed; test_f16_scaled (GPU) again, then .ab/v71_bench.py.
+export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD
+OUT=${OUT:-/tmp/out}; mkdir -p $OUT
+timeout 200 python3 -m pytest -q -p no:cacheprovider -n 16 -m gpu tests/test_f16_scaled.py \
+  > $OUT/tests.txt 2>&1
+echo "tests rc=$?"; grep -E "passed|failed" $OUT/tests.txt | tail -2; grep -E "^FAILED|^E  " $OUT/tests.txt | head -20
+timeout 200 python3 .ab/v71_bench.py --d 64 --T 2048 4096 16384 > $OUT/v71_bench.txt 2>&1
+echo "bench rc=$?"; sed -n '/^# d T/,$p' $OUT/v71_bench.txt | grep -v " f16s "; grep "^#" $OUT/v71_bench.txt | head -1
