@@ -81,6 +81,28 @@ def make_inputs(xp, shape_q, shape_k, dtype, seed):
     return xp.asarray(q), xp.asarray(k), xp.asarray(v)
 
 
+#: The score variants the float32 kernel families' tests run, as a pytest parametrize of `opts`
+#: ("alibi": slopes that gqa_strided_inputs makes)
+score_variants = pytest.mark.parametrize(
+    "opts", [dict(window=(40, 7)), dict(softcap=5.0), dict(causal=True, window=(30, None)),
+             dict(alibi="slopes"), dict(causal=True, softcap=3.0, alibi="slopes")],
+    ids=["window", "softcap", "causal-window", "alibi", "causal-softcap-alibi"])
+
+
+def gqa_strided_inputs(xp, d, dtype, tag, opts):
+    """(q, k, v, opts) of a GQA case: q (2, 8, 150, d), k and v (2, 2, 203, d) strided views of
+    one (2, 2, 203, 2·d) array (2 kv heads for 8 query heads), seeds from `tag` and `opts`; in
+    the opts returned, "alibi" becomes 8 slopes on `xp`."""
+    q, _, _ = make_inputs(xp, (2, 8, 150, d), (2, 8, 1, d), dtype,
+                          seed=case_seed(tag + "v", sorted(opts), d))
+    _, kv, _ = make_inputs(xp, (2, 2, 1, d), (2, 2, 203, 2 * d), dtype,
+                           seed=case_seed(tag + "kv", sorted(opts), d))
+    opts = dict(opts)
+    if opts.pop("alibi", None):
+        opts["alibi_slopes"] = xp.asarray(np.linspace(0.05, 0.5, 8), dtype=np.float32)
+    return q, kv[..., :d], kv[..., d:], opts
+
+
 def grad_scale(*refs):
     """Largest |entry| over a set of oracle gradients (dq, dk, dv): the ``floor_scale`` of each."""
     return max(float(np.abs(np.asarray(r, dtype=np.float64)).max(initial=0.0)) for r in refs)

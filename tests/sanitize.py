@@ -48,6 +48,10 @@ HOPPER_CASES = [  # sm_90 only: the wgmma kernels (no atomic-dQ mode)
     ("bfloat16", 200, TileConfig(128, 64, 12, 2, "wgmma"), TileConfig(32, 32, 4, 1)),
     # one consumer warpgroup, two blocks a multiprocessor: the d <= 64 defaults (NOTES v68, v69)
     ("bfloat16", 64, TileConfig(64, 128, 8, 2, "wgmma"), TileConfig(64, 64, 8, 2, "wgmma")),
+    # float32 'tf32''s backward on the 16-bit pair over scaled float16 copies, float32 gradient
+    # stores (kernel='wgmma_f16s', NOTES v71): both tiles of its default
+    ("float32", 64, TileConfig(32, 64, 4, 2, "tf32"), TileConfig(64, 64, 8, 2, "wgmma_f16s")),
+    ("float32", 64, TileConfig(32, 64, 4, 2, "tf32"), TileConfig(64, 128, 12, 2, "wgmma_f16s")),
 ]
 
 WGMMA_TF32_CASES = [  # sm_90 only: float32's TF32 wgmma forward of dense batches (no split-KV, no

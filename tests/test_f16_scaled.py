@@ -19,8 +19,8 @@ from cuflash.tile import (F16_SCALED, F16_SCALED_DEFAULT_MAX_D, default_backward
                           f16_scaled_tiles, wgmma_f16x3_tiles)
 
 from helpers import (  # noqa: F401 (poison_gpu_outputs: autouse fixture)
-    poison_gpu_outputs, assert_matches_oracle, case_seed, grad_scale, make_inputs,
-    skip_unless_tile_fits)
+    poison_gpu_outputs, assert_matches_oracle, case_seed, gqa_strided_inputs, grad_scale,
+    make_inputs, score_variants, skip_unless_tile_fits)
 from test_tf32 import _check_grads, _check_tile_backward, _product_unit
 
 S12 = f16_scaled_tiles(64)[0]           # two consumer warpgroups
@@ -200,11 +200,7 @@ def test_wgmma_f16s_scales_into_range(cp, qs, ks, vs, tile, d):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("opts", [dict(window=(40, 7)), dict(softcap=5.0),
-                                  dict(causal=True, window=(30, None)), dict(alibi="slopes"),
-                                  dict(causal=True, softcap=3.0, alibi="slopes")],
-                         ids=["window", "softcap", "causal-window", "alibi",
-                              "causal-softcap-alibi"])
+@score_variants
 @pytest.mark.parametrize("tile", [S12, S8], ids=["w12", "w8"])
 @pytest.mark.parametrize("deterministic", [True, False], ids=["pair", "atomic"])
 def test_wgmma_f16s_variants_and_gqa(cp, opts, tile, deterministic):
@@ -212,14 +208,7 @@ def test_wgmma_f16s_variants_and_gqa(cp, opts, tile, deterministic):
     heads for 8 query heads), k and v strided views; the deterministic pair and atomic dQ."""
     d = 64
     skip_unless_tile_fits(tile, d, np.float32, passes=("bwd",))
-    q, _, _ = make_inputs(cp, (2, 8, 150, d), (2, 8, 1, d), np.float32,
-                          seed=case_seed("wgf16sv", sorted(opts), d))
-    _, kv, _ = make_inputs(cp, (2, 2, 1, d), (2, 2, 203, 2 * d), np.float32,
-                           seed=case_seed("wgf16skv", sorted(opts), d))
-    k, v = kv[..., :d], kv[..., d:]   # strided views
-    opts = dict(opts)
-    if opts.pop("alibi", None):
-        opts["alibi_slopes"] = cp.asarray(np.linspace(0.05, 0.5, 8), dtype=cp.float32)
+    q, k, v, opts = gqa_strided_inputs(cp, d, np.float32, "wgf16s", opts)
     _check_grads(cp, q, k, v, "tf32", name=f"{tile.short()} GQA {sorted(opts)}", tile=tile,
                  deterministic=deterministic, **opts)
 

@@ -20,7 +20,8 @@ from cuflash.tile import (F16_SCALED_DEFAULT_MAX_D, F16_SPLIT, WGMMA_F16X1_FWD_M
                           x3_dq_block_n)
 
 from helpers import (  # noqa: F401 (poison_gpu_outputs: autouse fixture)
-    poison_gpu_outputs, case_seed, make_inputs, skip_unless_tile_fits)
+    poison_gpu_outputs, case_seed, gqa_strided_inputs, make_inputs, score_variants,
+    skip_unless_tile_fits)
 from test_tf32 import _check_grads, _check_kernel, _check_tile_backward
 
 X1_TILES = wgmma_f16x3_tiles(64, kernel="wgmma_f16x1")
@@ -279,11 +280,7 @@ def test_wgmma_f16x1_scales_into_range(cp, qs, ks, vs, d):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("opts", [dict(window=(40, 7)), dict(softcap=5.0),
-                                  dict(causal=True, window=(30, None)), dict(alibi="slopes"),
-                                  dict(causal=True, softcap=3.0, alibi="slopes")],
-                         ids=["window", "softcap", "causal-window", "alibi",
-                              "causal-softcap-alibi"])
+@score_variants
 @pytest.mark.parametrize("d", [64, 128])
 @pytest.mark.parametrize("warps", [12, 8])
 def test_wgmma_f16x1_variants_and_gqa(cp, opts, d, warps):
@@ -294,15 +291,7 @@ def test_wgmma_f16x1_variants_and_gqa(cp, opts, d, warps):
     bwd = wgmma_f16x3_tiles(d, True, "wgmma_f16x1", num_warps=warps)[0]
     skip_unless_tile_fits(fwd, d, np.float32)
     skip_unless_tile_fits(bwd, d, np.float32, passes=("bwd",))
-    q, _, _ = make_inputs(cp, (2, 8, 150, d), (2, 8, 1, d), np.float32,
-                          seed=case_seed("wgf16x1v", sorted(opts), d))
-    _, kv, _ = make_inputs(cp, (2, 2, 1, d), (2, 2, 203, 2 * d), np.float32,
-                           seed=case_seed("wgf16x1kv", sorted(opts), d))
-    k, v = kv[..., :d], kv[..., d:]   # strided views
-    opts = dict(opts)
-    if opts.get("alibi"):
-        del opts["alibi"]
-        opts["alibi_slopes"] = cp.asarray(np.linspace(0.05, 0.5, 8), dtype=cp.float32)
+    q, k, v, opts = gqa_strided_inputs(cp, d, np.float32, "wgf16x1", opts)
     out, lse = cuflash.attention(q, k, v, tile=fwd, return_lse=True, **opts)
     _check_kernel(cp, out, lse, q, k, v, "tf32", name=f"{fwd.short()} d={d} GQA", **opts)
     _check_grads(cp, q, k, v, "tf32", name=f"wgmma_f16x1 d={d} GQA {sorted(opts)}", tile=bwd,

@@ -21,7 +21,8 @@ from cuflash.tile import (F16_SPLIT, WGMMA_F16X3_BWD_MAX_D, WGMMA_F16X3_MAX_D,
                           wgmma_f16x3_tiles)
 
 from helpers import (  # noqa: F401 (poison_gpu_outputs: autouse fixture)
-    poison_gpu_outputs, assert_matches_oracle, case_seed, make_inputs, skip_unless_tile_fits)
+    poison_gpu_outputs, assert_matches_oracle, case_seed, gqa_strided_inputs, make_inputs,
+    score_variants, skip_unless_tile_fits)
 from test_tf32 import _check_grads, _check_kernel, _check_tile_backward
 
 X3_TILES = wgmma_f16x3_tiles(64)
@@ -347,26 +348,14 @@ def test_wgmma_f16x3_backward_scales_into_range(cp, qs, ks, vs, ds, d):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("opts", [dict(window=(40, 7)), dict(softcap=5.0),
-                                  dict(causal=True, window=(30, None)), dict(alibi="slopes"),
-                                  dict(causal=True, softcap=3.0, alibi="slopes")],
-                         ids=["window", "softcap", "causal-window", "alibi",
-                              "causal-softcap-alibi"])
+@score_variants
 @pytest.mark.parametrize("d", [64, 128])
 def test_wgmma_f16x3_backward_variants_and_gqa(cp, opts, d):
     """Every score variant under GQA (2 kv heads for 8 query heads: the dK/dV kernel sums each
     group), k and v strided views."""
     tile = wgmma_f16x3_tiles(d, backward=True)[0]
     skip_unless_tile_fits(tile, d, np.float32, passes=("bwd",))
-    q, _, _ = make_inputs(cp, (2, 8, 150, d), (2, 8, 1, d), np.float32,
-                          seed=case_seed("wgf16x3bv", sorted(opts), d))
-    _, kv, _ = make_inputs(cp, (2, 2, 1, d), (2, 2, 203, 2 * d), np.float32,
-                           seed=case_seed("wgf16x3bkv", sorted(opts), d))
-    k, v = kv[..., :d], kv[..., d:]   # strided views
-    opts = dict(opts)
-    if opts.get("alibi"):
-        del opts["alibi"]
-        opts["alibi_slopes"] = cp.asarray(np.linspace(0.05, 0.5, 8), dtype=cp.float32)
+    q, k, v, opts = gqa_strided_inputs(cp, d, np.float32, "wgf16x3b", opts)
     _check_grads(cp, q, k, v, "highest", name=f"wgmma_f16x3 d={d} GQA {sorted(opts)}", tile=tile,
                  **opts)
 
