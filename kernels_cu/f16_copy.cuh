@@ -1,8 +1,8 @@
-// cuflash: the float16 copies of 'tf32''s backward on the 16-bit kernels (cuflash/gpu/
-// f16_scaled.py states the rule, y = float16(x · s) rounded to nearest, and holds a CuPy
-// elementwise kernel to it where an array is not contiguous): a C-contiguous float32 array read
-// four floats a thread (16-byte loads, 8-byte stores), grid-stride. CuPy's elementwise copy ran
-// at 1.26 TB/s on the H100 (NOTES v71, call 212), half of what a streaming copy reaches.
+// cuflash: the float16 copies of 'tf32''s backward on the 16-bit kernels and the maxima they are
+// scaled by (cuflash/gpu/f16_scaled.py states the rule, max |x| and y = float16(x · s) rounded
+// to nearest, and runs CuPy kernels where an array is not contiguous): a C-contiguous float32
+// array read four floats a thread (16-byte loads), grid-stride. CuPy's elementwise copy ran at
+// 1.26 TB/s on the H100 and its reduction at 2.0 (NOTES v71, call 212).
 #pragma once
 #include <cuda_fp16.h>
 
@@ -19,6 +19,20 @@ __device__ __forceinline__ void scaled_copy4(const float4* __restrict__ x, float
         y[i] = make_uint2(*reinterpret_cast<const unsigned*>(&lo),
                           *reinterpret_cast<const unsigned*>(&hi));
     }
+}
+
+// *m = max(*m, max_i |x[i]|) over i < 4·n4, as the floats' bits (a non-negative float's order is
+// its bits' as an int; NaN's bits lie above inf's, so a NaN wins); *m starts at 0
+__device__ __forceinline__ void absmax4(const float4* __restrict__ x, long long n4, int* m) {
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    int best = 0;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n4; i += stride) {
+        const float4 a = __ldg(x + i);
+        best = max(best, max(max(__float_as_int(fabsf(a.x)), __float_as_int(fabsf(a.y))),
+                             max(__float_as_int(fabsf(a.z)), __float_as_int(fabsf(a.w)))));
+    }
+    best = __reduce_max_sync(0xffffffffu, best);   // every lane reaches it (no early return)
+    if (threadIdx.x % 32 == 0) atomicMax(m, best);
 }
 
 }  // namespace cuflash

@@ -245,6 +245,32 @@ def test_wgmma_f16s_packed_batch(cp):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("strided", [False, True], ids=["contiguous", "strided"])
+def test_cast_follows_the_rule(cp, strided):
+    """f16_scaled.cast on C-contiguous arrays (kernels_cu/f16_copy.cuh) and on strided views
+    (CuPy's kernels): the factors are scales()'s and the copies copy()'s bits; a NaN in a tensor
+    makes its factor 1 (and stays NaN in its copy)."""
+    rng = np.random.default_rng(case_seed("f16s-cast", strided))
+    shapes = [(2, 3, 130, 64), (2, 3, 97, 64), (2, 3, 97, 64), (2, 3, 130, 64), (2, 3, 130, 64)]
+    mags = (3e-4, 2e3, 0.7, 0.2, 5e-6)
+    xs = [cp.asarray((rng.standard_normal(s[:-1] + (2 * s[-1],)) * m).astype(np.float32))
+          for s, m in zip(shapes, mags)]
+    xs = [x[..., ::2] if strided else cp.ascontiguousarray(x[..., :64]) for x in xs]
+    q, k, v, out, dout = xs
+    c = f16_scaled.cast(q, k, v, out, dout, 0.125)
+    f = f16_scaled.scales(*(to_numpy(x) for x in (q, k, v, dout)), 0.125)
+    assert c.factors == f
+    for got, x, s in zip((c.q, c.k, c.v, c.out, c.dout), xs, (f.a, f.b, f.e, f.e, f.c)):
+        assert got.dtype == cp.float16 and got.flags.c_contiguous
+        np.testing.assert_array_equal(to_numpy(got), f16_scaled.copy(to_numpy(x), s))
+    k = k.copy()
+    k[1, 2, 50, 7] = np.nan
+    c = f16_scaled.cast(q, k, v, out, dout, 0.125)
+    assert c.factors.b == 1.0 and c.factors.a == f.a
+    assert bool(cp.isnan(c.k[1, 2, 50, 7])) and int(cp.isnan(c.k).sum()) == 1
+
+
+@pytest.mark.gpu
 def test_tf32_default_backward_takes_f16s(cp):
     """precision='tf32' with tile=None at d = 64 on sm_90, a dense batch from
     WGMMA_F16X3_MIN_KEYS keys: the bits of the 'wgmma_f16s' tile its rule names."""

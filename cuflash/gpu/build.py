@@ -208,15 +208,18 @@ def _stage_entry(name: str, threads: int, stage: str) -> str:
             f"S_pad, D}}, a_out, b_out);\n}}\n")
 
 
-#: 'wgmma_f16s''s float16 copies (f16_copy.cuh): threads a block
-F16_COPY_NAME, F16_COPY_THREADS = "cuflash_f16s_copy4", 256
+#: 'wgmma_f16s''s float16 copies and their maxima (f16_copy.cuh): entries, threads a block
+F16_COPY_NAME, F16_ABSMAX_NAME, F16_COPY_THREADS = "cuflash_f16s_copy4", "cuflash_f16s_absmax4", 256
 
 
 def f16_copy_source() -> str:
-    """y = float16(x · s) of contiguous float32 arrays, four floats a thread (f16_copy.cuh)."""
-    entry = (f'extern "C" __global__ void __launch_bounds__({F16_COPY_THREADS}) '
-             f"{F16_COPY_NAME}(const float4* x, float s, uint2* y, long long n4) {{\n"
-             f"    cuflash::scaled_copy4(x, s, y, n4);\n}}\n")
+    """y = float16(x · s) and max |x| of contiguous float32 arrays, four floats a thread
+    (f16_copy.cuh): one module, two entries."""
+    lb = f'extern "C" __global__ void __launch_bounds__({F16_COPY_THREADS}) '
+    entry = (f"{lb}{F16_COPY_NAME}(const float4* x, float s, uint2* y, long long n4) {{\n"
+             f"    cuflash::scaled_copy4(x, s, y, n4);\n}}\n"
+             f"{lb}{F16_ABSMAX_NAME}(const float4* x, long long n4, int* m) {{\n"
+             f"    cuflash::absmax4(x, n4, m);\n}}\n")
     return f"// {F16_COPY_NAME}\n{expand('f16_copy.cuh')}\n{entry}"
 
 
@@ -452,8 +455,8 @@ def get_tile_lists(spec: KernelSpec, device_id: int):
 
 
 @functools.lru_cache(maxsize=None)
-def get_f16_copy(device_id: int):
-    return _module(f16_copy_source(), device_id).get_function(F16_COPY_NAME)
+def get_f16_copy(device_id: int, name: str = F16_COPY_NAME):
+    return _module(f16_copy_source(), device_id).get_function(name)
 
 
 @functools.lru_cache(maxsize=None)

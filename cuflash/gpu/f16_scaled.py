@@ -117,16 +117,23 @@ def _cupy_kernels():
     return _KERNELS["absmax"], _KERNELS["copy"]
 
 
-def _copy4(x, s: float, y) -> None:
-    """y = float16(x·s), x C-contiguous float32 (16-byte aligned, a multiple of 4 elements):
-    kernels_cu/f16_copy.cuh, about two waves of blocks, grid-stride."""
+def _vectors(x) -> bool:
+    """Whether kernels_cu/f16_copy.cuh takes x: non-empty, C-contiguous, 16-byte aligned, a
+    multiple of 4 elements (else CuPy's kernels run the rule)."""
+    return bool(x.size) and x.flags.c_contiguous and x.data.ptr % 16 == 0 and x.size % 4 == 0
+
+
+def _launch4(kind: str, x, extra: tuple) -> None:
+    """f16_copy.cuh over x, four floats a thread, about eight blocks a multiprocessor,
+    grid-stride: kind "copy" (extra: s, y) or "absmax" (extra: the int it keeps)."""
     import cupy as cp
     from . import build
     dev = cp.cuda.Device().id
-    n4 = x.size // 4
-    blocks = max(1, min(-(-n4 // build.F16_COPY_THREADS), 8 * _sms(dev)))
-    build.get_f16_copy(dev)((blocks,), (build.F16_COPY_THREADS,),
-                            (x, np.float32(s), y, np.int64(n4)))
+    n4 = np.int64(x.size // 4)
+    blocks = max(1, min(-(-int(n4) // build.F16_COPY_THREADS), 8 * _sms(dev)))
+    name, args = ((build.F16_COPY_NAME, (x, *extra, n4)) if kind == "copy" else
+                  (build.F16_ABSMAX_NAME, (x, n4, *extra)))
+    build.get_f16_copy(dev, name)((blocks,), (build.F16_COPY_THREADS,), args)
 
 
 def _sms(dev: int) -> int:
@@ -151,14 +158,19 @@ def cast(q, k, v, out, dout, scale: float) -> Cast:
     with one host read for the four maxima (out takes v's factor)."""
     import cupy as cp
     absmax, scaled = _cupy_kernels()
-    m = cp.stack([absmax(x) if x.size else cp.zeros((), cp.float32)
-                  for x in (q, k, v, dout)]).get()
+    bits = cp.zeros(4, cp.int32)   # max |x| of each, as its float's bits
+    for i, x in enumerate((q, k, v, dout)):
+        if _vectors(x):
+            _launch4("absmax", x, (bits[i:],))
+        elif x.size:
+            bits[i] = absmax(x).view(cp.int32)
+    m = bits.view(cp.float32).get()
     f = Factors.of(dict(zip(("q", "k", "v", "dout"), m.tolist())), scale)
 
     def to16(x, s):
         y = cp.empty(x.shape, cp.float16)
-        if x.size and x.flags.c_contiguous and x.data.ptr % 16 == 0 and x.size % 4 == 0:
-            _copy4(x, s, y)
+        if _vectors(x):
+            _launch4("copy", x, (np.float32(s), y))
         elif x.size:
             scaled(x, cp.float32(s), y)
         return y
