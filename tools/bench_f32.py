@@ -10,8 +10,10 @@ float32 and naive with TF32 products, at B = 1, H = 4, T = S = 1024; --x3 'highe
 float16 products named too (kernel='wgmma_f16x3', tile.wgmma_f16x3_tiles: the forward, and with
 --pass bwd the backward; 'highest''s default on sm_90 from WGMMA_F16X3_MIN_KEYS keys) beside
 'highest''s mma.sync kernels ('mma_highest'), and 'tf32' as one float16 product
-(kernel='wgmma_f16x1', NOTES.md v56; its default backward on sm_90) beside 'tf32''s mma.sync
-backward ('mma_tf32'). A table last.
+(kernel='wgmma_f16x1', NOTES.md v56; its default backward on sm_90 above d = 64) beside 'tf32''s
+mma.sync backward ('mma_tf32'), and with --pass bwd the 16-bit pair on copies scaled per tensor
+(kernel='wgmma_f16s', NOTES.md v71; its default backward on sm_90 at d <= 64) by name. A table
+last.
 
     python tools/bench_f32.py [--pass bwd] [--d 64 128 256] [--T 2048 4096 8192 16384] [--tiles]
                               [--errors]
@@ -138,8 +140,8 @@ def main(argv=None):
     from cuflash.experiments import env, gputime
     from cuflash.gpu import ops, plan
     from cuflash.tile import (F16_SPLIT, WGMMA_TF32_MAX_D, WGMMA_TF32_WIDE_D, default_backward,
-                              default_tile, wgmma_f16x3_tiles, wgmma_tf32_tiles,
-                              wgmma_tf32_wide_tiles)
+                              default_tile, f16_scaled_tiles, wgmma_f16x3_tiles,
+                              wgmma_tf32_tiles, wgmma_tf32_wide_tiles)
     bwd = a.pass_ == "bwd"
     torch = None
     if not a.no_torch:
@@ -227,6 +229,8 @@ def main(argv=None):
                                                                precision="tf32", **kw)[0], None)]
                     runs += [(t.short(), t, None)
                              for t in wgmma_f16x3_tiles(d, bwd, "wgmma_f16x1")]
+                    if bwd:   # the 16-bit pair on scaled copies (v71): its first tiles
+                        runs += [(t.short(), t, None) for t in f16_scaled_tiles(d)]
                     if a.two_blocks:   # one consumer warpgroup, two blocks an SM (NOTES v64)
                         runs += [(t.short(), t, None) for k in F16_SPLIT
                                  for t in wgmma_f16x3_tiles(d, bwd, k, num_warps=8)]
