@@ -210,7 +210,7 @@ def flash_backward(batch, T, S, d, dtype, causal, tile: TileConfig, deterministi
 def stages_operands(kernel: str) -> bool:
     """Whether a kernel family reads operands that a pass before its launch wrote: staged rows
     (:func:`staged_row_bytes`) or 'wgmma_f16s''s float16 copies (:func:`f16_scaled_staging`)."""
-    return kernel == F16_SCALED or staged_row_bytes(kernel, 64) is not None
+    return kernel in ("wgmma_tf32", F16_SCALED, *F16_SPLIT)
 
 
 def f16_scaled_staging(batch, T, S, d) -> Traffic:

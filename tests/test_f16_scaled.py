@@ -48,7 +48,7 @@ def test_power_of_two_of_nothing_is_one(m):
 
 
 def test_factors():
-    f = f16_scaled.Factors.of(dict(q=3.0, k=0.01, v=100.0, dout=1e-5), 0.125)
+    f = f16_scaled.Factors.of((3.0, 0.01, 100.0, 1e-5), 0.125)   # q, k, v, dout
     assert (f.a, f.b, f.e, f.c) == (64.0, 16384.0, 0.0625, 2.0 ** 19)
     assert f.kernel_scale == 0.125 / (f.a * f.b)
     assert f.dq == f.kernel_scale * f.a / (f.c * f.e)

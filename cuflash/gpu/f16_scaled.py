@@ -32,6 +32,9 @@ import math
 
 import numpy as np
 
+from .. import device
+from .._xp import cupy_module, is_cupy_array
+
 #: max |x~| of each copy in [2^(top - 1), 2^top)
 TOPS = {"q": 8, "k": 8, "v": 3, "dout": 3}
 #: powers of two a factor may take (float32 normal range, with room for the largest entry)
@@ -57,9 +60,9 @@ class Factors:
     scale: float   # the problem's softmax scale
 
     @classmethod
-    def of(cls, maxima: dict, scale: float) -> "Factors":
-        """From max |x| of q, k, v and dout (``TOPS``' keys)."""
-        return cls(*(power_of_two(float(maxima[n]), TOPS[n]) for n in ("q", "k", "v", "dout")),
+    def of(cls, maxima, scale: float) -> "Factors":
+        """From max |x| of q, k, v and dout, in that order (``TOPS``' keys)."""
+        return cls(*(power_of_two(float(m), TOPS[n]) for m, n in zip(maxima, TOPS, strict=True)),
                    scale=float(scale))
 
     @property
@@ -82,23 +85,15 @@ class Factors:
 
 def scales(q, k, v, dout, scale: float) -> Factors:
     """The Factors of NumPy (or CuPy: one host read) arrays."""
-    xp = _xp_of(q)
+    xp = cupy_module() if is_cupy_array(q) else np
     m = xp.stack([xp.abs(x).max() if x.size else xp.zeros((), x.dtype)
                   for x in (q, k, v, dout)])
-    m = m.get() if hasattr(m, "get") else m
-    return Factors.of(dict(zip(("q", "k", "v", "dout"), m.tolist())), scale)
+    return Factors.of((m.get() if xp is not np else m).tolist(), scale)
 
 
 def copy(x, factor: float):
     """float16(x·factor) in NumPy (the reference of ``cast``'s copies)."""
     return (np.asarray(x, np.float32) * np.float32(factor)).astype(np.float16)
-
-
-def _xp_of(x):
-    if type(x).__module__.startswith("cupy"):
-        import cupy
-        return cupy
-    return np
 
 
 _KERNELS: dict = {}
@@ -130,15 +125,10 @@ def _launch4(kind: str, x, extra: tuple) -> None:
     from . import build
     dev = cp.cuda.Device().id
     n4 = np.int64(x.size // 4)
-    blocks = max(1, min(-(-int(n4) // build.F16_COPY_THREADS), 8 * _sms(dev)))
+    blocks = max(1, min(-(-int(n4) // build.F16_COPY_THREADS), 8 * device.current(dev).sm_count))
     name, args = ((build.F16_COPY_NAME, (x, *extra, n4)) if kind == "copy" else
                   (build.F16_ABSMAX_NAME, (x, n4, *extra)))
     build.get_f16_copy(dev, name)((blocks,), (build.F16_COPY_THREADS,), args)
-
-
-def _sms(dev: int) -> int:
-    from .ops import sm_count
-    return sm_count(dev)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -164,8 +154,7 @@ def cast(q, k, v, out, dout, scale: float) -> Cast:
             _launch4("absmax", x, (bits[i:],))
         elif x.size:
             bits[i] = absmax(x).view(cp.int32)
-    m = bits.view(cp.float32).get()
-    f = Factors.of(dict(zip(("q", "k", "v", "dout"), m.tolist())), scale)
+    f = Factors.of(bits.view(cp.float32).get().tolist(), scale)
 
     def to16(x, s):
         y = cp.empty(x.shape, cp.float16)
