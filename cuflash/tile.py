@@ -556,9 +556,10 @@ def _wgmma_backward_tiles(head_dim: int, short: bool = False) -> list[TileConfig
     return first + [TileConfig(64, 128, 12, 2, "wgmma"), TileConfig(64, 64, 4, 2, "wgmma")]
 
 
-#: The widest head dim whose 'tf32' backward takes F16_SCALED by default: at d = 128 its dQ
-#: kernel, storing float32 from the fragments, spills 16 B under NVRTC 13 (sm_90a; NOTES.md v71)
-F16_SCALED_DEFAULT_MAX_D = 64
+#: The widest head dim whose 'tf32' backward takes F16_SCALED by default: every head dim the
+#: 16-bit pair takes from v72, when its dQ kernel stages its float32 rows through Q's rows in
+#: two halves (at d = 128 storing them from the fragments spilled 16 B; NOTES.md v71, v72)
+F16_SCALED_DEFAULT_MAX_D = 128
 
 
 def f16_scaled_tiles(head_dim: int, short: bool = False) -> list[TileConfig]:

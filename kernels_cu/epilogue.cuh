@@ -39,6 +39,39 @@ __device__ __forceinline__ void store_rows_staged(T* __restrict__ g_out, int d, 
     }
 }
 
+// rows [wrow, wrow + 16) of the tile, acc · factor, in G wider than the staging rows' T (float
+// from 16-bit rows): P = sizeof(G) / sizeof(T) passes of DP / P columns, each staged in the
+// caller's rows (a G element in P slots of T, at off(r, P · column)) and copied to g_out (row
+// stride ld) with 16-byte writes, rows < rows_valid and columns < d
+template <typename G, typename T, int NO, int DP, class Off>
+__device__ __forceinline__ void store_rows_staged_wide(G* __restrict__ g_out, int d, int ld,
+                                                       int rows_valid, const float (&acc)[NO][4],
+                                                       float factor, T* stage, Off&& off,
+                                                       int wrow, int lane) {
+    constexpr int P = sizeof(G) / sizeof(T), NP = NO / P, W = DP / P;   // a pass: n-tiles, columns
+    constexpr int EPC = 16 / sizeof(G), CPR = W / EPC;   // G a 16-byte chunk; chunks a pass's row
+    static_assert(P * sizeof(T) == sizeof(G) && NO % P == 0 && W % EPC == 0, "whole passes");
+    const int g = lane >> 2, t4 = lane & 3;
+#pragma unroll
+    for (int p = 0; p < P; ++p) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+#pragma unroll
+            for (int n = 0; n < NP; ++n)
+                store2<G>(reinterpret_cast<G*>(stage + off(wrow + g + 8 * h, P * (n * 8 + 2 * t4))),
+                          acc[p * NP + n][2 * h] * factor, acc[p * NP + n][2 * h + 1] * factor);
+        __syncwarp();
+#pragma unroll
+        for (int c = lane; c < 16 * CPR; c += 32) {
+            const int r = wrow + c / CPR, col = (c % CPR) * EPC;
+            if (r < rows_valid && p * W + col < d)
+                *reinterpret_cast<uint4*>(g_out + size_t(r) * ld + p * W + col) =
+                    *reinterpret_cast<const uint4*>(stage + off(r, P * col));
+        }
+        __syncwarp();   // the next pass rewrites the rows
+    }
+}
+
 // The tensor-core forward kernels' end, O · (1 / l) of a QueryBlock `blk` (block.cuh): rounded
 // to T and stored through the staging rows (store_rows_staged), or with split-KV (params.cuh)
 // this split's O_s as floats to its rows of out_accum (8-byte stores from the fragments).

@@ -414,7 +414,8 @@ struct DqWgmmaWs {
             sm.kv_bar.empty[r.stage].arrive_per_warp();
         }
         // -- dQ_i = dq_scale · Σ_j dS_ij K_j: in T staged in this warp's own Q rows (its products
-        //    are done with them) for 16-byte stores; in float (G) straight from the fragments
+        //    are done with them) for 16-byte stores; in float (G) the same way, half the columns
+        //    a pass
         G* dq = blk.seq.q_row(p.dq, p.dq_stride, blk.i0);
         if constexpr (sizeof(G) == sizeof(T)) {
             float f[1][2] = {{p.dq_scale, p.dq_scale}};
@@ -422,8 +423,9 @@ struct DqWgmmaWs {
                                                   [](int r, int c) { return sw128<BLOCK_M>(r, c); },
                                                   wrow, lane);
         } else {
-            store_rows_direct<G, Step::NO>(dq, p.d, int(p.dq_stride[2]), blk.rows, dQ[0],
-                                           p.dq_scale, wrow, lane);
+            store_rows_staged_wide<G, T, Step::NO, DP>(
+                dq, p.d, int(p.dq_stride[2]), blk.rows, dQ[0], p.dq_scale, sm.q,
+                [](int r, int c) { return sw128<BLOCK_M>(r, c); }, wrow, lane);
         }
     }
 };

@@ -52,6 +52,8 @@ HOPPER_CASES = [  # sm_90 only: the wgmma kernels (no atomic-dQ mode)
     # stores (kernel='wgmma_f16s', NOTES v71): both tiles of its default
     ("float32", 64, TileConfig(32, 64, 4, 2, "tf32"), TileConfig(64, 64, 8, 2, "wgmma_f16s")),
     ("float32", 64, TileConfig(32, 64, 4, 2, "tf32"), TileConfig(64, 128, 12, 2, "wgmma_f16s")),
+    # d = 128: the dQ kernel stages its float rows through Q's rows in two halves (NOTES v72)
+    ("float32", 128, TileConfig(32, 64, 4, 2, "tf32"), TileConfig(64, 128, 12, 2, "wgmma_f16s")),
 ]
 
 WGMMA_TF32_CASES = [  # sm_90 only: float32's TF32 wgmma forward of dense batches (no split-KV, no
