@@ -403,7 +403,13 @@ def test_precision_report_against_torch(tmp_path):
              ["ok", "torch_efficient", "torch_sdpa", "efficient", "forward", 64, "false", 1024,
               "float32", "", 50, 4e-7, "", "", 1.0],
              ["unavailable", "torch_efficient", "torch_sdpa", "efficient", "forward", 64, "false",
-              1024, "float64", "", "", "", "", "", ""]]
+              1024, "float64", "", "", "", "", "", ""],
+             ["ok", "flash", "flash", "", "forward", 64, "false", 1024, "float64", "", 30, 2e-15,
+              "dmma_m128", "", 1.0],
+             ["ok", "torch_math", "torch_sdpa", "math", "forward", 64, "false", 1024, "float64",
+              "", 12, 3e-15, "", "", 1.0],
+             ["oom", "torch_math", "torch_sdpa", "math", "forward", 64, "false", 1024, "float16",
+              "", "", "", "", "", ""]]
     path = tmp_path / "r.csv"
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
@@ -412,12 +418,16 @@ def test_precision_report_against_torch(tmp_path):
     lines = report.precision_table(path).splitlines()
     assert lines[0].startswith("| pass | d | causal | T | dtype | precision | flash TFLOP/s |")
     assert "flash / torch efficient" in lines[0] and "naive error" not in lines[0]
+    assert lines[0].endswith("| torch math TFLOP/s | flash / torch math | tile |")
     at = "| forward | 64 | false | 1024 |"
+    # float64 against torch's math path (its efficient kernel has none); float16's math row
+    # ran out of memory: a dash, not a ratio
     assert lines[2:] == [
-        f"{at} float32 | ieee | 40 | 3e-07 | 50 | 4e-07 | 0.80 | simt_m64 |",
-        f"{at} float32 | tf32 | 120 | 0.0005 | 50 | 4e-07 | 2.40 | tf32_m128 |",
-        f"{at} float32 | highest | 80 | 3e-07 | 50 | 4e-07 | 1.60 | tf32x3_m128 |",
-        f"{at} float16 | native | 300 | 0.0002 | – | – | – | wgmma_m128 |"]
+        f"{at} float32 | ieee | 40 | 3e-07 | 50 | 4e-07 | 0.80 | – | – | simt_m64 |",
+        f"{at} float32 | tf32 | 120 | 0.0005 | 50 | 4e-07 | 2.40 | – | – | tf32_m128 |",
+        f"{at} float32 | highest | 80 | 3e-07 | 50 | 4e-07 | 1.60 | – | – | tf32x3_m128 |",
+        f"{at} float16 | native | 300 | 0.0002 | – | – | – | – | – | wgmma_m128 |",
+        f"{at} float64 | native | 30 | 2e-15 | – | – | – | 12 | 2.50 | dmma_m128 |"]
 
 
 def test_shipped_precision_experiments():

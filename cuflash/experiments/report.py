@@ -531,8 +531,9 @@ def precision_table(path) -> str:
     """Speed and error of each dtype and float32 precision, one line per (pass, d, causal, T,
     dtype, precision) of the tiled method: TFLOP/s, error_rel, naive's error_rel at the same
     precision, torch efficient's TFLOP/s and error_rel at the same (pass, d, causal, T, dtype)
-    and the TFLOP/s ratio (naive's and torch's columns only when the run has such rows), and
-    the tile."""
+    and the TFLOP/s ratio, torch math's TFLOP/s and the ratio to it (the reference for float64,
+    where torch's efficient kernel has none; naive's and each torch backend's columns only when
+    the run has such rows), and the tile."""
     tiled = _tiled(path)
     cells = Cells()
     for r in _all_ok(path):
@@ -541,14 +542,15 @@ def precision_table(path) -> str:
             cells.put(at + _precision_rank(r), "mine", r, first=False)
         elif r["method_name"] == "naive":
             cells.put(at + _precision_rank(r), "naive", r, first=False)
-        elif r["method_name"] == "torch_sdpa" and r.get("backend") == "efficient":
-            cells.put(at + (r["dtype"],), "torch", r, first=False)
-    mine, naive, torch = ({k: c[role] for k, c in cells.items() if role in c}
-                          for role in ("mine", "naive", "torch"))
+        elif r["method_name"] == "torch_sdpa" and r.get("backend") in ("efficient", "math"):
+            cells.put(at + (r["dtype"],), r["backend"], r, first=False)
+    mine, naive, torch, math_ = ({k: c[role] for k, c in cells.items() if role in c}
+                                 for role in ("mine", "naive", "efficient", "math"))
     head = ["pass", "d", "causal", "T", "dtype", "precision", f"{tiled} TFLOP/s", "error"]
     head += ["naive error"] if naive else []
     head += ["torch efficient TFLOP/s", "torch efficient error",
              f"{tiled} / torch efficient"] if torch else []
+    head += ["torch math TFLOP/s", f"{tiled} / torch math"] if math_ else []
     head += ["tile"]
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for key in sorted(mine, key=_ORDER):
@@ -563,6 +565,9 @@ def precision_table(path) -> str:
             tt = _f(t, "tflops")
             row += [_num(tt), _num(_f(t, "error_rel"), "{:.2g}"),
                     f"{mt / tt:.2f}" if mt and tt else "–"]
+        if math_:
+            tm = _f(math_.get(key[:4] + (r["dtype"],)), "tflops")
+            row += [_num(tm), f"{mt / tm:.2f}" if mt and tm else "–"]
         row.append(r.get("tile") or "–")
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines) + cells.note()

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# call 220 (session 42): finish experiments/precision.yaml from call 219's 411 rows (the runner
+# resumes a results folder), then the report (now with torch's math path beside its efficient one).
+export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD
+OUT=${OUT:-/tmp/out}; mkdir -p $OUT
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+cp -r docs/results/v73/call219/precision $OUT/precision
+timeout 300 python3 -m cuflash run experiments/precision.yaml --out $OUT/precision > $OUT/precision_log.txt 2>&1
+echo "precision rc=$?"; tail -4 $OUT/precision_log.txt; wc -l $OUT/precision/results.csv
+python3 -m cuflash.experiments.report precision $OUT/precision/results.csv > $OUT/report_precision.md 2>&1
+echo "report rc=$?"; grep -c "^| " $OUT/report_precision.md; date -u
