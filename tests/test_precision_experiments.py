@@ -428,6 +428,43 @@ def test_precision_report_against_torch(tmp_path):
         f"{at} float32 | highest | 80 | 3e-07 | 50 | 4e-07 | 1.60 | – | – | tf32x3_m128 |",
         f"{at} float16 | native | 300 | 0.0002 | – | – | – | – | – | wgmma_m128 |",
         f"{at} float64 | native | 30 | 2e-15 | – | – | – | 12 | 2.50 | dmma_m128 |"]
+    # the summary: float32 against torch's efficient kernel, float64 against its math path
+    # (the only torch row there), float16 against none
+    summary = report.precision_summary(path).splitlines()
+    assert summary[0] == ("| pass | dtype, precision | flash TFLOP/s d = 64 | / torch d = 64 "
+                          "| torch | error |")
+    assert summary[2:] == [
+        "| forward | float32 ieee | 40 | 0.80 | efficient | 3e-07 |",
+        "| forward | float32 tf32 | 120 | 2.40 | efficient | 0.0005 |",
+        "| forward | float32 highest | 80 | 1.60 | efficient | 3e-07 |",
+        "| forward | float16 native | 300 | – | – | 0.0002 |",
+        "| forward | float64 native | 30 | 2.50 | math | 2e-15 |"]
+    assert report.main(["precision_summary", str(path)]) == 0
+
+
+def test_precision_summary_spans_and_reference_choice(tmp_path):
+    """Ranges fold causal and T; where torch's efficient kernel ran the dtype its ratio is the
+    one taken even if the math path ran too (math is float64's fallback, not a second pick)."""
+    cols = ["status", "method", "method_name", "backend", "pass", "head_dim", "causal",
+            "seq_len", "dtype", "precision", "tflops", "error_rel", "tile", "layout",
+            "time_ms_median"]
+    data = []
+    for T, causal, t_mine, t_eff, t_math, err in ((1024, "false", 100, 50, 10, 1e-3),
+                                                  (4096, "true", 300, 60, 20, 4e-4)):
+        data += [["ok", "flash", "flash", "", "forward", 128, causal, T, "float32", "tf32",
+                  t_mine, err, "x", "", 1.0],
+                 ["ok", "torch_efficient", "torch_sdpa", "efficient", "forward", 128, causal,
+                  T, "float32", "", t_eff, 1e-7, "", "", 1.0],
+                 ["ok", "torch_math", "torch_sdpa", "math", "forward", 128, causal, T,
+                  "float32", "", t_math, 1e-7, "", "", 1.0]]
+    path = tmp_path / "r.csv"
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(cols)
+        w.writerows(data)
+    lines = report.precision_summary(path).splitlines()
+    assert lines[2:] == ["| forward | float32 tf32 | 100–300 | 2.00–5.00 | efficient "
+                         "| 0.0004–0.001 |"]
 
 
 def test_shipped_precision_experiments():

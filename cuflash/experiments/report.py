@@ -12,6 +12,7 @@
     python -m cuflash.experiments.report kv_cache results/kv_cache/results.csv
     python -m cuflash.experiments.report ring results/ring/results.csv
     python -m cuflash.experiments.report precision results/precision/results.csv
+    python -m cuflash.experiments.report precision_summary results/precision/results.csv
 
 ``speed``: TFLOP/s of cuflash's flash, torch SDPA's flash (FlashAttention-2) and cuDNN backends
 per (pass, d, dtype, causal, T), with the ratios, all from rows of one run.
@@ -48,7 +49,10 @@ then per method the largest T that ran and the first T that ran out of memory.
 precision of the tiled method (flash, or twin on the CPU): TFLOP/s and error against the float64
 oracle, naive's error at the same precision (where the run has naive), and torch SDPA's
 efficient backend at the same point and dtype (torch has no precision axis), with cuflash /
-torch. A blank precision is the dtype's default (``cuflash.precision.check``).
+torch (and torch's math path, where the run has it). A blank precision is the dtype's default
+(``cuflash.precision.check``). ``precision_summary``: the same folded over causal and T, a line
+per (pass, dtype, precision): ranges of TFLOP/s and of the ratio to torch per head dim (torch's
+efficient kernel, or its math path for a dtype the efficient one lacks: float64) and of the error.
 (``io`` and ``ratios`` model a packed varlen row as one row of its tokens: they are for the
 experiments that measure DRAM bytes, which these two do not.)
 """
@@ -527,13 +531,10 @@ def _precision_rank(r) -> tuple:
             PRECISIONS.index(prec) if prec in PRECISIONS else len(PRECISIONS))
 
 
-def precision_table(path) -> str:
-    """Speed and error of each dtype and float32 precision, one line per (pass, d, causal, T,
-    dtype, precision) of the tiled method: TFLOP/s, error_rel, naive's error_rel at the same
-    precision, torch efficient's TFLOP/s and error_rel at the same (pass, d, causal, T, dtype)
-    and the TFLOP/s ratio, torch math's TFLOP/s and the ratio to it (the reference for float64,
-    where torch's efficient kernel has none; naive's and each torch backend's columns only when
-    the run has such rows), and the tile."""
+def _precision_cells(path):
+    """precision_table's cells: (tiled method name, mine, naive, torch efficient, torch math,
+    the Cells), mine and naive keyed (pass, d, causal, T) + _precision_rank, torch's rows
+    (pass, d, causal, T, dtype)."""
     tiled = _tiled(path)
     cells = Cells()
     for r in _all_ok(path):
@@ -544,8 +545,19 @@ def precision_table(path) -> str:
             cells.put(at + _precision_rank(r), "naive", r, first=False)
         elif r["method_name"] == "torch_sdpa" and r.get("backend") in ("efficient", "math"):
             cells.put(at + (r["dtype"],), r["backend"], r, first=False)
-    mine, naive, torch, math_ = ({k: c[role] for k, c in cells.items() if role in c}
-                                 for role in ("mine", "naive", "efficient", "math"))
+    roles = ({k: c[role] for k, c in cells.items() if role in c}
+             for role in ("mine", "naive", "efficient", "math"))
+    return (tiled, *roles, cells)
+
+
+def precision_table(path) -> str:
+    """Speed and error of each dtype and float32 precision, one line per (pass, d, causal, T,
+    dtype, precision) of the tiled method: TFLOP/s, error_rel, naive's error_rel at the same
+    precision, torch efficient's TFLOP/s and error_rel at the same (pass, d, causal, T, dtype)
+    and the TFLOP/s ratio, torch math's TFLOP/s and the ratio to it (the reference for float64,
+    where torch's efficient kernel has none; naive's and each torch backend's columns only when
+    the run has such rows), and the tile."""
+    tiled, mine, naive, torch, math_, cells = _precision_cells(path)
     head = ["pass", "d", "causal", "T", "dtype", "precision", f"{tiled} TFLOP/s", "error"]
     head += ["naive error"] if naive else []
     head += ["torch efficient TFLOP/s", "torch efficient error",
@@ -573,6 +585,53 @@ def precision_table(path) -> str:
     return "\n".join(lines) + cells.note()
 
 
+def _span(values, fmt) -> str:
+    """'lo–hi' of the values (one value once), '–' when there are none."""
+    if not values:
+        return "–"
+    lo, hi = fmt.format(min(values)), fmt.format(max(values))
+    return lo if lo == hi else f"{lo}–{hi}"
+
+
+def precision_summary(path) -> str:
+    """precision_table folded over causal and T, one line per (pass, dtype, precision): the
+    range of the tiled method's TFLOP/s at each head dim, of its ratio to torch at each head dim
+    (torch's efficient kernel where it ran the dtype, else its math path: float64), and of its
+    error against the float64 oracle (every head dim). The reference each line took is named."""
+    tiled, mine, _, torch, math_, cells = _precision_cells(path)
+    dims = sorted({k[1] for k in mine})
+    groups: dict = {}
+    for key in sorted(mine, key=_ORDER):
+        r = mine[key]
+        g = groups.setdefault((key[0],) + key[4:], {"row": r, "tf": {}, "x": {}, "err": [],
+                                                    "ref": set()})
+        mt = _f(r, "tflops")
+        g["tf"].setdefault(key[1], []).append(mt) if mt else None
+        at = key[:4] + (r["dtype"],)
+        for name, ref in (("efficient", torch), ("math", math_)):
+            tt = _f(ref.get(at), "tflops")
+            if mt and tt:
+                g["x"].setdefault(key[1], []).append(mt / tt)
+                g["ref"].add(name)
+                break
+            if name == "efficient" and at in torch:
+                break   # torch's efficient kernel ran here: no fallback to math
+        e = _f(r, "error_rel")
+        if e is not None:
+            g["err"].append(e)
+    ds = " / ".join(str(d) for d in dims)
+    lines = [f"| pass | dtype, precision | {tiled} TFLOP/s d = {ds} | / torch d = {ds} "
+             "| torch | error |", "|" + " --- |" * 6]
+    for (pass_, *_), g in groups.items():
+        r = g["row"]
+        lines.append("| " + " | ".join([
+            pass_, f"{r['dtype']} {_precision_text(r)}",
+            " / ".join(_span(g["tf"].get(d, []), "{:.3g}") for d in dims),
+            " / ".join(_span(g["x"].get(d, []), "{:.2f}") for d in dims),
+            ", ".join(sorted(g["ref"])) or "–", _span(g["err"], "{:.2g}")]) + " |")
+    return "\n".join(lines) + cells.note()
+
+
 def variants_tables(path) -> str:
     """The three tables of a variants run (sweeps 'windows', 'scores', 'documents')."""
     return "\n\n".join([windows_table(path), scores_table(path), documents_table(path)])
@@ -583,7 +642,8 @@ def main(argv=None) -> int:
     tables = {"speed": speed_table, "io": io_table, "naive": naive_table,
               "slopes": slopes_table, "ratios": ratios_table, "tiles": tiles_table,
               "variants": variants_tables, "gqa": gqa_table, "varlen": varlen_table,
-              "kv_cache": kv_cache_table, "ring": ring_table, "precision": precision_table}
+              "kv_cache": kv_cache_table, "ring": ring_table, "precision": precision_table,
+              "precision_summary": precision_summary}
     extra = len(argv) == 3 and argv[0] in ("slopes", "ratios")
     if not (len(argv) == 2 or extra) or argv[0] not in tables:
         print(__doc__, file=sys.stderr)
