@@ -655,6 +655,18 @@ MUTANTS = [
       "                               (BLOCK_M == 64 ? 168 : DP > 64 || sizeof(T) == 4 ? 224 : 208)>;",
       "tests/test_kernel_plan.py::test_one_consumer_16_bit_forward_compiles_in_half_the_registers",
       "the one-consumer forward's consumers at 168 registers: the window + softcap kernel spills"),
+    # v73: report precision_summary's reference (torch's efficient kernel, math for float64)
+    M("precision_summary_math_first", "cuflash/experiments/report.py",
+      '        for name, ref in (("efficient", torch), ("math", math_)):',
+      '        for name, ref in (("math", math_), ("efficient", torch)):',
+      "tests/test_precision_experiments.py::test_precision_summary_spans_and_reference_choice",
+      "float32's ratios taken against torch's unfused math path: 'tf32' and 'highest' look "
+      "several times faster than against the efficient kernel issue 15 names"),
+    M("precision_table_math_column_dropped", "cuflash/experiments/report.py",
+      '            row += [_num(tm), f"{mt / tm:.2f}" if mt and tm else "–"]',
+      '            row += [_num(tm), "–"]',
+      "tests/test_precision_experiments.py::test_precision_report_against_torch",
+      "float64's ratio to torch's math path (issue 15's float64 bar) missing from the table"),
     # v71: 'tf32''s backward on the 16-bit pair, float16 copies scaled per tensor
     M("f16s_default_atomic", "cuflash/tile.py",
       '    return bool(deterministic) or tile.kernel in ("wgmma", F16_SCALED, *F16_SPLIT, *PRODUCTS)',
