@@ -7,18 +7,18 @@
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT
 GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader); echo "$GPU"
-timeout 130 python3 .ab/f64_tiles.py --T 4096 16384 --reps 5 > $OUT/f64_tiles.txt 2>&1
+timeout 120 python3 .ab/f64_tiles.py --T 4096 16384 --reps 5 > $OUT/f64_tiles.txt 2>&1
 echo "f64 rc=$?"; grep -v "^# 20" $OUT/f64_tiles.txt | tail -32
-timeout 180 python3 -m pytest -q -p no:cacheprovider -n 16 -m gpu -k "float64 or dmma" tests > $OUT/f64_tests.txt 2>&1
+timeout 170 python3 -m pytest -q -p no:cacheprovider -n 16 -m gpu -k "float64 or dmma" tests > $OUT/f64_tests.txt 2>&1
 echo "f64 tests rc=$?"; grep -E "passed|failed" $OUT/f64_tests.txt | tail -1; grep -E "^FAILED" $OUT/f64_tests.txt | head -10
-if [[ $SECONDS -lt 300 ]]; then
+if [[ $SECONDS -lt 240 ]]; then
 cp -r docs/results/v73/call219/precision $OUT/precision
-timeout 130 python3 -m cuflash run experiments/precision.yaml --out $OUT/precision > $OUT/precision_log.txt 2>&1
+timeout 100 python3 -m cuflash run experiments/precision.yaml --out $OUT/precision > $OUT/precision_log.txt 2>&1
 echo "precision rc=$?"; tail -2 $OUT/precision_log.txt; wc -l < $OUT/precision/results.csv
 python3 -m cuflash.experiments.report precision $OUT/precision/results.csv > $OUT/report_precision.md 2>&1
 python3 -m cuflash.experiments.report precision_summary $OUT/precision/results.csv > $OUT/report_precision_summary.md 2>&1
 fi
-if [[ "$GPU" == *H200* && $SECONDS -lt 300 ]]; then
+if [[ "$GPU" == *H200* && $SECONDS -lt 240 ]]; then
   timeout 150 python3 .ab/v71_bench.py --d 64 128 --T 2048 4096 16384 --reps 3 > $OUT/v72_bench.txt 2>&1
   echo "bench rc=$?"; sed -n '/^# d T/,$p' $OUT/v72_bench.txt | grep " tf32 "
 fi
