@@ -19,7 +19,7 @@ python3 -m cuflash.experiments.report precision $OUT/precision/results.csv > $OU
 python3 -m cuflash.experiments.report precision_summary $OUT/precision/results.csv > $OUT/report_precision_summary.md 2>&1
 fi
 if [[ "$GPU" == *H200* && $SECONDS -lt 240 ]]; then
-  timeout 150 python3 .ab/v71_bench.py --d 64 128 --T 2048 4096 16384 --reps 3 > $OUT/v72_bench.txt 2>&1
+  timeout 120 python3 .ab/v71_bench.py --d 64 128 --T 2048 4096 16384 --reps 3 > $OUT/v72_bench.txt 2>&1
   echo "bench rc=$?"; sed -n '/^# d T/,$p' $OUT/v72_bench.txt | grep " tf32 "
 fi
 echo "elapsed ${SECONDS}s"
