@@ -170,16 +170,12 @@ template <typename T, int DP, int BLOCK_M, int BLOCK_N, int NT, int STAGES, clas
 struct DqMma : TileKernel<DqMma<T, DP, BLOCK_M, BLOCK_N, NT, STAGES, V, Products>> {
     using Params = BwdParams<T, float>;
     using Block = QueryBlock<BLOCK_M, V, Params, float>;
-    static constexpr int NW = NT / 32;
-    static constexpr int MT = BLOCK_M / (16 * NW);   // 16-row m-tiles per warp
-    static constexpr int NS = BLOCK_N / 8;           // 8-column n-tiles of S
-    static constexpr int NO = DP / 8;                // 8-column n-tiles of dQ
-    static constexpr int LDS = Products::template kLds<DP>;
-    static_assert(MT >= 1 && BLOCK_M == 16 * MT * NW, "BLOCK_M must be 16·MT·warps");
-    static_assert(BLOCK_N % 16 == 0 && DP % 16 == 0, "tiles must be multiples of 16");
+    using Shape = MmaShape<T, DP, BLOCK_M, BLOCK_N, NT, Products>;   // mma.cuh: rows a warp, LDS
+    static constexpr int NW = Shape::NW, MT = Shape::MT, NS = Shape::NS, NO = Shape::NO;
+    static constexpr int LDS = Shape::LDS;
     static_assert(STAGES == 1 || STAGES == 2, "1 or 2 stages");
 
-    using Tiles = CpAsyncTiles<DP, NT, RowMajor<LDS>, 16 / sizeof(T)>;   // staging (pipeline.cuh)
+    using Tiles = typename Shape::Tiles;
     using Smem = DqTiles<T, LDS, BLOCK_M, BLOCK_N, STAGES>;              // pipeline.cuh
 
     static __device__ __forceinline__ void body(const Params& p, const Block& blk, Smem& sm) {

@@ -35,23 +35,17 @@ template <typename T, int DP, int BLOCK_M, int BLOCK_N, int NT, int STAGES, clas
 struct FwdMma : TileKernel<FwdMma<T, DP, BLOCK_M, BLOCK_N, NT, STAGES, V, Products>> {
     using Params = FwdParams<T, float>;
     using Block = QueryBlock<BLOCK_M, V, Params, float>;
-    static constexpr int NW = NT / 32;
-    static constexpr int KW = BLOCK_M < 16 * NW ? NW : 1;   // warps that split a tile's keys
-    static constexpr int MT = BLOCK_M / (16 * (NW / KW));   // 16-row m-tiles per warp
-    static constexpr int WN = BLOCK_N / KW;                 // keys of a tile per warp
-    static constexpr int NS = WN / 8;                       // 8-column n-tiles of S
-    static constexpr int NO = DP / 8;                       // 8-column n-tiles of O
-    // row stride (elements) of every tile: a KV cache's steps, memory-bound, take the swizzled
-    // rows (mma.cuh tile_at: 1.07-1.08x on large decode steps, NOTES v28), the others the padded
-    // ones (fewer address registers: the swizzle made the sm_80 128-row causal tile spill)
-    static constexpr int LDS = Products::template kLds<DP, V::CACHE != kNoCache>;
-    static_assert(sizeof(T) == 2 || LDS % 64 != 0, "mma.cuh tile_at swizzles 16-bit rows only");
-    static_assert((MT == 1 || MT == 2) && BLOCK_M == 16 * MT * (NW / KW),
-                  "BLOCK_M must be 16·MT·warps, or 16·MT when the warps split the keys");
-    static_assert(WN % 16 == 0 && DP % 16 == 0, "tiles must be multiples of 16 (per warp)");
+    // warps split the keys where the rows are too few (KW); a KV cache's steps, memory-bound,
+    // take the swizzled rows (mma.cuh tile_at: 1.07-1.08x on large decode steps, NOTES v28), the
+    // others the padded ones (fewer address registers: the swizzle made the sm_80 128-row causal
+    // tile spill)
+    using Shape = MmaShape<T, DP, BLOCK_M, BLOCK_N, NT, Products, true, V::CACHE != kNoCache>;
+    static constexpr int NW = Shape::NW, KW = Shape::KW, MT = Shape::MT, WN = Shape::WN;
+    static constexpr int NS = Shape::NS, NO = Shape::NO, LDS = Shape::LDS;
+    static_assert(MT == 1 || MT == 2, "16 or 32 rows a warp");
     static_assert(STAGES >= 1 && STAGES <= 4, "1 to 4 stages");
 
-    using Tiles = CpAsyncTiles<DP, NT, RowMajor<LDS>, 16 / sizeof(T)>;   // staging (pipeline.cuh)
+    using Tiles = typename Shape::Tiles;
     using Merge = KeyWarpMerge<KW, MT>;
     static constexpr int kRingBytes = 2 * STAGES * BLOCK_N * LDS * int(sizeof(T));
     static constexpr int kMergeBytes = 4 * Merge::template kMergeFloats<DP>;

@@ -322,6 +322,30 @@ struct RowMajor {
 template <int DP, int LDS, int NT>
 using MmaTiles = CpAsyncTiles<DP, NT, RowMajor<LDS>>;
 
+// The query-tile shape of the mma forward and dQ kernels (flash_fwd_mma.cu FwdMma, flash_bwd_mma.cu
+// DqMma), as DmmaShape is the dmma kernels': BLOCK_M query rows dealt to the NW = NT / 32 warps in
+// 16-row m-tiles (MT a warp); with KEY_SPLIT and fewer rows than 16 a warp, the KW = NW warps
+// each take every row and WN = BLOCK_N / KW keys of a tile instead. DP head columns; every tile
+// staged (Tiles, 16-byte copies) in rows of LDS elements, Products' row stride (SWIZZLE: a KV
+// cache's unpadded swizzled 16-bit rows, mma.cuh tile_at). Each kernel names its one MmaShape
+// Shape and takes these from it.
+template <typename T, int DP, int BLOCK_M, int BLOCK_N, int NT, class Products,
+          bool KEY_SPLIT = false, bool SWIZZLE = false>
+struct MmaShape {
+    static constexpr int NW = NT / 32;
+    static constexpr int KW = KEY_SPLIT && BLOCK_M < 16 * NW ? NW : 1;   // warps splitting keys
+    static constexpr int MT = BLOCK_M / (16 * (NW / KW));   // 16-row m-tiles per warp
+    static constexpr int WN = BLOCK_N / KW;                 // keys of a tile per warp
+    static constexpr int NS = WN / 8;                       // 8-column n-tiles of S
+    static constexpr int NO = DP / 8;                       // 8-column n-tiles of O / dQ
+    static constexpr int LDS = Products::template kLds<DP, SWIZZLE>;
+    static_assert(sizeof(T) == 2 || LDS % 64 != 0, "mma.cuh tile_at swizzles 16-bit rows only");
+    static_assert(MT >= 1 && BLOCK_M == 16 * MT * (NW / KW),
+                  "BLOCK_M must be 16·MT·warps, or 16·MT when the warps split the keys");
+    static_assert(WN % 16 == 0 && DP % 16 == 0, "tiles must be multiples of 16 (per warp)");
+    using Tiles = CpAsyncTiles<DP, NT, RowMajor<LDS>, 16 / sizeof(T)>;   // staging (pipeline.cuh)
+};
+
 // cp.async of a ROWS × DP tile into rows of LDS elements (MmaTiles' load)
 template <int ROWS, int DP, int LDS, int NT, typename T>
 __device__ __forceinline__ void cp_async_tile(T* s, const T* g, int rows_valid, int d, int ld) {
