@@ -390,10 +390,23 @@ def test_cpu_precision_end_to_end(tmp_path, capsys):
     assert f"measured 0 points (nothing new); {len(rows)} were already" in capsys.readouterr().out
 
 
+#: The columns of the report tests' hand-made results rows
+_REPORT_COLS = ["status", "method", "method_name", "backend", "pass", "head_dim", "causal",
+                "seq_len", "dtype", "precision", "tflops", "error_rel", "tile", "layout",
+                "time_ms_median"]
+
+
+def _report_csv(tmp_path, data):
+    """A results CSV of these rows (columns _REPORT_COLS) for the report tables."""
+    path = tmp_path / "r.csv"
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(_REPORT_COLS)
+        w.writerows(data)
+    return path
+
+
 def test_precision_report_against_torch(tmp_path):
-    cols = ["status", "method", "method_name", "backend", "pass", "head_dim", "causal",
-            "seq_len", "dtype", "precision", "tflops", "error_rel", "tile", "layout",
-            "time_ms_median"]
     data = [["ok", "flash", "flash", "", "forward", 64, "false", 1024, "float32", p, t, e, tile, "",
              1.0] for p, t, e, tile in (("ieee", 40, 3e-7, "simt_m64"),
                                         ("tf32", 120, 5e-4, "tf32_m128"),
@@ -410,11 +423,7 @@ def test_precision_report_against_torch(tmp_path):
               "", 12, 3e-15, "", "", 1.0],
              ["oom", "torch_math", "torch_sdpa", "math", "forward", 64, "false", 1024, "float16",
               "", "", "", "", "", ""]]
-    path = tmp_path / "r.csv"
-    with open(path, "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(cols)
-        w.writerows(data)
+    path = _report_csv(tmp_path, data)
     lines = report.precision_table(path).splitlines()
     assert lines[0].startswith("| pass | d | causal | T | dtype | precision | flash TFLOP/s |")
     assert "flash / torch efficient" in lines[0] and "naive error" not in lines[0]
@@ -445,9 +454,6 @@ def test_precision_report_against_torch(tmp_path):
 def test_precision_summary_spans_and_reference_choice(tmp_path):
     """Ranges fold causal and T; where torch's efficient kernel ran the dtype its ratio is the
     one taken even if the math path ran too (math is float64's fallback, not a second pick)."""
-    cols = ["status", "method", "method_name", "backend", "pass", "head_dim", "causal",
-            "seq_len", "dtype", "precision", "tflops", "error_rel", "tile", "layout",
-            "time_ms_median"]
     data = []
     for T, causal, t_mine, t_eff, t_math, err in ((1024, "false", 100, 50, 10, 1e-3),
                                                   (4096, "true", 300, 60, 20, 4e-4)):
@@ -457,11 +463,7 @@ def test_precision_summary_spans_and_reference_choice(tmp_path):
                   T, "float32", "", t_eff, 1e-7, "", "", 1.0],
                  ["ok", "torch_math", "torch_sdpa", "math", "forward", 128, causal, T,
                   "float32", "", t_math, 1e-7, "", "", 1.0]]
-    path = tmp_path / "r.csv"
-    with open(path, "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(cols)
-        w.writerows(data)
+    path = _report_csv(tmp_path, data)
     lines = report.precision_summary(path).splitlines()
     assert lines[2:] == ["| forward | float32 tf32 | 100–300 | 2.00–5.00 | efficient "
                          "| 0.0004–0.001 |"]

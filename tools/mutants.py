@@ -657,8 +657,8 @@ MUTANTS = [
       "the one-consumer forward's consumers at 168 registers: the window + softcap kernel spills"),
     # v73: report precision_summary's reference (torch's efficient kernel, math for float64)
     M("precision_summary_math_first", "cuflash/experiments/report.py",
-      '        for name, ref in (("efficient", torch), ("math", math_)):',
-      '        for name, ref in (("math", math_), ("efficient", torch)):',
+      '        name, ref = ("efficient", torch) if at in torch else ("math", math_)',
+      '        name, ref = ("math", math_) if at in math_ else ("efficient", torch)',
       "tests/test_precision_experiments.py::test_precision_summary_spans_and_reference_choice",
       "float32's ratios taken against torch's unfused math path: 'tf32' and 'highest' look "
       "several times faster than against the efficient kernel issue 15 names"),

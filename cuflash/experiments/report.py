@@ -606,16 +606,15 @@ def precision_summary(path) -> str:
         g = groups.setdefault((key[0],) + key[4:], {"row": r, "tf": {}, "x": {}, "err": [],
                                                     "ref": set()})
         mt = _f(r, "tflops")
-        g["tf"].setdefault(key[1], []).append(mt) if mt else None
+        if mt:
+            g["tf"].setdefault(key[1], []).append(mt)
+        # torch's efficient kernel where it ran this dtype, its math path only where it did not
         at = key[:4] + (r["dtype"],)
-        for name, ref in (("efficient", torch), ("math", math_)):
-            tt = _f(ref.get(at), "tflops")
-            if mt and tt:
-                g["x"].setdefault(key[1], []).append(mt / tt)
-                g["ref"].add(name)
-                break
-            if name == "efficient" and at in torch:
-                break   # torch's efficient kernel ran here: no fallback to math
+        name, ref = ("efficient", torch) if at in torch else ("math", math_)
+        tt = _f(ref.get(at), "tflops")
+        if mt and tt:
+            g["x"].setdefault(key[1], []).append(mt / tt)
+            g["ref"].add(name)
         e = _f(r, "error_rel")
         if e is not None:
             g["err"].append(e)
