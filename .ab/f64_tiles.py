@@ -16,6 +16,9 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--T", type=int, nargs="+", default=[4096, 16384])
     ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--d", type=int, nargs="+", default=[128])
+    ap.add_argument("--tiles", default="64x32x8x2,64x16x4x1,128x16x8x1,128x16x8x2,32x32x4x1",
+                    help="dmma tiles, the first the baseline of x_default")
     a = ap.parse_args()
     import cupy as cp
     import cuflash
@@ -23,10 +26,12 @@ def main():
     from cuflash.experiments import env as run_env, gputime
     from cuflash.oracle import oracle_attention, rel_error
     print("# " + run_env.summary_line(run_env.collect("gpu")), flush=True)
-    base = TC(64, 32, 8, 2, "dmma")
-    tiles = [base, TC(64, 16, 4, 1, "dmma"), TC(128, 16, 8, 1, "dmma"), TC(128, 16, 8, 2, "dmma"),
-             TC(32, 32, 4, 1, "dmma")]
-    d = 128
+    tiles = [TC(*map(int, t.split("x")), "dmma") for t in a.tiles.split(",")]
+    for d in a.d:
+        run(a, d, tiles, cp, cuflash, gputime, oracle_attention, rel_error)
+
+
+def run(a, d, tiles, cp, cuflash, gputime, oracle_attention, rel_error):
     # correctness first: odd shape, every tile, against the oracle (naive float64 beside it)
     rng = np.random.default_rng(7)
     q, k, v = (rng.standard_normal((2, 3, n, d)) for n in (333, 517, 517))
