@@ -65,6 +65,7 @@ from .. import iomodel, kvcache
 from .._xp import cupy_module, resolve_dtype
 from ..mask import Mask
 from . import layouts
+from .unavailable import Unavailable, point_module
 
 #: Values of the ``cache`` axis.
 CACHES = ("contiguous", "paged")
@@ -345,19 +346,9 @@ def pages_needed(lengths_, page_size_: int) -> int:
     return ledger.num_pages - ledger.num_free_pages
 
 
-def _device(point):
-    if point.device != "gpu":
-        return np
-    cp = cupy_module()
-    if cp is None:
-        from .measure import Unavailable
-        raise Unavailable("CuPy is not importable, so nothing runs on the GPU")
-    return cp
-
-
 def make_inputs(point, seed: int, on_host: bool = False) -> StepInputs:
     """The arrays of one step (see the module docstring), on the point's device."""
-    xp = _device(point)
+    xp = point_module(point)
     if point.method_name == CEILING:
         from .readbw import make_array
         if on_host and xp is not np:
@@ -493,7 +484,6 @@ def build_call(point, inputs):
             a["q"], a["k_cache"], a["v_cache"], cache_seqlens=a["cache_seqlens"],
             block_table=table, k_new=a["k_new"], v_new=a["v_new"], causal=causal),
             kind, as_numpy)
-    from .measure import Unavailable
     raise Unavailable(f"{point.method_name} has no KV-cache step")
 
 

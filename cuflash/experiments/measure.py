@@ -43,10 +43,7 @@ from ..checks import SeqLens
 from . import decode, gputime, layouts, variants
 from .points import Point
 from .schema import Measure
-
-
-class Unavailable(Exception):
-    """The method cannot run here (no torch, no GPU, a backend refusing the shape or dtype)."""
+from .unavailable import Unavailable, point_module
 
 
 _OOM_TEXT = ("out of memory", "cudaerrormemoryallocation", "cublas_status_alloc_failed",
@@ -89,10 +86,8 @@ def make_inputs(point: Point, seed: int, on_host: bool = False) -> dict:
     dtype = resolve_dtype(point.dtype)
     shapes = layouts.input_shapes(point)
     cu = layouts.cu_seqlens(point)
-    gpu = point.device == "gpu"
-    cp = cupy_module() if gpu else None
-    if gpu and cp is None:
-        raise Unavailable("CuPy is not importable, so nothing runs on the GPU")
+    cp = point_module(point)
+    gpu = cp is not np
     extra = {} if cu is None else {"cu_seqlens": cu}
     if gpu and not on_host:
         rng = cp.random.default_rng(seed)
@@ -128,7 +123,7 @@ def build_call(point: Point, inputs: dict) -> Call:
     kind = "cupy" if point.device == "gpu" else "cpu"
     q, k, v = inputs["q"], inputs["k"], inputs["v"]
     dout = inputs.get("dout")
-    xp = cupy_module() if point.device == "gpu" else np
+    xp = point_module(point)
     opts = variants.call_options(point, xp)        # causal and the variant, on q's device
     prec = precision_option(point)                 # float32's
 

@@ -80,6 +80,7 @@ import numpy as np
 
 from ..distributed.layout import LAYOUTS as SLICINGS
 from ..distributed.layout import chunks_per_rank
+from .unavailable import Unavailable, point_module
 
 #: The method's name in experiment files.
 METHOD = "ring"
@@ -250,7 +251,6 @@ def measure(point, cfg) -> dict:
     columns. Raises ``measure.Unavailable`` (too few GPUs, no NCCL), MemoryError (a rank ran out
     of memory) or :class:`WorkerError` (anything else, time-outs included), which the runner
     records as the row's status and note."""
-    from .measure import Unavailable
     n = int(point.world_size)
     if point.launch == "processes":
         have = gpu_count()
@@ -339,7 +339,6 @@ def _signal_name(code: int) -> str:
 
 def _collect(folder: Path, procs, outcome: str, elapsed: float, stopped: set[int], point) -> dict:
     """The row from rank 0's status file, or the exception that describes what failed."""
-    from .measure import Unavailable
     n = len(procs)
     status = {}
     for r in range(n):
@@ -458,7 +457,7 @@ def _failure(exc: BaseException, rank: int) -> dict:
     whether it is out of memory, a missing library, or a consequence of another rank's
     failure."""
     from ..distributed import CommError
-    from .measure import Unavailable, _where, is_oom
+    from .measure import _where, is_oom
     text = " ".join(f"{type(exc).__name__}: {exc}".split())
     if len(text) > 400:
         text = text[:397] + "..."
@@ -481,17 +480,6 @@ def _agree(comm, error: BaseException | None, what: str) -> None:
 def _sync(xp) -> None:
     if xp is not np:
         xp.cuda.get_current_stream().synchronize()
-
-
-def _module(point):
-    if point.device != "gpu":
-        return np
-    from .._xp import cupy_module
-    from .measure import Unavailable
-    cp = cupy_module()
-    if cp is None:
-        raise Unavailable("CuPy is not importable, so nothing runs on the GPU")
-    return cp
 
 
 def _opts(point) -> dict:
@@ -720,7 +708,6 @@ def _row(point, got: list[dict]) -> dict:
 
 def _run_processes(point, cfg) -> dict | None:
     """This process's rank of a ``launch: processes`` point (NCCL); the row on rank 0."""
-    from .measure import Unavailable
     try:
         import cupy  # noqa: F401
         from cupy.cuda import nccl
@@ -730,7 +717,7 @@ def _run_processes(point, cfg) -> dict | None:
     if not getattr(nccl, "available", False):
         raise Unavailable("the ring's processes need NCCL, which CuPy could not load")
     from ..distributed import NcclComm
-    xp = _module(point)
+    xp = point_module(point)
     host = refs = None
     if cfg.error and point.run_scores <= cfg.error_limit:
         host = _global_inputs(point, cfg)
@@ -748,7 +735,7 @@ def _run_processes(point, cfg) -> dict | None:
 def _run_simulated(point, cfg) -> dict:
     """A ``launch: simulated`` point: its ranks as threads (SimulatedRing); the row."""
     from ..distributed import SimulatedRing
-    xp = _module(point)
+    xp = point_module(point)
     host = refs = None
     if cfg.error and point.run_scores <= cfg.error_limit:
         host = _global_inputs(point, cfg)
