@@ -190,7 +190,7 @@ def has_fp64_tensor_cores(arch: str) -> bool:
     return arch.rstrip("a") in ("sm_80", "sm_90")
 
 
-def _dmma_tiles(head_dim: int, backward: bool) -> list[TileConfig]:
+def _dmma_tiles(head_dim: int, backward: bool, hopper: bool = False) -> list[TileConfig]:
     """Tiles of the float64 tensor-core kernels, preferred first (flash_fwd_dmma.cu,
     flash_bwd_dmma.cu). Rows of d + 2 doubles: at d = 128 a 64-row tile is 66.5 KB, so the
     forward holds a 64 × 32 pair of tiles with two K/V stages (one block per SM) and the
@@ -211,8 +211,13 @@ def _dmma_tiles(head_dim: int, backward: bool) -> list[TileConfig]:
             return [TileConfig(128, 64, 8, 2, "dmma"), TileConfig(64, 64, 4, 1, "dmma"),
                     TileConfig(32, 32, 4, 1, "dmma")]
         if head_dim <= 128:
-            return [TileConfig(64, 32, 8, 2, "dmma"), TileConfig(64, 32, 4, 2, "dmma"),
-                    TileConfig(64, 16, 4, 2, "dmma"), TileConfig(32, 32, 4, 1, "dmma")]
+            # sm_90: 16 query rows a warp (m16n8k16) on 16-key tiles: 128 x 16 / 8 warps /
+            # 2 stages 1.37-1.48x the 8-row 64 x 32 at d = 128 on the H100, 64 x 16 / 4 warps /
+            # 1 stage (100 KB, two blocks an SM) 1.23-1.31x (NOTES.md v74, v76)
+            return ([TileConfig(128, 16, 8, 2, "dmma"), TileConfig(64, 16, 4, 1, "dmma")]
+                    if hopper else []) + [
+                TileConfig(64, 32, 8, 2, "dmma"), TileConfig(64, 32, 4, 2, "dmma"),
+                TileConfig(64, 16, 4, 2, "dmma"), TileConfig(32, 32, 4, 1, "dmma")]
         return [TileConfig(32, 16, 4, 2, "dmma"), TileConfig(32, 16, 4, 1, "dmma")]
     if head_dim <= 64:
         return [TileConfig(64, 64, 8, 2, "dmma"), TileConfig(32, 32, 4, 2, "dmma"),
@@ -642,7 +647,7 @@ def tile_candidates(head_dim: int, dtype, *, backward: bool = False, causal: boo
         # float64 on tensor cores (mma.sync m8n8k4): measured faster than the simt kernels at
         # d = 64 and 128 on the H200 (NOTES.md, v11); no atomic-dQ mode, so
         # deterministic=False stays on simt. Wider heads stay on simt (not measured).
-        return _dmma_tiles(head_dim, backward) + tile_candidates(
+        return _dmma_tiles(head_dim, backward, hopper) + tile_candidates(
             head_dim, dtype, backward=backward, causal=causal, deterministic=deterministic,
             hopper=hopper)
     if mma_capable(head_dim, dtype) and not (backward and head_dim > 128):

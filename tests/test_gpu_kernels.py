@@ -39,7 +39,9 @@ MMA_BWD = [TileConfig(64, 64, 4, 2, "mma"), TileConfig(32, 64, 4, 1, "mma"),
            TileConfig(32, 32, 2, 2, "mma")]
 # float64 tensor cores: 16 and 8 rows per warp (m16n8k16 on sm_90, m8n8k4), 1 and 2 stages
 DMMA_FWD = [TileConfig(64, 32, 4, 2, "dmma"), TileConfig(128, 64, 8, 2, "dmma"),
-            TileConfig(64, 32, 8, 2, "dmma"), TileConfig(32, 32, 4, 1, "dmma")]
+            TileConfig(64, 32, 8, 2, "dmma"), TileConfig(32, 32, 4, 1, "dmma"),
+            TileConfig(128, 16, 8, 2, "dmma"),  # sm_90's default at 64 < d <= 128 (NOTES v76)
+            TileConfig(64, 16, 4, 1, "dmma")]
 DMMA_BWD = [TileConfig(32, 32, 4, 2, "dmma"), TileConfig(64, 64, 8, 2, "dmma"),
             TileConfig(32, 64, 4, 1, "dmma"), TileConfig(16, 16, 2, 1, "dmma")]
 
