@@ -54,6 +54,9 @@ HOPPER_CASES = [  # sm_90 only: the wgmma kernels (no atomic-dQ mode)
     ("float32", 64, TileConfig(32, 64, 4, 2, "tf32"), TileConfig(64, 128, 12, 2, "wgmma_f16s")),
     # d = 128: the dQ kernel stages its float rows through Q's rows in two halves (NOTES v72)
     ("float32", 128, TileConfig(32, 64, 4, 2, "tf32"), TileConfig(64, 128, 12, 2, "wgmma_f16s")),
+    # float64's forward default at 64 < d <= 128 (16 rows a warp on 16-key tiles, 195 KB: sm_90's
+    # shared memory only; NOTES v76), with its backward's default
+    ("float64", 128, TileConfig(128, 16, 8, 2, "dmma"), TileConfig(32, 64, 8, 1, "dmma")),
 ]
 
 WGMMA_TF32_CASES = [  # sm_90 only: float32's TF32 wgmma forward of dense batches (no split-KV, no
