@@ -39,7 +39,8 @@ for spec in json.loads(sys.argv[2]):
     H = 2048 // d; B = max(1, 16384 // T)
     dt, _, prec = dt.partition(":")         # "float32:ieee": a float32 precision mode
     kw = dict(causal=causal, **({"precision": prec} if prec else {}))
-    dtype = {"float16": np.float16, "bfloat16": bfloat16, "float32": np.float32}[dt]
+    dtype = {"float16": np.float16, "bfloat16": bfloat16, "float32": np.float32,
+             "float64": np.float64}[dt]
     rng = np.random.default_rng(0)
     q, k, v, do = (cp.asarray(rng.standard_normal((B, H, T, d)).astype(dtype)) for _ in range(4))
     bwd_kw = json.loads(sys.argv[4])
