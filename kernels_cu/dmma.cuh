@@ -130,6 +130,36 @@ template <int M, int N, int DP, int LDS>
 __device__ __forceinline__ void dmma_abt(double (&c)[M][N][2], const double* A, const double* B,
                                          int lane) {
     const int g = lane >> 2, t = lane & 3;
+    if constexpr (kDmmaM16 && M % 2 == 0) {
+        // m16n8k16: each A double read straight into its place in the fragment (rows g and
+        // g + 8 of a pair of m-tiles), so no register copies build the fragment (NOTES v78);
+        // k-step kk of span s is column 16s + (t & 1) + 8·(t >> 1) + 2kk of A and B rows:
+        // a half-warp's 8-byte reads (rows g..g+3, LDS ≡ 2 mod 16) then fall in 16 different
+        // 8-byte bank pairs
+        const int c0 = (t & 1) + 8 * (t >> 1);
+        const double* a_row = A + g * LDS + c0;
+        const double* b_row = B + g * LDS + c0;
+#pragma unroll
+        for (int s = 0; s < DP / 16; ++s) {
+            double a[M / 2][8];
+#pragma unroll
+            for (int m = 0; m < M; m += 2)
+#pragma unroll
+                for (int kk = 0; kk < 4; ++kk) {
+                    a[m / 2][2 * kk] = a_row[8 * m * LDS + 16 * s + 2 * kk];
+                    a[m / 2][2 * kk + 1] = a_row[8 * (m + 1) * LDS + 16 * s + 2 * kk];
+                }
+#pragma unroll
+            for (int n = 0; n < N; ++n) {
+                double b[4];
+#pragma unroll
+                for (int kk = 0; kk < 4; ++kk) b[kk] = b_row[8 * n * LDS + 16 * s + 2 * kk];
+#pragma unroll
+                for (int m = 0; m < M; m += 2) dmma16816(c[m][n], c[m + 1][n], a[m / 2], b);
+            }
+        }
+        return;
+    }
     const double* a_row = A + g * LDS + 4 * t;
     const double* b_row = B + g * LDS + 4 * t;
 #pragma unroll
@@ -171,6 +201,21 @@ __device__ __forceinline__ void dmma_cx(double (&acc)[M][DP / 8][2], const doubl
             x[m][2] = p[m][n + 1][0];
             x[m][3] = p[m][n + 1][1];
         }
+        if constexpr (kDmmaM16 && M % 2 == 0) {
+            // m16n8k16: each B double read straight into its place (rows 8n + 2t + 0, 1, 8, 9
+            // of X), lane g reading column 16q + (g & 3) + 4c + 8·(g >> 2) for output n-tile
+            // 2q + c, so that a half-warp's 8-byte reads fall in 16 different bank pairs
+            const double* row = X + (8 * n + 2 * t) * LDS + (g & 3) + 8 * (g >> 2);
+#pragma unroll
+            for (int q = 0; q < DP / 16; ++q)
+#pragma unroll
+                for (int c = 0; c < 2; ++c) {
+                    const double* col = row + 16 * q + 4 * c;
+                    const double b[4] = {col[0], col[LDS], col[8 * LDS], col[9 * LDS]};
+                    dmma_k4(acc, x, b, 2 * q + c);
+                }
+            continue;
+        }
         const double* row = X + (8 * n + 2 * t) * LDS + 2 * g;   // k-step 0; 1, 2, 3 below
 #pragma unroll
         for (int q = 0; q < DP / 16; ++q) {
@@ -185,48 +230,53 @@ __device__ __forceinline__ void dmma_cx(double (&acc)[M][DP / 8][2], const doubl
     }
 }
 
-// Rows of a dmma_cx accumulator (M m-tiles of 8 rows from wrow) and the 4 consecutive columns
-// each lane holds of each 16-column span: each(f) calls f(row, column, value) per element
-// (store_dkdv's tile, epilogue.cuh), each4(f) f(m, row, first column, v0..v3) per group.
+// Rows of a dmma_cx accumulator (M m-tiles of 8 rows from wrow) and the pairs of consecutive
+// columns each lane holds: each2(f) calls f(m, row, first column, v0, v1) per pair, each(f)
+// f(row, column, value) per element (store_dkdv's tile, epilogue.cuh). Lane t, element e of
+// output n-tile 2q + c holds column 16q + 4t + 2e + c (m8n8k4: B lane g reads columns 16q + 2g
+// and + 1) or 16q + 8·(t >> 1) + 2·(t & 1) + 4c + e (m16n8k16, dmma_cx's own column order).
 template <int M, int NO>
 struct DRows {
+    static constexpr bool kM16 = kDmmaM16 && M % 2 == 0;
     const double (&acc)[M][NO][2];
     int wrow, lane;
     template <class F>
-    __device__ __forceinline__ void each4(F&& f) const {
+    __device__ __forceinline__ void each2(F&& f) const {
         const int g = lane >> 2, t = lane & 3;
 #pragma unroll
         for (int m = 0; m < M; ++m)
 #pragma unroll
             for (int q = 0; q < NO / 2; ++q)
-                f(m, wrow + 8 * m + g, 16 * q + 4 * t, acc[m][2 * q][0], acc[m][2 * q + 1][0],
-                  acc[m][2 * q][1], acc[m][2 * q + 1][1]);
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    if constexpr (kM16)   // h = c: elements e = 0, 1 of n-tile 2q + c
+                        f(m, wrow + 8 * m + g, 16 * q + 8 * (t >> 1) + 2 * (t & 1) + 4 * h,
+                          acc[m][2 * q + h][0], acc[m][2 * q + h][1]);
+                    else                  // h = e: n-tiles 2q and 2q + 1
+                        f(m, wrow + 8 * m + g, 16 * q + 4 * t + 2 * h, acc[m][2 * q][h],
+                          acc[m][2 * q + 1][h]);
+                }
     }
     template <class F>
     __device__ __forceinline__ void each(F&& f) const {
-        each4([&](int, int r, int c, double v0, double v1, double v2, double v3) {
+        each2([&](int, int r, int c, double v0, double v1) {
             f(r, c, v0);
             f(r, c + 1, v1);
-            f(r, c + 2, v2);
-            f(r, c + 3, v3);
         });
     }
 };
 
 // rows wrow .. wrow + 8·M - 1 of a dmma_cx accumulator, row of m-tile m times factor[m], to
-// g_out (row stride ld) for rows < rows_valid and columns < d (a multiple of 8: a group of four
+// g_out (row stride ld) for rows < rows_valid and columns < d (a multiple of 8: a pair of
 // columns is in or out whole), 16-byte stores from the registers
 template <int M, int NO>
 __device__ __forceinline__ void store_drows(double* __restrict__ g_out, int d, long long ld,
                                             int rows_valid, const double (&acc)[M][NO][2],
                                             const double (&factor)[M], int wrow, int lane) {
-    DRows<M, NO>{acc, wrow, lane}.each4(
-        [&](int m, int r, int c, double v0, double v1, double v2, double v3) {
-            if (r >= rows_valid || c >= d) return;
-            double2* dst = reinterpret_cast<double2*>(g_out + r * ld + c);
-            dst[0] = make_double2(v0 * factor[m], v1 * factor[m]);
-            dst[1] = make_double2(v2 * factor[m], v3 * factor[m]);
-        });
+    DRows<M, NO>{acc, wrow, lane}.each2([&](int m, int r, int c, double v0, double v1) {
+        if (r >= rows_valid || c >= d) return;
+        *reinterpret_cast<double2*>(g_out + r * ld + c) = make_double2(v0 * factor[m], v1 * factor[m]);
+    });
 }
 
 }  // namespace cuflash
