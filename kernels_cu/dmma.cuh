@@ -17,12 +17,18 @@
 //     X. Along the head dim B pairs two n-tiles: n-tile 2p + c, lane g, reads column
 //     16p + 2g + c (one 16-byte load for c = 0, 1), so that output n-tile 2p + c holds columns
 //     16p + 4t + 2e + c at lane t, element e: four consecutive columns 16p + 4t .. 16p + 4t + 3.
-// So P never leaves registers (as in the 16-bit mma kernels), and every shared-memory read is a
-// 16-byte load. Four consecutive k-steps of two m-tiles are one m16n8k16 product on sm_90
-// (dmma16816: its A fragment is two m8n8k4 A fragments per k-step, rows g and g + 8). Tiles are rows of LDS = DP + 2 doubles (odd 16-byte chunks per row): a
-// quarter-warp's eight 16-byte reads then fall in eight different bank groups in both patterns
-// (rows g = 0, 1 × chunks 2t + h: g·LDS/2 + 2t is even for g = 0, odd for g = 1; rows 2t + e ×
-// chunk g: 2t·LDS/2 runs through 0, 2, 4, 6 mod 8).
+// So P never leaves registers (as in the 16-bit mma kernels), and every shared-memory read of
+// the m8n8k4 path is a 16-byte load. Tiles are rows of LDS = DP + 2 doubles (odd 16-byte chunks
+// per row): a quarter-warp's eight 16-byte reads then fall in eight different bank groups in both
+// patterns (rows g = 0, 1 × chunks 2t + h: g·LDS/2 + 2t is even for g = 0, odd for g = 1; rows
+// 2t + e × chunk g: 2t·LDS/2 runs through 0, 2, 4, 6 mod 8).
+// On sm_90, a warp with an even number of m-tiles runs four consecutive k-steps of two m-tiles as
+// one m16n8k16 product (dmma16816: its A fragment is two m8n8k4 A fragments per k-step, rows g
+// and g + 8). Its fragments take one element of a row each (A: rows g and g + 8 interleaved; B of
+// P·X: four rows of X), so that path reads every double with its own 8-byte load straight into
+// its fragment slot, in column orders under which a half-warp's 16 reads hit 16 different bank
+// pairs (dmma_abt, dmma_cx): built from 16-byte loads, the fragments took a third of the d = 128
+// forward's instructions in register copies (NOTES v78).
 #pragma once
 #include "mma.cuh"
 

@@ -10,6 +10,8 @@
 //   v1  cp.async K/V ring (STAGES 1 or 2), Q and K fragments read from shared memory with
 //       16-byte loads per K/V tile, V likewise, exact exp2 (double), 1/l deferred, every mask,
 //       score modifier, packed batches, GQA, split-KV and the KV cache as the other families.
+//   v76 sm_90 at 64 < d <= 128: 128 x 16 tiles of 8 warps (16 rows a warp: m16n8k16).
+//   v78 the m16n8k16 fragments read straight into place by 8-byte loads (dmma.cuh).
 //
 // Grid: (ceil(T / BLOCK_M), sequences·heads) (block.cuh, QueryBlock). Block: NT = 32·warps
 // threads, BLOCK_M = 8·MT·warps.
