@@ -43,7 +43,8 @@ DMMA_FWD = [TileConfig(64, 32, 4, 2, "dmma"), TileConfig(128, 64, 8, 2, "dmma"),
             TileConfig(128, 16, 8, 2, "dmma"),  # sm_90's default at 64 < d <= 128 (NOTES v76)
             TileConfig(64, 16, 4, 1, "dmma")]
 DMMA_BWD = [TileConfig(32, 32, 4, 2, "dmma"), TileConfig(64, 64, 8, 2, "dmma"),
-            TileConfig(32, 64, 4, 1, "dmma"), TileConfig(16, 16, 2, 1, "dmma")]
+            TileConfig(32, 64, 4, 1, "dmma"), TileConfig(16, 16, 2, 1, "dmma"),
+            TileConfig(64, 32, 4, 2, "dmma")]   # dQ of two m-tiles a warp (m16n8k16 on sm_90)
 
 
 def _finite_everywhere(name, x):
