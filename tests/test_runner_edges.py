@@ -737,3 +737,17 @@ def test_a_report_says_when_rows_it_does_not_key_on_share_a_line(tmp_path):
         w.writeheader()
         w.writerows([base, dict(base, sweep="b"), rows[2]])
     assert "Note:" not in report.varlen_table(path)
+
+
+def test_point_module_names_what_is_missing(monkeypatch):
+    """A GPU point where CuPy is not importable is Unavailable (a recorded status, not a crash);
+    a CPU point runs on NumPy (measure, decode and ring share this one rule)."""
+    import types
+
+    import numpy as np
+
+    from cuflash.experiments import measure, unavailable
+    monkeypatch.setattr(unavailable, "cupy_module", lambda: None)
+    assert unavailable.point_module(types.SimpleNamespace(device="cpu")) is np
+    with pytest.raises(measure.Unavailable, match="CuPy is not importable"):
+        unavailable.point_module(types.SimpleNamespace(device="gpu"))
