@@ -42,6 +42,11 @@ constexpr bool kDmmaM16 = true;
 #else
 constexpr bool kDmmaM16 = false;
 #endif
+// Whether a warp of M m-tiles takes the m16n8k16 path: pairs of m-tiles on sm_90. One rule for
+// dmma_k4, dmma_abt and dmma_cx (which read their fragments by it) and DRows (which walks the
+// accumulator columns in the order dmma_cx left them)
+template <int M>
+constexpr bool kDmmaPairs = kDmmaM16 && M % 2 == 0;
 
 // c += a · b for one 8×8×4 product in float64 (not volatile: the products carry no side effect,
 // so ptxas may interleave them with the shared-memory loads that feed them)
@@ -76,7 +81,7 @@ __device__ __forceinline__ void dmma16816(double (&c0)[2], double (&c1)[2], cons
 template <int M, int N>
 __device__ __forceinline__ void dmma_k4(double (&c)[M][N][2], const double (&x)[M][4],
                                         const double (&b)[4], int n) {
-    if constexpr (kDmmaM16 && M % 2 == 0) {
+    if constexpr (kDmmaPairs<M>) {
 #pragma unroll
         for (int m = 0; m < M; m += 2) {
             const double a[8] = {x[m][0], x[m + 1][0], x[m][1], x[m + 1][1],
@@ -136,7 +141,7 @@ template <int M, int N, int DP, int LDS>
 __device__ __forceinline__ void dmma_abt(double (&c)[M][N][2], const double* A, const double* B,
                                          int lane) {
     const int g = lane >> 2, t = lane & 3;
-    if constexpr (kDmmaM16 && M % 2 == 0) {
+    if constexpr (kDmmaPairs<M>) {
         // m16n8k16: each A double read straight into its place in the fragment (rows g and
         // g + 8 of a pair of m-tiles), so no register copies build the fragment (NOTES v78);
         // k-step kk of span s is column 16s + (t & 1) + 8·(t >> 1) + 2kk of A and B rows:
@@ -207,7 +212,7 @@ __device__ __forceinline__ void dmma_cx(double (&acc)[M][DP / 8][2], const doubl
             x[m][2] = p[m][n + 1][0];
             x[m][3] = p[m][n + 1][1];
         }
-        if constexpr (kDmmaM16 && M % 2 == 0) {
+        if constexpr (kDmmaPairs<M>) {
             // m16n8k16: each B double read straight into its place (rows 8n + 2t + 0, 1, 8, 9
             // of X), lane g reading column 16q + (g & 3) + 4c + 8·(g >> 2) for output n-tile
             // 2q + c, so that a half-warp's 8-byte reads fall in 16 different bank pairs
@@ -243,7 +248,6 @@ __device__ __forceinline__ void dmma_cx(double (&acc)[M][DP / 8][2], const doubl
 // and + 1) or 16q + 8·(t >> 1) + 2·(t & 1) + 4c + e (m16n8k16, dmma_cx's own column order).
 template <int M, int NO>
 struct DRows {
-    static constexpr bool kM16 = kDmmaM16 && M % 2 == 0;
     const double (&acc)[M][NO][2];
     int wrow, lane;
     template <class F>
@@ -255,7 +259,7 @@ struct DRows {
             for (int q = 0; q < NO / 2; ++q)
 #pragma unroll
                 for (int h = 0; h < 2; ++h) {
-                    if constexpr (kM16)   // h = c: elements e = 0, 1 of n-tile 2q + c
+                    if constexpr (kDmmaPairs<M>)   // h = c: elements e = 0, 1 of n-tile 2q + c
                         f(m, wrow + 8 * m + g, 16 * q + 8 * (t >> 1) + 2 * (t & 1) + 4 * h,
                           acc[m][2 * q + h][0], acc[m][2 * q + h][1]);
                     else                  // h = e: n-tiles 2q and 2q + 1
