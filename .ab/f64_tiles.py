@@ -26,9 +26,14 @@ def main():
     from cuflash.experiments import env as run_env, gputime
     from cuflash.oracle import oracle_attention, rel_error
     print("# " + run_env.summary_line(run_env.collect("gpu")), flush=True)
-    tiles = [TC(*map(int, t.split("x")), "dmma") for t in a.tiles.split(",")]
+    tiles = [None if t == "default" else TC(*map(int, t.split("x")), "dmma")
+             for t in a.tiles.split(",")]
     for d in a.d:
         run(a, d, tiles, cp, cuflash, gputime, oracle_attention, rel_error)
+
+
+def name(t):
+    return "default" if t is None else t.short()
 
 
 def run(a, d, tiles, cp, cuflash, gputime, oracle_attention, rel_error):
@@ -42,7 +47,7 @@ def run(a, d, tiles, cp, cuflash, gputime, oracle_attention, rel_error):
         errs = [rel_error(cp.asnumpy(cuflash.attention(*(cp.asarray(x) for x in (q, k, v)),
                                                        causal=causal, tile=t)), ref) for t in tiles]
         print(f"# error causal={int(causal)} naive {nv:.2e} " +
-              " ".join(f"{t.short()} {e:.2e}" for t, e in zip(tiles, errs)), flush=True)
+              " ".join(f"{name(t)} {e:.2e}" for t, e in zip(tiles, errs)), flush=True)
 
     def ms(fn):
         return statistics.median(gputime.gpu_times(fn, a.reps, 2))
@@ -73,11 +78,11 @@ def run(a, d, tiles, cp, cuflash, gputime, oracle_attention, rel_error):
                 try:
                     m = ms(lambda: cuflash.attention(q, k, v, causal=causal, tile=t))
                 except Exception as exc:
-                    print(f"# {t.short()}: {str(exc)[:160]}", flush=True)
+                    print(f"# {name(t)}: {str(exc)[:160]}", flush=True)
                     continue
                 t0 = t0 or m
                 xt = f"{tm / m:.2f}" if tm else "-"
-                print(f"fwd {d} {T} {int(causal)} {t.short()} {flops / m / 1e9:.1f} "
+                print(f"fwd {d} {T} {int(causal)} {name(t)} {flops / m / 1e9:.1f} "
                       f"{t0 / m:.3f} {xt}", flush=True)
             if tm:
                 print(f"fwd {d} {T} {int(causal)} torch_math {flops / tm / 1e9:.1f} - 1.00")

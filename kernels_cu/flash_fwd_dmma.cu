@@ -12,6 +12,7 @@
 //       score modifier, packed batches, GQA, split-KV and the KV cache as the other families.
 //   v76 sm_90 at 64 < d <= 128: 128 x 16 tiles of 8 warps (16 rows a warp: m16n8k16).
 //   v78 the m16n8k16 fragments read straight into place by 8-byte loads (dmma.cuh).
+//   v79 the softmax's reference moves only by more than 2^8: O's rescaling skipped by the warp.
 //
 // Grid: (ceil(T / BLOCK_M), sequences·heads) (block.cuh, QueryBlock). Block: NT = 32·warps
 // threads, BLOCK_M = 8·MT·warps.
@@ -43,7 +44,9 @@ struct FwdDmma : TileKernel<FwdDmma<T, DP, BLOCK_M, BLOCK_N, NT, STAGES, V>> {
 
         double o[MT][NO][2];   // unnormalized O rows g of each m-tile (dmma_cx's layout)
         zero_dfragments(o);
-        OnlineSoftmax<double, MT, 4> softmax;   // row r = m-tile r
+        // row r = m-tile r; the reference moves only by more than 2^8 (softmax.cuh: most key
+        // tiles skip alpha and O's rescaling, 64 products a thread at d = 128)
+        OnlineSoftmax<double, MT, 4, 8> softmax;
 
         for (int t = 0; t < keys.n(); ++t) {
             const int j0 = keys.start(t);
@@ -63,14 +66,14 @@ struct FwdDmma : TileKernel<FwdDmma<T, DP, BLOCK_M, BLOCK_N, NT, STAGES, V>> {
             modify_and_mask<double, MT, 2 * NS>(frag, at, blk.mask, blk.score,
                                                 keys.needs_mask(t, j0));
             double alpha[MT];
-            softmax.template update<2 * NS>(frag, blk.score.mul, alpha, Exp2Exact());
+            if (softmax.template update<2 * NS>(frag, blk.score.mul, alpha, Exp2Exact()))
 #pragma unroll
-            for (int m = 0; m < MT; ++m)
+                for (int m = 0; m < MT; ++m)
 #pragma unroll
-                for (int n = 0; n < NO; ++n) {
-                    o[m][n][0] *= alpha[m];
-                    o[m][n][1] *= alpha[m];
-                }
+                    for (int n = 0; n < NO; ++n) {
+                        o[m][n][0] *= alpha[m];
+                        o[m][n][1] *= alpha[m];
+                    }
 
             // -- O += P V_j, P straight from the S fragments
             dmma_cx<MT, NS, DP, LDS>(o, s, sm.kv.v[stage], lane);

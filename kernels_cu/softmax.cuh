@@ -76,7 +76,14 @@ __device__ __forceinline__ void modify_and_mask(Frag&& s, At&& at, const M& mask
 //    the compiler fused one product into the subtraction and alpha was 2^δ (δ: m·mul's rounding,
 //    up to half an ulp) on every key tile: l and lse drifted by n_tiles·δ, 9e-5 at S = 32768 in
 //    float32, 100× the naive lse's error (NOTES v24).
-template <typename Acc, int R, int LANES>
+//    SLACK > 0 (log2 units): the reference moves only when a row's tile max exceeds it by more than
+//    SLACK, so P ≤ 2^SLACK and, on most key tiles, no row of the warp moves: update returns false
+//    (a warp vote) and alpha, the old l's and O's rescaling are skipped. P = 2^(u·mul - m) against
+//    any m ≥ the row's running max - SLACK gives the same O / l and lse up to the rounding of each
+//    product (FlashAttention-4's conditional rescale): exact in float64, where 2^SLACK is far
+//    from overflow. SLACK = 0: the running max itself, update always true (every caller but
+//    float64's).
+template <typename Acc, int R, int LANES, int SLACK = 0>
 struct OnlineSoftmax {
     Acc m[R], l[R];
 
@@ -86,29 +93,64 @@ struct OnlineSoftmax {
     }
 
     // m_new = max(m, rowmax(u)·mul); P = 2^(u·mul - m_new) in place of u; alpha = 2^(m - m_new)
-    // rescales the old l (here) and O (by the caller). A row that has seen no key yet keeps
-    // m = -inf and takes P against 0, so P = 0, alpha = 0 and nothing becomes NaN.
+    // rescales the old l (here) and O (by the caller, when update returns true). A row that has
+    // seen no key yet keeps m = -inf and takes P against 0, so P = 0, alpha = 0 and nothing
+    // becomes NaN. With SLACK, m_new = m unless rowmax(u)·mul > m + SLACK, and alpha is computed
+    // only when some row of the warp moved (all 32 lanes must call update together).
     template <int E, class Frag, class Exp2>
-    __device__ __forceinline__ void update(Frag&& s, Acc mul, Acc (&alpha)[R], Exp2 exp2) {
+    __device__ __forceinline__ bool update(Frag&& s, Acc mul, Acc (&alpha)[R], Exp2 exp2) {
+        if constexpr (SLACK == 0) {
 #pragma unroll
-        for (int r = 0; r < R; ++r) {
-            Acc mx = -Num<Acc>::inf();
-#pragma unroll
-            for (int e = 0; e < E; ++e) mx = Num<Acc>::max(mx, s(r, e));
-            mx = lanes_max<LANES>(mx);
-            const Acc m_new = Num<Acc>::max(m[r], Num<Acc>::mul_rn(mx, mul));
-            const Acc ref = m_new == -Num<Acc>::inf() ? Acc(0) : m_new;
-            alpha[r] = exp2(m[r] - ref);
-            m[r] = m_new;
-            Acc row_sum = Acc(0);
-#pragma unroll
-            for (int e = 0; e < E; ++e) {
-                const Acc p = exp2(fma(s(r, e), mul, -ref));
-                s(r, e) = p;
-                row_sum += p;
+            for (int r = 0; r < R; ++r) {
+                const Acc m_new = Num<Acc>::max(m[r], top<E>(s, r, mul));
+                const Acc ref = m_new == -Num<Acc>::inf() ? Acc(0) : m_new;
+                alpha[r] = exp2(m[r] - ref);
+                m[r] = m_new;
+                l[r] = l[r] * alpha[r] + probs<E>(s, r, mul, ref, exp2);
             }
-            l[r] = l[r] * alpha[r] + row_sum;
+            return true;
+        } else {
+            Acc m_old[R];
+            bool moved = false;
+#pragma unroll
+            for (int r = 0; r < R; ++r) {
+                const Acc t = top<E>(s, r, mul);
+                m_old[r] = m[r];
+                if (t > m[r] + Acc(SLACK)) m[r] = t;   // -inf + SLACK = -inf
+                moved |= m[r] != m_old[r];
+            }
+            moved = __any_sync(0xffffffffu, moved);
+#pragma unroll
+            for (int r = 0; r < R; ++r) {
+                const Acc ref = m[r] == -Num<Acc>::inf() ? Acc(0) : m[r];
+                alpha[r] = moved ? exp2(m_old[r] - ref) : Acc(1);
+                const Acc row_sum = probs<E>(s, r, mul, ref, exp2);
+                l[r] = moved ? l[r] * alpha[r] + row_sum : l[r] + row_sum;
+            }
+            return moved;
         }
+    }
+
+    // rowmax(u)·mul of row r over its LANES lanes
+    template <int E, class Frag>
+    static __device__ __forceinline__ Acc top(Frag&& s, int r, Acc mul) {
+        Acc mx = -Num<Acc>::inf();
+#pragma unroll
+        for (int e = 0; e < E; ++e) mx = Num<Acc>::max(mx, s(r, e));
+        return Num<Acc>::mul_rn(lanes_max<LANES>(mx), mul);
+    }
+
+    // P = 2^(u·mul - ref) in place of row r's u; this thread's part of their sum
+    template <int E, class Frag, class Exp2>
+    static __device__ __forceinline__ Acc probs(Frag&& s, int r, Acc mul, Acc ref, Exp2 exp2) {
+        Acc row_sum = Acc(0);
+#pragma unroll
+        for (int e = 0; e < E; ++e) {
+            const Acc p = exp2(fma(s(r, e), mul, -ref));
+            s(r, e) = p;
+            row_sum += p;
+        }
+        return row_sum;
     }
 
     // O = O / l and lse = (m + log2 l)·ln 2 of row r; a row that saw no key: 1/l = 0 (O = 0)

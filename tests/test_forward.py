@@ -57,6 +57,36 @@ def test_forward_largest(xp, dtype, causal):
     check_forward(xp, 1000, 1000, 256, dtype, causal, lead=(1,), seed=20)
 
 
+
+def climbing_inputs(xp, lead, T, S, d, dtype, rate, seed):
+    """q, k, v whose scores climb along the keys by `rate` (natural-log units) a key on even
+    query rows and fall by as much on odd ones: an even row's running max moves on every key
+    tile (by more than 8 log2 units once a tile holds 8 / (rate·log2 e) keys), an odd row's
+    never moves after the first, and each warp of a kernel holds rows of both kinds."""
+    rng = np.random.default_rng(seed)
+    q, k, v = (rng.standard_normal(lead + (n, d)) for n in (T, S, S))
+    q[..., 0] = np.where(np.arange(T) % 2 == 0, 4.0, -4.0)
+    k[..., 0] = rate * np.sqrt(d) / 4.0 * np.arange(S)
+    return tuple(xp.asarray(x.astype(dtype)) for x in (q, k, v))
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("rate", [0.12, 0.5])
+@pytest.mark.parametrize("shape", [(97, 300, 128), (130, 257, 64)], ids=_id)
+@pytest.mark.parametrize("dtype", ALL_DTYPES)
+def test_running_max_climbs(xp, dtype, shape, rate, causal):
+    """The online softmax's reference max moves on many key tiles, on some rows of a warp and not
+    others: a rescale of O and l skipped or applied to the wrong rows fails (random inputs move
+    it by more than a few units only on the first tiles)."""
+    T, S, d = shape
+    q, k, v = climbing_inputs(xp, (2,), T, S, d, dtype, rate, case_seed(shape, rate))
+    out, lse = cuflash.attention(q, k, v, causal=causal, return_lse=True)
+    ref_out, ref_lse = oracle_attention(q, k, v, causal=causal)
+    naive_out, naive_lse = cuflash.naive_attention(q, k, v, causal=causal, return_lse=True)
+    name = f"T={T} S={S} d={d} rate={rate} causal={causal}"
+    assert_matches_oracle(out, ref_out, naive_out, dtype=dtype, name="out " + name)
+    assert_matches_oracle(lse, ref_lse, naive_lse, dtype=dtype, name="lse " + name)
+
 # Tiles the CUDA SIMT kernels accept (single stage; see cuflash/gpu/plan.py) for these head dims,
 # so the same cases run on the GPU; the twin reads only block_m and block_n.
 SIMT_TILES = [TileConfig(16, 16, 2, 1), TileConfig(16, 64, 4, 1), TileConfig(32, 32, 4, 1),
