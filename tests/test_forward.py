@@ -57,7 +57,6 @@ def test_forward_largest(xp, dtype, causal):
     check_forward(xp, 1000, 1000, 256, dtype, causal, lead=(1,), seed=20)
 
 
-
 def climbing_inputs(xp, lead, T, S, d, dtype, rate, seed):
     """q, k, v whose scores climb along the keys by `rate` (natural-log units) a key on even
     query rows and fall by as much on odd ones: an even row's running max moves on every key
@@ -86,6 +85,7 @@ def test_running_max_climbs(xp, dtype, shape, rate, causal):
     name = f"T={T} S={S} d={d} rate={rate} causal={causal}"
     assert_matches_oracle(out, ref_out, naive_out, dtype=dtype, name="out " + name)
     assert_matches_oracle(lse, ref_lse, naive_lse, dtype=dtype, name="lse " + name)
+
 
 # Tiles the CUDA SIMT kernels accept (single stage; see cuflash/gpu/plan.py) for these head dims,
 # so the same cases run on the GPU; the twin reads only block_m and block_n.
