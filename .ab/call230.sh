@@ -8,6 +8,10 @@ OUT=${OUT:-/tmp/out}; mkdir -p $OUT
 L=${LIMIT:-300}
 declare -A DIR=([new]=.ab/arms/on6 [base]=.ab/base [on8]=.ab/arms/on8 [rcp]=.ab/arms/rcp [mono]=.ab/arms/mono)
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=csv,noheader | tee $OUT/env.txt
+for a in base new on8 rcp mono; do   # compile side by side
+  PYTHONPATH=${DIR[$a]} timeout 120 python3 .ab/softcap_ncu.py > /dev/null 2>&1 &
+done
+wait; echo "compiled at ${SECONDS}s"
 for a in base new on8 rcp mono; do
   PYTHONPATH=${DIR[$a]} timeout 60 python3 .ab/softcap_ncu.py --time > $OUT/time_$a.txt 2>&1; echo "time $a rc=$?"
 done
