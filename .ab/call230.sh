@@ -15,8 +15,8 @@ wait; echo "compiled at ${SECONDS}s"
 for a in base new on8 rcp mono; do
   PYTHONPATH=${DIR[$a]} timeout 60 python3 .ab/softcap_ncu.py --time > $OUT/time_$a.txt 2>&1; echo "time $a rc=$?"
 done
-for a in base mono on8 rcp new; do
-  left=$((L - 320 - SECONDS)); [ $left -gt 60 ] && left=60; [ $left -lt 25 ] && { echo "skip ncu $a"; continue; }
+for a in base on8 mono rcp new; do
+  left=$((L - 300 - SECONDS)); [ $left -gt 50 ] && left=50; [ $left -lt 25 ] && { echo "skip ncu $a"; continue; }
   PYTHONPATH=${DIR[$a]} timeout $left ncu --section SpeedOfLight --section WarpStateStats --section InstructionStats \
     --section ComputeWorkloadAnalysis -k regex:softcap --launch-skip 1 --launch-count 1 --csv --page raw \
     python3 .ab/softcap_ncu.py > $OUT/ncu_$a.csv 2> $OUT/ncu_$a.err
