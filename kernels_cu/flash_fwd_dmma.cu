@@ -46,7 +46,7 @@ struct FwdDmma : TileKernel<FwdDmma<T, DP, BLOCK_M, BLOCK_N, NT, STAGES, V>> {
         zero_dfragments(o);
         // row r = m-tile r; the reference moves only by more than 2^8 (softmax.cuh: most key
         // tiles skip alpha and O's rescaling, 64 products a thread at d = 128)
-        OnlineSoftmax<double, MT, 4, 8> softmax;
+        OnlineSoftmax<double, MT, 4, kLazySlack> softmax;
 
         for (int t = 0; t < keys.n(); ++t) {
             const int j0 = keys.start(t);

@@ -83,6 +83,10 @@ __device__ __forceinline__ void modify_and_mask(Frag&& s, At&& at, const M& mask
 //    product (FlashAttention-4's conditional rescale): exact in float64, where 2^SLACK is far
 //    from overflow. SLACK = 0: the running max itself, update always true (every caller but
 //    float64's).
+// The slack of the kernels that skip alpha and O's rescaling (float64's dmma forward): P ≤ 2^8,
+// far from any float's overflow.
+constexpr int kLazySlack = 8;
+
 template <typename Acc, int R, int LANES, int SLACK = 0>
 struct OnlineSoftmax {
     Acc m[R], l[R];
