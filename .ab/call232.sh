@@ -1,29 +1,30 @@
 #!/usr/bin/env bash
 # call 232 (prepared in session 45, extended in 46): v81, the wgmma forwards' lazy rescale
-# (.ab/lazy16.patch, applied to the working tree), and v82, its warp vote before the shuffles
-# (.ab/arms/vote = working tree + .ab/vote.patch). .ab/base = main's kernels (git archive HEAD).
-# carry=[".ab/base", ".ab/arms/vote"].
-# (1) compile the three trees' forwards side by side; (2) GPU tests of v81 (climbs, wgmma
-# forward and variant tests); (3) ab_speed fwd v81 vs base; (4) ab_speed fwd vote vs v81;
-# (5) the same tests on vote; (6) bench_variants' modifiers on v81; (7) mutant.
+# (.ab/lazy16.patch, applied to the working tree), and v82 + v83 on top of it (.ab/arms/tree:
+# the warp vote before the shuffles, .ab/vote.patch; the row max in 8 running maxima,
+# .ab/tree.patch). .ab/base = main's kernels (git archive HEAD).
+# carry=[".ab/base", ".ab/arms/tree"].
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee $OUT/env.txt
-for a in .ab/base . .ab/arms/vote; do PYTHONPATH=$a timeout 200 python3 .ab/warm_fwd.py >> $OUT/warm.txt 2>&1 & done
+for a in .ab/base . .ab/arms/tree; do PYTHONPATH=$a timeout 200 python3 .ab/warm_fwd.py >> $OUT/warm.txt 2>&1 & done
 PYTHONPATH=$PWD timeout 200 python3 -m pytest -q -p no:cacheprovider -n 12 -m gpu tests/test_forward.py tests/test_variants.py \
   tests/test_wgmma_tf32.py -k "climbs or wgmma" > $OUT/tests.txt 2>&1
 echo "tests v81 rc=$? at ${SECONDS}s"; tail -1 $OUT/tests.txt; grep "^FAILED" $OUT/tests.txt | head -8
 wait; echo "warm at ${SECONDS}s"; cat $OUT/warm.txt
 AB="--dtypes float16,bfloat16 --d 64,128 --T 4096,16384 --passes fwd --rounds 2"
 timeout 150 python3 tools/ab_speed.py --base .ab/base --new . $AB > $OUT/ab_v81.txt 2>&1; echo "ab v81 rc=$? at ${SECONDS}s"
-timeout 150 python3 tools/ab_speed.py --base . --new .ab/arms/vote $AB > $OUT/ab_vote.txt 2>&1; echo "ab vote rc=$? at ${SECONDS}s"
+timeout 150 python3 tools/ab_speed.py --base . --new .ab/arms/tree $AB > $OUT/ab_tree.txt 2>&1; echo "ab tree rc=$? at ${SECONDS}s"
 # the arm's tests run from its folder: `python -m` puts the working directory first on sys.path
-(cd .ab/arms/vote && python3 -c "import cuflash; print(cuflash.__file__)" && timeout 120 python3 -m pytest -q \
+(cd .ab/arms/tree && python3 -c "import cuflash; print(cuflash.__file__)" && timeout 120 python3 -m pytest -q \
   -p no:cacheprovider -n 12 -m gpu ../../../tests/test_forward.py ../../../tests/test_variants.py \
-  ../../../tests/test_wgmma_tf32.py -k "climbs or wgmma") > $OUT/tests_vote.txt 2>&1
-echo "tests vote rc=$? at ${SECONDS}s"; tail -1 $OUT/tests_vote.txt; grep "^FAILED" $OUT/tests_vote.txt | head -8
-PYTHONPATH=$PWD timeout 60 python3 tools/bench_variants.py --parts modifiers --rounds 3 > $OUT/variants.txt 2>&1
+  ../../../tests/test_wgmma_tf32.py -k "climbs or wgmma") > $OUT/tests_tree.txt 2>&1
+echo "tests tree rc=$? at ${SECONDS}s"; tail -1 $OUT/tests_tree.txt; grep "^FAILED" $OUT/tests_tree.txt | head -8
+for a in .ab/base .ab/arms/tree; do
+  PYTHONPATH=$PWD/$a timeout 45 python3 tools/bench_variants.py --parts modifiers --rounds 3 > $OUT/variants_$(basename $a).txt 2>&1
+done
 PYTHONPATH=$PWD timeout 60 python3 tools/mutants.py --gpu gpu_lazy_rescale_only_first_tile > $OUT/mutant.txt 2>&1
 echo "mutant rc=$?"; tail -1 $OUT/mutant.txt
-for f in ab_v81 ab_vote; do echo "== $f"; grep -v "^round" $OUT/$f.txt | tail -22; done; grep forward $OUT/variants.txt
+for f in ab_v81 ab_tree; do echo "== $f"; grep -v "^round" $OUT/$f.txt | tail -22; done
+for a in base tree; do echo "== variants $a"; grep forward $OUT/variants_$a.txt; done
 echo "elapsed ${SECONDS}s"
