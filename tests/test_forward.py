@@ -57,16 +57,32 @@ def test_forward_largest(xp, dtype, causal):
     check_forward(xp, 1000, 1000, 256, dtype, causal, lead=(1,), seed=20)
 
 
-def climbing_inputs(xp, lead, T, S, d, dtype, rate, seed):
+def climbing_inputs(xp, lead, T, S, d, dtype, rate, seed, lift=4.0):
     """q, k, v whose scores climb along the keys by `rate` (natural-log units) a key on even
     query rows and fall by as much on odd ones: an even row's running max moves on every key
     tile (by more than 8 log2 units once a tile holds 8 / (rate·log2 e) keys), an odd row's
-    never moves after the first, and each warp of a kernel holds rows of both kinds."""
+    never moves after the first, and each warp of a kernel holds rows of both kinds. `lift`:
+    q's first column (±lift); k's is divided by as much, so a steep climb fits float16."""
     rng = np.random.default_rng(seed)
     q, k, v = (rng.standard_normal(lead + (n, d)) for n in (T, S, S))
-    q[..., 0] = np.where(np.arange(T) % 2 == 0, 4.0, -4.0)
-    k[..., 0] = rate * np.sqrt(d) / 4.0 * np.arange(S)
+    q[..., 0] = np.where(np.arange(T) % 2 == 0, lift, -lift)
+    k[..., 0] = rate * np.sqrt(d) / lift * np.arange(S)
     return tuple(xp.asarray(x.astype(dtype)) for x in (q, k, v))
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("dtype", [dtype_param("float16"), dtype_param("bfloat16")])
+def test_running_max_leaps(xp, dtype, causal):
+    """Scores climb by 100 (natural-log units) a key on even rows: P of a key the row max
+    missed overflows (2^144), so a row max that skips any element of a thread's fragment
+    (softmax.cuh, own_max) gives inf or NaN where the oracle gives the last visible key's v."""
+    T, S, d = 130, 257, 64
+    q, k, v = climbing_inputs(xp, (2,), T, S, d, dtype, 100.0, 7, lift=256.0)
+    out, lse = cuflash.attention(q, k, v, causal=causal, return_lse=True)
+    ref_out, ref_lse = oracle_attention(q, k, v, causal=causal)
+    naive_out, naive_lse = cuflash.naive_attention(q, k, v, causal=causal, return_lse=True)
+    assert_matches_oracle(out, ref_out, naive_out, dtype=dtype, name=f"out causal={causal}")
+    assert_matches_oracle(lse, ref_lse, naive_lse, dtype=dtype, name=f"lse causal={causal}")
 
 
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
