@@ -8,7 +8,8 @@
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee $OUT/env.txt
-for a in .ab/base . ; do PYTHONPATH=$a timeout 200 python3 .ab/warm_fwd.py >> $OUT/warm.txt 2>&1 & done
+mkdir -p .ab/v81 && cp -r cuflash kernels_cu tools .ab/v81/
+for a in .ab/base .ab/v81 ; do PYTHONPATH=$a timeout 200 python3 .ab/warm_fwd.py >> $OUT/warm.txt 2>&1 & done
 # the arm's tests run from its folder: `python -m` puts the working directory first on sys.path
 (cd .ab/arms/tree && python3 -c "import cuflash; print(cuflash.__file__)" && timeout 200 python3 -m pytest -q \
   -p no:cacheprovider -n 12 -m gpu ../../../tests/test_forward.py ../../../tests/test_variants.py \
@@ -21,12 +22,12 @@ for a in .ab/base .ab/arms/tree; do
   PYTHONPATH=$PWD/$a timeout 45 python3 tools/bench_variants.py --parts modifiers --rounds 3 > $OUT/variants_$(basename $a).txt 2>&1
 done
 echo "variants at ${SECONDS}s"
-[ $SECONDS -lt 450 ] && timeout $((560 - SECONDS)) python3 tools/ab_speed.py --base .ab/base --new . $AB > $OUT/ab_v81.txt 2>&1
-echo "ab v81 rc=$? at ${SECONDS}s"
 # v82 + v83 into the working tree (this machine's copy), then their GPU mutants
 git apply .ab/vote.patch .ab/tree.patch .ab/mutants83.patch && echo "applied v82 v83" && \
-  timeout $((590 - SECONDS)) python3 tools/mutants.py --gpu gpu_lazy_rescale_only_first_tile gpu_row_max_skips_last > $OUT/mutant.txt 2>&1
+  timeout 150 python3 tools/mutants.py --gpu gpu_lazy_rescale_only_first_tile gpu_row_max_skips_last > $OUT/mutant.txt 2>&1
 echo "mutants rc=$?"; tail -4 $OUT/mutant.txt
+[ $SECONDS -lt 450 ] && timeout $((560 - SECONDS)) python3 tools/ab_speed.py --base .ab/base --new .ab/v81 $AB > $OUT/ab_v81.txt 2>&1
+echo "ab v81 rc=$? at ${SECONDS}s"
 for f in ab_tree ab_v81; do echo "== $f"; grep -v "^round" $OUT/$f.txt | tail -22; done
 for a in base tree; do echo "== variants $a"; grep forward $OUT/variants_$a.txt; done
 echo "elapsed ${SECONDS}s"
