@@ -145,9 +145,9 @@ def forward(q, k, v, *, mask: Mask, scale, block_m, block_n, counter=None, num_s
                     s = tile_scores(matmul(q_i, k_j.transpose(0, 2, 1), precision),
                                     i0, i1, j0, j1)
                     # -- update m and l; rows that have seen no key yet keep m = -inf, use 0
-                    #    (the float64 kernels move m only when exp(tile max - m) > 2^8, and
-                    #    skip alpha and O's rescaling otherwise: the same O and lse up to
-                    #    rounding; kernels_cu/softmax.cuh, OnlineSoftmax's SLACK)
+                    #    (the float64 and 16-bit wgmma forwards move m only when exp(tile max
+                    #    - m) > 2^8, and skip alpha and O's rescaling otherwise: the same O and
+                    #    lse up to rounding; kernels_cu/softmax.cuh, OnlineSoftmax's SLACK)
                     m_new = np.maximum(m, s.max(axis=-1))
                     m_safe = np.where(m_new == -np.inf, 0, m_new).astype(acc)
                     p = np.exp(s - m_safe[..., None])                   # P_ij

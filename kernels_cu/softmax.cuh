@@ -82,9 +82,10 @@ __device__ __forceinline__ void modify_and_mask(Frag&& s, At&& at, const M& mask
 //    any m ≥ the row's running max - SLACK gives the same O / l and lse up to the rounding of each
 //    product (FlashAttention-4's conditional rescale): exact in float64, where 2^SLACK is far
 //    from overflow. SLACK = 0: the running max itself, update always true (every caller but
-//    float64's).
-// The slack of the kernels that skip alpha and O's rescaling (float64's dmma forward): P ≤ 2^8,
-// far from any float's overflow.
+//    float64's and the 16-bit wgmma forwards').
+// The slack of the kernels that skip alpha and O's rescaling (float64's dmma forward, the 16-bit
+// wgmma forwards; TF32's keeps 0, wgmma_forward.cuh): P ≤ 2^8, which every P type holds at its full relative precision (float16's largest
+// is 65504) and float accumulators sum far from overflow.
 constexpr int kLazySlack = 8;
 
 template <typename Acc, int R, int LANES, int SLACK = 0>
@@ -114,16 +115,23 @@ struct OnlineSoftmax {
             }
             return true;
         } else {
-            Acc m_old[R];
-            bool moved = false;
+            // A row's max passes m + SLACK iff one of its lanes' maxima does: the lanes' own
+            // maxima and one warp vote decide, and the shuffles run only when some row moves.
+            Acc m_old[R], t[R];
+            bool over = false;
 #pragma unroll
             for (int r = 0; r < R; ++r) {
-                const Acc t = top<E>(s, r, mul);
+                t[r] = Num<Acc>::mul_rn(own_max<E>(s, r), mul);   // max and ·mul commute
                 m_old[r] = m[r];
-                if (t > m[r] + Acc(SLACK)) m[r] = t;   // -inf + SLACK = -inf
-                moved |= m[r] != m_old[r];
+                over |= t[r] > m[r] + Acc(SLACK);   // -inf + SLACK = -inf
             }
-            moved = __any_sync(0xffffffffu, moved);
+            const bool moved = __any_sync(0xffffffffu, over);
+            if (moved)
+#pragma unroll
+                for (int r = 0; r < R; ++r) {
+                    const Acc row = lanes_max<LANES>(t[r]);
+                    if (row > m[r] + Acc(SLACK)) m[r] = row;
+                }
 #pragma unroll
             for (int r = 0; r < R; ++r) {
                 const Acc ref = m[r] == -Num<Acc>::inf() ? Acc(0) : m[r];
@@ -135,13 +143,27 @@ struct OnlineSoftmax {
         }
     }
 
+    // max(u) of row r over this thread's E elements, in W running maxima folded at the end: a
+    // chain E / W + log2 W deep where one running max made it E deep (32 dependent FMNMX a row
+    // on the critical path from S_t to P_t, NOTES v83). max is exact: the same value either way.
+    template <int E, class Frag>
+    static __device__ __forceinline__ Acc own_max(Frag&& s, int r) {
+        constexpr int W = E >= 32 ? 8 : E >= 8 ? 4 : E >= 2 ? 2 : 1;
+        Acc mx[W];
+#pragma unroll
+        for (int w = 0; w < W; ++w) mx[w] = -Num<Acc>::inf();
+#pragma unroll
+        for (int e = 0; e < E; ++e) mx[e % W] = Num<Acc>::max(mx[e % W], s(r, e));
+#pragma unroll
+        for (int h = W / 2; h > 0; h /= 2)
+#pragma unroll
+            for (int w = 0; w < h; ++w) mx[w] = Num<Acc>::max(mx[w], mx[w + h]);
+        return mx[0];
+    }
     // rowmax(u)·mul of row r over its LANES lanes
     template <int E, class Frag>
     static __device__ __forceinline__ Acc top(Frag&& s, int r, Acc mul) {
-        Acc mx = -Num<Acc>::inf();
-#pragma unroll
-        for (int e = 0; e < E; ++e) mx = Num<Acc>::max(mx, s(r, e));
-        return Num<Acc>::mul_rn(lanes_max<LANES>(mx), mul);
+        return Num<Acc>::mul_rn(lanes_max<LANES>(own_max<E>(s, r)), mul);
     }
 
     // P = 2^(u·mul - ref) in place of row r's u; this thread's part of their sum

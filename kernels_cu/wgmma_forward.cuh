@@ -31,10 +31,11 @@ struct NoStepHooks {
 // One warpgroup's scores of key tile t (first key j0 = kv.start(t)) become probabilities: s, the
 // wgmma accumulator of this warp's 16 rows from wrow (C fragments, 8 keys an n-tile), gets
 // u = score_mod(S) and -inf where hidden (mask.cuh, score.cuh), then the online softmax's P;
-// alpha: each row's rescale of O. Written once for the wgmma forwards of every dtype
+// alpha: each row's rescale of O, needed only when this returns true (softmax.cuh's SLACK: some row
+// of the warp moved its reference). Written once for the wgmma forwards of every dtype
 // (WgmmaFwdRows, flash_fwd_wgmma_tf32.cu).
 template <int BLOCK_N, class Block, class Softmax>
-__device__ __forceinline__ void wgmma_tile_probs(float (&s)[BLOCK_N / 8][4], const Block& blk,
+__device__ __forceinline__ bool wgmma_tile_probs(float (&s)[BLOCK_N / 8][4], const Block& blk,
                                                  const TileIter& kv, int t, int wrow, int g,
                                                  int t4, Softmax& softmax, float (&alpha)[2]) {
     constexpr int NS = BLOCK_N / 8;
@@ -46,7 +47,7 @@ __device__ __forceinline__ void wgmma_tile_probs(float (&s)[BLOCK_N / 8][4], con
     };
     modify_and_mask<float, 2, 2 * NS>(frag, at, blk.mask, blk.score,
                                      blk.template needs_mask<BLOCK_N>(kv, t, j0));
-    softmax.template update<2 * NS>(frag, blk.score.mul, alpha, Exp2Approx());
+    return softmax.template update<2 * NS>(frag, blk.score.mul, alpha, Exp2Approx());
 }
 
 // The end of one warp's 16 rows of a wgmma forward (`rows`: its blk, softmax, o[1][NO][4], and
@@ -120,7 +121,10 @@ struct WgmmaFwdRows {
     const T* sQw;                  // this warpgroup's 64 rows of panel 0 of the Q tile
     const int lane, g, t4, wrow;   // wrow: this warp's first row in the tile
     float o[1][NO][4];             // unnormalized O rows (g, g+8) of this warp
-    OnlineSoftmax<float, 2, 4> softmax;
+    // 16-bit: most key tiles skip alpha and O's rescaling (kLazySlack). TF32 keeps the running
+    // max itself, so that its P, rounded to TF32, is the mma.sync 'tf32' kernel's P to the bit
+    // (test_wgmma_tf32_matches_the_mma_kernel: P against a stale max rounds elsewhere, 3e-4)
+    OnlineSoftmax<float, 2, 4, sizeof(T) == 2 ? kLazySlack : 0> softmax;
     unsigned pa[NK][4];            // P_{t-1} as A fragments, read by the product in flight
 
     // warpgroup wg of the tile (rows 64·wg ..), warp: its warp among the tile's (rows 16·warp ..)
@@ -157,7 +161,7 @@ struct WgmmaFwdRows {
 
         // -- u = score_mod(S), -inf where hidden; new m, P, alpha
         float alpha[2];
-        wgmma_tile_probs<BLOCK_N>(s, blk, kv, t, wrow, g, t4, softmax, alpha);
+        const bool moved = wgmma_tile_probs<BLOCK_N>(s, blk, kv, t, wrow, g, t4, softmax, alpha);
         if constexpr (!FIRST) {
             wgmma_wait<0>();
             wgmma_fence_regs(o[0]);
@@ -167,10 +171,11 @@ struct WgmmaFwdRows {
         // -- P_t rounded to T as A fragments, only now that P_{t-1} V_{t-1} is done with pa
 #pragma unroll
         for (int kk = 0; kk < NK; ++kk) Ops::to_a(pa[kk], s, kk);
+        if (moved)
 #pragma unroll
-        for (int n = 0; n < NO; ++n)
+            for (int n = 0; n < NO; ++n)
 #pragma unroll
-            for (int e = 0; e < 4; ++e) o[0][n][e] *= alpha[e >> 1];
+                for (int e = 0; e < 4; ++e) o[0][n][e] *= alpha[e >> 1];
     }
 
     // The last product, O += P_{n-1} V_{n-1} (V_{n-1} at Vp)
