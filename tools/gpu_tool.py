@@ -14,6 +14,12 @@ from pathlib import Path
 def run(main, argv: list[str] | None = None):
     """``main()``'s result, or 2 with one line on stderr where no GPU is visible."""
     argv = sys.argv[1:] if argv is None else argv
+    try:
+        import cuflash  # noqa: F401
+    except ImportError:   # a checkout not installed (the GPU machine): this checkout's package,
+        # after any on PYTHONPATH (an arm's tree there still wins); without it ab_speed.py
+        # stopped at this import (session 46, call 235)
+        sys.path.append(str(Path(__file__).resolve().parents[1]))
     if not {"-h", "--help"} & set(argv):
         from cuflash._xp import gpu_available
         if not gpu_available():
