@@ -137,6 +137,9 @@ def modifiers(cp, cuflash, np, rand, backward, rounds):
                 res = cuflash.attention(q, k, v, causal=causal, return_residuals=True, **kw)[1]
                 fns[name + " bwd"] = lambda r=res: cuflash.attention_backward(do, r)
         t = rounds_of(cp, fns, rounds)
+        # the times themselves: a ratio that moved says not which side did (v83: plain sped up)
+        print(f"  causal={causal!s:5} median ms: " + "  ".join(
+            f"{n} {statistics.median(ts):.3f}" for n, ts in t.items()))
         for name in list(kinds)[1:]:
             bwd = (f"  backward {ratio(t[name + ' bwd'], t['plain bwd'])}" if backward else "")
             print(f"  causal={causal!s:5} {name:11} forward "
