@@ -7,6 +7,7 @@ visible to CuPy, one line and exit status 2, not a CUDA traceback from the first
 """
 from __future__ import annotations
 
+import importlib.util
 import sys
 from pathlib import Path
 
@@ -14,11 +15,10 @@ from pathlib import Path
 def run(main, argv: list[str] | None = None):
     """``main()``'s result, or 2 with one line on stderr where no GPU is visible."""
     argv = sys.argv[1:] if argv is None else argv
-    try:
-        import cuflash  # noqa: F401
-    except ImportError:   # a checkout not installed (the GPU machine): this checkout's package,
-        # after any on PYTHONPATH (an arm's tree there still wins); without it ab_speed.py
-        # stopped at this import (session 46, call 235)
+    if importlib.util.find_spec("cuflash") is None:
+        # a checkout not installed (the GPU machine): this checkout's package, after any on
+        # PYTHONPATH (an arm's tree there still wins); without it ab_speed.py stopped at the
+        # import below (session 46, call 235)
         sys.path.append(str(Path(__file__).resolve().parents[1]))
     if not {"-h", "--help"} & set(argv):
         from cuflash._xp import gpu_available
