@@ -84,8 +84,9 @@ __device__ __forceinline__ void modify_and_mask(Frag&& s, At&& at, const M& mask
 //    from overflow. SLACK = 0: the running max itself, update always true (every caller but
 //    float64's and the 16-bit wgmma forwards').
 // The slack of the kernels that skip alpha and O's rescaling (float64's dmma forward, the 16-bit
-// wgmma forwards; TF32's keeps 0, wgmma_forward.cuh): P ≤ 2^8, which every P type holds at its full relative precision (float16's largest
-// is 65504) and float accumulators sum far from overflow.
+// wgmma forwards; TF32's keeps 0, wgmma_forward.cuh): P ≤ 2^8, which float16, bfloat16 and
+// float64 hold at their full relative precision (float16's largest is 65504) and float
+// accumulators sum far from overflow.
 constexpr int kLazySlack = 8;
 
 template <typename Acc, int R, int LANES, int SLACK = 0>
@@ -160,6 +161,7 @@ struct OnlineSoftmax {
             for (int w = 0; w < h; ++w) mx[w] = Num<Acc>::max(mx[w], mx[w + h]);
         return mx[0];
     }
+
     // rowmax(u)·mul of row r over its LANES lanes
     template <int E, class Frag>
     static __device__ __forceinline__ Acc top(Frag&& s, int r, Acc mul) {

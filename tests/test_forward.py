@@ -30,16 +30,23 @@ def _id(shape):
 def check_forward(xp, T, S, d, dtype, causal, tile=None, lead=None, seed=0):
     lead = _lead(T, S, d) if lead is None else lead
     q, k, v = make_inputs(xp, lead + (T, d), lead + (S, d), dtype, seed)
-    out, lse = cuflash.attention(q, k, v, causal=causal, tile=tile, return_lse=True)
+    out, lse = assert_forward_matches(q, k, v, causal, dtype,
+                                      f"T={T} S={S} d={d} causal={causal} tile={tile}", tile=tile)
     assert out.dtype == np.dtype(dtype)
     assert lse.dtype == accum_dtype(dtype)
     assert out.shape == lead + (T, d) and lse.shape == lead + (T,)
+    assert not np.isnan(to_numpy(out)).any() and not np.isnan(to_numpy(lse)).any()
+
+
+def assert_forward_matches(q, k, v, causal, dtype, name, tile=None):
+    """cuflash.attention's out and lse against the float64 oracle, within 2x naive's error in
+    the same precision; returns (out, lse)."""
+    out, lse = cuflash.attention(q, k, v, causal=causal, tile=tile, return_lse=True)
     ref_out, ref_lse = oracle_attention(q, k, v, causal=causal)
     naive_out, naive_lse = cuflash.naive_attention(q, k, v, causal=causal, return_lse=True)
-    name = f"out T={T} S={S} d={d} causal={causal} tile={tile}"
-    assert_matches_oracle(out, ref_out, naive_out, dtype=dtype, name=name)
-    assert_matches_oracle(lse, ref_lse, naive_lse, dtype=dtype, name="lse " + name[4:])
-    assert not np.isnan(to_numpy(out)).any() and not np.isnan(to_numpy(lse)).any()
+    assert_matches_oracle(out, ref_out, naive_out, dtype=dtype, name="out " + name)
+    assert_matches_oracle(lse, ref_lse, naive_lse, dtype=dtype, name="lse " + name)
+    return out, lse
 
 
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
@@ -78,11 +85,7 @@ def test_running_max_leaps(xp, dtype, causal):
     (softmax.cuh, own_max) gives inf or NaN where the oracle gives the last visible key's v."""
     T, S, d = 130, 257, 64
     q, k, v = climbing_inputs(xp, (2,), T, S, d, dtype, 100.0, 7, lift=256.0)
-    out, lse = cuflash.attention(q, k, v, causal=causal, return_lse=True)
-    ref_out, ref_lse = oracle_attention(q, k, v, causal=causal)
-    naive_out, naive_lse = cuflash.naive_attention(q, k, v, causal=causal, return_lse=True)
-    assert_matches_oracle(out, ref_out, naive_out, dtype=dtype, name=f"out causal={causal}")
-    assert_matches_oracle(lse, ref_lse, naive_lse, dtype=dtype, name=f"lse causal={causal}")
+    assert_forward_matches(q, k, v, causal, dtype, f"leaps causal={causal}")
 
 
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
@@ -95,12 +98,7 @@ def test_running_max_climbs(xp, dtype, shape, rate, causal):
     it by more than a few units only on the first tiles)."""
     T, S, d = shape
     q, k, v = climbing_inputs(xp, (2,), T, S, d, dtype, rate, case_seed(shape, rate))
-    out, lse = cuflash.attention(q, k, v, causal=causal, return_lse=True)
-    ref_out, ref_lse = oracle_attention(q, k, v, causal=causal)
-    naive_out, naive_lse = cuflash.naive_attention(q, k, v, causal=causal, return_lse=True)
-    name = f"T={T} S={S} d={d} rate={rate} causal={causal}"
-    assert_matches_oracle(out, ref_out, naive_out, dtype=dtype, name="out " + name)
-    assert_matches_oracle(lse, ref_lse, naive_lse, dtype=dtype, name="lse " + name)
+    assert_forward_matches(q, k, v, causal, dtype, f"T={T} S={S} d={d} rate={rate} causal={causal}")
 
 
 # Tiles the CUDA SIMT kernels accept (single stage; see cuflash/gpu/plan.py) for these head dims,
