@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# call 243 (session 47): v84, the speculative softmax of the 16-bit wgmma forwards, against main's
+# kernels (.ab/base = a38030c; carry it). (1) the forward's GPU tests that reach the changed path
+# (the running-max tests: climbs, leaps; the kernels' oracle tests; the score variants), (2)
+# tools/ab_speed.py fwd, call 236's cells, (3) bench_variants' modifiers for base, then new.
+export PYTHONUNBUFFERED=1
+OUT=${OUT:-/tmp/out}; mkdir -p $OUT
+L=${LIMIT:-590}
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee $OUT/env.txt
+PYTHONPATH=$PWD timeout 200 python3 -m pytest -q -m gpu -p no:cacheprovider -n 16 -rfE \
+  tests/test_forward.py tests/test_variants.py tests/test_gpu_kernels.py -k "fwd or forward or running_max or softcap or alibi or window or oracle" \
+  > $OUT/tests.txt 2>&1
+echo "tests rc=$? at ${SECONDS}s"; tail -15 $OUT/tests.txt
+PYTHONPATH=$PWD timeout 180 python3 tools/ab_speed.py --base .ab/base --new . --dtypes float16,bfloat16 --d 64,128 \
+  --T 4096,16384 --passes fwd --rounds 2 > $OUT/ab.txt 2>&1; echo "ab rc=$? at ${SECONDS}s"
+grep -v "^round" $OUT/ab.txt | tail -22
+for a in .ab/base . ; do
+  [ $((L - SECONDS)) -gt 30 ] && PYTHONPATH=$PWD/$a timeout $((L - SECONDS - 5)) python3 tools/bench_variants.py \
+    --parts modifiers --rounds 2 > $OUT/variants_$(basename $(realpath $a)).txt 2>&1
+done
+for f in $OUT/variants_*.txt; do echo "== $f"; grep -i "forward\|ms" $f | head -12; done
+echo "elapsed ${SECONDS}s"
