@@ -14,6 +14,8 @@ echo "tests rc=$? at ${SECONDS}s"; tail -15 $OUT/tests.txt
 PYTHONPATH=$PWD timeout 180 python3 tools/ab_speed.py --base .ab/base --new . --dtypes float16,bfloat16 --d 64,128 \
   --T 4096,16384 --passes fwd --rounds 2 > $OUT/ab.txt 2>&1; echo "ab rc=$? at ${SECONDS}s"
 grep -v "^round" $OUT/ab.txt | tail -22
+PYTHONPATH=$PWD timeout 70 python3 tools/mutants.py --gpu gpu_spec_moved_rows_not_rescaled gpu_spec_never_redoes \
+  gpu_row_max_skips_last > $OUT/mutants.txt 2>&1; echo "mutants rc=$? at ${SECONDS}s"; tail -5 $OUT/mutants.txt
 for a in .ab/base . ; do
   [ $((L - SECONDS)) -gt 30 ] && PYTHONPATH=$PWD/$a timeout $((L - SECONDS - 5)) python3 tools/bench_variants.py \
     --parts modifiers --rounds 2 > $OUT/variants_$(basename $(realpath $a)).txt 2>&1
