@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# v84 + v85 on a GPU (session 48): the speculative softmax of the 16-bit wgmma forwards (v84,
+# .ab/spec84.patch) and the backward's P taken beside dP's product (v85, .ab/overlap85.patch),
+# against main's kernels (.ab/base: `git archive a38030c cuflash kernels_cu tools | tar -x -C
+# .ab/base`; carry [".ab/base"]). The working tree must hold both patches. LIMIT: the call's
+# seconds; steps in order, each if time allows:
+#   tests     the whole GPU suite (LIMIT >= 560; 300 s), else the tests of the changed kernels
+#   ab        tools/ab_speed.py, fwd and bwd, d = 128 and 64, T = 4096, 16384, float16 and
+#             bfloat16, 1 round (2 when time allows)
+#   mutants   v84's and v85's GPU mutants
+export PYTHONUNBUFFERED=1
+OUT=${OUT:-/tmp/out}; mkdir -p $OUT
+L=${LIMIT:-585}
+left() { echo $((L - SECONDS)); }
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee $OUT/env.txt
+if [ $L -ge 560 ]; then
+  STEPS="env tests" LIMIT_TESTS=300 OUT=$OUT/gs TAIL=6 bash tests/gpu_session.sh 2>&1 | tail -8
+  (cd $OUT && tar czf gs.tgz gs && rm -rf gs)
+else
+  set -- tests/test_forward.py tests/test_backward.py "tests/test_gpu_kernels.py" tests/test_variants.py \
+    -k "running_max or (wgmma and (float16 or bfloat16))"
+  PYTHONPATH=$PWD timeout $(( L / 2 )) python3 -m pytest -q -m gpu -p no:cacheprovider -n 16 -rfE "$@" > $OUT/tests.txt 2>&1
+  echo "tests rc=$?"; tail -12 $OUT/tests.txt
+fi
+echo "tests done at ${SECONDS}s"
+t=$(( $(left) - 75 )); [ $t -gt 260 ] && t=260
+rounds=2; [ $t -lt 200 ] && rounds=1
+[ $t -gt 40 ] && PYTHONPATH=$PWD timeout $t python3 tools/ab_speed.py --base .ab/base --new . \
+  --dtypes float16,bfloat16 --d 128,64 --T 4096,16384 --passes fwd,bwd --rounds $rounds > $OUT/ab.txt 2>&1
+echo "ab rc=$? at ${SECONDS}s"; grep -v "^round" $OUT/ab.txt | tail -40
+t=$(( $(left) - 5 )); [ $t -gt 70 ] && t=70
+[ $t -gt 35 ] && PYTHONPATH=$PWD timeout $t python3 tools/mutants.py --gpu gpu_spec_moved_rows_not_rescaled \
+    gpu_spec_never_redoes gpu_bwd_probs_unmasked > $OUT/mutants.txt 2>&1
+echo "mutants rc=$? at ${SECONDS}s"; tail -5 $OUT/mutants.txt
+echo "elapsed ${SECONDS}s"
