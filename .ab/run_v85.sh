@@ -19,14 +19,16 @@ if [ $L -ge 560 ]; then
 else
   set -- tests/test_forward.py tests/test_backward.py "tests/test_gpu_kernels.py" tests/test_variants.py \
     -k "running_max or (wgmma and (float16 or bfloat16))"
-  PYTHONPATH=$PWD timeout $(( L / 2 )) python3 -m pytest -q -m gpu -p no:cacheprovider -n 16 -rfE "$@" > $OUT/tests.txt 2>&1
+  PYTHONPATH=$PWD timeout $(( L * 9 / 20 )) python3 -m pytest -q -m gpu -p no:cacheprovider -n 16 -rfE "$@" > $OUT/tests.txt 2>&1
   echo "tests rc=$?"; tail -12 $OUT/tests.txt
 fi
 echo "tests done at ${SECONDS}s"
 t=$(( $(left) - 75 )); [ $t -gt 260 ] && t=260
 rounds=2; [ $t -lt 200 ] && rounds=1
+cells="--dtypes float16,bfloat16 --d 128,64 --T 4096,16384"
+[ $t -lt 160 ] && cells="--dtypes float16 --d 128,64 --T 8192"   # a short call: 8 cells a tree
 [ $t -gt 40 ] && PYTHONPATH=$PWD timeout $t python3 tools/ab_speed.py --base .ab/base --new . \
-  --dtypes float16,bfloat16 --d 128,64 --T 4096,16384 --passes fwd,bwd --rounds $rounds > $OUT/ab.txt 2>&1
+  $cells --passes fwd,bwd --rounds $rounds > $OUT/ab.txt 2>&1
 echo "ab rc=$? at ${SECONDS}s"; grep -v "^round" $OUT/ab.txt | tail -40
 t=$(( $(left) - 5 )); [ $t -gt 70 ] && t=70
 [ $t -gt 35 ] && PYTHONPATH=$PWD timeout $t python3 tools/mutants.py --gpu gpu_spec_moved_rows_not_rescaled \
