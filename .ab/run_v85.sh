@@ -19,11 +19,12 @@ if [ $L -ge 560 ]; then
 else
   set -- tests/test_forward.py tests/test_backward.py "tests/test_gpu_kernels.py" tests/test_variants.py \
     -k "running_max or (wgmma and (float16 or bfloat16))"
+  [ $L -lt 260 ] && set -- tests/test_forward.py tests/test_gpu_kernels.py -k "running_max or (tiles_against_oracle and wgmma and float16)"
   PYTHONPATH=$PWD timeout $(( L * 9 / 20 )) python3 -m pytest -q -m gpu -p no:cacheprovider -n 16 -rfE "$@" > $OUT/tests.txt 2>&1
   echo "tests rc=$?"; tail -12 $OUT/tests.txt
 fi
 echo "tests done at ${SECONDS}s"
-t=$(( $(left) - 75 )); [ $t -gt 260 ] && t=260
+t=$(( $(left) - 75 )); [ $t -gt 260 ] && t=260; [ $L -lt 260 ] && t=$(( $(left) - 8 ))
 rounds=2; [ $t -lt 200 ] && rounds=1
 cells="--dtypes float16,bfloat16 --d 128,64 --T 4096,16384"
 [ $t -lt 160 ] && cells="--dtypes float16 --d 128,64 --T 8192"   # a short call: 8 cells a tree
