@@ -8,6 +8,8 @@
 #   ab        tools/ab_speed.py, fwd and bwd, d = 128 and 64, T = 4096, 16384, float16 and
 #             bfloat16, 1 round (2 when time allows)
 #   mutants   v84's and v85's GPU mutants
+#   variants  bench_variants' modifiers (softcap, ALiBi over plain), base then new
+# (it replaces session 47's run_v84.sh)
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT
 L=${LIMIT:-585}
@@ -35,4 +37,9 @@ t=$(( $(left) - 5 )); [ $t -gt 70 ] && t=70
 [ $t -gt 35 ] && PYTHONPATH=$PWD timeout $t python3 tools/mutants.py --gpu gpu_spec_moved_rows_not_rescaled \
     gpu_spec_never_redoes gpu_bwd_probs_unmasked > $OUT/mutants.txt 2>&1
 echo "mutants rc=$? at ${SECONDS}s"; tail -5 $OUT/mutants.txt
+for a in .ab/base . ; do
+  [ $(left) -gt 40 ] && PYTHONPATH=$PWD/$a timeout $(( $(left) - 5 )) python3 tools/bench_variants.py \
+    --parts modifiers --rounds 2 > $OUT/variants_$(basename $(realpath $a)).txt 2>&1
+done
+for f in $OUT/variants_*.txt; do [ -f "$f" ] && { echo "== $f"; grep -i "forward\|ms" $f | head -12; }; done
 echo "elapsed ${SECONDS}s"
