@@ -2,6 +2,7 @@
 their generator, the tile rules and refusals, the default choice per architecture, and an NVRTC
 compile for sm_90a with no register spills (no GPU needed)."""
 import importlib.util
+import re
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +23,29 @@ def test_wgmma_header_is_what_the_generator_writes():
     spec.loader.exec_module(gen)
     assert (KERNELS / "wgmma.cuh").read_text() == gen.render(), \
         "kernels_cu/wgmma.cuh is stale: run python kernels_cu/gen_wgmma.py"
+
+
+# A generic lambda: a lambda whose parameter list names `auto`
+GENERIC_LAMBDA = re.compile(r"\]\s*(?:__device__\s*)?\([^)]*\bauto\b")
+
+
+def generic_lambdas(folder: Path) -> list[str]:
+    """file:line of each generic lambda in the kernel sources under `folder`."""
+    return [f"{p.name}:{i}" for p in sorted(folder.glob("*.cu*"))
+            for i, line in enumerate(p.read_text().splitlines(), 1) if GENERIC_LAMBDA.search(line)]
+
+
+def test_no_generic_lambdas_in_kernels(tmp_path):
+    """NVRTC 13.0, the GPU machines' (CuPy 14.2 on cupy-cuda13x), refuses a generic lambda in
+    device code ("a function without execution space annotations is considered a host
+    function"); the NVRTC 13.5 that ``cuda-toolkit==13.*`` installs here builds it, so the
+    compile gate cannot see it (NOTES.md, call 250: every 16-bit wgmma backward failed to build
+    on the GPU). A functor with a member template does the same job."""
+    assert not generic_lambdas(KERNELS), \
+        f"generic lambdas, refused by NVRTC 13.0: {generic_lambdas(KERNELS)}"
+    (tmp_path / "k.cuh").write_text("auto probs = [&](auto pass) { run<pass.value>(); };\n"
+                                    "auto f = [&](const auto& x, int n) {};\nauto g = [&](int n) {};\n")
+    assert generic_lambdas(tmp_path) == ["k.cuh:1", "k.cuh:2"]
 
 
 def test_wgmma_spec_layout():
