@@ -3,8 +3,8 @@
 # .ab/spec84.patch) and the backward's P taken beside dP's product (v85, .ab/overlap85.patch),
 # against main's kernels (.ab/base: `git archive a38030c cuflash kernels_cu tools | tar -x -C
 # .ab/base`; carry [".ab/base"]). The working tree must hold both patches (session 49: and v86,
-# .ab/dqpipe86.patch, the dQ kernel's product running into its next step; .ab/call250.sh then
-# measures v86's own share). LIMIT: the call's
+# .ab/dqpipe86.patch, the dQ kernel's product running into its next step). Call 250 ran it;
+# superseded by .ab/run_bwd85_87.sh (v84 dropped). LIMIT: the call's
 # seconds; steps in order, each if time allows:
 #   tests     the whole GPU suite (LIMIT >= 560; 300 s), else the tests of the changed kernels
 #   ab        tools/ab_speed.py, fwd and bwd, d = 128 and 64, T = 4096, 16384, float16 and
