@@ -32,10 +32,16 @@ def _default(p, precision=None, dense=False):
     """Default forward tile for this problem (on the GPU, one that fits the device) in float32's
     ``precision`` (cuflash.precision); ``dense``: a dense batch in one pass (no packed batch,
     KV cache or split-KV), which float32's Hopper warpgroup kernels may run
-    (tile.float32_wgmma_pays)."""
+    (tile.float32_wgmma_pays). The 16-bit forward at d <= 64 keeps its tile of one consumer
+    warpgroup for short causal lengths (tile.wgmma_one_consumer_pays), batches that are not
+    dense and softcap."""
     d, kw = _device(p)
     staged = dense and float32_wgmma_pays(precision, d, p.S)
-    return default_tile(d, p.dtype, causal=p.causal, precision=precision, staged=staged, **kw)
+    # the forward of three consumer warpgroups runs dense batches without softcap (gpu.plan)
+    short = not dense or p.softcap is not None or \
+        wgmma_one_consumer_pays(d, p.T, p.S, p.causal, backward=False)
+    return default_tile(d, p.dtype, causal=p.causal, precision=precision, staged=staged,
+                        short=short, **kw)
 
 
 def _forward_tile(p, tile, precision, dense=False):
@@ -77,7 +83,7 @@ def _backward_choice(p, tile, deterministic, precision=None, dense=False):
         return tile, deterministic, _tile_precision(tile, precision, prec)
     d, kw = _device(p)
     staged = dense and float32_wgmma_pays(prec, d, p.S, backward=True)
-    short = dense and wgmma_one_consumer_pays(d, p.T, p.S, p.causal)
+    short = dense and wgmma_one_consumer_pays(d, p.T, p.S, p.causal, backward=True)
     tile, det = default_backward(d, p.dtype, causal=p.causal, deterministic=deterministic,
                                  precision=None if prec == "native" else prec, staged=staged,
                                  short=short, **kw)

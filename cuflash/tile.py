@@ -77,14 +77,16 @@ class TileConfig:
     """
 
     block_m: int = 64
-    """Query rows per tile (rows of Q, O, lse held by one thread block). Power of two, 16..256."""
+    """Query rows per tile (rows of Q, O, lse held by one thread block). Power of two, 16..256,
+    or 192: the warp-specialized wgmma forward's three consumer warpgroups (16 warps, d <= 64;
+    ``wgmma_forward_tiles``)."""
 
     block_n: int = 64
     """Key rows per tile (rows of K and V streamed per step). Power of two, 16..256."""
 
     num_warps: int = 4
     """Warps per thread block (32 threads each): 1, 2, 4, 8, 12 or 16 (12: the warp-specialized
-    wgmma forward, one producer and two consumer warpgroups)."""
+    wgmma forward, one producer and two consumer warpgroups; 16 with block_m = 192: three)."""
 
     num_stages: int = 2
     """Shared-memory buffers for the streamed tiles (1 = load then compute; 2 = double buffering
@@ -117,9 +119,12 @@ class TileConfig:
     def __post_init__(self):
         for name in ("block_m", "block_n"):
             val = getattr(self, name)
-            if not isinstance(val, (int, np.integer)) or isinstance(val, bool) or not _is_pow2(val) \
+            if not isinstance(val, (int, np.integer)) or isinstance(val, bool) or \
+                    not (_is_pow2(val) or (name == "block_m" and val == 192)) \
                     or not 16 <= val <= 256:
-                raise ValueError(f"TileConfig.{name}={val!r} must be a power of two in 16..256")
+                raise ValueError(f"TileConfig.{name}={val!r} must be a power of two in 16..256"
+                                 + (" (or 192, the warp-specialized wgmma forward's three "
+                                    "consumer warpgroups)" if name == "block_m" else ""))
         for name, allowed in (("num_warps", NUM_WARPS), ("num_stages", NUM_STAGES)):
             val = getattr(self, name)   # an int, not 4.0 or np.array(4) (== would take them)
             if not isinstance(val, (int, np.integer)) or isinstance(val, bool) \
@@ -130,6 +135,10 @@ class TileConfig:
             object.__setattr__(self, name, int(getattr(self, name)))
         if self.kernel not in KERNELS:
             raise ValueError(f"TileConfig.kernel={self.kernel!r} must be one of {KERNELS}")
+        if self.block_m == 192 and (self.kernel, self.num_warps) != ("wgmma", 16):
+            raise ValueError(f"TileConfig.block_m=192 is the warp-specialized wgmma forward's "
+                             f"three consumer warpgroups: kernel='wgmma' and num_warps=16, got "
+                             f"kernel={self.kernel!r}, num_warps={self.num_warps}")
 
     @property
     def num_threads(self) -> int:
@@ -490,7 +499,7 @@ def tf32_backward_tiles(head_dim: int, family: str) -> list[TileConfig]:
     return [TileConfig(*t, family) for t in tiles]
 
 
-def wgmma_forward_tiles(head_dim: int) -> list[TileConfig]:
+def wgmma_forward_tiles(head_dim: int, short: bool = False) -> list[TileConfig]:
     """Forward tiles of the wgmma kernels, preferred first. d <= 128: the warp-specialized kernel
     (12 warps: a producer warpgroup and two consumers, flash_fwd_wgmma_ws.cu), 128 × 128 with 2
     K/V stages; H200, float16, FlashAttention's shapes, T = 2048..16384 (v16, NOTES.md,
@@ -510,10 +519,17 @@ def wgmma_forward_tiles(head_dim: int) -> list[TileConfig]:
     and stores run beside the other's products: H100, float16 / bfloat16, FlashAttention's
     shapes, T = 2048..16384 (call 205, NOTES v68, tools/bench_fwd_tiles.py, cuDNN in the same
     run): 1.02-1.07× the 12-warp 128 × 128 × 2 in all 16 cells, 0.85-1.00× cuDNN against
-    0.82-0.96×. At d = 128 its 64 × 64 tile (128 keys do not fit twice) ran 0.83-0.90×."""
+    0.82-0.96×. At d = 128 its 64 × 64 tile (128 keys do not fit twice) ran 0.83-0.90×.
+    d <= 64 since v89, unless ``short`` (``wgmma_one_consumer_pays``, backward=False: causal and
+    neither length above 4096): three consumer warpgroups, 192 × 128 × 16 warps, 2 stages
+    (FlashAttention-3's d = 64 tile; consumers 160 registers, the producer 32): H100, float16 /
+    bfloat16, T = 2048..16384 (call 253, NOTES v89, tools/bench_fwd_tiles.py, cuDNN in the same
+    run) 1.07-1.14× the one-consumer tile non-causal, 1.01-1.04× causal at T >= 8192, but
+    0.95-0.98× causal at T <= 4096, where the one-consumer tile stays first."""
     if head_dim <= 64:
-        return [TileConfig(64, 128, 8, 2, "wgmma"), TileConfig(128, 128, 12, 2, "wgmma"),
-                TileConfig(128, 64, 8, 4, "wgmma"), TileConfig(128, 64, 8, 3, "wgmma")]
+        three = [] if short else [TileConfig(192, 128, 16, 2, "wgmma")]
+        return three + [TileConfig(64, 128, 8, 2, "wgmma"), TileConfig(128, 128, 12, 2, "wgmma"),
+                        TileConfig(128, 64, 8, 4, "wgmma"), TileConfig(128, 64, 8, 3, "wgmma")]
     if head_dim <= 128:
         return [TileConfig(128, 128, 12, 2, "wgmma"), TileConfig(128, 128, 8, 3, "wgmma"),
                 TileConfig(128, 64, 8, 3, "wgmma")]
@@ -531,16 +547,23 @@ def wgmma_forward_tiles(head_dim: int) -> list[TileConfig]:
 #: 0.95-1.03×.
 WGMMA_BWD_ONE_CONSUMER_MAX_LEN = {True: 8192, False: 4096}
 
+#: The forward's: longest sequence for which the 16-bit forward at d <= 64 keeps the tile of one
+#: consumer warpgroup (64 × 128 × 8) ahead of three (192 × 128 × 16): causal T = 2048 and 4096
+#: ran 1.02-1.05× faster on one, 8192 and 16384 0.96-0.98×; non-causal it lost at every length
+#: measured (0.88-0.94×, 2048..16384: call 253, NOTES v89), hence 0: never.
+WGMMA_FWD_ONE_CONSUMER_MAX_LEN = {True: 4096, False: 0}
 
-def wgmma_one_consumer_pays(head_dim: int, seq_len_q: int, seq_len_k: int,
-                            causal: bool = False) -> bool:
-    """Whether the 16-bit backward on Hopper takes the tile of one consumer warpgroup by default
-    (``tile_candidates(short=True)``) for a dense batch of these lengths: d <= 64 and neither
-    length above WGMMA_BWD_ONE_CONSUMER_MAX_LEN[causal]. Shorter streams (a causal block's are
-    half as long) leave a larger share of each block to its start and stores, which a second
-    block a multiprocessor overlaps."""
-    return head_dim <= 64 and \
-        max(seq_len_q, seq_len_k) <= WGMMA_BWD_ONE_CONSUMER_MAX_LEN[bool(causal)]
+
+def wgmma_one_consumer_pays(head_dim: int, seq_len_q: int, seq_len_k: int, causal: bool,
+                            backward: bool) -> bool:
+    """Whether the 16-bit pass (``backward`` or the forward) on Hopper takes the tile of one
+    consumer warpgroup by default (``tile_candidates(short=True)``) for these lengths: d <= 64
+    and neither length above WGMMA_BWD_ONE_CONSUMER_MAX_LEN[causal] (the backward: of a dense
+    batch, ``api._backward_choice``) or WGMMA_FWD_ONE_CONSUMER_MAX_LEN[causal] (the forward, of
+    which a causal block's stream is half as long). Shorter streams leave a larger share of
+    each block to its start and stores, which a second block a multiprocessor overlaps."""
+    lens = WGMMA_BWD_ONE_CONSUMER_MAX_LEN if backward else WGMMA_FWD_ONE_CONSUMER_MAX_LEN
+    return head_dim <= 64 and max(seq_len_q, seq_len_k) <= lens[bool(causal)]
 
 
 def _wgmma_backward_tiles(head_dim: int, short: bool = False) -> list[TileConfig]:
@@ -602,8 +625,10 @@ def tile_candidates(head_dim: int, dtype, *, backward: bool = False, causal: boo
     the TF32 wgmma forward (d <= WGMMA_TF32_WIDE_D; it stages K and Vᵀ first) and the
     one-float16-product backward ('wgmma_f16x1', d <= WGMMA_F16X3_BWD_MAX_D), 'highest' the
     three-float16-product forward (d <= WGMMA_F16X3_MAX_D) and backward (d <=
-    WGMMA_F16X3_BWD_MAX_D). ``short``: a dense batch whose sequences are short enough that the
-    16-bit backward's tile of one consumer warpgroup pays (``wgmma_one_consumer_pays``).
+    WGMMA_F16X3_BWD_MAX_D). ``short``: sequences short enough that the 16-bit pass's tile of
+    one consumer warpgroup pays (``wgmma_one_consumer_pays`` of this pass; the backward's of a
+    dense batch): at d <= 64 the forward then keeps its one-consumer tile ahead of three
+    consumers, the backward takes its one-consumer tile first.
     """
     name = dtype_name(dtype)
     prec = _check_precision(precision, dtype)
@@ -654,7 +679,7 @@ def tile_candidates(head_dim: int, dtype, *, backward: bool = False, causal: boo
         if wgmma and not backward:
             # Forward on Hopper (sm_90): warpgroup tensor cores, 64 query rows per warpgroup,
             # Q and K read by wgmma straight from swizzled shared memory (flash_fwd_wgmma.cu).
-            return wgmma_forward_tiles(head_dim) + tile_candidates(
+            return wgmma_forward_tiles(head_dim, short) + tile_candidates(
                 head_dim, dtype, causal=causal, hopper=hopper)
         if wgmma:
             # Backward on Hopper: dK/dV with 64 keys per warpgroup and a separate dQ pass

@@ -150,7 +150,7 @@ struct WarpSpecialized : RegisterSplit<NT, ROWS / 64, CONSUMER> {
     static constexpr int NC = ROWS / 64;   // consumer warpgroups
     static_assert(ROWS % 64 == 0, "64 rows per consumer warpgroup");   // NT: RegisterSplit
     static_assert(STAGES >= 2 && STAGES <= 4, "2 to 4 buffers: one being read, one loading");
-    static_assert(NC == 1 || NC == 2, "one or two consumer warpgroups (the register splits)");
+    static_assert(NC >= 1 && NC <= 3, "one to three consumer warpgroups (the register splits)");
     using Tiles = SwizzledTiles<DP, 128>;   // the producer warpgroup's copies (pipeline.cuh)
 };
 

@@ -49,9 +49,12 @@ struct FwdWgmmaWs {
     // enough once it steps its sources (Tf32StagedKV::Stream; NOTES v42).
     // One consumer warpgroup (BLOCK_M = 64, two blocks a multiprocessor: 128 registers a thread
     // at launch): 176, the producer 80 (at 208 / 48 the producer spilled 72-160 bytes; at 168 /
-    // 88 the window + softcap consumer 28).
+    // 88 the window + softcap consumer 28). Three (BLOCK_M = 192, d <= 64: 128 registers a
+    // thread at launch): 160, the producer 32, copy-engine loads only (kTmaOnly); at 152 the
+    // consumers spilled 96-164 bytes and had their wgmma serialized (v89).
     using Ws = WarpSpecialized<DP, BLOCK_M, NT, STAGES,
-                               (BLOCK_M == 64 ? 176 : DP > 64 || sizeof(T) == 4 ? 224 : 208)>;
+                               (BLOCK_M == 64 ? 176 : BLOCK_M == 192 ? 160
+                                : DP > 64 || sizeof(T) == 4 ? 224 : 208)>;
     static constexpr int NC = Ws::NC;
     static constexpr bool PINGPONG = NC > 1;
     using Params = FwdParams<T, float>;
@@ -62,6 +65,12 @@ struct FwdWgmmaWs {
     // Tensor maps describe whole (sequences, heads, rows, d) arrays: not a packed batch's rows
     // (nor TF32's staged Vᵀ: its copies are cp.async)
     static constexpr bool kTma = V::PACKED == kUnpacked && !kTf32;
+    // Three consumer warpgroups (BLOCK_M = 192) leave the producer 32 registers, in which only
+    // the copy engine's loads fit (its cp.async copies spilled 176-200 bytes, NVRTC 13.0): the
+    // host gives this kernel tensor maps always (ops.ForwardLaunch; plan.without_tensor_maps
+    // runs another tile where it cannot)
+    static constexpr bool kTmaOnly = NC == 3;
+    static_assert(!kTmaOnly || kTma, "three consumer warpgroups: copy-engine loads only");
 
     struct Smem : FwdTiles<T, DP, BLOCK_M, BLOCK_N, STAGES> {   // pipeline.cuh
         Mbarrier q_full;
@@ -83,11 +92,14 @@ struct FwdWgmmaWs {
     static __device__ __forceinline__ void run(const Params& p) {
         const Block blk(p);
         if (!blk.active) return;
-        Smem& sm = ws_smem<Smem>(kSmemBytes, kTma && p.tma_loads ? 1u : 128u);
+        const bool tma = kTmaOnly || (kTma && p.tma_loads);
+        Smem& sm = ws_smem<Smem>(kSmemBytes, tma ? 1u : 128u);
         specialize<Ws>([&] {
                            const TileIter kv = blk.template key_tiles<BLOCK_N>();
-                           if (!(kTma && p.tma_loads)) produce(p, blk, kv, sm);
-                           else if (threadIdx.x == 0) produce_tma(p, blk, kv, sm);
+                           if constexpr (!kTmaOnly) {
+                               if (!tma) return produce(p, blk, kv, sm);
+                           }
+                           if (threadIdx.x == 0) produce_tma(p, blk, kv, sm);
                        },
                        [&] {
                            const TileIter kv = blk.template key_tiles<BLOCK_N>();

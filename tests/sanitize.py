@@ -20,6 +20,7 @@ import numpy as np
 import cuflash
 from cuflash import TileConfig
 from cuflash._xp import DTYPES, cupy_module
+from cuflash.gpu import plan
 from cuflash.mask_mod import MaskMod
 
 CASES = [  # (dtype, d, forward tile, backward tile)
@@ -48,6 +49,9 @@ HOPPER_CASES = [  # sm_90 only: the wgmma kernels (no atomic-dQ mode)
     ("bfloat16", 200, TileConfig(128, 64, 12, 2, "wgmma"), TileConfig(32, 32, 4, 1)),
     # one consumer warpgroup, two blocks a multiprocessor: the d <= 64 defaults (NOTES v68, v69)
     ("bfloat16", 64, TileConfig(64, 128, 8, 2, "wgmma"), TileConfig(64, 64, 8, 2, "wgmma")),
+    # three consumer warpgroups, copy-engine loads only: the d <= 64 forward default (NOTES v89;
+    # no softcap, no packed batch: those take the tile above)
+    ("float16", 64, TileConfig(192, 128, 16, 2, "wgmma"), TileConfig(64, 128, 12, 2, "wgmma")),
     # float32 'tf32''s backward on the 16-bit pair over scaled float16 copies, float32 gradient
     # stores (kernel='wgmma_f16s', NOTES v71): both tiles of its default
     ("float32", 64, TileConfig(32, 64, 4, 2, "tf32"), TileConfig(64, 64, 8, 2, "wgmma_f16s")),
@@ -106,6 +110,8 @@ def main():
             kv_cache(cp, rng, dt)
     for dt, d, ft, bt in cases:
         for name, kw in options.items():
+            if plan.copy_engine_only(ft):   # it runs no softcap (plan._validate_wgmma)
+                kw = {key: val for key, val in kw.items() if key != "softcap"}
             q, k, v, do = (cp.asarray(rng.standard_normal(s).astype(DTYPES[dt]))
                            for s in ((2, T, d), (2, S, d), (2, S, d), (2, T, d)))
             out, lse = cuflash.attention(q, k, v, tile=ft, return_lse=True, **kw)
@@ -159,7 +165,9 @@ def layouts(cp, rng, dt, d, ft, bt):
             cuflash.attention_backward(rand(*out.shape), res, tile=bt, deterministic=det)
     cu = cp.asarray(np.array([0, 5, 5, 40, 47], dtype=np.int32))       # packed, one empty
     qp, kp, vp = rand(47, 4, d), rand(47, 2, d), rand(47, 2, d)
-    out, res = cuflash.attention_varlen(qp, kp, vp, cu, cu, causal=True, tile=ft,
+    out, res = cuflash.attention_varlen(qp, kp, vp, cu, cu, causal=True,
+                                        tile=plan.without_tensor_maps(ft, d) if
+                                        plan.copy_engine_only(ft) else ft,
                                         return_residuals=True)
     for det in dets:
         cuflash.attention_varlen_backward(rand(*out.shape), res, tile=bt, deterministic=det)

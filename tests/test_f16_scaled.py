@@ -276,7 +276,7 @@ def test_tf32_default_backward_takes_f16s(cp):
     WGMMA_F16X3_MIN_KEYS keys: the bits of the 'wgmma_f16s' tile its rule names."""
     from cuflash.tile import WGMMA_F16X3_MIN_KEYS, wgmma_one_consumer_pays
     d, n = 64, WGMMA_F16X3_MIN_KEYS
-    tile = f16_scaled_tiles(d, wgmma_one_consumer_pays(d, n, n, True))[0]
+    tile = f16_scaled_tiles(d, wgmma_one_consumer_pays(d, n, n, True, backward=True))[0]
     skip_unless_tile_fits(tile, d, np.float32, passes=("bwd",))
     q, k, v = make_inputs(cp, (1, 2, n, d), (1, 2, n, d), np.float32, seed=68)
     dout = make_inputs(cp, (1, 2, n, d), (1, 1, 1, 1), np.float32, seed=69)[0]

@@ -27,7 +27,9 @@ WGMMA_FWD = [TileConfig(128, 128, 8, 3, "wgmma"), TileConfig(128, 64, 8, 4, "wgm
              TileConfig(128, 128, 12, 2, "wgmma"), TileConfig(128, 64, 12, 4, "wgmma"),
              TileConfig(128, 16, 12, 3, "wgmma"),
              # one consumer warpgroup, two blocks a multiprocessor (NOTES v68)
-             TileConfig(64, 128, 8, 2, "wgmma"), TileConfig(64, 64, 8, 2, "wgmma")]
+             TileConfig(64, 128, 8, 2, "wgmma"), TileConfig(64, 64, 8, 2, "wgmma"),
+             # three consumer warpgroups, copy-engine loads only (d <= 64; NOTES v89)
+             TileConfig(192, 128, 16, 2, "wgmma")]
 WGMMA_BWD = [TileConfig(64, 64, 4, 2, "wgmma"), TileConfig(64, 128, 8, 2, "wgmma"),
              TileConfig(64, 64, 4, 1, "wgmma"), TileConfig(128, 128, 8, 1, "wgmma")]
 # warp-specialized dK/dV: a producer warpgroup and two consumers (flash_bwd_wgmma_ws.cu); dQ in
@@ -169,6 +171,30 @@ def test_tiles_against_oracle(cp, dtype, tile, pass_, causal, T, S, d):
         for name, g, r, n in zip(("dq", "dk", "dv"), grads, refs, naive):
             assert_matches_oracle(g, r, n, dtype=dtype, name=f"{name} (det={det})",
                                   floor_scale=grad_scale(*refs))
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_three_consumer_forward_where_the_copy_engine_cannot_read(cp, causal):
+    """The forward of three consumer warpgroups loads by the copy engine only: on arrays it
+    cannot map (rows 136 bytes apart: d = 64 views of 68 columns) it runs plan.without_tensor_maps's
+    tile, as exact; a packed batch or softcap with it is refused, naming the tile's limits."""
+    t = TileConfig(192, 128, 16, 2, "wgmma")
+    skip_unless_tile_fits(t, 64, "float16", passes=("fwd",))
+    for T, S in ((500, 300), (77, 1000)):
+        seed = case_seed("float16", t, "views", causal, T, S, 64)
+        q, k, v = (x[..., :64] for x in make_inputs(cp, (2, T, 68), (2, S, 68), "float16",
+                                                   seed=seed))
+        qn, kn, vn = (to_numpy(x) for x in (q, k, v))
+        ref_out, ref_lse = oracle_attention(qn, kn, vn, causal=causal)
+        out, lse = cuflash.attention(q, k, v, causal=causal, tile=t, return_lse=True)
+        naive = cuflash.naive_attention(q, k, v, causal=causal)
+        assert_matches_oracle(out, ref_out, naive, dtype="float16", name="out")
+    with pytest.raises(ValueError, match="unpacked batches without softcap"):
+        cuflash.attention(q, k, v, causal=causal, tile=t, softcap=5.0)
+    cu = cp.asarray(np.array([0, 5, 40], dtype=np.int32))
+    qp = make_inputs(cp, (40, 2, 64), (40, 2, 64), "float16", seed=seed + 1)
+    with pytest.raises(ValueError, match="unpacked batches without softcap"):
+        cuflash.attention_varlen(*qp, cu, cu, causal=causal, tile=t)
 
 
 def test_tile_that_does_not_fit_is_refused(cp):

@@ -403,17 +403,21 @@ def test_warp_specialized_forward_tiles():
 def test_spill_check_covers_the_register_tight_variants():
     """`cuflash compile --fail-on-spills` checks every warp-specialized forward also with window,
     softcap and ALiBi: their consumers' registers are fixed by setmaxnreg, and the causal ALiBi
-    one spilled where the plain kernels did not (NOTES v17)."""
+    one spilled where the plain kernels did not (NOTES v17). The forward of three consumer
+    warpgroups runs no softcap (refused by the plan): ALiBi and windows only."""
     from cuflash.gpu.precompile import default_specs
     specs = default_specs("sm_90")
     names = {s.name for s in specs}
     ws = [s for s in specs if s.warp_specialized and s.variant == plan.Variant.of(s.causal)]
     assert ws, "the sm_90 defaults have warp-specialized forwards"
+    assert any(plan.copy_engine_only(s.tile) for s in ws), "the d <= 64 three-consumer default"
     for s in ws:
+        three = plan.copy_engine_only(s.tile)
         for mask in ("dense", "causal", "window"):
             for mods in (dict(softcap=True), dict(alibi=True), dict(softcap=True, alibi=True)):
                 v = plan.Variant(mask, **mods)
-                assert f"{s.name.split('_causal')[0]}{v.suffix()}" in names, (s.name, v)
+                name = f"{s.name.split('_causal')[0]}{v.suffix()}"
+                assert (name in names) != (three and v.softcap), (s.name, v)
     assert not any(s.warp_specialized for s in default_specs("sm_80"))
 
 
@@ -555,6 +559,23 @@ def test_one_consumer_16_bit_forward_compiles_in_half_the_registers():
         assert rep.spills == 0 and not rep.serialized, (spec.name, rep.spills)
 
 
+def test_three_consumer_16_bit_forward_compiles_without_spills():
+    """NVRTC, sm_90a: the forward of three consumer warpgroups (block_m = 192, 16 warps; NOTES
+    v89) at 128 registers a thread, 160 a consumer, spills nothing causal and with a window and
+    ALiBi (its heaviest score path: softcap it refuses); at 152 its consumers spilled 96-164
+    bytes and had their wgmma serialized."""
+    pytest.importorskip("cupy_backends.cuda.libs.nvrtc")
+    if build.cuda_include_dir() is None:
+        pytest.skip("CUDA headers not found")
+    t = TileConfig(192, 128, 16, 2, "wgmma")
+    for v in (plan.Variant("causal"), plan.Variant("window", alibi=True)):
+        spec, = plan.specs_for("bfloat16", 64, t, v, False)
+        assert spec.min_blocks() == 1
+        rep = build.compile_offline(build.source(spec), spec.name, spec.arch, spec.smem_bytes())
+        assert rep.registers == 128, (spec.name, rep.registers)
+        assert rep.spills == 0 and not rep.serialized, (spec.name, rep.spills)
+
+
 def test_one_consumer_16_bit_forward_refused_where_two_blocks_do_not_fit():
     """The 8-warp (one consumer warpgroup) 16-bit forward runs two blocks a multiprocessor: a
     tile whose shared memory does not fit twice is refused, naming why, and so are head dims
@@ -563,15 +584,16 @@ def test_one_consumer_16_bit_forward_refused_where_two_blocks_do_not_fit():
     plan.check_tile(ok, 128, "float16", smem_limit=HOPPER, arch="sm_90")
     for t, d, match in ((TileConfig(64, 128, 8, 2, "wgmma"), 128, "do not fit twice"),
                         (TileConfig(64, 64, 8, 3, "wgmma"), 128, "do not fit twice"),
-                        (ok, 192, "at head dims up\\s+to 128, one"),
+                        (ok, 192, "at head dims up\\s+to\\s+128\\s+one"),
                         (TileConfig(64, 64, 12, 2, "wgmma"), 64, "num_warps")):
         with pytest.raises(ValueError, match=match):
             plan.check_tile(t, d, "float16", smem_limit=HOPPER, arch="sm_90")
 
 
 def test_one_consumer_defaults_at_short_heads():
-    """v69: on Hopper the 16-bit forward at d <= 64 defaults to the warp-specialized tile of one
-    consumer warpgroup (64 × 128 × 8, two blocks a multiprocessor), wider heads keep the 12-warp
+    """v69, v89: on Hopper the 16-bit forward at d <= 64 defaults to the warp-specialized tile of
+    three consumer warpgroups (192 × 128 × 16), or of one (64 × 128 × 8, two blocks a
+    multiprocessor) for short causal lengths (``short``); wider heads keep the 12-warp
     128 × 128; the backward takes 64 × 64 × 8 first only for a short dense batch
     (wgmma_one_consumer_pays: d <= 64, neither length above WGMMA_BWD_ONE_CONSUMER_MAX_LEN, of
     the causal mask or not), and before Hopper nothing changes."""
@@ -579,7 +601,8 @@ def test_one_consumer_defaults_at_short_heads():
     kw = dict(smem_limit=HOPPER, arch="sm_90")
     for dt in ("float16", "bfloat16"):
         for d in (16, 40, 64):
-            assert default_tile(d, dt, **kw) == TileConfig(64, 128, 8, 2, "wgmma")
+            assert default_tile(d, dt, **kw) == TileConfig(192, 128, 16, 2, "wgmma")
+            assert default_tile(d, dt, short=True, **kw) == TileConfig(64, 128, 8, 2, "wgmma")
             assert default_backward(d, dt, short=True, **kw)[0] == TileConfig(64, 64, 8, 2, "wgmma")
             assert default_backward(d, dt, **kw)[0] == TileConfig(64, 128, 12, 2, "wgmma")
         for d in (72, 128):
@@ -591,10 +614,66 @@ def test_one_consumer_defaults_at_short_heads():
                             arch="sm_80")[0].kernel == "mma"
     assert LENS[True] > LENS[False]   # a causal block streams half as far
     for causal, L in LENS.items():
-        assert wgmma_one_consumer_pays(64, L, L, causal) and wgmma_one_consumer_pays(1, 1, 1, causal)
-        assert not wgmma_one_consumer_pays(64, L + 1, 64, causal)
-        assert not wgmma_one_consumer_pays(64, 64, L + 1, causal)
-        assert not wgmma_one_consumer_pays(65, 1024, 1024, causal)
+        assert wgmma_one_consumer_pays(64, L, L, causal, True)
+        assert wgmma_one_consumer_pays(1, 1, 1, causal, True)
+        assert not wgmma_one_consumer_pays(64, L + 1, 64, causal, True)
+        assert not wgmma_one_consumer_pays(64, 64, L + 1, causal, True)
+        assert not wgmma_one_consumer_pays(65, 1024, 1024, causal, True)
+    # the forward's (call 253): causal up to 4096, never without the causal mask
+    assert wgmma_one_consumer_pays(64, 4096, 4096, True, False)
+    assert not wgmma_one_consumer_pays(64, 4097, 100, True, False)
+    assert not wgmma_one_consumer_pays(64, 100, 4097, True, False)
+    assert not wgmma_one_consumer_pays(64, 1, 1, False, False)
+    assert not wgmma_one_consumer_pays(72, 64, 64, True, False)
+
+
+def test_three_consumer_forward_tile():
+    """v89: block_m = 192 is the warp-specialized wgmma forward of three consumer warpgroups
+    (16 warps), at head dims up to 64; its producer loads by the copy engine only, so the plan
+    refuses packed batches and softcap (whose consumers spilled), naming why, and a run the
+    copy engine cannot read takes the one-consumer tile (plan.without_tensor_maps)."""
+    t = TileConfig(192, 128, 16, 2, "wgmma")
+    assert t.warp_specialized and plan.copy_engine_only(t)
+    assert not plan.copy_engine_only(TileConfig(128, 128, 12, 2, "wgmma"))
+    for bad in (dict(kernel="mma", num_warps=16), dict(num_warps=12), dict(kernel="wgmma_tf32")):
+        with pytest.raises(ValueError, match="block_m=192 is the warp-specialized"):
+            TileConfig(**{**dict(block_m=192, block_n=128, num_warps=16, num_stages=2,
+                                 kernel="wgmma"), **bad})
+    with pytest.raises(ValueError, match="or 192"):
+        TileConfig(96, 64, 8, 2, "wgmma")
+    with pytest.raises(ValueError, match="power of two"):
+        TileConfig(64, 192, 16, 2, "wgmma")
+    plan.check_tile(t, 64, "bfloat16", smem_limit=HOPPER, arch="sm_90")
+    with pytest.raises(ValueError, match="at head dims up to 64 three"):
+        plan.check_tile(t, 72, "float16", smem_limit=HOPPER, arch="sm_90")
+    spec, = plan.specs_for("float16", 64, t, plan.Variant("window", alibi=True), False)
+    assert spec.threads() == 512 and spec.min_blocks() == 1
+    for v in (plan.Variant("causal", softcap=True), plan.Variant("dense", packed=True)):
+        spec, = plan.specs_for("float16", 64, t, v, False)
+        with pytest.raises(ValueError, match="unpacked batches without softcap"):
+            plan.validate(spec, HOPPER, "sm_90")
+    assert plan.without_tensor_maps(t, 64) == TileConfig(64, 128, 8, 2, "wgmma")
+    assert plan.without_tensor_maps(TileConfig(128, 128, 12, 2, "wgmma"), 64) == \
+        TileConfig(128, 128, 12, 2, "wgmma")
+    assert plan.without_producer(t, 64).num_warps == 8
+
+
+def test_api_takes_three_consumers_for_dense_forwards_only(monkeypatch):
+    """The forward's default asks for the one-consumer tile (short) for short causal lengths,
+    softcap and batches that are not dense (split-KV, packed), the three-consumer tile else."""
+    from cuflash import api
+    seen = []
+    monkeypatch.setattr(api, "default_tile", lambda *a, **kw: seen.append(kw["short"]))
+    monkeypatch.setattr(api, "_device", lambda p: (64, dict(smem_limit=HOPPER, arch="sm_90")))
+    P = lambda **kw: type("P", (), {**dict(T=8192, S=8192, causal=False, softcap=None,
+                                           dtype="float16"), **kw})
+    for p, dense, short in ((P(), True, False), (P(causal=True), True, False),
+                            (P(causal=True, T=4096, S=4096), True, True),
+                            (P(T=64, S=64), True, False), (P(softcap=30.0), True, True),
+                            (P(), False, True)):
+        seen.clear()
+        api._default(p, None, dense)
+        assert seen == [short], (p.__dict__, dense)
 
 
 def test_api_asks_for_one_consumer_backward_only_for_short_dense_batches(monkeypatch):

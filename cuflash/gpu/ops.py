@@ -420,6 +420,8 @@ class ForwardLaunch:
         dev = _cp().cuda.Device().id
         if cache is not None or num_splits != 1:
             tile = plan.without_producer(tile, D)   # split-KV and caches: an 8-warp kernel
+        elif plan.copy_engine_only(tile) and not r.packed and not _mappable(r, tile):
+            tile = plan.without_tensor_maps(tile, D)
         self.q_tiles = math.ceil(r.T / tile.block_m)
         if num_splits is None:
             auto_splits = True
@@ -613,6 +615,15 @@ def _forward(r: _Run, p, tile, D, num_splits=1, cache: CacheRows | None = None,
     if cache is None:
         return launch(r.q, r.k, r.v)
     return launch(r.q, r.k, r.v, cache.seqused_k, cache.block_table)
+
+
+def _mappable(r: _Run, tile) -> bool:
+    """Whether the copy engine can read a forward's q, k and v (tma.map_shape)."""
+    return all(tma.map_shape(shape, strides, x.dtype.itemsize) is not None
+               for x, (_, shape, strides, _) in (
+                   (r.q, _map_entry(r, r.q, tile.block_m)),
+                   (r.k, _map_entry(r, r.k, tile.block_n, keys=True)),
+                   (r.v, _map_entry(r, r.v, tile.block_n, keys=True))))
 
 
 def _map_entry(r: _Run, x, box_rows: int, keys: bool = False):

@@ -456,14 +456,25 @@ def _validate_wgmma(spec: KernelSpec, where: str) -> None:
         if v.split or v.cache:
             raise ValueError(f"{where}: the warp-specialized forward (block_m = 16·num_warps - 64) "
                              f"runs neither split-KV nor a KV cache; use block_m = 16·num_warps")
-        if t.block_m != 128 and not (t.block_m == 64 and spec.head_dim <= 128):
+        if t.block_m != 128 and not (t.block_m == 64 and spec.head_dim <= 128) and \
+                not (t.block_m == 192 and spec.head_dim <= 64):
             # flash_fwd_wgmma_ws.cu: two consumer warpgroups taking turns (12 warps), or one
             # (8 warps) run two blocks a multiprocessor (TileConfig.blocks_per_sm) at d <= 128:
             # compiled clean at d = 64 and 128 on 176 consumer registers; wider, O alone takes
-            # d / 2 of them (not compiled: refused)
+            # d / 2 of them (not compiled: refused). Three (16 warps) at d <= 64, on 160
+            # registers a consumer thread (v89)
             raise ValueError(f"{where}: the warp-specialized forward has two consumer "
-                             f"warpgroups (block_m = 128, num_warps = 12) or, at head dims up "
-                             f"to 128, one (block_m = 64, num_warps = 8)")
+                             f"warpgroups (block_m = 128, num_warps = 12), at head dims up to "
+                             f"128 one (block_m = 64, num_warps = 8), or at head dims up to 64 "
+                             f"three (block_m = 192, num_warps = 16)")
+        if copy_engine_only(t) and (v.packed or v.softcap):
+            # flash_fwd_wgmma_ws.cu, kTmaOnly: its producer's 32 registers hold the copy
+            # engine's loads only (tensor maps: none for packed batches), and softcap spilled its
+            # consumers' 160 (52-356 bytes, NVRTC 13.0; v89)
+            raise ValueError(f"{where}: the forward of three consumer warpgroups (block_m = "
+                             f"192) runs unpacked batches without softcap (its producer has room "
+                             f"for the copy engine's loads only, its consumers none for softcap); "
+                             f"take block_m = 64, num_warps = 8")
         if t.num_stages < 2:
             raise ValueError(f"{where}: the warp-specialized forward needs 2 to 4 stages")
         _check_two_blocks(spec, where)
@@ -489,6 +500,23 @@ def _validate_wgmma(spec: KernelSpec, where: str) -> None:
         # n = head_dim > 192 and its accumulators (C7602)
         raise ValueError(f"{where}: num_warps = {t.num_warps} leaves 128 registers a thread, "
                          f"too few at head_dim {spec.head_dim} (> 192): use 12 warps or fewer")
+
+
+def copy_engine_only(tile: TileConfig) -> bool:
+    """Whether a forward tile's producer loads by the copy engine only (tensor maps, made by
+    the host for every launch of it; flash_fwd_wgmma_ws.cu, kTmaOnly): the warp-specialized
+    forward of three consumer warpgroups, block_m = 192, whose producer keeps 32 registers."""
+    return tile.warp_specialized and tile.block_m == 192
+
+
+def without_tensor_maps(tile: TileConfig, head_dim: int) -> TileConfig:
+    """What a forward runs in place of a copy_engine_only tile where the copy engine cannot read
+    the arrays (tma.map_shape: a broadcast axis, a stride that is not a multiple of 16 bytes):
+    the forward's tile of one consumer warpgroup for this (padded) head_dim. Other tiles as
+    they are."""
+    if not copy_engine_only(tile):
+        return tile
+    return wgmma_forward_tiles(head_dim, short=True)[0]
 
 
 def without_producer(tile: TileConfig, head_dim: int) -> TileConfig:

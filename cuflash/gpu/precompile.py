@@ -33,17 +33,17 @@ def default_specs(arch: str) -> list[plan.KernelSpec]:
         for d in SUPPORTED_HEAD_DIMS:
             for backward in (False, True):
                 for causal in (False, True):
+                    # short: tile.wgmma_one_consumer_pays's lengths, either pass
                     for det, short in itertools.product(
-                            (True, False) if backward else (True,),
-                            (False, True) if backward else (False,)):
+                            (True, False) if backward else (True,), (False, True)):
                         try:
-                            if backward:   # short: tile.wgmma_one_consumer_pays's lengths
+                            if backward:
                                 tile, det = default_backward(d, dt, causal=causal, arch=arch,
                                                              deterministic=det, smem_limit=limit,
                                                              short=short)
                             else:
                                 tile = default_tile(d, dt, causal=causal, arch=arch,
-                                                    smem_limit=limit)
+                                                    smem_limit=limit, short=short)
                         except ValueError:
                             continue   # nothing fits this GPU (the library says so at call time)
                         for s in plan.specs_for(dt, d, tile, causal, backward, det):
@@ -108,8 +108,10 @@ def register_tight_variants(spec: plan.KernelSpec) -> list[plan.Variant]:
     ALiBi and both."""
     if not spec.warp_specialized or spec.variant != plan.Variant.of(spec.causal):
         return []
-    return [plan.Variant(mask, **mods) for mask in ("dense", "causal", "window")
-            for mods in _MODIFIERS] + [plan.Variant("window")]
+    # the forward of three consumer warpgroups runs no softcap (plan._validate_wgmma)
+    mods = [m for m in _MODIFIERS if not (m.get("softcap") and plan.copy_engine_only(spec.tile))]
+    return [plan.Variant(mask, **m) for mask in ("dense", "causal", "window")
+            for m in mods] + [plan.Variant("window")]
 
 
 def experiment_specs(root: Path | None = None) -> list[plan.KernelSpec]:
