@@ -176,14 +176,15 @@ def test_tiles_against_oracle(cp, dtype, tile, pass_, causal, T, S, d):
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 def test_three_consumer_forward_where_the_copy_engine_cannot_read(cp, causal):
     """The forward of three consumer warpgroups loads by the copy engine only: on arrays it
-    cannot map (rows 136 bytes apart: d = 64 views of 68 columns) it runs plan.without_tensor_maps's
-    tile, as exact; a packed batch or softcap with it is refused, naming the tile's limits."""
+    cannot map (k and v broadcast over heads: a stride of 0, tma.map_shape) it runs
+    plan.without_tensor_maps's tile, as exact; a packed batch or softcap with it is refused,
+    naming the tile's limits."""
     t = TileConfig(192, 128, 16, 2, "wgmma")
     skip_unless_tile_fits(t, 64, "float16", passes=("fwd",))
     for T, S in ((500, 300), (77, 1000)):
         seed = case_seed("float16", t, "views", causal, T, S, 64)
-        q, k, v = (x[..., :64] for x in make_inputs(cp, (2, T, 68), (2, S, 68), "float16",
-                                                   seed=seed))
+        q, k, v = make_inputs(cp, (2, 3, T, 64), (2, 1, S, 64), "float16", seed=seed)
+        k, v = (cp.broadcast_to(x, (2, 3, S, 64)) for x in (k, v))
         qn, kn, vn = (to_numpy(x) for x in (q, k, v))
         ref_out, ref_lse = oracle_attention(qn, kn, vn, causal=causal)
         out, lse = cuflash.attention(q, k, v, causal=causal, tile=t, return_lse=True)

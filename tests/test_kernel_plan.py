@@ -619,11 +619,12 @@ def test_one_consumer_defaults_at_short_heads():
         assert not wgmma_one_consumer_pays(64, L + 1, 64, causal, True)
         assert not wgmma_one_consumer_pays(64, 64, L + 1, causal, True)
         assert not wgmma_one_consumer_pays(65, 1024, 1024, causal, True)
-    # the forward's (call 253): causal up to 4096, never without the causal mask
+    # the forward's (calls 253, 254): causal up to 4096, else up to 1024
     assert wgmma_one_consumer_pays(64, 4096, 4096, True, False)
     assert not wgmma_one_consumer_pays(64, 4097, 100, True, False)
     assert not wgmma_one_consumer_pays(64, 100, 4097, True, False)
-    assert not wgmma_one_consumer_pays(64, 1, 1, False, False)
+    assert wgmma_one_consumer_pays(64, 1024, 1024, False, False)
+    assert not wgmma_one_consumer_pays(64, 1025, 1, False, False)
     assert not wgmma_one_consumer_pays(72, 64, 64, True, False)
 
 
@@ -669,7 +670,8 @@ def test_api_takes_three_consumers_for_dense_forwards_only(monkeypatch):
                                            dtype="float16"), **kw})
     for p, dense, short in ((P(), True, False), (P(causal=True), True, False),
                             (P(causal=True, T=4096, S=4096), True, True),
-                            (P(T=64, S=64), True, False), (P(softcap=30.0), True, True),
+                            (P(T=64, S=64), True, True), (P(T=2048, S=900), True, False),
+                            (P(softcap=30.0), True, True),
                             (P(), False, True)):
         seen.clear()
         api._default(p, None, dense)

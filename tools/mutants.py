@@ -683,8 +683,8 @@ MUTANTS = [
       "the d <= 64 forward back on one consumer warpgroup (call 253: 1.07-1.14x slower "
       "non-causal)"),
     M("three_consumer_short_causal_taken", "cuflash/tile.py",
-      "WGMMA_FWD_ONE_CONSUMER_MAX_LEN = {True: 4096, False: 0}",
-      "WGMMA_FWD_ONE_CONSUMER_MAX_LEN = {True: 0, False: 0}",
+      "WGMMA_FWD_ONE_CONSUMER_MAX_LEN = {True: 4096, False: 1024}",
+      "WGMMA_FWD_ONE_CONSUMER_MAX_LEN = {True: 1024, False: 1024}",
       "tests/test_kernel_plan.py::test_one_consumer_defaults_at_short_heads",
       "three consumers for causal T <= 4096 too, where they ran 0.95-0.98x"),
     M("three_consumer_softcap_taken", "cuflash/api.py",
