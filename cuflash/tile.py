@@ -522,11 +522,13 @@ def wgmma_forward_tiles(head_dim: int, short: bool = False) -> list[TileConfig]:
     0.82-0.96×. At d = 128 its 64 × 64 tile (128 keys do not fit twice) ran 0.83-0.90×.
     d <= 64 since v89, unless ``short`` (``wgmma_one_consumer_pays``, backward=False: neither
     length above 4096 causal, 1024 not): three consumer warpgroups, 192 × 128 × 16 warps, 2 stages
-    (FlashAttention-3's d = 64 tile; consumers 160 registers, the producer 32): H100, float16 /
-    bfloat16, T = 2048..16384 (call 253, NOTES v89, tools/bench_fwd_tiles.py, cuDNN in the same
-    run) 1.07-1.14× the one-consumer tile non-causal, 1.01-1.04× causal at T >= 8192, but
-    0.95-0.98× causal at T <= 4096, where the one-consumer tile stays first (and non-causal at
-    T = 1024: call 254, WGMMA_FWD_ONE_CONSUMER_MAX_LEN)."""
+    (FlashAttention-3's d = 64 tile; consumers 160 registers, the producer 32, copy-engine loads
+    only: gpu.plan.copy_engine_only): H100, float16 / bfloat16, d = 32 and 64, T = 1024..16384
+    (calls 253, 254, NOTES v89, tools/bench_fwd_tiles.py, cuDNN in the same run) 1.05-1.18× the
+    one-consumer tile non-causal from T = 2048; causal from 8192 0.96-1.04× at d = 64, 1.06-1.13×
+    at d = 32; but 0.83-1.00× causal up to 4096 and 0.95-0.99× non-causal at 1024, where the
+    one-consumer tile stays first (WGMMA_FWD_ONE_CONSUMER_MAX_LEN). Softcap and packed batches
+    keep it too (the plan refuses them on three consumers)."""
     if head_dim <= 64:
         three = [] if short else [TileConfig(192, 128, 16, 2, "wgmma")]
         return three + [TileConfig(64, 128, 8, 2, "wgmma"), TileConfig(128, 128, 12, 2, "wgmma"),
@@ -551,7 +553,7 @@ WGMMA_BWD_ONE_CONSUMER_MAX_LEN = {True: 8192, False: 4096}
 #: The forward's: longest sequence for which the 16-bit forward at d <= 64 keeps the tile of one
 #: consumer warpgroup (64 × 128 × 8) ahead of three (192 × 128 × 16). H100, float16 / bfloat16,
 #: d = 32 and 64 (calls 253, 254; NOTES v89): causal T = 1024..4096 ran 1.00-1.21× faster on
-#: one, 8192 0.95-1.00×, 16384 0.89-1.04×; non-causal T = 1024 1.01-1.05×, 2048..16384
+#: one, 8192 0.94-1.00×, 16384 0.88-1.04×; non-causal T = 1024 1.01-1.05×, 2048..16384
 #: 0.85-0.95×.
 WGMMA_FWD_ONE_CONSUMER_MAX_LEN = {True: 4096, False: 1024}
 
