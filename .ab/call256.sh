@@ -5,7 +5,7 @@ export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT
 L=${LIMIT:-300}
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee $OUT/env.txt
-timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider -n 16 -rfE tests/test_gpu_kernels.py \
+timeout 110 python3 -m pytest -q -m gpu -p no:cacheprovider -n 16 -rfE tests/test_gpu_kernels.py \
   tests/test_backward.py tests/test_forward.py tests/test_tf32.py tests/test_layout_families.py \
   tests/test_long_keys.py -k "float64 or dmma or tf32 or float32" > $OUT/tests.txt 2>&1
 echo "tests rc=$? at ${SECONDS}s"; tail -4 $OUT/tests.txt
