@@ -57,9 +57,10 @@ struct DkdvDmma : TileKernel<DkdvDmma<T, DP, BLOCK_M, BLOCK_N, NT, STAGES, V>> {
                 dmma_abt<MK, NQ, DP, LDS>(dpt, sm.v + wkey * LDS, staged.dout, lane);
 
                 // -- Pᵀ in place of Sᵀ, dSᵀ in place of dPᵀ (rows r = key m-tiles, elements e =
-                //    queries 8·(e / 2) + 2t + e % 2). One copy of the element loop, the mask's
-                //    (its selects are cheap beside float64's exp2): the two copies of bwd_probs
-                //    spilled 164 bytes at d = 128 causal under NVRTC 13.0 (NOTES v90)
+                //    queries 8·(e / 2) + 2t + e % 2). Above d = 64 one copy of the element
+                //    loop, the mask's: the two copies of bwd_probs spilled 164 bytes at d = 128
+                //    causal under NVRTC 13.0, and one ran as fast there (H100, call 256); at
+                //    d = 64 one copy ran 3-4% slower causal (NOTES v90)
                 auto ql = [&](int e) { return 8 * (e >> 1) + 2 * t4 + (e & 1); };
                 bwd_probs<double, MK, 2 * NQ>(
                     [&](int r, int e) -> double& { return st[r][e >> 1][e & 1]; },
@@ -67,7 +68,7 @@ struct DkdvDmma : TileKernel<DkdvDmma<T, DP, BLOCK_M, BLOCK_N, NT, STAGES, V>> {
                     [&](int r, int e, int& i, int& j) { i = i0 + ql(e); j = j0 + wkey + 8 * r + g; },
                     [&](int, int e) { return staged.lse2[ql(e)]; },
                     [&](int, int e) { return staged.D[ql(e)]; }, head.mask, head.score,
-                    true, Exp2Exact());   // one copy of the loop, masked (see below)
+                    DP > 64 || head.needs_mask(t, i0), Exp2Exact());
 
                 // -- dV_j += P_ijᵀ dO_i, dK_j += dS_ijᵀ Q_i (k = queries)
                 dmma_cx<MK, NQ, DP, LDS>(dV, st, staged.dout, lane);
