@@ -38,9 +38,9 @@ def generic_lambdas(folder: Path) -> list[str]:
 def test_no_generic_lambdas_in_kernels(tmp_path):
     """NVRTC 13.0, the GPU machines' (CuPy 14.2 on cupy-cuda13x), refuses a generic lambda in
     device code ("a function without execution space annotations is considered a host
-    function"); the NVRTC 13.5 that ``cuda-toolkit==13.*`` installs here builds it, so the
-    compile gate cannot see it (NOTES.md, call 250: every 16-bit wgmma backward failed to build
-    on the GPU). A functor with a member template does the same job."""
+    function"); NVRTC 13.2 and 13.5 build it, so a compile gate on a newer NVRTC cannot see it
+    (NOTES.md, call 250: every 16-bit wgmma backward failed to build on the GPU; setup.cfg now
+    pins 13.0, v90). A functor with a member template does the same job."""
     assert not generic_lambdas(KERNELS), \
         f"generic lambdas, refused by NVRTC 13.0: {generic_lambdas(KERNELS)}"
     (tmp_path / "k.cuh").write_text("auto probs = [&](auto pass) { run<pass.value>(); };\n"
