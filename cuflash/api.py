@@ -37,7 +37,8 @@ def _default(p, precision=None, dense=False):
     dense and softcap."""
     d, kw = _device(p)
     staged = dense and float32_wgmma_pays(precision, d, p.S)
-    # the forward of three consumer warpgroups runs dense batches without softcap (gpu.plan)
+    # the forward of three consumer warpgroups runs dense batches without softcap
+    # (gpu.plan.copy_engine_only_runs; split-KV runs an 8-warp tile: plan.without_producer)
     short = not dense or p.softcap is not None or \
         wgmma_one_consumer_pays(d, p.T, p.S, p.causal, backward=False)
     return default_tile(d, p.dtype, causal=p.causal, precision=precision, staged=staged,

@@ -459,7 +459,11 @@ class ForwardLaunch:
         self.counters = {}
         # no arrays of this call stay in the struct or here (a kept launch must not keep a
         # caller's cache alive): their addresses come with each call
-        self.fields = dict(**self._tensor_maps(r, dt, tile),
+        maps = self._tensor_maps(r, dt, tile)
+        if plan.copy_engine_only(tile) and not maps["tma_loads"]:   # its loads need the maps
+            raise RuntimeError(f"tile {tile.short()} loads by the copy engine only, and this run "
+                               f"has no tensor maps (plan.without_tensor_maps was not applied)")
+        self.fields = dict(**maps,
                            q=None, k=None, v=None, out=None, lse=None, q_stride=r.strides(r.q),
                            k_stride=r.strides(r.k), v_stride=r.strides(r.v),
                            out_stride=_c_strides(r.q.shape, r.packed),

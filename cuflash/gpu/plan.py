@@ -467,10 +467,7 @@ def _validate_wgmma(spec: KernelSpec, where: str) -> None:
                              f"warpgroups (block_m = 128, num_warps = 12), at head dims up to "
                              f"128 one (block_m = 64, num_warps = 8), or at head dims up to 64 "
                              f"three (block_m = 192, num_warps = 16)")
-        if copy_engine_only(t) and (v.packed or v.softcap):
-            # flash_fwd_wgmma_ws.cu, kTmaOnly: its producer's 32 registers hold the copy
-            # engine's loads only (tensor maps: none for packed batches), and softcap spilled its
-            # consumers' 160 (52-356 bytes, NVRTC 13.0; v89)
+        if copy_engine_only(t) and not copy_engine_only_runs(v):
             raise ValueError(f"{where}: the forward of three consumer warpgroups (block_m = "
                              f"192) runs unpacked batches without softcap (its producer has room "
                              f"for the copy engine's loads only, its consumers none for softcap); "
@@ -507,6 +504,15 @@ def copy_engine_only(tile: TileConfig) -> bool:
     the host for every launch of it; flash_fwd_wgmma_ws.cu, kTmaOnly): the warp-specialized
     forward of three consumer warpgroups, block_m = 192, whose producer keeps 32 registers."""
     return tile.warp_specialized and tile.block_m == 192
+
+
+def copy_engine_only_runs(variant: Variant) -> bool:
+    """Whether a copy_engine_only tile runs this variant: an unpacked batch (packed ones have no
+    tensor maps) without softcap (it spilled the consumers' 160 registers 52-356 bytes, NVRTC
+    13.0; v89). The plan refuses the others (_validate_wgmma), the compile gate skips them
+    (precompile.register_tight_variants) and the default does not take the tile for them
+    (api._default)."""
+    return not variant.packed and not variant.softcap
 
 
 def without_tensor_maps(tile: TileConfig, head_dim: int) -> TileConfig:

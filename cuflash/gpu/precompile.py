@@ -108,10 +108,11 @@ def register_tight_variants(spec: plan.KernelSpec) -> list[plan.Variant]:
     ALiBi and both."""
     if not spec.warp_specialized or spec.variant != plan.Variant.of(spec.causal):
         return []
-    # the forward of three consumer warpgroups runs no softcap (plan._validate_wgmma)
-    mods = [m for m in _MODIFIERS if not (m.get("softcap") and plan.copy_engine_only(spec.tile))]
-    return [plan.Variant(mask, **m) for mask in ("dense", "causal", "window")
-            for m in mods] + [plan.Variant("window")]
+    variants = [plan.Variant(mask, **mods) for mask in ("dense", "causal", "window")
+                for mods in _MODIFIERS] + [plan.Variant("window")]
+    if plan.copy_engine_only(spec.tile):   # the variants it runs (the plan refuses the others)
+        variants = [v for v in variants if plan.copy_engine_only_runs(v)]
+    return variants
 
 
 def experiment_specs(root: Path | None = None) -> list[plan.KernelSpec]:
