@@ -55,6 +55,9 @@ DECODE_FILL = 1
 DECODE_MAX_SPLITS = 128
 #: ... each of at least this many key tiles
 DECODE_MIN_TILES = 2
+#: ... merged in thread-block clusters of up to this many blocks where the kernel can (sm_90;
+#: plan.split_cluster; 1: through L2 alone, kernels_cu/split_combine.cuh)
+DECODE_CLUSTER = 1
 
 
 def _is_int(x) -> bool:
@@ -527,7 +530,7 @@ class _KernelPlan:
         launch = ops.kvcache_launch(qv, k_cache, v_cache, opts, rows, tile=tile,
                                     group=1 if fold else G, num_splits=num_splits,
                                     auto_splits=auto, out_shape=(c.B, c.Hq, c.Tq, c.d),
-                                    lse_shape=(c.B, c.Hq, c.Tq))
+                                    lse_shape=(c.B, c.Hq, c.Tq), max_cluster=DECODE_CLUSTER)
         spans = None
         if c.Tnew and k_cache.size and v_cache.size:
             spans = tuple(_extent(x, relative=True) for x in (k_cache, v_cache))
@@ -589,7 +592,7 @@ def _signature(q, k_cache, v_cache, cache_seqlens, block_table, k_new, v_new, ca
             table, new, align, _ND[1](), type(causal), causal, type(window), window, window_types,
             type(softcap), softcap, type(scale), scale, type(return_lse), return_lse,
             type(num_splits), num_splits, _IN_KERNEL, DECODE_TILE, DECODE_FILL,
-            DECODE_MAX_SPLITS, DECODE_MIN_TILES)
+            DECODE_MAX_SPLITS, DECODE_MIN_TILES, DECODE_CLUSTER)
 
 
 @functools.lru_cache(maxsize=None)

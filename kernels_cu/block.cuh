@@ -31,16 +31,19 @@ __device__ __forceinline__ int cache_keys(const P& p, int b) {
 // p.sched_rows), cut about even (a short last section would leave its long tiles for the end).
 // cuflash/tile.py, section_of, is the same rule. `groups` such grids of `rows` rows follow one
 // another (the dK/dV kernels' ranks: group g's row r is grid row g·rows + r). Blocks past the
-// grid (its last z may run past the rows) take the last tile and are not in_grid.
+// grid (its last z may run past the rows) take the last tile and are not in_grid. nx, bx: the
+// grid's x extent and this block's x (gridDim.x and blockIdx.x, or for a grid of clusters along
+// x the cluster's: QueryBlock).
 struct GridTile {
     int x, row;
     bool in_grid;
 
-    __device__ __forceinline__ GridTile(int rows, int groups, int l2_rows, int wave) {
-        const long long nx = gridDim.x, per_group = rows * nx;
+    __device__ __forceinline__ GridTile(int rows, int groups, int l2_rows, int wave,
+                                        int nx_ = gridDim.x, int bx = blockIdx.x) {
+        const long long nx = nx_, per_group = rows * nx;
         const int most = max(1, min(l2_rows, (int)(wave / nx)));
         const int sections = (rows + most - 1) / most, section = (rows + sections - 1) / sections;
-        long long L = (long long)batch_index() * nx + blockIdx.x;
+        long long L = (long long)batch_index() * nx + bx;
         in_grid = L < per_group * groups;
         if (!in_grid) L = per_group * groups - 1;
         const int g = (int)(L / per_group);
@@ -80,11 +83,17 @@ struct QueryBlock {
     static constexpr bool kPaged = V::CACHE == kPagedCache;
     static constexpr bool kCache = V::CACHE != kNoCache;
 
-    // grid x: query tiles (reversed) of split 0, then of split 1, ... (V::SPLIT; one split else)
+    // grid x: query tiles (reversed) of split 0, then of split 1, ... (V::SPLIT; one split else).
+    // Clusters (V::CLUSTER = C > 1): the C blocks of a cluster, side by side along x, are C splits
+    // of one query tile, and the clusters are laid out as the blocks are without them: cluster x'
+    // takes query tile x' mod tiles_x of group x' / tiles_x, whose splits are g·C .. g·C + C - 1.
     static constexpr bool kSplit = V::SPLIT;
+    static constexpr int kCluster = V::CLUSTER;
     __device__ __forceinline__ explicit QueryBlock(const P& p)
-        : at(p.batch * p.heads, 1, p.sched_rows, p.wave_q), seq(locate_head<V>(p, at.row)),
-          split(V::SPLIT ? at.x / tiles_x(p) : 0),
+        : at(p.batch * p.heads, 1, p.sched_rows, p.wave_q / kCluster, gridDim.x / kCluster,
+             blockIdx.x / kCluster),
+          seq(locate_head<V>(p, at.row)),
+          split(V::SPLIT ? at.x / tiles_x(p) * kCluster + cluster_rank() : 0),
           i0((tiles_x(p) - 1 - (V::SPLIT ? at.x % tiles_x(p) : at.x)) * BLOCK_M),
           rows(min(BLOCK_M, seq.T_len - i0)), active(at.in_grid && i0 < seq.T_len),
           mask(p, seq), score(p, seq) {}
@@ -93,6 +102,8 @@ struct QueryBlock {
     static __device__ __forceinline__ int tiles_x(const P& p) {
         return V::SPLIT ? gridDim.x / p.num_splits : gridDim.x;
     }
+    // This block's rank in its cluster (0 without clusters)
+    static __device__ __forceinline__ int cluster_rank() { return blockIdx.x % kCluster; }
     template <int BLOCK_N>
     __device__ __forceinline__ TileIter key_tiles() const {
         const TileIter all = mask.key_tiles(i0, i0 + BLOCK_M, BLOCK_N, i0 / BLOCK_M);

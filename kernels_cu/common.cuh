@@ -52,6 +52,38 @@ __device__ __forceinline__ int atom_add_acq_rel_gpu(int* p, int v) {
     return old;
 }
 
+// Thread-block clusters (sm_90; a kernel compiled with __cluster_dims__): the cluster barrier
+// (every thread of every block of the cluster arrives; the arrival releases, the wait acquires,
+// at cluster scope) and loads from another block's shared memory (the distributed shared memory:
+// mapa turns an address of this block's shared memory into the same place in block `rank`'s).
+__device__ __forceinline__ void cluster_arrive() {
+    asm volatile("barrier.cluster.arrive.release;\n" ::: "memory");
+}
+__device__ __forceinline__ void cluster_wait() {
+    asm volatile("barrier.cluster.wait.acquire;\n" ::: "memory");
+}
+__device__ __forceinline__ unsigned cluster_map(unsigned smem_address, unsigned rank) {
+    unsigned out;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(out) : "r"(smem_address), "r"(rank));
+    return out;
+}
+__device__ __forceinline__ float cluster_ld(unsigned address) {
+    float v;
+    asm volatile("ld.shared::cluster.f32 %0, [%1];\n" : "=f"(v) : "r"(address) : "memory");
+    return v;
+}
+__device__ __forceinline__ float4 cluster_ld4(unsigned address) {   // 16-byte aligned
+    float4 v;
+    asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+                 : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "r"(address) : "memory");
+    return v;
+}
+
+// One of two types by a compile-time condition (std::conditional_t, which NVRTC lacks)
+template <bool C, class A, class B> struct PickT { using type = A; };
+template <class A, class B> struct PickT<false, A, B> { using type = B; };
+template <bool C, class A, class B> using Pick = typename PickT<C, A, B>::type;
+
 // The PTX name of a 16-bit storage type in a tensor-core instruction ("f16", "bf16"). An asm
 // string must be a literal, so a wrapper writes its instruction once as a macro ASM(ty) that
 // pastes the name into the string, and CUFLASH_PTX16(T, ASM) expands it for T (no other type).

@@ -49,10 +49,14 @@ struct FwdMma : TileKernel<FwdMma<T, DP, BLOCK_M, BLOCK_N, NT, STAGES, V, Produc
     using Merge = KeyWarpMerge<KW, MT>;
     static constexpr int kRingBytes = 2 * STAGES * BLOCK_N * LDS * int(sizeof(T));
     static constexpr int kMergeBytes = 4 * Merge::template kMergeFloats<DP>;
-    struct Smem : FwdTiles<T, LDS, BLOCK_M, BLOCK_N, STAGES> {   // Q; K and V (pipeline.cuh)
+    struct Tiles_ : FwdTiles<T, LDS, BLOCK_M, BLOCK_N, STAGES> {   // Q; K and V (pipeline.cuh)
         // after K and V: the key warps' merge
         char merge_room[kMergeBytes > kRingBytes ? kMergeBytes - kRingBytes : 16];
     };
+    // split-KV in clusters (V::CLUSTER > 1): the block's partials, after all of the above
+    using Part = ClusterPartials<BLOCK_M, DP>;
+    struct Clustered : Tiles_ { Part part; };
+    using Smem = Pick<(V::CLUSTER > 1), Clustered, Tiles_>;
 
     static __device__ __forceinline__ void body(const Params& p, const Block& blk, Smem& sm) {
         const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t4 = lane & 3;
@@ -111,7 +115,11 @@ struct FwdMma : TileKernel<FwdMma<T, DP, BLOCK_M, BLOCK_N, NT, STAGES, V, Produc
         const bool owner = KW == 1 ||
             Merge::run(o, softmax, reinterpret_cast<float*>(sm.kv.k), warp, lane);
         if (owner) epilogue(p, blk, o, softmax, sm, wrow, lane);
-        if constexpr (V::SPLIT) finish_split<NT, BLOCK_M>(p, blk, sm);
+        if constexpr (V::CLUSTER > 1)
+            finish_cluster_split<NT, BLOCK_M>(p, blk, sm.part, reinterpret_cast<char*>(&sm),
+                                              int(sizeof(Tiles_)));
+        else if constexpr (V::SPLIT)
+            finish_split<NT, BLOCK_M>(p, blk, sm);
     }
 
     // O = O / l and lse; this warp's own Q rows stage O for 16-byte stores
@@ -126,10 +134,17 @@ struct FwdMma : TileKernel<FwdMma<T, DP, BLOCK_M, BLOCK_N, NT, STAGES, V, Produc
         for_each_frag_row<MT>(wrow, lane, [&](int mt, int h, int r) {
             float lse;
             inv[mt][h] = softmax.finalize(2 * mt + h, lse);
-            if (t4 == 0 && r < blk.rows) blk.lse_dst(p)[blk.seq.row(i0 + r)] = lse;
+            if constexpr (V::CLUSTER > 1) {
+                if (t4 == 0) sm.part.lse[r] = lse;
+            } else if (t4 == 0 && r < blk.rows) {
+                blk.lse_dst(p)[blk.seq.row(i0 + r)] = lse;
+            }
         });
-        store_out<T, MT, NO, DP>(p, blk, o, inv, sm.q, [](int r, int c) { return tile_at<LDS>(r, c); },
-                                 wrow, lane);
+        if constexpr (V::CLUSTER > 1)
+            store_partials<MT, NO>(sm.part, o, inv, wrow, lane);
+        else
+            store_out<T, MT, NO, DP>(p, blk, o, inv, sm.q,
+                                     [](int r, int c) { return tile_at<LDS>(r, c); }, wrow, lane);
     }
 };
 

@@ -691,6 +691,91 @@ def test_in_kernel_path(monkeypatch, dtype, layout, page_size, case):
         sc.check(out, lse, f"{layout} page={page_size} {name} splits={splits}", **opts)
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("layout,page_size", [("contiguous", PAGE), ("paged", 64)],
+                         ids=["contiguous", "paged64"])
+@pytest.mark.parametrize("dtype", ALL_DTYPES)
+def test_split_clusters(monkeypatch, dtype, layout, page_size):
+    """Split-KV merged in thread-block clusters (kvcache.DECODE_CLUSTER, plan.split_cluster;
+    kernels_cu/split_combine.cuh, finish_cluster_split) against the oracle, and against the
+    merge through L2 alone (DECODE_CLUSTER = 1): 4 splits in one cluster, 6 in three clusters of
+    2 and 16 in two of 8 (the clusters' partials then merge through L2), over sequences of 0, 1,
+    odd and long lengths (splits with no key tile among them), the GQA fold and one head per
+    row. The launch's cluster size is checked, so that the test cannot pass on the L2 path
+    alone; float64 has no cluster kernel (plan.CLUSTER_FAMILIES) and runs the L2 path."""
+    cp = _gpu_or_skip()
+    from cuflash.gpu import ops, plan
+    if dtype is None:
+        pytest.skip("ml_dtypes not installed (no bfloat16)")
+    launches = []
+    real = ops.kvcache_launch
+    monkeypatch.setattr(ops, "kvcache_launch",
+                        lambda *a, **kw: launches.append(real(*a, **kw)) or launches[-1])
+    clusters = plan._sm(ops.device_arch()) >= 90 and \
+        np.dtype(dtype).itemsize <= 4   # the 16-bit and TF32 mma kernels
+    for name, Hq, Hkv, Tq, opts in [("gqa4-fold", 8, 2, 1, dict(causal=True)),
+                                     ("mha-tq3-window", 4, 4, 3, dict(causal=True,
+                                                                      window=(200, None)))]:
+        sc = Scenario(cp, dtype, layout, Hq=Hq, Hkv=Hkv, Tq=Tq, Tnew=0, d=64,
+                      page_size=page_size, seqlens=(0, 1, 1203, 77, 2048),
+                      seed=case_seed("clusters", name, layout, str(dtype)))
+        for splits, want in ((4, 4), (6, 2), (16, 8)):
+            got = {}
+            for most in (8, 1):
+                monkeypatch.setattr(kvcache, "DECODE_CLUSTER", most)
+                monkeypatch.setattr(kvcache, "_PLANS", {})
+                launches.clear()
+                out, lse = sc.call(return_lse=True, num_splits=splits, **opts)
+                where = f"{layout} {name} splits={splits} cluster<={most}"
+                assert len(launches) == 1, f"{where}: {len(launches)} kernel launches prepared"
+                expect = want if most == 8 and clusters else 1
+                assert launches[0].cluster == expect, \
+                    f"{where}: clusters of {launches[0].cluster}, expected {expect}"
+                sc.check(out, lse, where, **opts)
+                got[most] = (cp.asnumpy(out).astype(np.float64), cp.asnumpy(lse))
+            # the same splits merged two ways: equal to float rounding of the merge
+            tol = 4 * float(np.finfo(np.dtype(dtype)).eps) if np.dtype(dtype).itemsize <= 4 \
+                else 1e-12
+            np.testing.assert_allclose(got[8][0], got[1][0], rtol=0, atol=tol,
+                                       err_msg=f"{layout} {name} splits={splits}: out")
+            np.testing.assert_allclose(got[8][1], got[1][1], rtol=0, atol=1e-5,
+                                       err_msg=f"{layout} {name} splits={splits}: lse")
+
+
+def test_split_cluster_rule():
+    """plan.split_cluster: the largest of 2, 4, 8 up to the cap that divides the splits, on
+    sm_90 for the mma kernels and head dims that are multiples of 4; 1 elsewhere. A Variant
+    with clusters names them and needs split=True."""
+    from cuflash.gpu import plan
+    sc = plan.split_cluster
+    assert [sc("mma", 128, n, "sm_90", 8) for n in (1, 2, 3, 4, 6, 8, 12, 16, 64, 128, 5)] == \
+        [1, 2, 1, 4, 2, 8, 4, 8, 8, 8, 1]
+    assert sc("mma", 128, 16, "sm_90", 4) == 4 and sc("mma", 128, 16, "sm_90", 1) == 1
+    assert sc("tf32", 64, 8, "sm_90a", 8) == 8
+    assert sc("mma", 128, 8, "sm_80", 8) == 1          # no clusters before Hopper
+    assert sc("wgmma", 128, 8, "sm_90", 8) == 1        # merges through L2
+    assert sc("dmma", 128, 8, "sm_90", 8) == 1
+    assert sc("mma", 72, 8, "sm_90", 8) == 8 and sc("mma", 42, 8, "sm_90", 8) == 1
+    v = plan.Variant("causal", split=True, cache="paged", cluster=4)
+    assert v.suffix() == "_causal_split_c4_paged"
+    assert v.cpp().endswith(", true, cuflash::kPagedCache, 4>")
+    assert plan.Variant(split=True, cluster=2).cpp().endswith(", true, cuflash::kNoCache, 2>")
+    with pytest.raises(ValueError, match=r"Variant.cluster=4 .* only with split=True"):
+        plan.Variant(cluster=4)
+    with pytest.raises(ValueError, match=r"Variant.cluster=3 must be one of \(1, 2, 4, 8\)"):
+        plan.Variant(split=True, cluster=3)
+    from cuflash import TileConfig
+    spec = plan.specs_for("float16", 64, TileConfig(64, 64, 4, 2, "mma"),
+                          plan.Variant(split=True, cluster=2), False)[0]
+    with pytest.raises(ValueError, match=r"clusters of 2 blocks: thread-block clusters need "
+                                         r"sm_90 or later, this GPU is sm_80"):
+        plan.validate(spec, arch="sm_80")
+    spec = plan.specs_for("float64", 64, TileConfig(32, 32, 4, 1),
+                          plan.Variant(split=True, cluster=2), False)[0]
+    with pytest.raises(ValueError, match=r"kernel='simt' merges its splits through L2"):
+        plan.validate(spec, arch="sm_90")
+
+
 @pytest.mark.parametrize("page_size", [48, 32])
 def test_kernel_path_refuses_pages_that_split_a_tile(page_size):
     """ops.forward_kvcache reads a page pool in place only when each key tile lies in one page:

@@ -166,6 +166,8 @@ def source(spec: KernelSpec) -> str:
     with a mask_mod, the entry point that builds its tile lists for this kernel's tiles)."""
     P = _params_type(spec)
     bounds = f"__launch_bounds__({spec.threads()}, {spec.min_blocks()})"
+    if spec.variant.cluster > 1:   # split-KV's clusters (kernels_cu/block.cuh, QueryBlock)
+        bounds = f"__cluster_dims__({spec.variant.cluster}, 1, 1) {bounds}"
     entry = (f'extern "C" __global__ void {bounds} '
              f"{spec.name}(const __grid_constant__ {P} p) {{\n"
              f"    {kernel_type(spec)}::run(p);\n}}\n")

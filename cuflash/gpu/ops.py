@@ -404,7 +404,7 @@ class ForwardLaunch:
     (a GQA fold's (B, Hq, 1, d) for the kernels' (B, Hkv, G, d)) serves."""
 
     def __init__(self, r: _Run, p, tile, D, num_splits=1, cache: CacheRows | None = None,
-                 out_shape=None, lse_shape=None, auto_splits: bool = False):
+                 out_shape=None, lse_shape=None, auto_splits: bool = False, max_cluster: int = 1):
         dt = dtype_name(r.q.dtype)
         self.dtype, self.acc = r.q.dtype, accum_dtype(r.q.dtype)
         kernel_lse_shape, lse_stride = r.rows()
@@ -439,15 +439,24 @@ class ForwardLaunch:
                 num_splits = max(1, cap)
                 self.spec = spec(num_splits)
         self.num_splits = num_splits
+        # split-KV's splits in thread-block clusters of up to max_cluster blocks, which merge
+        # through their shared memory (plan.split_cluster; kernels_cu/split_combine.cuh)
+        self.cluster = plan.split_cluster(tile.kernel, D, num_splits, device_arch(dev),
+                                          max_cluster)
+        if self.cluster > 1:
+            self.spec = _specs(dt, D, tile, dataclasses.replace(
+                variant, split=True, cluster=self.cluster), False)[0]
         self.kern, self.smem, resident = _ready(self.spec, dev)
         self.threads = self.spec.threads()
         split_rows = math.prod(kernel_lse_shape)
         # one allocation per call: out, lse and (split-KV) the partials, each 256-byte aligned
         parts = [math.prod(self.out_shape) * self.dtype.itemsize,
                  math.prod(self.lse_shape) * self.acc.itemsize]
-        if num_splits > 1:
-            parts += [num_splits * split_rows * D * self.acc.itemsize,
-                      num_splits * split_rows * self.acc.itemsize]
+        if num_splits > 1:   # the partials' slots: one per split, or per cluster past the first
+            slots = num_splits if self.cluster == 1 else \
+                (0 if num_splits == self.cluster else num_splits // self.cluster)
+            parts += [slots * split_rows * D * self.acc.itemsize,
+                      slots * split_rows * self.acc.itemsize]
         self.offsets, at = [], 0
         for n in parts:
             self.offsets.append(at)
@@ -760,7 +769,8 @@ def forward(q, k, v, p, *, tile, num_splits=1):
 
 
 def kvcache_launch(q, k, v, p, cache: CacheRows, *, tile, group: int, num_splits=None,
-                   out_shape=None, lse_shape=None, auto_splits=False) -> ForwardLaunch:
+                   out_shape=None, lse_shape=None, auto_splits=False,
+                   max_cluster=1) -> ForwardLaunch:
     """The ForwardLaunch of decode queries q (B, H, T, d) over a KV cache: k, v (B, H / group,
     capacity, d), or a page pool (pages, H / group, page_size, d) read in place through
     cache.block_table; sequence b has cache_keys (seqused_k[b] + seqused_add, clamped) keys and
@@ -769,7 +779,9 @@ def kvcache_launch(q, k, v, p, cache: CacheRows, *, tile, group: int, num_splits
     in order b·H + h, or None). Called with (q, k, v, seqused_k, block_table) it returns out
     (B, H, T, d) in q's dtype and lse (B, H, T) (or out_shape, lse_shape). Automatic splits
     (num_splits None): num_splits_for's (kvcache passes its own, _decode_split's, with
-    auto_splits=True: capped, not refused, where the kernel's merge takes fewer)."""
+    auto_splits=True: capped, not refused, where the kernel's merge takes fewer). max_cluster:
+    the splits merge in thread-block clusters of up to this many blocks where the kernel can
+    (plan.split_cluster)."""
     B, H, T, D = q.shape
     if cache.block_table is not None and (cache.page_size & (cache.page_size - 1) or
                                           cache.page_size % tile.block_n):
@@ -778,7 +790,7 @@ def kvcache_launch(q, k, v, p, cache: CacheRows, *, tile, group: int, num_splits
                          f"key tiles (TileConfig block_n={tile.block_n})")
     S = k.shape[2] if cache.block_table is None else cache.block_table.shape[1] * cache.page_size
     return ForwardLaunch(_Run(q, k, v, B, H, group, T, S), p, tile, D, num_splits, cache,
-                         out_shape, lse_shape, auto_splits)
+                         out_shape, lse_shape, auto_splits, max_cluster)
 
 
 def forward_kvcache(q, k, v, p, cache: CacheRows, *, tile, group: int, num_splits=None):

@@ -74,6 +74,8 @@ FLOAT32_WGMMA_BACKWARDS = tuple(F16_SPLIT)
 #: Variant.cache -> the C++ CacheKind (kernels_cu/mask.cuh)
 _CACHE_KINDS = {"": "cuflash::kNoCache", "cache": "cuflash::kCache",
                 "paged": "cuflash::kPagedCache"}
+#: Variant.cluster: split-KV's blocks per thread-block cluster (1: none; kernels_cu/mask.cuh)
+SPLIT_CLUSTERS = (1, 2, 4, 8)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,6 +97,7 @@ class Variant:
     split: bool = False
     cache: str = ""              # '', 'cache' or 'paged'
     same_lens: bool = False      # packed, cu_seqlens_k is cu_seqlens_q
+    cluster: int = 1             # split-KV's splits in clusters of this many blocks (sm_90)
 
     def __post_init__(self):
         if self.same_lens and not self.packed:
@@ -104,6 +107,9 @@ class Variant:
             raise ValueError(f"Variant.mask={self.mask!r} must be 'dense', 'causal' or 'window'")
         if self.cache not in _CACHE_KINDS:
             raise ValueError(f"Variant.cache={self.cache!r} must be one of {list(_CACHE_KINDS)}")
+        if self.cluster not in SPLIT_CLUSTERS or (self.cluster > 1 and not self.split):
+            raise ValueError(f"Variant.cluster={self.cluster!r} must be one of {SPLIT_CLUSTERS}, "
+                             f"and more than 1 only with split=True (split-KV's splits)")
 
     @classmethod
     def of(cls, v) -> "Variant":
@@ -117,6 +123,7 @@ class Variant:
         out += "_alibi" if self.alibi else ""
         out += ("_varlen_self" if self.same_lens else "_varlen") if self.packed else ""
         out += "_split" if self.split else ""
+        out += f"_c{self.cluster}" if self.cluster > 1 else ""
         out += {"": "", "cache": "_kvcache", "paged": "_paged"}[self.cache]
         return out + (f"_mm{self.mod_key}" if self.mod_key else "")
 
@@ -126,8 +133,9 @@ class Variant:
         b = lambda x: "true" if x else "false"
         kind = {"dense": "cuflash::kDense", "causal": "cuflash::kCausal",
                 "window": "cuflash::kWindow"}[self.mask]
-        split = f", {b(self.split)}" if self.split or self.cache else ""
-        cache = f", {_CACHE_KINDS[self.cache]}" if self.cache else ""
+        split = f", {b(self.split)}" if self.split or self.cache or self.cluster > 1 else ""
+        cache = f", {_CACHE_KINDS[self.cache]}" if self.cache or self.cluster > 1 else ""
+        cache += f", {self.cluster}" if self.cluster > 1 else ""
         pack = ("cuflash::kUnpacked" if not self.packed else
                 "cuflash::kPackedSelf" if self.same_lens else "cuflash::kPacked")
         return (f"cuflash::Variant<{kind}, {b(self.softcap)}, {b(self.alibi)}, "
@@ -289,9 +297,39 @@ def validate(spec: KernelSpec, smem_limit: int | None = None, arch: str | None =
             _validate_wgmma(spec, where)
         else:
             _validate_mma(spec, where)
+    if spec.variant.cluster > 1:
+        problem = _cluster_problem(spec.family, spec.head_dim, arch)
+        if problem:
+            raise ValueError(f"{where}: split-KV in clusters of {spec.variant.cluster} blocks: "
+                             f"{problem}")
     if smem_limit is not None and spec.smem_bytes() > smem_limit:
         raise ValueError(f"{where}: needs {spec.smem_bytes()} bytes of shared memory per block, "
                          f"the device allows {smem_limit}")
+
+
+#: The families whose forward merges split-KV in thread-block clusters (flash_fwd_mma.cu:
+#: the 16-bit mma kernel and the TF32 ones on it)
+CLUSTER_FAMILIES = ("mma", "tf32", "tf32x3")
+
+
+def _cluster_problem(family: str, head_dim: int, arch: str | None) -> str | None:
+    """Why a forward of `family` cannot merge split-KV in clusters (None: it can)."""
+    if family not in CLUSTER_FAMILIES:
+        return f"kernel={family!r} merges its splits through L2 (clusters: {CLUSTER_FAMILIES})"
+    if arch is not None and _sm(arch) < 90:
+        return f"thread-block clusters need sm_90 or later, this GPU is {arch}"
+    if head_dim % 4:
+        return f"the merge reads 4-column chunks: head_dim={head_dim} is not a multiple of 4"
+    return None
+
+
+def split_cluster(family: str, head_dim: int, num_splits: int, arch: str, most: int) -> int:
+    """Blocks per cluster for a forward of `num_splits` splits (1: the splits merge through L2,
+    kernels_cu/split_combine.cuh): the largest of SPLIT_CLUSTERS up to `most` that divides
+    num_splits, where the family, head dim and architecture allow clusters."""
+    if num_splits < 2 or _cluster_problem(family, head_dim, arch):
+        return 1
+    return max(c for c in SPLIT_CLUSTERS if c <= most and num_splits % c == 0)
 
 
 def _validate_float32_wgmma(spec: KernelSpec, where: str) -> None:
