@@ -1,8 +1,8 @@
-"""Issue 14, v91 (call 258): split-KV merged in thread-block clusters against the merge through L2.
+"""Issue 14, v91 (calls 258-259): split-KV merged in thread-block clusters against the merge through L2.
 First a check of both arms against a float64 reference (fp16, d = 128, contiguous and paged,
 odd lengths), then GPU µs per decode step (CUDA graphs, the cache cycled past L2) of
 kvcache.DECODE_CLUSTER = 8 ("cl") and 1 ("l2") alternating, two passes, and torch's cuDNN
-backend in the same process.  python .ab/cluster_ab.py"""
+backend in the same process.  python .ab/cluster_ab.py [BxHkvxS,...]"""
 import math
 import sys
 
@@ -62,8 +62,11 @@ except ImportError:
 
 d, G = 128, 4
 rows = []
-for B, Hkv, S in [(1, 1, 1024), (1, 1, 8192), (1, 1, 32768), (1, 1, 131072), (1, 8, 1024),
-                  (1, 8, 8192), (4, 8, 1024), (8, 8, 1024), (64, 8, 1024)]:
+CELLS = [(1, 1, 1024), (1, 1, 8192), (1, 1, 32768), (1, 1, 131072), (1, 8, 1024),
+         (1, 8, 8192), (4, 8, 1024), (8, 8, 1024), (64, 8, 1024)]
+if len(sys.argv) > 1:   # e.g. 1x1x1024,1x8x1024
+    CELLS = [tuple(map(int, c.split("x"))) for c in sys.argv[1].split(",")]
+for B, Hkv, S in CELLS:
     kv_bytes = 2 * B * Hkv * S * d * 2
     copies = max(1, min(256, math.ceil(256 * 2 ** 20 / kv_bytes)))
     qs = [cp.asarray(rng.standard_normal((B, G * Hkv, 1, d)).astype(np.float16)) for _ in range(4)]

@@ -55,9 +55,10 @@ DECODE_FILL = 1
 DECODE_MAX_SPLITS = 128
 #: ... each of at least this many key tiles
 DECODE_MIN_TILES = 2
-#: ... merged in thread-block clusters of up to this many blocks where the kernel can (sm_90;
-#: plan.split_cluster; 1: through L2 alone, kernels_cu/split_combine.cuh)
-DECODE_CLUSTER = 1
+#: ... merged in one thread-block cluster where up to this many splits fill one (2, 4 or 8) and
+#: the kernel can (sm_90, the 16-bit mma kernels; plan.split_cluster): 0.91-0.94x the step time
+#: of the merge through L2 at B·Hkv = 1-8, S = 1k (NOTES v91). 1: through L2 always.
+DECODE_CLUSTER = 8
 
 
 def _is_int(x) -> bool:

@@ -84,16 +84,16 @@ struct QueryBlock {
     static constexpr bool kCache = V::CACHE != kNoCache;
 
     // grid x: query tiles (reversed) of split 0, then of split 1, ... (V::SPLIT; one split else).
-    // Clusters (V::CLUSTER = C > 1): the C blocks of a cluster, side by side along x, are C splits
-    // of one query tile, and the clusters are laid out as the blocks are without them: cluster x'
-    // takes query tile x' mod tiles_x of group x' / tiles_x, whose splits are g·C .. g·C + C - 1.
+    // Clusters (V::CLUSTER = C = num_splits): the C blocks of a cluster, side by side along x,
+    // are the splits of one query tile, and the clusters are laid out as blocks are without
+    // split-KV (cluster x' takes query tile x'; its block of rank s, split s).
     static constexpr bool kSplit = V::SPLIT;
     static constexpr int kCluster = V::CLUSTER;
     __device__ __forceinline__ explicit QueryBlock(const P& p)
         : at(p.batch * p.heads, 1, p.sched_rows, p.wave_q / kCluster, gridDim.x / kCluster,
              blockIdx.x / kCluster),
           seq(locate_head<V>(p, at.row)),
-          split(V::SPLIT ? at.x / tiles_x(p) * kCluster + cluster_rank() : 0),
+          split(V::SPLIT ? (kCluster > 1 ? cluster_rank() : at.x / tiles_x(p)) : 0),
           i0((tiles_x(p) - 1 - (V::SPLIT ? at.x % tiles_x(p) : at.x)) * BLOCK_M),
           rows(min(BLOCK_M, seq.T_len - i0)), active(at.in_grid && i0 < seq.T_len),
           mask(p, seq), score(p, seq) {}

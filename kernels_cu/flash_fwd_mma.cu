@@ -116,8 +116,7 @@ struct FwdMma : TileKernel<FwdMma<T, DP, BLOCK_M, BLOCK_N, NT, STAGES, V, Produc
             Merge::run(o, softmax, reinterpret_cast<float*>(sm.kv.k), warp, lane);
         if (owner) epilogue(p, blk, o, softmax, sm, wrow, lane);
         if constexpr (V::CLUSTER > 1)
-            finish_cluster_split<NT, BLOCK_M>(p, blk, sm.part, reinterpret_cast<char*>(&sm),
-                                              int(sizeof(Tiles_)));
+            finish_cluster_split<NT>(p, blk, sm.part);
         else if constexpr (V::SPLIT)
             finish_split<NT, BLOCK_M>(p, blk, sm);
     }

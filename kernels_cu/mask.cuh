@@ -34,8 +34,9 @@ enum CacheKind { kNoCache = 0, kCache = 1, kPagedCache = 2 };
 // ALIBI: scores lose slope·|i + diag - j|. PACKED: a PackKind, whether and how sequence lengths
 // come from cu_seqlens (seq.cuh). MOD: a custom mask_mod (cuflash/mask_mod.py). SPLIT: the
 // forward's split-KV (params.cuh, block.cuh QueryBlock). CACHE: a CacheKind (the forward's).
-// CLUSTER: split-KV's splits in thread-block clusters of CLUSTER blocks (sm_90; 1: none), which
-// merge through their shared memory (split_combine.cuh, finish_cluster_split).
+// CLUSTER: split-KV's splits (CLUSTER = num_splits) as the blocks of a thread-block cluster
+// (sm_90; 1: none), which merge through their shared memory (split_combine.cuh,
+// finish_cluster_split).
 template <int MASK_, bool SOFTCAP_, bool ALIBI_, int PACKED_ = kUnpacked, class MOD_ = NoMaskMod,
           bool SPLIT_ = false, int CACHE_ = kNoCache, int CLUSTER_ = 1>
 struct Variant {

@@ -26,13 +26,10 @@ namespace cuflash {
 // its warp's share of shared memory with cp.async (two buffers, one landing while the other is
 // summed), and the splits' lse are read from L2 once into shared memory, where their max, their
 // sum and each split's weight w_s are computed once for the row (NOTES v29).
-//
-// slots: the partials to merge, p.num_splits unless clusters merged theirs first
-// (finish_cluster_split: one slot per cluster); every one of the p.num_splits blocks arrives.
 template <int NT, class P>
 __device__ __forceinline__ void finish_split(const P& p, const Seq& seq, int i0, int rows,
                                              int tile, int tiles_x, int grid_row, char* scratch,
-                                             int scratch_bytes, int slots) {
+                                             int scratch_bytes) {
     using Acc = typename P::Acc;
     using T = typename P::Elem;
     constexpr int E = 16 / sizeof(Acc), NW = NT / 32;   // Acc per 16-byte chunk
@@ -47,7 +44,7 @@ __device__ __forceinline__ void finish_split(const P& p, const Seq& seq, int i0,
         if (last) *counter = 0;
     }
     if (!__syncthreads_or(last)) return;
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, splits = slots;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, splits = p.num_splits;
     const int chunks = p.d / E;                    // 16-byte chunks of a partial row
     const long long step = p.split_rows;           // split s of an lse row: s · split_rows rows on
     const long long split_bytes = step * p.d * (long long)sizeof(Acc);   // ... of an O row
@@ -139,17 +136,16 @@ __device__ __forceinline__ void finish_split(const P& p, const Seq& seq, int i0,
 template <int NT, int BLOCK_M, class P, class QB, class Smem>
 __device__ __forceinline__ void finish_split(const P& p, const QB& blk, Smem& sm) {
     finish_split<NT>(p, blk.seq, blk.i0, blk.rows, blk.i0 / BLOCK_M, QB::tiles_x(p), blk.at.row,
-                     reinterpret_cast<char*>(&sm), int(sizeof(Smem)), p.num_splits);
+                     reinterpret_cast<char*>(&sm), int(sizeof(Smem)));
 }
 
-// Split-KV in thread-block clusters (sm_90; V::CLUSTER = C > 1, block.cuh QueryBlock): the C
-// splits of a cluster leave their partials (lse_s, and O_s normalized by its own sum, as above)
-// in their own shared memory, a ClusterPartials, and merge them through the cluster's shared
-// memory: no stores to L2, no fence, no counter, and the merge shared by the C blocks (NOTES
-// v91). Each thread of the cluster takes 4-column chunks of the rows, reads the C splits' lse
-// of the row and their chunks from the other blocks, and writes out and lse; with more splits
-// than C (p.num_splits = G·C), the cluster's merged partial goes to out_accum and lse_accum as
-// slot g of G, and finish_split merges the G slots across clusters.
+// Split-KV in thread-block clusters (sm_90; V::CLUSTER = C = p.num_splits, block.cuh
+// QueryBlock): the C splits of a query tile are the blocks of one cluster. Each leaves its partial
+// (lse_s, and O_s normalized by its own sum, as above) in its own shared memory, a
+// ClusterPartials, and the cluster merges them through its shared memory: no stores to L2, no
+// fence, no counter, and the merge shared by the C blocks (NOTES v91). Each thread of the
+// cluster takes 4-column chunks of the rows, reads the C splits' lse of the row and their
+// chunks from the other blocks, and writes out and lse.
 template <int ROWS, int DP>
 struct ClusterPartials {
     static constexpr int LD = DP + 8;   // a row's floats: the fragments' float2 stores (8 rows ×
@@ -172,18 +168,15 @@ __device__ __forceinline__ void store_partials(Part& part, const float (&o)[MT][
     });
 }
 
-// Called by every thread of every block of the cluster once its partials are in `part` (after a
-// __syncthreads or the cluster barrier's own ordering: the arrival below releases them); scratch
-// bytes of the block's shared memory from `scratch` are free for finish_split (none of `part`).
-template <int NT, int BLOCK_M, class P, class QB, class Part>
-__device__ __forceinline__ void finish_cluster_split(const P& p, const QB& blk, const Part& part,
-                                                     char* scratch, int scratch_bytes) {
+// Called by every thread of every block of the cluster once its partials are in `part` (the
+// cluster barrier's arrival releases them)
+template <int NT, class P, class QB, class Part>
+__device__ __forceinline__ void finish_cluster_split(const P& p, const QB& blk, const Part& part) {
     using T = typename P::Elem;
     constexpr int C = QB::kCluster;
     static_assert(C > 1, "clusters of 2, 4 or 8 blocks");
     cluster_arrive();   // this block's partials, released to the cluster
     cluster_wait();     // and every other block's, acquired
-    const int G = p.num_splits / C, g = blk.split / C;
     const int chunks = p.d / 4, items = blk.rows * chunks;
     unsigned lse_at[C], o_at[C];
 #pragma unroll
@@ -207,7 +200,6 @@ __device__ __forceinline__ void finish_cluster_split(const P& p, const QB& blk, 
             x[s] = m == -Num<float>::inf() ? 0.f : Num<float>::exp2((x[s] - m) * float(kLog2e));
             sum += x[s];
         }
-        const float lse = sum == 0.f ? -Num<float>::inf() : m + Num<float>::log2(sum) * float(kLn2);
         const float inv = sum == 0.f ? 0.f : 1.f / sum;
         float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
 #pragma unroll
@@ -215,22 +207,15 @@ __device__ __forceinline__ void finish_cluster_split(const P& p, const QB& blk, 
             const float w = x[s] * inv;
             acc.x += w * o[s].x; acc.y += w * o[s].y; acc.z += w * o[s].z; acc.w += w * o[s].w;
         }
-        const long long row = blk.seq.row(blk.i0 + r);
-        if (G == 1) {
-            T* out = blk.seq.q_row(p.out, p.out_stride, blk.i0 + r) + c;
-            out[0] = Store<T>::from(acc.x); out[1] = Store<T>::from(acc.y);
-            out[2] = Store<T>::from(acc.z); out[3] = Store<T>::from(acc.w);
-            if (c == 0) p.lse[row] = lse;
-        } else {
-            *reinterpret_cast<float4*>(p.out_accum + (g * p.split_rows + row) * p.d + c) = acc;
-            if (c == 0) p.lse_accum[g * p.split_rows + row] = lse;
-        }
+        T* out = blk.seq.q_row(p.out, p.out_stride, blk.i0 + r) + c;
+        out[0] = Store<T>::from(acc.x); out[1] = Store<T>::from(acc.y);
+        out[2] = Store<T>::from(acc.z); out[3] = Store<T>::from(acc.w);
+        if (c == 0)
+            p.lse[blk.seq.row(blk.i0 + r)] =
+                sum == 0.f ? -Num<float>::inf() : m + Num<float>::log2(sum) * float(kLn2);
     }
     cluster_arrive();   // this block's reads of the others' partials are done
-    if (G > 1)
-        finish_split<NT>(p, blk.seq, blk.i0, blk.rows, blk.i0 / BLOCK_M, QB::tiles_x(p),
-                         blk.at.row, scratch, scratch_bytes, G);
-    cluster_wait();     // no block leaves while another may still read its partials
+    cluster_wait();     // and no block leaves while another may still read its partials
 }
 
 }  // namespace cuflash

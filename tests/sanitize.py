@@ -178,9 +178,8 @@ def layouts(cp, rng, dt, d, ft, bt):
 def kv_cache(cp, rng, dt):
     """Decode steps over a contiguous cache and a paged pool (pages of 64, scattered), Tq = 1
     (the GQA fold) and Tq = 3 with a window, automatic and forced splits (3, and 256: the merge's
-    batches of staged splits, split_combine.cuh). Splits merge in thread-block clusters of up to
-    8 where the kernel can (sm_90, 16-bit and float32; finish_cluster_split): 8 splits in one
-    cluster, 16 in two, 256 in 32 whose partials then merge through L2; 3 through L2 alone."""
+    batches of staged splits, split_combine.cuh), and 4 and 8, which the 16-bit kernels on sm_90
+    merge in one thread-block cluster (finish_cluster_split)."""
     from cuflash import kvcache
     from cuflash.kvcache import attention_with_kvcache
     if DTYPES[dt] is None:
@@ -194,7 +193,7 @@ def kv_cache(cp, rng, dt):
               "paged": (rand(B * 3, Hkv, page, d), rand(B * 3, Hkv, page, d), cp.asarray(table))}
     for layout, (kc, vc, bt) in caches.items():
         for Tq, kw in ((1, dict(causal=True)), (3, dict(causal=True, window=(40, None)))):
-            for splits in (None, 3, 8, 16, 256):   # 256: the merge stages its splits in batches
+            for splits in (None, 3, 4, 8, 256):   # 256: the merge stages its splits in batches
                 attention_with_kvcache(rand(B, 8, Tq, d), kc, vc, cache_seqlens=cp.asarray(lens),
                                        block_table=bt, num_splits=splits, **kw)
         # an append (the append kernel), then validate=False with indices out of range: lengths

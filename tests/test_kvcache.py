@@ -696,13 +696,13 @@ def test_in_kernel_path(monkeypatch, dtype, layout, page_size, case):
                          ids=["contiguous", "paged64"])
 @pytest.mark.parametrize("dtype", ALL_DTYPES)
 def test_split_clusters(monkeypatch, dtype, layout, page_size):
-    """Split-KV merged in thread-block clusters (kvcache.DECODE_CLUSTER, plan.split_cluster;
+    """Split-KV merged in one thread-block cluster (kvcache.DECODE_CLUSTER, plan.split_cluster;
     kernels_cu/split_combine.cuh, finish_cluster_split) against the oracle, and against the
-    merge through L2 alone (DECODE_CLUSTER = 1): 4 splits in one cluster, 6 in three clusters of
-    2 and 16 in two of 8 (the clusters' partials then merge through L2), over sequences of 0, 1,
-    odd and long lengths (splits with no key tile among them), the GQA fold and one head per
-    row. The launch's cluster size is checked, so that the test cannot pass on the L2 path
-    alone; float64 has no cluster kernel (plan.CLUSTER_FAMILIES) and runs the L2 path."""
+    merge through L2 (DECODE_CLUSTER = 1): 2, 4 and 8 splits in one cluster; 6 and 16 through L2
+    either way; over sequences of 0, 1, odd and long lengths (splits with no key tile among
+    them), the GQA fold and one head per row. The launch's cluster size is checked, so that the
+    test cannot pass on the L2 path alone; float32 and float64 decode on the CUDA cores
+    (kvcache._decode_tile), which merge through L2 (plan.CLUSTER_FAMILIES)."""
     cp = _gpu_or_skip()
     from cuflash.gpu import ops, plan
     if dtype is None:
@@ -711,15 +711,16 @@ def test_split_clusters(monkeypatch, dtype, layout, page_size):
     real = ops.kvcache_launch
     monkeypatch.setattr(ops, "kvcache_launch",
                         lambda *a, **kw: launches.append(real(*a, **kw)) or launches[-1])
+    import ml_dtypes
     clusters = plan._sm(ops.device_arch()) >= 90 and \
-        np.dtype(dtype).itemsize <= 4   # the 16-bit and TF32 mma kernels
+        np.dtype(dtype).itemsize == 2   # the 16-bit mma decode kernels
     for name, Hq, Hkv, Tq, opts in [("gqa4-fold", 8, 2, 1, dict(causal=True)),
                                      ("mha-tq3-window", 4, 4, 3, dict(causal=True,
                                                                       window=(200, None)))]:
         sc = Scenario(cp, dtype, layout, Hq=Hq, Hkv=Hkv, Tq=Tq, Tnew=0, d=64,
                       page_size=page_size, seqlens=(0, 1, 1203, 77, 2048),
                       seed=case_seed("clusters", name, layout, str(dtype)))
-        for splits, want in ((4, 4), (6, 2), (16, 8)):
+        for splits, want in ((2, 2), (4, 4), (8, 8), (6, 1), (16, 1)):
             got = {}
             for most in (8, 1):
                 monkeypatch.setattr(kvcache, "DECODE_CLUSTER", most)
@@ -734,7 +735,7 @@ def test_split_clusters(monkeypatch, dtype, layout, page_size):
                 sc.check(out, lse, where, **opts)
                 got[most] = (cp.asnumpy(out).astype(np.float64), cp.asnumpy(lse))
             # the same splits merged two ways: equal to float rounding of the merge
-            tol = 4 * float(np.finfo(np.dtype(dtype)).eps) if np.dtype(dtype).itemsize <= 4 \
+            tol = 4 * float(ml_dtypes.finfo(dtype).eps) if np.dtype(dtype).itemsize <= 4 \
                 else 1e-12
             np.testing.assert_allclose(got[8][0], got[1][0], rtol=0, atol=tol,
                                        err_msg=f"{layout} {name} splits={splits}: out")
@@ -743,14 +744,15 @@ def test_split_clusters(monkeypatch, dtype, layout, page_size):
 
 
 def test_split_cluster_rule():
-    """plan.split_cluster: the largest of 2, 4, 8 up to the cap that divides the splits, on
+    """plan.split_cluster: one cluster of all the splits where 2, 4 or 8 of them fit the cap, on
     sm_90 for the mma kernels and head dims that are multiples of 4; 1 elsewhere. A Variant
     with clusters names them and needs split=True."""
     from cuflash.gpu import plan
     sc = plan.split_cluster
     assert [sc("mma", 128, n, "sm_90", 8) for n in (1, 2, 3, 4, 6, 8, 12, 16, 64, 128, 5)] == \
-        [1, 2, 1, 4, 2, 8, 4, 8, 8, 8, 1]
-    assert sc("mma", 128, 16, "sm_90", 4) == 4 and sc("mma", 128, 16, "sm_90", 1) == 1
+        [1, 2, 1, 4, 1, 8, 1, 1, 1, 1, 1]
+    assert sc("mma", 128, 8, "sm_90", 4) == 1 and sc("mma", 128, 4, "sm_90", 4) == 4
+    assert sc("mma", 128, 2, "sm_90", 1) == 1
     assert sc("tf32", 64, 8, "sm_90a", 8) == 8
     assert sc("mma", 128, 8, "sm_80", 8) == 1          # no clusters before Hopper
     assert sc("wgmma", 128, 8, "sm_90", 8) == 1        # merges through L2

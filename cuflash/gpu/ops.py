@@ -439,8 +439,8 @@ class ForwardLaunch:
                 num_splits = max(1, cap)
                 self.spec = spec(num_splits)
         self.num_splits = num_splits
-        # split-KV's splits in thread-block clusters of up to max_cluster blocks, which merge
-        # through their shared memory (plan.split_cluster; kernels_cu/split_combine.cuh)
+        # split-KV's splits as one thread-block cluster of at most max_cluster blocks, which
+        # merge through their shared memory (plan.split_cluster; kernels_cu/split_combine.cuh)
         self.cluster = plan.split_cluster(tile.kernel, D, num_splits, device_arch(dev),
                                           max_cluster)
         if self.cluster > 1:
@@ -452,11 +452,11 @@ class ForwardLaunch:
         # one allocation per call: out, lse and (split-KV) the partials, each 256-byte aligned
         parts = [math.prod(self.out_shape) * self.dtype.itemsize,
                  math.prod(self.lse_shape) * self.acc.itemsize]
-        if num_splits > 1:   # the partials' slots: one per split, or per cluster past the first
-            slots = num_splits if self.cluster == 1 else \
-                (0 if num_splits == self.cluster else num_splits // self.cluster)
-            parts += [slots * split_rows * D * self.acc.itemsize,
-                      slots * split_rows * self.acc.itemsize]
+        # split-KV merged through L2: the partials (a cluster's stay in its shared memory)
+        self.l2_merge = num_splits > 1 and self.cluster == 1
+        if self.l2_merge:
+            parts += [num_splits * split_rows * D * self.acc.itemsize,
+                      num_splits * split_rows * self.acc.itemsize]
         self.offsets, at = [], 0
         for n in parts:
             self.offsets.append(at)
@@ -537,7 +537,7 @@ class ForwardLaunch:
         w[iq], w[ik], w[iv], w[io], w[il] = q.data.ptr, k.data.ptr, v.data.ptr, base, lse_at
         if self.maps is not None:   # the copy engine's maps of these q, k, v
             self.maps.write(w, self.tma_slot, (w[iq], w[ik], w[iv]))
-        if self.num_splits > 1:
+        if self.l2_merge:
             ia, ib, ic = self.split_slots
             w[ia], w[ib] = base + self.offsets[2], base + self.offsets[3]
             w[ic] = self._counter(stream)
@@ -590,7 +590,7 @@ class ForwardLaunch:
                     stream, lse):
         """A mask_mod's launch (its captures travel as extra kernel arguments: _args)."""
         ptrs = dict(q=q, k=k, v=v, out=out, lse=lse_at)
-        if self.num_splits > 1:
+        if self.l2_merge:
             ptrs.update(out_accum=base + self.offsets[2], lse_accum=base + self.offsets[3],
                         split_counter=self._counter(stream))
         if seqused_k is not None:
