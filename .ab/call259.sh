@@ -4,10 +4,10 @@
 set -u
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 mkdir -p $OUT
-STEPS="env tests" LIMIT_TESTS=330 OUT=$OUT/gs TAIL=4 bash tests/gpu_session.sh > $OUT/gs.txt 2>&1
+STEPS="env tests" LIMIT_TESTS=320 OUT=$OUT/gs TAIL=4 bash tests/gpu_session.sh > $OUT/gs.txt 2>&1
 grep -E "passed|failed" $OUT/gs/tests.log | tail -1
-SANITIZE_ARGS=kv STEPS=sanitize LIMIT_SANITIZE_WARM=100 LIMIT_SANITIZE=55 OUT=$OUT/san TAIL=3 bash tests/gpu_session.sh > $OUT/san.txt 2>&1
+SANITIZE_ARGS=kv STEPS=sanitize LIMIT_SANITIZE_WARM=90 LIMIT_SANITIZE=45 OUT=$OUT/san TAIL=3 bash tests/gpu_session.sh > $OUT/san.txt 2>&1
 grep "rc=" $OUT/san.txt; grep -h -E "ERROR SUMMARY|RACECHECK SUMMARY|^ok" $OUT/san/sanitize.log | head -20
-timeout 90 python3 .ab/cluster_ab.py 1x1x1024,1x8x1024,8x8x1024,4x8x1024 > $OUT/ab.txt 2>&1; echo "ab rc=$?"
+timeout 75 python3 .ab/cluster_ab.py 1x1x1024,1x8x1024,8x8x1024,4x8x1024 > $OUT/ab.txt 2>&1; echo "ab rc=$?"
 grep -E "FAILED|ERROR " $OUT/gs/tests.log | head -20
 echo "=== A/B"; grep -E "^check|^[0-9]+x" $OUT/ab.txt | tail -12
