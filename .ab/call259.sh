@@ -11,3 +11,4 @@ grep "rc=" $OUT/san.txt; grep -h -E "ERROR SUMMARY|RACECHECK SUMMARY|^ok" $OUT/s
 timeout 75 python3 .ab/cluster_ab.py 1x1x1024,1x8x1024,8x8x1024,4x8x1024 > $OUT/ab.txt 2>&1; echo "ab rc=$?"
 grep -E "FAILED|ERROR " $OUT/gs/tests.log | head -20
 echo "=== A/B"; grep -E "^check|^[0-9]+x" $OUT/ab.txt | tail -12
+timeout 70 python3 tools/mutants.py --gpu gpu_cluster_merge_own_lse gpu_cluster_merge_no_wait > $OUT/mutants.txt 2>&1; tail -3 $OUT/mutants.txt

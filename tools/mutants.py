@@ -708,6 +708,23 @@ MUTANTS = [
       "tests/test_gpu_kernels.py::test_three_consumer_forward_where_the_copy_engine_cannot_read",
       "the copy-engine-only forward launched without tensor maps on arrays it cannot map",
       gpu=True),
+    # v91: split-KV's splits as one thread-block cluster, merged through its shared memory
+    M("gpu_cluster_merge_own_lse", "kernels_cu/split_combine.cuh",
+      "for (int s = 0; s < C; ++s) x[s] = cluster_ld(lse_at[s] + 4 * r);",
+      "for (int s = 0; s < C; ++s) x[s] = cluster_ld(lse_at[0] + 4 * r);",
+      "tests/test_kvcache.py::test_split_clusters",
+      "every split of a cluster weighed by split 0's lse", gpu=True),
+    M("gpu_cluster_merge_no_wait", "kernels_cu/split_combine.cuh",
+      "    cluster_arrive();   // this block's partials, released to the cluster\n"
+      "    cluster_wait();     // and every other block's, acquired\n", "",
+      "tests/test_kvcache.py::test_split_clusters",
+      "the merge reads the other blocks' partials before they are written (a race)", gpu=True),
+    M("cluster_rule_any_divisor", "cuflash/gpu/plan.py",
+      "    if num_splits not in SPLIT_CLUSTERS[1:] or num_splits > most or \\",
+      "    if num_splits < 2 or num_splits % 2 or \\",
+      "tests/test_kvcache.py::test_split_cluster_rule",
+      "clusters for split counts that no one cluster holds (16-128 splits: the kernel merges "
+      "only the first C, or a cluster of 16 blocks that cannot launch)"),
     # v73: report precision_summary's reference (torch's efficient kernel, math for float64)
     M("precision_summary_math_first", "cuflash/experiments/report.py",
       '        name, ref = ("efficient", torch) if at in torch else ("math", math_)',
