@@ -1,0 +1,66 @@
+"""Issue 14, v92 (call 261): deeper K/V rings for decode steps whose blocks stream many key tiles
+alone on their SMs. Arms: the library's tile (16 x 64 x 4 warps, 3 stages where the grid is at
+most one block per SM: two 64-key tiles in flight), 16 x 64 x 4 x 4 stages (three in flight) and
+16 x 128 x 4 x 3 (two 128-key tiles: twice the bytes in flight), forced through
+kvcache.DECODE_TILE (the split rule unchanged). First each forced tile against a float64
+reference, then GPU µs per step (CUDA graphs, the cache cycled past L2), arms alternating, two
+passes, torch's cuDNN backend in the same process.  python .ab/ring_ab.py"""
+import math
+import sys
+
+import cupy as cp
+import numpy as np
+
+sys.path.insert(0, "tools")
+from bench_kvcache import _graph_ms, _random_f16, _torch_ms  # noqa: E402
+
+from cuflash import TileConfig, kvcache  # noqa: E402
+
+rng = np.random.default_rng(2)
+ARMS = {"auto": None, "64x4st": TileConfig(16, 64, 4, 4, "mma"),
+        "128x3st": TileConfig(16, 128, 4, 3, "mma")}
+d, G = 128, 4
+
+for name, tile in ARMS.items():   # correctness: one sequence of 40000 keys, 4 query heads a kv head
+    kvcache.DECODE_TILE = tile
+    S, n = 40064, 40000
+    q = rng.standard_normal((1, G, 1, d)).astype(np.float16)
+    k = rng.standard_normal((1, 1, S, d)).astype(np.float16)
+    v = rng.standard_normal((1, 1, S, d)).astype(np.float16)
+    out = kvcache.attention_with_kvcache(cp.asarray(q), cp.asarray(k), cp.asarray(v),
+                                         cache_seqlens=cp.asarray([n], dtype=cp.int32))
+    s = q[0, :, 0].astype(np.float64) @ k[0, 0, :n].astype(np.float64).T / math.sqrt(d)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    want = (p / p.sum(-1, keepdims=True)) @ v[0, 0, :n].astype(np.float64)
+    err = float(np.abs(cp.asnumpy(out)[0, :, 0].astype(np.float64) - want).max())
+    print(f"check {name}: max |err| {err:.2e}", flush=True)
+
+rows = []
+for B, Hkv, S in [(1, 1, 8192), (1, 1, 32768), (1, 1, 131072), (1, 8, 32768), (1, 8, 131072),
+                  (8, 8, 32768), (64, 8, 32768)]:
+    kv_bytes = 2 * B * Hkv * S * d * 2
+    copies = max(1, min(256, math.ceil(256 * 2 ** 20 / kv_bytes)))
+    qs = [cp.asarray(rng.standard_normal((B, G * Hkv, 1, d)).astype(np.float16)) for _ in range(4)]
+    bufs = [_random_f16(cp, (2, B, Hkv, S, d)) for _ in range(copies)]
+    lens = cp.full((B,), S, dtype=cp.int32)
+    t = {}
+    for rnd in range(2):
+        for name in (ARMS if rnd == 0 else reversed(list(ARMS))):
+            kvcache.DECODE_TILE = ARMS[name]
+            calls = [lambda i=i, b=b: kvcache.attention_with_kvcache(
+                qs[i % 4], b[0], b[1], cache_seqlens=lens, validate=False)
+                for i, b in enumerate(bufs)]
+            t.setdefault(name, []).append(min(_graph_ms(cp, calls) for _ in range(2)) * 1e3)
+    tc = _torch_ms(qs, [b[0] for b in bufs], [b[1] for b in bufs], "cudnn") * 1e3
+    best = {k: min(v) for k, v in t.items()}
+    row = (f"{B}x{Hkv} S={S:6d}  " + "  ".join(f"{k} {v:7.2f}" for k, v in best.items()) +
+           f"  cuDNN {tc:7.2f}  " + "  ".join(f"{k}/auto {best[k] / best['auto']:.3f}"
+                                             for k in list(ARMS)[1:]) +
+           "  " + "  ".join(f"cuDNN/{k} {tc / best[k]:.3f}" for k in ARMS))
+    rows.append(row)
+    print(row, flush=True)
+    del bufs
+    cp.get_default_memory_pool().free_all_blocks()
+kvcache.DECODE_TILE = None
+print("=== µs per step, least of two passes; x/auto < 1: x faster; cuDNN/x > 1: x faster")
+print("\n".join(rows))
