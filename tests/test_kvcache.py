@@ -778,6 +778,32 @@ def test_split_cluster_rule():
         plan.validate(spec, arch="sm_90")
 
 
+def test_cluster_decode_kernels_compile_without_spills():
+    """NVRTC, sm_90, no GPU: the 16-bit decode tiles with their splits as one cluster of 2 or 8
+    blocks (plan.split_cluster; causal, over a contiguous cache and pages, the two stage counts
+    of kvcache._decode_split) compile without spills at the registers of the same kernel merging
+    through L2 (within 8), carry __cluster_dims__, and hold the cluster's partials (rows × (d +
+    8) floats and an lse a row) in shared memory beyond the L2 kernel's."""
+    pytest.importorskip("cupy_backends.cuda.libs.nvrtc")
+    from cuflash import TileConfig
+    from cuflash.gpu import build, plan
+    if build.cuda_include_dir() is None:
+        pytest.skip("CUDA headers not found")
+    for dt, stages, cache, c in (("float16", 3, "cache", 8), ("bfloat16", 2, "paged", 2)):
+        t = TileConfig(16, 64, 4, stages, "mma")
+        plain, = plan.specs_for(dt, 128, t, plan.Variant("causal", split=True, cache=cache), False)
+        spec, = plan.specs_for(dt, 128, t, plan.Variant("causal", split=True, cache=cache,
+                                                        cluster=c), False)
+        plan.validate(spec, arch="sm_90")
+        assert f"void __cluster_dims__({c}, 1, 1)" in build.source(spec)
+        assert "void __cluster_dims__" not in build.source(plain)
+        assert spec.smem_bytes() - plain.smem_bytes() >= 16 * (128 + 8) * 4 + 16 * 4
+        reps = [build.compile_offline(build.source(s), s.name, "sm_90", s.smem_bytes())
+                for s in (plain, spec)]
+        assert all(r.spills == 0 for r in reps), [(r.name, r.spills) for r in reps]
+        assert reps[1].registers <= reps[0].registers + 8, [(r.name, r.registers) for r in reps]
+
+
 @pytest.mark.parametrize("page_size", [48, 32])
 def test_kernel_path_refuses_pages_that_split_a_tile(page_size):
     """ops.forward_kvcache reads a page pool in place only when each key tile lies in one page:

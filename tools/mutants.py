@@ -725,6 +725,11 @@ MUTANTS = [
       "tests/test_kvcache.py::test_split_cluster_rule",
       "clusters for split counts that no one cluster holds (16-128 splits: the kernel merges "
       "only the first C, or a cluster of 16 blocks that cannot launch)"),
+    M("cluster_dims_dropped", "cuflash/gpu/build.py",
+      '        bounds = f"__cluster_dims__({spec.variant.cluster}, 1, 1) {bounds}"',
+      '        pass',
+      "tests/test_kvcache.py::test_cluster_decode_kernels_compile_without_spills",
+      "a cluster kernel launched without clusters: every block maps ranks that do not exist"),
     # v73: report precision_summary's reference (torch's efficient kernel, math for float64)
     M("precision_summary_math_first", "cuflash/experiments/report.py",
       '        name, ref = ("efficient", torch) if at in torch else ("math", math_)',
