@@ -49,14 +49,14 @@ struct FwdMma : TileKernel<FwdMma<T, DP, BLOCK_M, BLOCK_N, NT, STAGES, V, Produc
     using Merge = KeyWarpMerge<KW, MT>;
     static constexpr int kRingBytes = 2 * STAGES * BLOCK_N * LDS * int(sizeof(T));
     static constexpr int kMergeBytes = 4 * Merge::template kMergeFloats<DP>;
-    struct Tiles_ : FwdTiles<T, LDS, BLOCK_M, BLOCK_N, STAGES> {   // Q; K and V (pipeline.cuh)
+    struct Base : FwdTiles<T, LDS, BLOCK_M, BLOCK_N, STAGES> {    // Q; K and V (pipeline.cuh)
         // after K and V: the key warps' merge
         char merge_room[kMergeBytes > kRingBytes ? kMergeBytes - kRingBytes : 16];
     };
     // split-KV in clusters (V::CLUSTER > 1): the block's partials, after all of the above
     using Part = ClusterPartials<BLOCK_M, DP>;
-    struct Clustered : Tiles_ { Part part; };
-    using Smem = Pick<(V::CLUSTER > 1), Clustered, Tiles_>;
+    struct Clustered : Base { Part part; };
+    using Smem = Pick<(V::CLUSTER > 1), Clustered, Base>;
 
     static __device__ __forceinline__ void body(const Params& p, const Block& blk, Smem& sm) {
         const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t4 = lane & 3;

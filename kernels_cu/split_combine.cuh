@@ -175,6 +175,7 @@ __device__ __forceinline__ void finish_cluster_split(const P& p, const QB& blk, 
     using T = typename P::Elem;
     constexpr int C = QB::kCluster;
     static_assert(C > 1, "clusters of 2, 4 or 8 blocks");
+    if (p.num_splits != C) __trap();   // the host launches one cluster of all the splits
     cluster_arrive();   // this block's partials, released to the cluster
     cluster_wait();     // and every other block's, acquired
     const int chunks = p.d / 4, items = blk.rows * chunks;
