@@ -4,7 +4,7 @@ most one block per SM: two 64-key tiles in flight), 16 x 64 x 4 x 4 stages (thre
 16 x 128 x 4 x 3 (two 128-key tiles: twice the bytes in flight), forced through
 kvcache.DECODE_TILE (the split rule unchanged). First each forced tile against a float64
 reference, then GPU µs per step (CUDA graphs, the cache cycled past L2), arms alternating, two
-passes, torch's cuDNN backend in the same process.  python .ab/ring_ab.py"""
+passes, torch's cuDNN backend in the same process.  python .ab/ring_ab.py [MxNxWxS,...]"""
 import math
 import sys
 
@@ -19,6 +19,9 @@ from cuflash import TileConfig, kvcache  # noqa: E402
 rng = np.random.default_rng(2)
 ARMS = {"auto": None, "64x4st": TileConfig(16, 64, 4, 4, "mma"),
         "128x3st": TileConfig(16, 128, 4, 3, "mma")}
+if len(sys.argv) > 1:   # other forced tiles, e.g. 16x128x8x3,16x128x8x2 (v93)
+    ARMS = {"auto": None, **{a: TileConfig(*map(int, a.split("x")), "mma")
+                             for a in sys.argv[1].split(",")}}
 d, G = 128, 4
 
 for name, tile in ARMS.items():   # correctness: one sequence of 40000 keys, 4 query heads a kv head
