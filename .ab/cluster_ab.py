@@ -2,7 +2,8 @@
 First a check of both arms against a float64 reference (fp16, d = 128, contiguous and paged,
 odd lengths), then GPU µs per decode step (CUDA graphs, the cache cycled past L2) of
 kvcache.DECODE_CLUSTER = 8 ("cl") and 1 ("l2") alternating, two passes, and torch's cuDNN
-backend in the same process.  python .ab/cluster_ab.py [BxHkvxS,...]"""
+backend in the same process (bench_kvcache._torch_ms; calls 258-259 ran an earlier form of
+this script that timed cuDNN with its own copy of that code).  python .ab/cluster_ab.py [BxHkvxS,...]"""
 import math
 import sys
 
@@ -10,9 +11,8 @@ import cupy as cp
 import numpy as np
 
 sys.path.insert(0, "tools")
-from bench_kvcache import _graph_ms, _random_f16  # noqa: E402
+from bench_kvcache import _graph_ms, _step_inputs, _torch_ms  # noqa: E402
 
-import cuflash  # noqa: E402
 from cuflash import kvcache  # noqa: E402
 
 rng = np.random.default_rng(1)
@@ -53,13 +53,6 @@ for arm in (8, 1):
         print(f"check cluster<={arm} B={B} Hkv={Hkv} G={G} S={S} Tq={Tq}: max |err| {err:.2e}",
               flush=True)
 
-try:
-    import torch
-    import torch.nn.functional as F
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-except ImportError:
-    torch = None
-
 d, G = 128, 4
 rows = []
 CELLS = [(1, 1, 1024), (1, 1, 8192), (1, 1, 32768), (1, 1, 131072), (1, 8, 1024),
@@ -67,46 +60,16 @@ CELLS = [(1, 1, 1024), (1, 1, 8192), (1, 1, 32768), (1, 1, 131072), (1, 8, 1024)
 if len(sys.argv) > 1:   # e.g. 1x1x1024,1x8x1024
     CELLS = [tuple(map(int, c.split("x"))) for c in sys.argv[1].split(",")]
 for B, Hkv, S in CELLS:
-    kv_bytes = 2 * B * Hkv * S * d * 2
-    copies = max(1, min(256, math.ceil(256 * 2 ** 20 / kv_bytes)))
-    qs = [cp.asarray(rng.standard_normal((B, G * Hkv, 1, d)).astype(np.float16)) for _ in range(4)]
-    bufs = [_random_f16(cp, (2, B, Hkv, S, d)) for _ in range(copies)]
-    lens = cp.full((B,), S, dtype=cp.int32)
+    copies, qs, bufs, lens = _step_inputs(cp, rng, B, Hkv, S, d, G)
     t = {}
     for rnd in range(2):
         for arm in ((8, 1) if rnd == 0 else (1, 8)):
             kvcache.DECODE_CLUSTER = arm
             calls = [lambda i=i, b=b: kvcache.attention_with_kvcache(
-                qs[i % 4], b[0], b[1], cache_seqlens=lens, validate=False)
+                qs[i % len(qs)], b[0], b[1], cache_seqlens=lens, validate=False)
                 for i, b in enumerate(bufs)]
             t.setdefault(arm, []).append(min(_graph_ms(cp, calls) for _ in range(2)) * 1e3)
-    tc = float("nan")
-    if torch is not None:
-        tq = [torch.from_dlpack(x) for x in qs]
-        tb = [torch.from_dlpack(b) for b in bufs]
-        import statistics
-        with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
-            try:
-                for _ in range(2):
-                    g = torch.cuda.CUDAGraph()
-                    s = torch.cuda.Stream()
-                    with torch.cuda.stream(s):
-                        for i, b in enumerate(tb):
-                            F.scaled_dot_product_attention(tq[i % 4], b[0], b[1], enable_gqa=True)
-                        torch.cuda.synchronize()
-                        with torch.cuda.graph(g, stream=s):
-                            outs = [F.scaled_dot_product_attention(tq[i % 4], b[0], b[1],
-                                                                   enable_gqa=True)
-                                    for i, b in enumerate(tb)]
-                    ts = []
-                    for _ in range(5):
-                        a, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                        a.record(); g.replay(); e.record(); e.synchronize()
-                        ts.append(a.elapsed_time(e) / len(tb) * 1e3)
-                    tc = min(tc, statistics.median(ts)) if tc == tc else statistics.median(ts)
-                    del outs, g
-            except Exception as exc:
-                print("cudnn failed:", str(exc)[:200])
+    tc = _torch_ms(qs, [b[0] for b in bufs], [b[1] for b in bufs], "cudnn") * 1e3
     splits = kvcache._decode_split(B * Hkv, S // 64, cp.cuda.Device().attributes["MultiProcessorCount"])[0]
     row = (f"{B}x{Hkv} S={S:6d} splits={splits:3d}  cl {t[8][0]:7.2f} {t[8][1]:7.2f}  "
            f"l2 {t[1][0]:7.2f} {t[1][1]:7.2f}  cl/l2 {min(t[8]) / min(t[1]):.3f}  cuDNN {tc:7.2f}  "

@@ -12,7 +12,7 @@ import cupy as cp
 import numpy as np
 
 sys.path.insert(0, "tools")
-from bench_kvcache import _graph_ms, _random_f16, _torch_ms  # noqa: E402
+from bench_kvcache import _graph_ms, _step_inputs, _torch_ms  # noqa: E402
 
 from cuflash import TileConfig, kvcache  # noqa: E402
 
@@ -41,17 +41,13 @@ for name, tile in ARMS.items():   # correctness: one sequence of 40000 keys, 4 q
 rows = []
 for B, Hkv, S in [(1, 1, 8192), (1, 1, 32768), (1, 1, 131072), (1, 8, 32768), (1, 8, 131072),
                   (8, 8, 32768), (64, 8, 32768)]:
-    kv_bytes = 2 * B * Hkv * S * d * 2
-    copies = max(1, min(256, math.ceil(256 * 2 ** 20 / kv_bytes)))
-    qs = [cp.asarray(rng.standard_normal((B, G * Hkv, 1, d)).astype(np.float16)) for _ in range(4)]
-    bufs = [_random_f16(cp, (2, B, Hkv, S, d)) for _ in range(copies)]
-    lens = cp.full((B,), S, dtype=cp.int32)
+    copies, qs, bufs, lens = _step_inputs(cp, rng, B, Hkv, S, d, G)
     t = {}
     for rnd in range(2):
         for name in (ARMS if rnd == 0 else reversed(list(ARMS))):
             kvcache.DECODE_TILE = ARMS[name]
             calls = [lambda i=i, b=b: kvcache.attention_with_kvcache(
-                qs[i % 4], b[0], b[1], cache_seqlens=lens, validate=False)
+                qs[i % len(qs)], b[0], b[1], cache_seqlens=lens, validate=False)
                 for i, b in enumerate(bufs)]
             t.setdefault(name, []).append(min(_graph_ms(cp, calls) for _ in range(2)) * 1e3)
     tc = _torch_ms(qs, [b[0] for b in bufs], [b[1] for b in bufs], "cudnn") * 1e3

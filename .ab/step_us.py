@@ -1,14 +1,13 @@
 """Issue 14 (call 121): GPU µs per decode step (CUDA graphs, the cache cycled through copies
 past L2) of the tree imported (PYTHONPATH), auto splits, for A/B of small kernel changes where
 the TB/s table's two decimals are too coarse.  python .ab/step_us.py LABEL"""
-import math
 import sys
 
 import cupy as cp
 import numpy as np
 
 sys.path.insert(0, "tools")
-from bench_kvcache import _graph_ms, _random_f16  # noqa: E402
+from bench_kvcache import _graph_ms, _step_inputs  # noqa: E402
 
 from cuflash import kvcache  # noqa: E402
 
@@ -17,13 +16,9 @@ rng = np.random.default_rng(0)
 out = []
 for B, Hkv, S in [(1, 1, 1024), (1, 1, 8192), (1, 1, 32768), (1, 1, 131072), (1, 8, 1024), (1, 8, 8192),
                   (8, 8, 1024), (64, 8, 1024)]:
-    kv_bytes = 2 * B * Hkv * S * d * 2
-    copies = max(1, min(256, math.ceil(256 * 2 ** 20 / kv_bytes)))
-    qs = [cp.asarray(rng.standard_normal((B, G * Hkv, 1, d)).astype(np.float16)) for _ in range(4)]
-    bufs = [_random_f16(cp, (2, B, Hkv, S, d)) for _ in range(copies)]
-    lens = cp.full((B,), S, dtype=cp.int32)
+    copies, qs, bufs, lens = _step_inputs(cp, rng, B, Hkv, S, d, G)
     calls = [lambda i=i, b=b: kvcache.attention_with_kvcache(
-        qs[i % 4], b[0], b[1], cache_seqlens=lens, validate=False) for i, b in enumerate(bufs)]
+        qs[i % len(qs)], b[0], b[1], cache_seqlens=lens, validate=False) for i, b in enumerate(bufs)]
     t = min(_graph_ms(cp, calls) for _ in range(3)) * 1e3
     out.append(f"{B}x{Hkv} S={S} {t:.2f}")
     del bufs

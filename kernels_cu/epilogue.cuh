@@ -72,26 +72,38 @@ __device__ __forceinline__ void store_rows_staged_wide(G* __restrict__ g_out, in
     }
 }
 
+// A warp's O rows (C fragments: MT m-tiles of 16 rows from wrow; inv: 1 / l of each row),
+// normalized, as floats with 8-byte stores from the fragments: row r < rows to row_of(r), its
+// first d columns. Split-KV's partials: to out_accum (store_out) or to a thread-block cluster's
+// shared memory (flash_fwd_mma.cu, split_combine.cuh).
+template <int MT, int NO, class RowOf>
+__device__ __forceinline__ void store_float_rows(RowOf&& row_of, int rows, int d,
+                                                 const float (&o)[MT][NO][4],
+                                                 const float (&inv)[MT][2], int wrow, int lane) {
+    const int t4 = lane & 3;
+    for_each_frag_row<MT>(wrow, lane, [&](int mt, int h, int r) {
+        if (r >= rows) return;
+        float* row = row_of(r);
+#pragma unroll
+        for (int n = 0; n < NO; ++n) {
+            const int c = n * 8 + 2 * t4;
+            if (c < d)
+                *reinterpret_cast<float2*>(row + c) =
+                    make_float2(o[mt][n][2 * h] * inv[mt][h], o[mt][n][2 * h + 1] * inv[mt][h]);
+        }
+    });
+}
+
 // The tensor-core forward kernels' end, O · (1 / l) of a QueryBlock `blk` (block.cuh): rounded
 // to T and stored through the staging rows (store_rows_staged), or with split-KV (params.cuh)
-// this split's O_s as floats to its rows of out_accum (8-byte stores from the fragments).
+// this split's O_s as floats to its rows of out_accum (store_float_rows).
 template <typename T, int MT, int NO, int DP, class P, class QB, class Off>
 __device__ __forceinline__ void store_out(const P& p, const QB& blk, const float (&o)[MT][NO][4],
                                           const float (&inv)[MT][2], T* stage, Off&& off,
                                           int wrow, int lane) {
     if constexpr (QB::kSplit) {
-        const int t4 = lane & 3;
-        for_each_frag_row<MT>(wrow, lane, [&](int mt, int h, int r) {
-            if (r >= blk.rows) return;
-            float* row = blk.out_accum_row(p, r);
-#pragma unroll
-            for (int n = 0; n < NO; ++n) {
-                const int c = n * 8 + 2 * t4;
-                if (c < p.d)
-                    *reinterpret_cast<float2*>(row + c) =
-                        make_float2(o[mt][n][2 * h] * inv[mt][h], o[mt][n][2 * h + 1] * inv[mt][h]);
-            }
-        });
+        store_float_rows<MT, NO>([&](int r) { return blk.out_accum_row(p, r); }, blk.rows, p.d,
+                                 o, inv, wrow, lane);
     } else {
         store_rows_staged<T, MT, NO, DP>(blk.seq.q_row(p.out, p.out_stride, blk.i0), p.d,
                                          int(p.out_stride[2]), blk.rows, o, inv, stage, off, wrow,

@@ -140,7 +140,8 @@ struct FwdMma : TileKernel<FwdMma<T, DP, BLOCK_M, BLOCK_N, NT, STAGES, V, Produc
             }
         });
         if constexpr (V::CLUSTER > 1)
-            store_partials<MT, NO>(sm.part, o, inv, wrow, lane);
+            store_float_rows<MT, NO>([&](int r) { return sm.part.o[r]; }, BLOCK_M, DP, o, inv,
+                                     wrow, lane);
         else
             store_out<T, MT, NO, DP>(p, blk, o, inv, sm.q,
                                      [](int r, int c) { return tile_at<LDS>(r, c); }, wrow, lane);

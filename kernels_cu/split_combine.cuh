@@ -16,6 +16,13 @@
 
 namespace cuflash {
 
+// The merged row's lse from its splits' largest lse_s, m, and sum = Σ_s e^(lse_s - m): -inf
+// where no split saw a key (sum 0). Both merges below.
+template <typename Acc>
+__device__ __forceinline__ Acc merged_lse(Acc m, Acc sum) {
+    return sum == Acc(0) ? -Num<Acc>::inf() : m + Num<Acc>::log2(sum) * Acc(kLn2);
+}
+
 // Called by every thread of a forward block (V::SPLIT) after its partials are stored: i0, rows,
 // the tile's first query and its rows; tile: its index among the (sequence, head)'s query tiles,
 // tiles_x of them; grid_row: the (sequence, head)'s grid row (block.cuh, locate_head); scratch:
@@ -91,7 +98,7 @@ __device__ __forceinline__ void finish_split(const P& p, const Seq& seq, int i0,
         if (m != -Num<Acc>::inf())
             for (int s = lane; s < splits; s += 32) sum += Num<Acc>::exp2((w[s] - m) * Acc(kLog2e));
         sum = lanes_sum<32>(sum);
-        const Acc lse = sum == Acc(0) ? -Num<Acc>::inf() : m + Num<Acc>::log2(sum) * Acc(kLn2);
+        const Acc lse = merged_lse(m, sum);
         if (lane == 0) p.lse[row] = lse;
         for (int s = lane; s < splits; s += 32)
             w[s] = sum == Acc(0) ? Acc(0) : Num<Acc>::exp2((w[s] - lse) * Acc(kLog2e));
@@ -154,20 +161,6 @@ struct ClusterPartials {
     alignas(16) float o[ROWS][LD];
 };
 
-// A warp's O rows (mma C fragments, MT m-tiles of 16 rows from wrow; inv: 1 / l of each row)
-// into the block's partials, normalized (epilogue.cuh's store_out writes them so to out_accum)
-template <int MT, int NO, class Part>
-__device__ __forceinline__ void store_partials(Part& part, const float (&o)[MT][NO][4],
-                                               const float (&inv)[MT][2], int wrow, int lane) {
-    const int t4 = lane & 3;
-    for_each_frag_row<MT>(wrow, lane, [&](int mt, int h, int r) {
-#pragma unroll
-        for (int n = 0; n < NO; ++n)
-            *reinterpret_cast<float2*>(&part.o[r][n * 8 + 2 * t4]) =
-                make_float2(o[mt][n][2 * h] * inv[mt][h], o[mt][n][2 * h + 1] * inv[mt][h]);
-    });
-}
-
 // Called by every thread of every block of the cluster once its partials are in `part` (the
 // cluster barrier's arrival releases them)
 template <int NT, class P, class QB, class Part>
@@ -211,9 +204,7 @@ __device__ __forceinline__ void finish_cluster_split(const P& p, const QB& blk, 
         T* out = blk.seq.q_row(p.out, p.out_stride, blk.i0 + r) + c;
         out[0] = Store<T>::from(acc.x); out[1] = Store<T>::from(acc.y);
         out[2] = Store<T>::from(acc.z); out[3] = Store<T>::from(acc.w);
-        if (c == 0)
-            p.lse[blk.seq.row(blk.i0 + r)] =
-                sum == 0.f ? -Num<float>::inf() : m + Num<float>::log2(sum) * float(kLn2);
+        if (c == 0) p.lse[blk.seq.row(blk.i0 + r)] = merged_lse(m, sum);
     }
     cluster_arrive();   // this block's reads of the others' partials are done
     cluster_wait();     // and no block leaves while another may still read its partials

@@ -143,6 +143,19 @@ def _random_f16(cp, shape):
     return x
 
 
+def _step_inputs(cp, rng, B, Hkv, S, d, G, footprint_mb=256):
+    """The inputs of one timed decode cell: (copies, qs, bufs, seqlens). bufs: enough (2, B, Hkv,
+    S, d) float16 K/V copies that together they pass footprint_mb (at most 256), so that a graph
+    cycling through them reads from device memory, not L2; qs: up to 4 query arrays (B, G·Hkv, 1,
+    d); seqlens: every sequence S tokens."""
+    kv_bytes = 2 * B * Hkv * S * d * 2
+    copies = max(1, min(256, math.ceil(footprint_mb * 2 ** 20 / kv_bytes)))
+    qs = [cp.asarray(rng.standard_normal((B, G * Hkv, 1, d)).astype(np.float16))
+          for _ in range(min(copies, 4))]
+    bufs = [_random_f16(cp, (2, B, Hkv, S, d)) for _ in range(copies)]
+    return copies, qs, bufs, cp.full((B,), S, dtype=cp.int32)
+
+
 def _host_us(cp, fn, n, chunk=100, passes=3):
     """(host, wall) µs per call of fn over n calls after 100 warm-up calls, each the least of
     `passes` passes (the lent machines' CPUs are shared: noise only adds). wall: the n calls
@@ -221,12 +234,8 @@ def main(argv=None):
         B, Hkv = (int(x) for x in pair.split("x"))
         for S in (int(x) for x in a.S.split(",")):
             kv_bytes = 2 * B * Hkv * S * d * 2
-            copies = max(1, min(256, math.ceil(a.footprint * 2 ** 20 / kv_bytes)))
             rate = lambda ms: kv_bytes / (ms * 1e-3) / 1e12
-            qs = [cp.asarray(rng.standard_normal((B, G * Hkv, 1, d)).astype(np.float16))
-                  for _ in range(min(copies, 4))]
-            bufs = [_random_f16(cp, (2, B, Hkv, S, d)) for _ in range(copies)]
-            seqlens = cp.full((B,), S, dtype=cp.int32)
+            copies, qs, bufs, seqlens = _step_inputs(cp, rng, B, Hkv, S, d, G, a.footprint)
             readers = [DeviceRead(buf.view(cp.uint32).reshape(-1)) for buf in bufs]
             ceiling = rate(_graph_ms(cp, [r.launch for r in readers]))
             refs = [float("nan")] * 2
