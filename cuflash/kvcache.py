@@ -379,6 +379,11 @@ def _gather(c: _Call, cache, sel, idx, L: int):
 
 #: A TileConfig that every decode step takes instead of _decode_tile's (benchmarks set it)
 DECODE_TILE = None
+#: above this head dim (kernel head dim 256) a 32-row decode tile takes DECODE_WIDE_KEYS keys:
+#: each warp's 16 x 64 scores beside O's 16 x 256 floats spill 16-252 bytes (NVRTC 13.0, sm_80
+#: and sm_90), 16 x 32 none; up to d = 224 64 keys compile without spills (NOTES v94)
+DECODE_WIDE_D = 224
+DECODE_WIDE_KEYS = 32
 
 
 def _decode_split(blocks: int, key_tiles: int, sms: int, fill: int = None,
@@ -435,11 +440,13 @@ def _tile_for(dtype: str, d: int, rows: int, forced, page_size: int, arch: str,
             tile = forced
         elif dtype in ("float16", "bfloat16"):
             keys = min(64, page_size) if page_size else 64
-            # up to 16 rows: 4 warps that split each tile's keys (16 keys or more each), which
-            # read small steps up to 1.9x faster than one warp (NOTES v26, call 99)
-            warps = 4 if keys >= 64 else 1
-            tile = (TileConfig(16, keys, warps, stages, "mma") if rows <= 16 else
-                    TileConfig(32, keys, 2, stages, "mma"))
+            if rows <= 16:
+                # warps that split each tile's keys, 16 each: 4 warps read small steps up to
+                # 1.9x faster than one (NOTES v26, call 99); at d = 256 a warp of 32 keys spills
+                tile = TileConfig(16, keys, keys // 16, stages, "mma")
+            else:   # two warps of 16 rows, every key of a tile (32 at most at d = 256)
+                keys = min(keys, DECODE_WIDE_KEYS) if d > DECODE_WIDE_D else keys
+                tile = TileConfig(32, keys, 2, stages, "mma")
         else:
             # float32: the CUDA cores (attention_with_kvcache has no precision argument yet)
             tile = default_tile(d, dtype, smem_limit=smem_limit, arch=arch,

@@ -1003,3 +1003,102 @@ def test_byte_helpers_refuse_what_they_would_miscount():
     assert cache_waste([3.0, 5], page_size=4) == cache_waste([3, 5], page_size=4)
     assert decode_step_bytes([10], gqa_aware=False, **kw) == 3092
     assert kv_cache_bytes(10, kv_heads=2, head_dim=16, dtype="bfloat16") == 1280
+
+
+def test_decode_tile_rule():
+    """kvcache._tile_for's 16-bit tiles: up to 16 query rows, warps of 16 keys each that split
+    a tile of 64 keys or of a page's 16 or 32; more rows, two warps of 16 rows over every key of
+    a tile: 64, or 32 above DECODE_WIDE_D (where each warp's 16 x 64 scores beside O's 256
+    columns spill: the compile gate's decode kernels, cuflash.gpu.precompile.decode_specs)."""
+    from cuflash import TileConfig
+    pytest.importorskip("cupy_backends.cuda.libs.nvrtc")   # the check reads shared memory
+    from cuflash.gpu import build
+    if build.cuda_include_dir() is None:
+        pytest.skip("CUDA headers not found")
+
+    def tile(d, rows, page, stages=2, arch="sm_90", limit=232448):
+        return kvcache._tile_for("float16", d, rows, None, page, arch, limit, stages)
+
+    assert tile(128, 1, 0) == TileConfig(16, 64, 4, 2, "mma")
+    assert tile(128, 16, 256) == TileConfig(16, 64, 4, 2, "mma")
+    assert tile(128, 16, 32) == TileConfig(16, 32, 2, 2, "mma")
+    assert tile(64, 4, 16, 3) == TileConfig(16, 16, 1, 3, "mma")
+    assert tile(128, 17, 0) == TileConfig(32, 64, 2, 2, "mma")
+    assert tile(kvcache.DECODE_WIDE_D, 32, 0) == TileConfig(32, 64, 2, 2, "mma")
+    assert tile(kvcache.DECODE_WIDE_D + 1, 32, 0) == TileConfig(32, 32, 2, 2, "mma")
+    assert tile(256, 32, 0, 3, "sm_80", 166912) == TileConfig(32, 32, 2, 3, "mma")
+    assert tile(256, 32, 16) == TileConfig(32, 16, 2, 2, "mma")
+    assert tile(256, 1, 32) == TileConfig(16, 32, 2, 2, "mma")
+
+
+def test_cluster_spec_needs_room_for_the_partials():
+    """plan.cluster_spec takes a cluster only where split_cluster offers one and the kernel
+    with the cluster's partials in shared memory fits the device: a 32-row tile at head dim 256
+    with 64 keys and 3 stages fits sm_90 alone (213008 bytes) but not with its partials, so its
+    splits merge through L2 (ops.ForwardLaunch, the compile gate's decode set)."""
+    from cuflash import TileConfig
+    from cuflash.gpu import build, plan
+    pytest.importorskip("cupy_backends.cuda.libs.nvrtc")
+    if build.cuda_include_dir() is None:
+        pytest.skip("CUDA headers not found")
+    v = plan.Variant("causal", split=True, cache="cache")
+    wide, = plan.specs_for("float16", 256, TileConfig(32, 64, 2, 3, "mma"), v, False)
+    narrow, = plan.specs_for("float16", 128, TileConfig(32, 64, 2, 3, "mma"), v, False)
+    assert wide.smem_bytes() <= 232448
+    assert plan.cluster_spec(wide, 8, "sm_90", 8, 232448) is wide
+    got = plan.cluster_spec(narrow, 8, "sm_90", 8, 232448)
+    assert got.variant.cluster == 8 and got.name.endswith("_split_c8_kvcache")
+    assert plan.cluster_spec(narrow, 8, "sm_90", 8, got.smem_bytes()) == got
+    assert plan.cluster_spec(narrow, 8, "sm_90", 8, got.smem_bytes() - 1) is narrow
+    assert plan.cluster_spec(narrow, 8, "sm_90", 4, 232448) is narrow   # 8 splits, clusters <= 4
+    assert plan.cluster_spec(narrow, 4, "sm_90", 8, 232448).variant.cluster == 4
+    assert plan.cluster_spec(narrow, 8, "sm_80", 8, 232448) is narrow
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("layout,page_size", [("contiguous", PAGE), ("paged", 32)],
+                         ids=["contiguous", "paged32"])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_wide_head_decode(monkeypatch, dtype, layout, page_size):
+    """Head dim 256 over the decode kernels against the oracle: 32 query rows a kv head (the GQA
+    fold of 32 heads: the 32-key tile of DECODE_WIDE_D) and one head per row with pages of 32
+    (two warps of 16 keys); automatic splits and 8 given (one cluster on sm_90). Then a forced
+    32 x 64 tile of 3 stages, whose cluster would not fit in shared memory: its 8 splits merge
+    through L2 (plan.cluster_spec), where the launch used to be refused."""
+    cp = _gpu_or_skip()
+    from cuflash import TileConfig
+    from cuflash.gpu import ops, plan
+    dt = DTYPES[dtype]
+    if dt is None:
+        pytest.skip("ml_dtypes not installed (no bfloat16)")
+    launches = []
+    real = ops.kvcache_launch
+    monkeypatch.setattr(ops, "kvcache_launch",
+                        lambda *a, **kw: launches.append(real(*a, **kw)) or launches[-1])
+    hopper = plan._sm(ops.device_arch()) >= 90
+    cases = [("gqa32-fold", 32, 1, 1, (32, 32)),
+             ("mha-tq2", 2, 2, 2, (16, 32 if layout == "paged" else 64))]
+    for name, Hq, Hkv, Tq, want in cases:
+        sc = Scenario(cp, dt, layout, Hq=Hq, Hkv=Hkv, Tq=Tq, Tnew=0, d=256,
+                      page_size=page_size, seqlens=(0, 1, 700, 33, 1500),
+                      seed=case_seed("wide-decode", name, layout, dtype))
+        for splits in (None, 8):
+            monkeypatch.setattr(kvcache, "_PLANS", {})
+            launches.clear()
+            out, lse = sc.call(return_lse=True, num_splits=splits, validate=splits is None)
+            where = f"{layout} {name} splits={splits}"
+            t = launches[0].spec.tile
+            assert (t.block_m, t.block_n) == want, f"{where}: {t}"
+            assert t.block_n // t.num_warps == 16 or t.block_m == 32, f"{where}: {t}"
+            if splits == 8:
+                assert launches[0].cluster == (8 if hopper else 1), where
+            sc.check(out, lse, where, causal=True)
+    if layout == "contiguous" and hopper:
+        monkeypatch.setattr(kvcache, "DECODE_TILE", TileConfig(32, 64, 2, 3, "mma"))
+        monkeypatch.setattr(kvcache, "_PLANS", {})
+        launches.clear()
+        sc = Scenario(cp, dt, layout, Hq=32, Hkv=1, Tq=1, Tnew=0, d=256, page_size=page_size,
+                      seqlens=(0, 1, 2000, 77), seed=case_seed("wide-decode-l2", dtype))
+        out, lse = sc.call(return_lse=True, num_splits=8, validate=False)
+        assert launches[0].cluster == 1 and launches[0].num_splits == 8
+        sc.check(out, lse, "forced 32x64x2x3, 8 splits", causal=True)

@@ -427,8 +427,8 @@ class ForwardLaunch:
             auto_splits = True
             num_splits = num_splits_for(self.q_tiles, self.rows, math.ceil(r.S / tile.block_n),
                                         dev)
-        spec = lambda n, cluster=1: _specs(dt, D, tile, dataclasses.replace(
-            variant, split=n > 1, cluster=cluster), False)[0]
+        spec = lambda n: _specs(dt, D, tile, dataclasses.replace(variant, split=n > 1),
+                                False)[0]
         self.spec = spec(num_splits)
         if num_splits > 1:   # what the kernel's shared memory lets its merge take
             cap = _merge_split_cap(self.spec, self.acc.itemsize)
@@ -441,11 +441,12 @@ class ForwardLaunch:
                 self.spec = spec(num_splits)
         self.num_splits = num_splits
         # split-KV's splits as one thread-block cluster of at most max_cluster blocks, which
-        # merge through their shared memory (plan.split_cluster; kernels_cu/split_combine.cuh)
-        self.cluster = plan.split_cluster(tile.kernel, D, num_splits, device_arch(dev),
-                                          max_cluster)
-        if self.cluster > 1:
-            self.spec = spec(num_splits, self.cluster)
+        # merge through their shared memory where it holds their partials (plan.cluster_spec;
+        # kernels_cu/split_combine.cuh)
+        if num_splits > 1:
+            self.spec = plan.cluster_spec(self.spec, num_splits, device_arch(dev), max_cluster,
+                                          smem_limit(dev))
+        self.cluster = self.spec.variant.cluster
         self.kern, self.smem, resident = _ready(self.spec, dev)
         self.threads = self.spec.threads()
         split_rows = math.prod(kernel_lse_shape)

@@ -337,6 +337,20 @@ def split_cluster(family: str, head_dim: int, num_splits: int, arch: str, most: 
     return num_splits
 
 
+def cluster_spec(spec: KernelSpec, num_splits: int, arch: str, most: int,
+                 smem_limit: int) -> KernelSpec:
+    """`spec` (a split-KV forward of `num_splits` splits merging through L2) as the kernel whose
+    splits merge in one thread-block cluster, where split_cluster offers one and that kernel's
+    shared memory (the cluster's partials, rows x (head_dim + 8) floats and an lse a row, on top
+    of spec's) fits smem_limit; else spec itself. (A 32-row tile at head_dim 256 with 3 stages
+    fits alone, 213008 bytes on sm_90, but not with its partials: 246928.)"""
+    c = split_cluster(spec.family, spec.head_dim, num_splits, arch, most)
+    if c == 1:
+        return spec
+    clustered = dataclasses.replace(spec, variant=dataclasses.replace(spec.variant, cluster=c))
+    return clustered if clustered.smem_bytes() <= smem_limit else spec
+
+
 def _validate_float32_wgmma(spec: KernelSpec, where: str) -> None:
     """What every float32 wgmma kernel asks (FLOAT32_WGMMA_FORWARDS): float32 inputs, the
     forward (or a backward where FLOAT32_WGMMA_BACKWARDS has one), a dense batch in one pass."""

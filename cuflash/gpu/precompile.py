@@ -3,7 +3,8 @@
 It compiles what the defaults can pick for the chosen architecture (every dtype × supported
 head_dim × causal × pass, deduplicated: specializations are per padded head_dim; the
 warp-specialized forward also with window, softcap and ALiBi: ``register_tight_variants``), plus the
-TileConfigs the shipped experiments name, and prints registers, spills and shared memory of each.
+TileConfigs the shipped experiments name, and the KV-cache decode kernels attention_with_kvcache's
+defaults pick (``decode_specs``), and prints registers, spills and shared memory of each.
 Exit status: 1 on a compile error, 2 with ``--fail-on-spills`` when a default kernel spills or
 ptxas serialized its wgmma (CompileReport.serialized).
 """
@@ -115,6 +116,39 @@ def register_tight_variants(spec: plan.KernelSpec) -> list[plan.Variant]:
     return variants
 
 
+#: head dims whose decode kernels the gate compiles: the benchmarks' and the widest, which has the
+#: most registers and shared memory (every kernel head dim's set would add ~2500 kernels)
+DECODE_HEAD_DIMS = (128, 256)
+
+
+def decode_specs(arch: str) -> list[plan.KernelSpec]:
+    """The kernels attention_with_kvcache's defaults pick (kvcache._tile_for, causal, the
+    library's own split rule) at DECODE_HEAD_DIMS, every dtype: over a contiguous cache and over
+    pages (of 64 tokens or more, and of 16 and 32, whose tiles take a page's keys); up to 16 and
+    more than 16 query rows a tile; rings of 2 and 3 stages; unsplit, split-KV merged through L2
+    and, where plan.cluster_spec takes one on this architecture, in a cluster of
+    DECODE_CLUSTER blocks (its size is one template constant: 8 stands for 2 and 4). The 16-bit
+    kernels (the decode benchmarks' path) fail ``--fail-on-spills``; float32's and float64's,
+    which reuse the dense forward's tile, are reported only (``run``)."""
+    from ..kvcache import DECODE_CLUSTER, _tile_for
+    limit = plan.SMEM_LIMIT[arch]
+    specs = {}
+    for dt, d, rows, stages, page in itertools.product(DTYPES, DECODE_HEAD_DIMS, (1, 32), (2, 3),
+                                                       (0, 16, 32, 64)):
+        tile = _tile_for(dt, d, rows, None, page, arch, limit, stages)
+        if tile is None:
+            continue
+        tile = plan.without_producer(tile, d)   # as ops.ForwardLaunch runs a cache
+        for split in (False, True):
+            v = plan.Variant("causal", split=split, cache="paged" if page else "cache")
+            for s in plan.specs_for(dt, d, tile, v, False):
+                specs[s.name] = s
+                if split:   # as ops.ForwardLaunch takes a cluster (8 stands for 2 and 4)
+                    s = plan.cluster_spec(s, DECODE_CLUSTER, arch, DECODE_CLUSTER, limit)
+                    specs[s.name] = s
+    return list(specs.values())
+
+
 def experiment_specs(root: Path | None = None) -> list[plan.KernelSpec]:
     """Specializations named by the TileConfig grids of the shipped experiments/*.yaml."""
     try:
@@ -146,8 +180,11 @@ def run(arch: str, fail_on_spills: bool, jobs: int, include_experiments: bool = 
     the backward's preprocess) and report; the exit status of ``cuflash compile``."""
     import re
     keep = (lambda s: True) if match is None else (lambda s: re.search(match, s.name))
-    defaults = [s for s in default_specs(arch) if keep(s)]
+    decode = [s for s in decode_specs(arch) if keep(s)]
+    defaults = [s for s in default_specs(arch) if keep(s)] + decode
     names = {s.name for s in defaults}
+    # what --fail-on-spills holds to: every default but float32's and float64's decode kernels
+    strict = names - {s.name for s in decode if s.dtype not in ("float16", "bfloat16")}
     extra = [s for s in (experiment_specs() if include_experiments else [])
              if s.name not in names and keep(s)]
     todo = [(s, arch, build.source(s)) for s in defaults + extra]
@@ -162,10 +199,10 @@ def run(arch: str, fail_on_spills: bool, jobs: int, include_experiments: bool = 
                 print(f"{spec.name:64} FAILED", file=out)
                 continue
             flag = ""
-            if rep.spills and spec.name in names:
+            if rep.spills and spec.name in strict:
                 spilled.append(spec.name)
                 flag = "  <- spills (default)"
-            if rep.serialized and spec.name in names:
+            if rep.serialized and spec.name in strict:
                 serialized.append(spec.name)
                 flag += "  <- wgmma serialized (default)"
             print(f"{spec.name:64} {rep.registers:>4} {rep.spills:>6} {rep.stack_bytes:>5} "
