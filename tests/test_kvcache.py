@@ -663,16 +663,10 @@ def test_in_kernel_path(monkeypatch, dtype, layout, page_size, case):
     in place): mixed lengths 0, 1, odd, page-sized and several pages long, against the oracle;
     the launch count shows that no call fell back to the per-length reference path (16-bit
     inputs: every page size; float32/float64: pages of 64 and more)."""
-    from cuflash._xp import gpu_available
-    if not gpu_available():
-        pytest.skip("no CUDA GPU visible to CuPy")
-    from cuflash.gpu import ops
+    cp = _gpu_or_skip()
     if dtype is None:
         pytest.skip("ml_dtypes not installed (no bfloat16)")
-    import cupy as cp
-    calls = []
-    real = ops.kvcache_launch
-    monkeypatch.setattr(ops, "kvcache_launch", lambda *a, **kw: calls.append(1) or real(*a, **kw))
+    calls = _record_launches(monkeypatch)
     monkeypatch.setattr(kvcache, "_PLANS", {})
     name, Hq, Hkv, Tq, Tnew, options = case
     sc = Scenario(cp, dtype, layout, Hq=Hq, Hkv=Hkv, Tq=Tq, Tnew=Tnew, d=64,
@@ -707,10 +701,7 @@ def test_split_clusters(monkeypatch, dtype, layout, page_size):
     from cuflash.gpu import ops, plan
     if dtype is None:
         pytest.skip("ml_dtypes not installed (no bfloat16)")
-    launches = []
-    real = ops.kvcache_launch
-    monkeypatch.setattr(ops, "kvcache_launch",
-                        lambda *a, **kw: launches.append(real(*a, **kw)) or launches[-1])
+    launches = _record_launches(monkeypatch)
     import ml_dtypes
     clusters = plan._sm(ops.device_arch()) >= 90 and \
         np.dtype(dtype).itemsize == 2   # the 16-bit mma decode kernels
@@ -827,6 +818,16 @@ def _gpu_or_skip():
     return cp
 
 
+def _record_launches(monkeypatch) -> list:
+    """The ops.ForwardLaunch of every KV-cache kernel launch prepared from now on (a prepared
+    signature's calls reuse theirs: kvcache._PLANS)."""
+    from cuflash.gpu import ops
+    launches, real = [], ops.kvcache_launch
+    monkeypatch.setattr(ops, "kvcache_launch",
+                        lambda *a, **kw: launches.append(real(*a, **kw)) or launches[-1])
+    return launches
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("layout,page_size", [("contiguous", PAGE), ("paged", 64)],
                          ids=["contiguous", "paged64"])
@@ -836,10 +837,7 @@ def test_prepared_call_is_reused_with_new_arrays(monkeypatch, layout, page_size,
     new arrays with other values and other lengths, must read its own arrays, not the first
     call's (each against the oracle), with and without validate; append included."""
     cp = _gpu_or_skip()
-    from cuflash.gpu import ops
-    calls = []
-    real = ops.kvcache_launch
-    monkeypatch.setattr(ops, "kvcache_launch", lambda *a, **kw: calls.append(1) or real(*a, **kw))
+    calls = _record_launches(monkeypatch)
     monkeypatch.setattr(kvcache, "_PLANS", {})
     dtype = DTYPES["float16"]
     for seed, seqlens in ((1, (0, 1, 129, 64, 300)), (2, (300, 5, 0, 64, 128))):
@@ -1071,10 +1069,7 @@ def test_wide_head_decode(monkeypatch, dtype, layout, page_size):
     dt = DTYPES[dtype]
     if dt is None:
         pytest.skip("ml_dtypes not installed (no bfloat16)")
-    launches = []
-    real = ops.kvcache_launch
-    monkeypatch.setattr(ops, "kvcache_launch",
-                        lambda *a, **kw: launches.append(real(*a, **kw)) or launches[-1])
+    launches = _record_launches(monkeypatch)
     hopper = plan._sm(ops.device_arch()) >= 90
     cases = [("gqa32-fold", 32, 1, 1, (32, 32)),
              ("mha-tq2", 2, 2, 2, (16, 32 if layout == "paged" else 64))]
