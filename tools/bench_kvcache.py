@@ -32,6 +32,8 @@ import math
 import statistics
 import time
 
+import numpy as np
+
 
 def _graph_ms(cp, calls, reps=5, check=False):
     """GPU ms per call of `calls` (a list of no-argument callables) captured into one graph.
@@ -206,7 +208,6 @@ def main(argv=None):
     ap.add_argument("--no-torch", action="store_true")
     a = ap.parse_args(argv)
     import cupy as cp
-    import numpy as np
 
     from cuflash import TileConfig, kvcache
     from cuflash.experiments.readbw import DeviceRead
