@@ -19,13 +19,31 @@ from cuflash import TileConfig, kvcache  # noqa: E402
 rng = np.random.default_rng(2)
 ARMS = {"auto": None, "64x4st": TileConfig(16, 64, 4, 4, "mma"),
         "128x3st": TileConfig(16, 128, 4, 3, "mma")}
-if len(sys.argv) > 1:   # other forced tiles, e.g. 16x128x8x3,16x128x8x2 (v93)
-    ARMS = {"auto": None, **{a: TileConfig(*map(int, a.split("x")), "mma")
-                             for a in sys.argv[1].split(",")}}
+if len(sys.argv) > 1:   # other forced tiles, e.g. 16x128x8x3,16x128x8x2 (v93), each with an
+    # optional cap on the split count, @32 (v95: auto@64 is the library's tile, at most 64 splits)
+    def _arm(a):
+        tile, _, cap = a.partition("@")
+        return (None if tile == "auto" else TileConfig(*map(int, tile.split("x")), "mma"),
+                int(cap) if cap else None)
+    ARMS = {"auto": None, **{a: _arm(a) for a in sys.argv[1].split(",")}}
+CELLS = [(1, 1, 8192), (1, 1, 32768), (1, 1, 131072), (1, 8, 32768), (1, 8, 131072),
+         (8, 8, 32768), (64, 8, 32768)]
+if len(sys.argv) > 2:   # the cells, e.g. 1x1x8192,1x1x32768
+    CELLS = [tuple(map(int, c.split("x"))) for c in sys.argv[2].split(",")]
+MAX_SPLITS = kvcache.DECODE_MAX_SPLITS
+
+
+def force(arm):
+    """The arm's tile (None: the library's) and split cap into kvcache's knobs."""
+    tile, cap = arm if isinstance(arm, tuple) else (arm, None)
+    kvcache.DECODE_TILE = tile
+    kvcache.DECODE_MAX_SPLITS = MAX_SPLITS if cap is None else cap
+
+
 d, G = 128, 4
 
-for name, tile in ARMS.items():   # correctness: one sequence of 40000 keys, 4 query heads a kv head
-    kvcache.DECODE_TILE = tile
+for name, arm in ARMS.items():   # correctness: one sequence of 40000 keys, 4 query heads a kv head
+    force(arm)
     S, n = 40064, 40000
     q = rng.standard_normal((1, G, 1, d)).astype(np.float16)
     k = rng.standard_normal((1, 1, S, d)).astype(np.float16)
@@ -39,13 +57,12 @@ for name, tile in ARMS.items():   # correctness: one sequence of 40000 keys, 4 q
     print(f"check {name}: max |err| {err:.2e}", flush=True)
 
 rows = []
-for B, Hkv, S in [(1, 1, 8192), (1, 1, 32768), (1, 1, 131072), (1, 8, 32768), (1, 8, 131072),
-                  (8, 8, 32768), (64, 8, 32768)]:
+for B, Hkv, S in CELLS:
     copies, qs, bufs, lens = _step_inputs(cp, rng, B, Hkv, S, d, G)
     t = {}
     for rnd in range(2):
         for name in (ARMS if rnd == 0 else reversed(list(ARMS))):
-            kvcache.DECODE_TILE = ARMS[name]
+            force(ARMS[name])
             calls = [lambda i=i, b=b: kvcache.attention_with_kvcache(
                 qs[i % len(qs)], b[0], b[1], cache_seqlens=lens, validate=False)
                 for i, b in enumerate(bufs)]
@@ -60,6 +77,6 @@ for B, Hkv, S in [(1, 1, 8192), (1, 1, 32768), (1, 1, 131072), (1, 8, 32768), (1
     print(row, flush=True)
     del bufs
     cp.get_default_memory_pool().free_all_blocks()
-kvcache.DECODE_TILE = None
+force(None)
 print("=== µs per step, least of two passes; x/auto < 1: x faster; cuDNN/x > 1: x faster")
 print("\n".join(rows))
