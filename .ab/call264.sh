@@ -4,7 +4,7 @@
 export PYTHONPATH=$PWD
 mkdir -p $OUT
 # the decode GPU tests at this tree (call 262's suite ran before _record_launches and the bench fix)
-timeout 150 python3 -m pytest -q -m gpu tests/test_kvcache.py tests/test_decode_tiles.py -n 16 \
+timeout 120 python3 -m pytest -q -m gpu tests/test_kvcache.py tests/test_decode_tiles.py -n 16 \
   -p no:cacheprovider -rfE > $OUT/kvtests.txt 2>&1; echo "kvtests rc=$?"; tail -2 $OUT/kvtests.txt
 timeout 200 python3 .ab/ring_ab.py 16x128x8x3,16x128x8x2 > $OUT/v93.txt 2>&1; echo "v93 rc=$?"
 timeout 150 python3 .ab/ring_ab.py auto@64,auto@32,16x128x4x3@64,16x128x8x3@64 \
