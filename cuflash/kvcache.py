@@ -416,9 +416,10 @@ def _decode_split(blocks: int, key_tiles: int, sms: int, fill: int = None,
 def _decode_tile(c: _Call, dtype, rows: int, stages: int = 2):
     """The tile of a decode step with `rows` query rows per (sequence, head): 16-bit inputs take
     the mma kernel with 16 or 32 rows and 64 keys per tile (tools/bench_kvcache.py, NOTES v10;
-    16 rows: 4 warps splitting the keys, NOTES v26) and a ring of `stages` K/V stages (2 or 3:
-    _decode_split), or a page's keys when pages hold fewer (16 or 32: every tile lies in one
-    page, so pages of any size the layout allows are read in place); float64 the default tile,
+    16 rows: warps of 16 keys splitting the tile, NOTES v26; 32 rows above DECODE_WIDE_D: 32
+    keys, NOTES v94) and a ring of `stages` K/V stages (2 or 3: _decode_split), or a page's keys
+    when pages hold fewer (16 or 32: every tile lies in one page, so pages of any size the
+    layout allows are read in place); float64 the default tile,
     float32 the CUDA cores' (precision 'ieee'). None when no tile fits the paged cache's pages or
     the device (the caller falls back to the reference path)."""
     from .gpu import ops
