@@ -185,13 +185,16 @@ def test_automatic_splits_rule(monkeypatch):
 
 
 def test_decode_split_rule():
-    """kvcache._decode_split (NOTES v27, v28): up to DECODE_FILL = 1 block per SM, at least two
-    key tiles per split, at most 128 splits, no split past that; 3 stages where the grid is at
-    most one block per SM or more than two, 2 between (pure arithmetic on a 132-SM device: no
-    GPU needed)."""
+    """kvcache._decode_split (NOTES v27, v28, v96): up to DECODE_FILL = 1 block per SM, at least
+    two key tiles per split, at most DECODE_MAX_SPLITS = 64, no split past that; 3 stages where
+    the grid is at most one block per SM or more than two, 2 between (pure arithmetic on a
+    132-SM device: no GPU needed)."""
     from cuflash.kvcache import DECODE_FILL, _decode_split
     assert DECODE_FILL == 1
-    assert _decode_split(1, 2048, 132) == (128, 3)      # one query tile: capped, 128 <= 132 SMs
+    assert _decode_split(1, 2048, 132) == (64, 3)       # one query tile: capped at 64 splits
+    assert _decode_split(2, 2048, 132) == (64, 3)       # 132 // 2 = 66: capped
+    assert _decode_split(3, 2048, 132) == (44, 3)
+    assert _decode_split(1, 2048, 132, max_splits=128) == (128, 3)
     assert _decode_split(1, 16, 132) == (8, 3)          # two key tiles per split
     assert _decode_split(8, 2048, 132) == (16, 3)       # 132 // 8 = 16: 128 blocks
     assert _decode_split(8, 20, 132) == (10, 3)         # 20 key tiles: 10 splits
