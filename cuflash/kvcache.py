@@ -54,7 +54,7 @@ DECODE_FILL = 1
 #: ... and into at most this many splits per query tile: 64, not 128, where one or two query
 #: tiles would fill the SMs with splits of a few key tiles each (B·Hkv = 1 at 16k-64k:
 #: 0.88-0.94x the step time of 128 splits; 2 x 1 and 1 x 2 at 32k 0.955-0.96; 8k and 128k
-#: 0.994-0.997; NOTES v96, calls 264-265, H100)
+#: 0.994-0.997; NOTES v96, calls 264-266, H100)
 DECODE_MAX_SPLITS = 64
 #: ... each of at least this many key tiles
 DECODE_MIN_TILES = 2

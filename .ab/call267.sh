@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 52, call 266: v96 landed (DECODE_MAX_SPLITS = 64): the decode and split-KV GPU tests,
+# Session 52, call 267: v96 landed (DECODE_MAX_SPLITS = 64): the decode and split-KV GPU tests,
 # then the new default against the old cap (auto@128) beside cuDNN.
 export PYTHONPATH=$PWD
 mkdir -p $OUT
