@@ -3,8 +3,8 @@
 # then the new default against the old cap (auto@128) beside cuDNN.
 export PYTHONPATH=$PWD
 mkdir -p $OUT
-timeout 150 python3 -m pytest -q -m gpu tests/test_kvcache.py tests/test_decode_tiles.py \
+timeout 100 python3 -m pytest -q -m gpu tests/test_kvcache.py tests/test_decode_tiles.py \
   tests/test_split_kv.py -n 16 -p no:cacheprovider -rfE > $OUT/kvtests.txt 2>&1
 echo "kvtests rc=$?"; tail -2 $OUT/kvtests.txt
-timeout 120 python3 .ab/ring_ab.py auto@128 1x1x8192,1x1x16384,1x1x32768,1x1x65536,1x1x131072,2x1x32768,1x2x16384 \
+timeout 60 python3 .ab/ring_ab.py auto@128 1x1x8192,1x1x16384,1x1x32768,1x1x65536,1x1x131072,2x1x32768,1x2x16384 \
   > $OUT/v96c.txt 2>&1; echo "v96c rc=$?"; tail -8 $OUT/v96c.txt
