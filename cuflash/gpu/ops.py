@@ -427,8 +427,7 @@ class ForwardLaunch:
             auto_splits = True
             num_splits = num_splits_for(self.q_tiles, self.rows, math.ceil(r.S / tile.block_n),
                                         dev)
-        spec = lambda n: _specs(dt, D, tile, dataclasses.replace(variant, split=n > 1),
-                                False)[0]
+        spec = lambda n: _specs(dt, D, tile, dataclasses.replace(variant, split=n > 1), False)[0]
         self.spec = spec(num_splits)
         if num_splits > 1:   # what the kernel's shared memory lets its merge take
             cap = _merge_split_cap(self.spec, self.acc.itemsize)

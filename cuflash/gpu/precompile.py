@@ -144,8 +144,8 @@ def decode_specs(arch: str) -> list[plan.KernelSpec]:
             for s in plan.specs_for(dt, d, tile, v, False):
                 specs[s.name] = s
                 if split:   # as ops.ForwardLaunch takes a cluster (8 stands for 2 and 4)
-                    s = plan.cluster_spec(s, DECODE_CLUSTER, arch, DECODE_CLUSTER, limit)
-                    specs[s.name] = s
+                    c = plan.cluster_spec(s, DECODE_CLUSTER, arch, DECODE_CLUSTER, limit)
+                    specs[c.name] = c
     return list(specs.values())
 
 
