@@ -176,38 +176,46 @@ def layouts(cp, rng, dt, d, ft, bt):
 
 
 def kv_cache(cp, rng, dt):
-    """Decode steps over a contiguous cache and a paged pool (pages of 64, scattered), Tq = 1
-    (the GQA fold) and Tq = 3 with a window, automatic and forced splits (3, and 256: the merge's
-    batches of staged splits, split_combine.cuh), and 4 and 8, which the 16-bit kernels on sm_90
-    merge in one thread-block cluster (finish_cluster_split)."""
+    """Decode steps over a contiguous cache and a paged pool (scattered pages), Tq = 1 (the GQA
+    fold) and Tq = 3 with a window, automatic and forced splits (3, and 256: the merge's batches
+    of staged splits, split_combine.cuh), and 4 and 8, which the 16-bit kernels on sm_90 merge in
+    one thread-block cluster (finish_cluster_split). Two geometries: d = 64 over pages of 64 with
+    a fold of 4 heads (16-row tiles), and d = 256 over pages of 32 with a fold of 8 (16-row tiles
+    of two warps at Tq = 1; at Tq = 3, 24 rows: the 32-row tile of 32 keys, kvcache._tile_for)."""
     from cuflash import kvcache
-    from cuflash.kvcache import attention_with_kvcache
     if DTYPES[dt] is None:
         return
     kvcache.DECODE_CLUSTER = 8
+    for d, page, Hq in ((64, 64, 8), (256, 32, 16)):
+        _kv_geometry(cp, rng, dt, d, page, Hq)
+    cp.cuda.Device().synchronize()
+    print(f"ok {dt} kv cache (contiguous, paged)")
+
+
+def _kv_geometry(cp, rng, dt, d, page, Hq):
+    from cuflash.kvcache import attention_with_kvcache
     rand = lambda *s: cp.asarray(rng.standard_normal(s).astype(DTYPES[dt]))
     lens = np.array([0, 1, 70, 129], dtype=np.int32)
-    B, Hkv, d, page = len(lens), 2, 64, 64
-    table = np.arange(B * 3, dtype=np.int32)[::-1].reshape(B, 3).copy()
-    caches = {"contiguous": (rand(B, Hkv, 3 * page, d), rand(B, Hkv, 3 * page, d), None),
-              "paged": (rand(B * 3, Hkv, page, d), rand(B * 3, Hkv, page, d), cp.asarray(table))}
+    B, Hkv, pages = len(lens), 2, -(-160 // page)
+    table = np.arange(B * pages, dtype=np.int32)[::-1].reshape(B, pages).copy()
+    caches = {"contiguous": (rand(B, Hkv, pages * page, d), rand(B, Hkv, pages * page, d), None),
+              "paged": (rand(B * pages, Hkv, page, d), rand(B * pages, Hkv, page, d),
+                        cp.asarray(table))}
     for layout, (kc, vc, bt) in caches.items():
         for Tq, kw in ((1, dict(causal=True)), (3, dict(causal=True, window=(40, None)))):
             for splits in (None, 3, 4, 8, 256):   # 256: the merge stages its splits in batches
-                attention_with_kvcache(rand(B, 8, Tq, d), kc, vc, cache_seqlens=cp.asarray(lens),
+                attention_with_kvcache(rand(B, Hq, Tq, d), kc, vc, cache_seqlens=cp.asarray(lens),
                                        block_table=bt, num_splits=splits, **kw)
         # an append (the append kernel), then validate=False with indices out of range: lengths
         # past the capacity and negative, pages outside the pool; the kernels must clamp them
-        attention_with_kvcache(rand(B, 8, 1, d), kc, vc, cache_seqlens=cp.asarray(lens),
+        attention_with_kvcache(rand(B, Hq, 1, d), kc, vc, cache_seqlens=cp.asarray(lens),
                                block_table=bt, k_new=rand(B, Hkv, 2, d), v_new=rand(B, Hkv, 2, d))
-        bad_lens = cp.asarray(np.array([10 ** 6, -5, 70, 3 * page], np.int32))
+        bad_lens = cp.asarray(np.array([10 ** 6, -5, 70, pages * page], np.int32))
         bad_table = None if bt is None else cp.asarray(np.where(table % 2 == 0, 10 ** 6, -2)
                                                        .astype(np.int32))
-        attention_with_kvcache(rand(B, 8, 1, d), kc, vc, cache_seqlens=bad_lens,
+        attention_with_kvcache(rand(B, Hq, 1, d), kc, vc, cache_seqlens=bad_lens,
                                block_table=bad_table, k_new=rand(B, Hkv, 1, d),
                                v_new=rand(B, Hkv, 1, d), validate=False)
-    cp.cuda.Device().synchronize()
-    print(f"ok {dt} kv cache (contiguous, paged)")
 
 
 if __name__ == "__main__":
