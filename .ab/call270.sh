@@ -11,7 +11,7 @@ CELLS=1x1x4096,1x1x32768,8x8x32768
 timeout 30 python3 .ab/warp_race.py > $OUT/race_warm.txt 2>&1; echo "warm rc=$?"
 timeout 40 compute-sanitizer --tool racecheck --error-exitcode 1 python3 .ab/warp_race.py > $OUT/racecheck.txt 2>&1; echo "racecheck rc=$?"
 timeout 30 compute-sanitizer --tool memcheck --error-exitcode 1 python3 .ab/warp_race.py > $OUT/memcheck.txt 2>&1; echo "memcheck rc=$?"
-timeout 100 python3 -m pytest -q -m gpu tests/test_kvcache.py -x -p no:cacheprovider -n 16 -k "float16 or bfloat16 or f16" > $OUT/kvtests.txt 2>&1; echo "kvtests rc=$?"
+timeout 70 python3 -m pytest -q -m gpu tests/test_kvcache.py -x -p no:cacheprovider -n 16 -k "float16 or bfloat16 or f16" > $OUT/kvtests.txt 2>&1; echo "kvtests rc=$?"
 tail -2 $OUT/kvtests.txt; tail -2 $OUT/racecheck.txt; tail -1 $OUT/memcheck.txt
 echo "== base"; grep "S=" $OUT/base.txt | tail -3 | cut -c1-200
 echo "== new"; grep "S=" $OUT/new.txt | tail -3 | cut -c1-200
