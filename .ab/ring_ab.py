@@ -4,7 +4,8 @@ most one block per SM: two 64-key tiles in flight), 16 x 64 x 4 x 4 stages (thre
 16 x 128 x 4 x 3 (two 128-key tiles: twice the bytes in flight), forced through
 kvcache.DECODE_TILE (the split rule unchanged). First each forced tile against a float64
 reference, then GPU µs per step (CUDA graphs, the cache cycled past L2), arms alternating, two
-passes, torch's cuDNN backend in the same process.  python .ab/ring_ab.py [MxNxWxS,...]"""
+passes, torch's cuDNN backend in the same process.
+    python .ab/ring_ab.py [ARM,...] [BxHkvxS,...] [G]   (G: query heads a kv head, 4 by default)"""
 import math
 import sys
 
@@ -31,6 +32,7 @@ CELLS = [(1, 1, 8192), (1, 1, 32768), (1, 1, 131072), (1, 8, 32768), (1, 8, 1310
 if len(sys.argv) > 2:   # the cells, e.g. 1x1x8192,1x1x32768
     CELLS = [tuple(map(int, c.split("x"))) for c in sys.argv[2].split(",")]
 MAX_SPLITS = kvcache.DECODE_MAX_SPLITS
+G = int(sys.argv[3]) if len(sys.argv) > 3 else 4   # query heads a kv head (v99: 1, one row a tile)
 
 
 def force(arm):
@@ -40,7 +42,7 @@ def force(arm):
     kvcache.DECODE_MAX_SPLITS = MAX_SPLITS if cap is None else cap
 
 
-d, G = 128, 4
+d = 128
 
 for name, arm in ARMS.items():   # correctness: one sequence of 40000 keys, 4 query heads a kv head
     force(arm)
