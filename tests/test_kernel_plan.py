@@ -421,6 +421,32 @@ def test_spill_check_covers_the_register_tight_variants():
     assert not any(s.warp_specialized for s in default_specs("sm_80"))
 
 
+def test_compile_gate_reports_split_kv_kernels():
+    """`cuflash compile` also builds the split-KV forward kernels of cuflash.attention(num_splits)
+    (precompile.split_specs: the default tile of a batch that is not dense in one pass, the
+    warp-specialized ones given way to the 8-warp wgmma tile as ops.forward runs them; plain,
+    softcap, ALiBi, both) and reports them without failing --fail-on-spills: under NVRTC 13.0 the
+    8-warp d = 64 ALiBi ones spill 8-32 bytes (NOTES v100)."""
+    import io
+    from cuflash.gpu import build, precompile
+    specs = precompile.split_specs("sm_90")
+    names = {s.name for s in specs}
+    assert all(s.variant.split and s.role == "fwd" and not s.warp_specialized for s in specs)
+    one = "cuflash_wgmma_fwd_f16_d64_m128_n64_w8_s4_causal_alibi_split"
+    assert one in names and any("_f64_d256_" in n for n in names)
+    assert {len([s for s in specs if s.dtype == dt]) for dt in ("float16", "float64")} == {24}
+    pytest.importorskip("cupy_backends.cuda.libs.nvrtc")
+    if build.cuda_include_dir() is None:
+        pytest.skip("CUDA headers not found")
+    out = io.StringIO()
+    rc = precompile.run("sm_90", True, 1, include_experiments=False, out=out, match=f"^{one}$")
+    rows = [ln for ln in out.getvalue().splitlines() if ln.startswith("cuflash_")]
+    assert rc == 0 and len(rows) == 1 and rows[0].startswith(one) and "<-" not in rows[0], rows
+    assert "1 split-KV forward" in out.getvalue()
+    spills = int(rows[0].split()[2])   # 8 under NVRTC 13.0 (setup.cfg's pin)
+    assert ("(1 split-KV forward kernels spill: reported only)" in out.getvalue()) == (spills > 0)
+
+
 def test_warp_specialized_dkdv_specs():
     """A dK/dV tile with a producer warpgroup (block_n = 16·num_warps - 64 = 128 keys on two
     consumer warpgroups) runs flash_bwd_wgmma_ws.cu, 2 to 4 stages; its dQ pass takes the tile
