@@ -1,11 +1,13 @@
-"""v101 (prepared in session 53, `.ab/pages101.patch`): the decode tile of pages of P = 16 or 32
-tokens, a page's keys per tile (P / 16 warps of 16 keys: the rule before v101) against the
-64-key tile of 4 warps whose warps each stage their own 16 keys from their own page (v101), at
-d = 128 float16, Hq = 4·Hkv (the GQA fold: 16-row tiles). Both arms forced through
-kvcache.DECODE_TILE in one process of the v101 tree. A page pool made from the timed cell's
-contiguous copies (each sequence's pages in a shuffled order), GPU µs per step from CUDA graphs,
-arms alternating, two passes; each arm first checked against a float64 reference.
-python .ab/pages_ab.py P"""
+"""Decode steps over pages of P tokens with forced 16-row tiles (arms KEYSxWARPS), at d = 128
+float16, Hq = 4·Hkv (the GQA fold: 16-row tiles), both arms in one process. A page pool made
+from the timed cell's contiguous copies (each sequence's pages in a shuffled order), GPU µs per
+step from CUDA graphs, arms alternating, two passes; each arm first checked against a float64
+reference.   python .ab/pages_ab.py P [KEYSxWARPS,KEYSxWARPS]
+- v94 (session 52, call 264): `pages_ab.py 32 32x1,32x2`, one warp over each 32-key tile (the
+  rule before 47f3aaf) against two warps of 16 keys each.
+- v101 (prepared in session 53, `.ab/pages101.patch`): `pages_ab.py 16` and `32` (the default
+  arms: a page's keys, P / 16 warps, against the 64-key tile of 4 warps, each staging its own 16
+  keys from its own page; the 64-key arm needs the patch)."""
 import math
 import sys
 
@@ -30,7 +32,9 @@ def paged(x, perm):
     return pool
 
 
-ARMS = {"page tile": (P, P // 16), "64-key tile": (64, 4)}
+ARMS = {a: tuple(map(int, a.split("x"))) for a in
+        (sys.argv[2] if len(sys.argv) > 2 else f"{P}x{P // 16},64x4").split(",")}
+FIRST, LAST = list(ARMS)[0], list(ARMS)[-1]
 rows = []
 for B, Hkv, S in [(1, 1, 8192), (1, 1, 32768), (1, 8, 32768), (8, 8, 8192), (8, 8, 32768),
                   (64, 8, 8192)]:
@@ -67,11 +71,12 @@ for B, Hkv, S in [(1, 1, 8192), (1, 1, 32768), (1, 8, 32768), (8, 8, 8192), (8, 
     best = {k: min(v) for k, v in t.items()}
     row = (f"{B}x{Hkv} S={S:6d} splits={splits} stages={stages}  " +
            "  ".join(f"{k} {v:7.2f}" for k, v in best.items()) +
-           f"  64/page {best['64-key tile'] / best['page tile']:.3f}")
+           f"  {LAST}/{FIRST} {best[LAST] / best[FIRST]:.3f}")
     rows.append(row)
     print(row, flush=True)
     del pools
     cp.get_default_memory_pool().free_all_blocks()
 kvcache.DECODE_TILE = None
-print(f"=== paged ({P} tokens a page), µs per step, least of two passes; 64/page < 1: the 64-key tile faster")
+print(f"=== paged ({P} tokens a page), µs per step, least of two passes; {LAST}/{FIRST} < 1: "
+      f"{LAST} faster")
 print("\n".join(rows))
