@@ -426,17 +426,16 @@ def _decode_tile(c: _Call, dtype, rows: int, stages: int = 2):
     float32 the CUDA cores' (precision 'ieee'). None when no tile fits the paged cache's pages or
     the device (the caller falls back to the reference path)."""
     from .gpu import ops
-    tile = _tile_for(dtype_name(dtype), c.d, rows, DECODE_TILE, c.page_size,
-                     ops.device_arch(), ops.smem_limit(), stages)
-    if tile is not None and c.page_size and c.page_size % tile.block_n:
-        return None
-    return tile
+    return _tile_for(dtype_name(dtype), c.d, rows, DECODE_TILE, c.page_size, ops.device_arch(),
+                     ops.smem_limit(), stages)
 
 
 @functools.lru_cache(maxsize=None)
 def _tile_for(dtype: str, d: int, rows: int, forced, page_size: int, arch: str,
               smem_limit: int, stages: int = 2):
-    # cached: checking a tile reads the kernel's shared-memory size (its source, hashed)
+    """_decode_tile's rule (or the forced tile) for these facts; None where the tile does not fit
+    the device or its key tiles do not lie in whole pages (page_size % block_n; 0: contiguous).
+    Cached: checking a tile reads the kernel's shared-memory size (its source, hashed)."""
     from .gpu import plan
     from .tile import TileConfig, default_tile
     try:
@@ -457,6 +456,8 @@ def _tile_for(dtype: str, d: int, rows: int, forced, page_size: int, arch: str,
                                 precision="ieee" if dtype == "float32" else None)
         plan.check_tile(tile, d, dtype, smem_limit=smem_limit, arch=arch)
     except ValueError:
+        return None
+    if page_size and page_size % tile.block_n:
         return None
     return tile
 

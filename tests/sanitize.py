@@ -180,18 +180,21 @@ def kv_cache(cp, rng, dt):
     fold) and Tq = 3 with a window, automatic and forced splits (3, and 256: the merge's batches
     of staged splits, split_combine.cuh), and 4 and 8, which the 16-bit kernels on sm_90 merge in
     one thread-block cluster (finish_cluster_split). Two geometries: d = 64 over pages of 64 with
-    a fold of 4 heads (16-row tiles), and (not float32) d = 256 over pages of 32 with a fold of 8
-    (16-row tiles of two warps at Tq = 1; at Tq = 3, 24 rows: the 32-row tile of 32 keys,
-    kvcache._tile_for)."""
+    a fold of 4 heads (16-row tiles), and d = 256 over pages of 32 with a fold of 8 (16-row tiles
+    of two warps at Tq = 1; at Tq = 3, 24 rows: the 32-row tile of 32 keys, kvcache._tile_for),
+    where the kernels take those pages (not float32's tile)."""
     from cuflash import kvcache
     if DTYPES[dt] is None:
         return
     kvcache.DECODE_CLUSTER = 8
-    # not float32 at d = 256 over pages of 32: its tile takes 64 keys, which a page of 32 does not
-    # hold, so those calls go to the reference path (no kernel to check)
-    wide = [(256, 32, 16)] if dt != "float32" else []
-    for d, page, Hq in [(64, 64, 8)] + wide:
-        _kv_geometry(cp, rng, dt, d, page, Hq)
+    from cuflash.gpu import ops
+    for d, page, Hq in ((64, 64, 8), (256, 32, 16)):
+        # only where the kernels take the pages (float32's 64-key tile at d = 256 does not hold
+        # in pages of 32: its calls go to the reference path, which has no kernel to check and
+        # refuses the out-of-range lengths below)
+        if all(kvcache._tile_for(dt, d, rows, None, page, ops.device_arch(), ops.smem_limit())
+               for rows in (16, 32)):
+            _kv_geometry(cp, rng, dt, d, page, Hq)
     cp.cuda.Device().synchronize()
     print(f"ok {dt} kv cache (contiguous, paged)")
 
