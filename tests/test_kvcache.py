@@ -1053,6 +1053,32 @@ def test_cluster_spec_needs_room_for_the_partials():
     assert plan.cluster_spec(narrow, 8, "sm_80", 8, 232448) is narrow
 
 
+def test_decode_tile_keys_lie_in_whole_pages():
+    """kvcache._tile_for gives None where a tile's copies would cross a page of a paged cache
+    (page_size % block_n: PagedRows reads each copy from one page), so the call takes the
+    reference path: float32's and float64's 64-key tiles over pages of 16 or 32, a forced
+    64-key tile of two row warps over pages of 32; the same tiles over pages of 64 or 128, or a
+    contiguous cache."""
+    from cuflash import TileConfig
+    pytest.importorskip("cupy_backends.cuda.libs.nvrtc")   # the check reads shared memory
+    from cuflash.gpu import build
+    if build.cuda_include_dir() is None:
+        pytest.skip("CUDA headers not found")
+
+    def tile(dtype, d, page, forced=None):
+        return kvcache._tile_for(dtype, d, 1, forced, page, "sm_90", 232448, 2)
+
+    for dtype in ("float32", "float64"):
+        whole = tile(dtype, 64, 0)
+        assert whole is not None and whole.block_n == 64
+        assert tile(dtype, 64, 64) == whole and tile(dtype, 64, 128) == whole
+        assert tile(dtype, 64, 16) is None and tile(dtype, 64, 32) is None
+    rows_split = TileConfig(32, 64, 2, 2, "mma")
+    assert tile("float16", 128, 32, rows_split) is None
+    assert tile("float16", 128, 128, rows_split) == rows_split
+    assert tile("float16", 128, 0, rows_split) == rows_split
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("layout,page_size", [("contiguous", PAGE), ("paged", 32)],
                          ids=["contiguous", "paged32"])
