@@ -328,6 +328,15 @@ def family_cases():
     return out
 
 
+def skip_without_nvrtc():
+    """Skip a test that compiles kernels with NVRTC (no GPU needed) where CuPy's NVRTC binding
+    or the CUDA headers are missing."""
+    pytest.importorskip("cupy_backends.cuda.libs.nvrtc")
+    from cuflash.gpu import build
+    if build.cuda_include_dir() is None:
+        pytest.skip("CUDA headers not found")
+
+
 def skip_unless_tile_fits(tile, d, dtype, *, passes=("fwd",)):
     """Skip a kernel test whose tile this GPU cannot run at head dim d (plan.check_tile against
     the device's arch and shared memory), for each of ``passes`` ('fwd', 'bwd')."""

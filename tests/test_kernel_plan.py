@@ -12,6 +12,8 @@ from cuflash import TileConfig, default_tile
 from cuflash.tile import default_backward
 from cuflash.gpu import build, plan
 
+from helpers import skip_without_nvrtc
+
 KERNELS = Path(__file__).resolve().parents[1] / "kernels_cu"
 HOPPER = plan.SMEM_LIMIT["sm_90"]
 WG = TileConfig(128, 128, 8, 3, "wgmma")
@@ -170,9 +172,7 @@ def test_default_tiles_per_architecture(dtype, causal):
 def test_wgmma_compiles_for_sm90a_without_spills_or_serialized_products():
     """The 8-warp and the warp-specialized forwards and the default backward: no spill, and
     ptxas does not serialize their wgmma (until v16 it did the 8-warp forward's: NOTES v16)."""
-    pytest.importorskip("cupy_backends.cuda.libs.nvrtc")
-    if build.cuda_include_dir() is None:
-        pytest.skip("CUDA headers not found")
+    skip_without_nvrtc()
     specs = []
     for causal in (False, True):
         specs += plan.specs_for("bfloat16", 128, WG, variant=causal, backward=False)
@@ -365,9 +365,7 @@ def test_float64_head_dims_on_99_kb_gpus_as_documented():
 def test_dmma_compiles_without_spills():
     """The d = 128 defaults on sm_90 (m16n8k16 products) and the d = 64 forward on sm_80
     (m8n8k4): no spills (`python -m cuflash compile` checks every default)."""
-    pytest.importorskip("cupy_backends.cuda.libs.nvrtc")
-    if build.cuda_include_dir() is None:
-        pytest.skip("CUDA headers not found")
+    skip_without_nvrtc()
     cases = []
     for backward in (False, True):
         tile = default_tile(128, "float64", backward=backward, smem_limit=HOPPER, arch="sm_90")
@@ -428,16 +426,14 @@ def test_compile_gate_reports_split_kv_kernels():
     softcap, ALiBi, both) and reports them without failing --fail-on-spills: under NVRTC 13.0 the
     8-warp d = 64 ALiBi ones spill 8-32 bytes (NOTES v100)."""
     import io
-    from cuflash.gpu import build, precompile
+    from cuflash.gpu import precompile
     specs = precompile.split_specs("sm_90")
     names = {s.name for s in specs}
     assert all(s.variant.split and s.role == "fwd" and not s.warp_specialized for s in specs)
     one = "cuflash_wgmma_fwd_f16_d64_m128_n64_w8_s4_causal_alibi_split"
     assert one in names and any("_f64_d256_" in n for n in names)
     assert {len([s for s in specs if s.dtype == dt]) for dt in ("float16", "float64")} == {24}
-    pytest.importorskip("cupy_backends.cuda.libs.nvrtc")
-    if build.cuda_include_dir() is None:
-        pytest.skip("CUDA headers not found")
+    skip_without_nvrtc()
     out = io.StringIO()
     rc = precompile.run("sm_90", True, 1, include_experiments=False, out=out, match=f"^{one}$")
     rows = [ln for ln in out.getvalue().splitlines() if ln.startswith("cuflash_")]
@@ -552,9 +548,7 @@ def test_one_consumer_16_bit_backward_compiles_in_half_the_registers():
     """NVRTC, sm_90a: the 16-bit warp-specialized backward on one consumer warpgroup at d = 64
     (dK/dV with its dQ pass, and with atomic dQ) launches at 128 registers a thread for two
     blocks and spills nothing (at d = 128 it spilled 0.1-1.6 KB: refused there)."""
-    pytest.importorskip("cupy_backends.cuda.libs.nvrtc")
-    if build.cuda_include_dir() is None:
-        pytest.skip("CUDA headers not found")
+    skip_without_nvrtc()
     one = TileConfig(64, 64, 8, 2, "wgmma")
     specs = plan.specs_for("float16", 64, one, plan.Variant("causal"), True, True) + \
         plan.specs_for("float16", 64, one, plan.Variant("causal"), True, False)
@@ -570,9 +564,7 @@ def test_one_consumer_16_bit_forward_compiles_in_half_the_registers():
     at its largest tiles, with the heaviest score paths (window with softcap, with and without
     ALiBi); at 48 producer registers its producer had spilled 72-160 bytes, at 168 consumer
     registers the window + softcap consumer 28."""
-    pytest.importorskip("cupy_backends.cuda.libs.nvrtc")
-    if build.cuda_include_dir() is None:
-        pytest.skip("CUDA headers not found")
+    skip_without_nvrtc()
     heavy = plan.Variant("window", softcap=True, alibi=True)
     specs = [s for d, t in ((64, TileConfig(64, 128, 8, 2, "wgmma")),
                             (128, TileConfig(64, 64, 8, 2, "wgmma")))
@@ -590,9 +582,7 @@ def test_three_consumer_16_bit_forward_compiles_without_spills():
     v89) at 128 registers a thread, 160 a consumer, spills nothing causal and with a window and
     ALiBi (its heaviest score path: softcap it refuses); at 152 its consumers spilled 96-164
     bytes and had their wgmma serialized."""
-    pytest.importorskip("cupy_backends.cuda.libs.nvrtc")
-    if build.cuda_include_dir() is None:
-        pytest.skip("CUDA headers not found")
+    skip_without_nvrtc()
     t = TileConfig(192, 128, 16, 2, "wgmma")
     for v in (plan.Variant("causal"), plan.Variant("window", alibi=True)):
         spec, = plan.specs_for("bfloat16", 64, t, v, False)

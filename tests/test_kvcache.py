@@ -18,7 +18,7 @@ from cuflash.kvcache import (PagedKVCache, PagePoolExhausted, attention_with_kvc
                              cache_waste, decode_step_bytes, kv_cache_bytes)
 from cuflash.oracle import oracle_attention
 from helpers import (  # poison_gpu_outputs: autouse fixture
-    poison_gpu_outputs, ALL_DTYPES, DTYPES, assert_matches_oracle, case_seed)
+    poison_gpu_outputs, ALL_DTYPES, DTYPES, assert_matches_oracle, case_seed, skip_without_nvrtc)
 
 D = 16
 PAGE = 16
@@ -775,11 +775,9 @@ def test_cluster_decode_kernels_compile_without_spills():
     of kvcache._decode_split) compile without spills at the registers of the same kernel merging
     through L2 (within 8), carry __cluster_dims__, and hold the cluster's partials (rows × (d +
     8) floats and an lse a row) in shared memory beyond the L2 kernel's."""
-    pytest.importorskip("cupy_backends.cuda.libs.nvrtc")
     from cuflash import TileConfig
     from cuflash.gpu import build, plan
-    if build.cuda_include_dir() is None:
-        pytest.skip("CUDA headers not found")
+    skip_without_nvrtc()
     for dt, stages, cache, c in (("float16", 3, "cache", 8), ("bfloat16", 2, "paged", 2)):
         t = TileConfig(16, 64, 4, stages, "mma")
         plain, = plan.specs_for(dt, 128, t, plan.Variant("causal", split=True, cache=cache), False)
@@ -1009,10 +1007,7 @@ def test_decode_tile_rule():
     a tile: 64, or 32 above DECODE_WIDE_D (where each warp's 16 x 64 scores beside O's 256
     columns spill: the compile gate's decode kernels, cuflash.gpu.precompile.decode_specs)."""
     from cuflash import TileConfig
-    pytest.importorskip("cupy_backends.cuda.libs.nvrtc")   # the check reads shared memory
-    from cuflash.gpu import build
-    if build.cuda_include_dir() is None:
-        pytest.skip("CUDA headers not found")
+    skip_without_nvrtc()   # the tile check reads the kernel's shared memory
 
     def tile(d, rows, page, stages=2, arch="sm_90", limit=232448):
         return kvcache._tile_for("float16", d, rows, None, page, arch, limit, stages)
@@ -1035,10 +1030,8 @@ def test_cluster_spec_needs_room_for_the_partials():
     with 64 keys and 3 stages fits sm_90 alone (213008 bytes) but not with its partials, so its
     splits merge through L2 (ops.ForwardLaunch, the compile gate's decode set)."""
     from cuflash import TileConfig
-    from cuflash.gpu import build, plan
-    pytest.importorskip("cupy_backends.cuda.libs.nvrtc")
-    if build.cuda_include_dir() is None:
-        pytest.skip("CUDA headers not found")
+    from cuflash.gpu import plan
+    skip_without_nvrtc()
     v = plan.Variant("causal", split=True, cache="cache")
     wide, = plan.specs_for("float16", 256, TileConfig(32, 64, 2, 3, "mma"), v, False)
     narrow, = plan.specs_for("float16", 128, TileConfig(32, 64, 2, 3, "mma"), v, False)
@@ -1060,10 +1053,7 @@ def test_decode_tile_keys_lie_in_whole_pages():
     64-key tile of two row warps over pages of 32; the same tiles over pages of 64 or 128, or a
     contiguous cache."""
     from cuflash import TileConfig
-    pytest.importorskip("cupy_backends.cuda.libs.nvrtc")   # the check reads shared memory
-    from cuflash.gpu import build
-    if build.cuda_include_dir() is None:
-        pytest.skip("CUDA headers not found")
+    skip_without_nvrtc()   # the tile check reads the kernel's shared memory
 
     def tile(dtype, d, page, forced=None):
         return kvcache._tile_for(dtype, d, 1, forced, page, "sm_90", 232448, 2)

@@ -21,7 +21,7 @@ from cuflash.tile import (F16_SCALED_DEFAULT_MAX_D, F16_SPLIT, WGMMA_F16X1_FWD_M
 
 from helpers import (  # noqa: F401 (poison_gpu_outputs: autouse fixture)
     poison_gpu_outputs, case_seed, gqa_strided_inputs, make_inputs, score_variants,
-    skip_unless_tile_fits)
+    skip_unless_tile_fits, skip_without_nvrtc)
 from test_tf32 import _check_grads, _check_kernel, _check_tile_backward
 
 X1_TILES = wgmma_f16x3_tiles(64, kernel="wgmma_f16x1")
@@ -124,9 +124,7 @@ def test_two_block_kernels_compile_in_half_the_registers():
     """NVRTC, sm_90a: the 8-warp x1 kernels (forward d = 64 / 128, the backward pair at d = 64)
     launch at 128 registers a thread (two blocks of 256) and spill nothing: the split's producer
     keeps 48 (kernels_cu/barrier.cuh, RegisterSplit; at 32-40 they spilled 4-152 bytes)."""
-    pytest.importorskip("cupy_backends.cuda.libs.nvrtc")
-    if build.cuda_include_dir() is None:
-        pytest.skip("CUDA headers not found")
+    skip_without_nvrtc()
     specs = plan.specs_for("float32", 128, X1_TILES_W8[0], plan.Variant("causal"), False) + \
         plan.specs_for("float32", 64, X1B_W8, plan.Variant("causal"), True)
     for spec in specs:
