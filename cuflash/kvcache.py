@@ -419,10 +419,11 @@ def _decode_split(blocks: int, key_tiles: int, sms: int, fill: int = None,
 def _decode_tile(c: _Call, dtype, rows: int, stages: int = 2):
     """The tile of a decode step with `rows` query rows per (sequence, head): 16-bit inputs take
     the mma kernel with 16 or 32 rows and 64 keys per tile (tools/bench_kvcache.py, NOTES v10;
-    16 rows: warps of 16 keys splitting the tile, NOTES v26; 32 rows above DECODE_WIDE_D: 32
-    keys, NOTES v94) and a ring of `stages` K/V stages (2 or 3: _decode_split), or a page's keys
-    when pages hold fewer (16 or 32: every tile lies in one page, so pages of any size the
-    layout allows are read in place); float64 the default tile,
+    16 rows: warps of 16 keys splitting the tile, each staging its own keys from its own page,
+    so pages of 16 and 32 keep the 64-key tile, NOTES v26, v101; 32 rows above DECODE_WIDE_D: 32
+    keys, NOTES v94) and a ring of `stages` K/V stages (2 or 3: _decode_split), or with 32 rows a
+    page's keys when pages hold fewer (16 or 32: every tile lies in one page, so pages of any
+    size the layout allows are read in place); float64 the default tile,
     float32 the CUDA cores' (precision 'ieee'). None when no tile fits the paged cache's pages or
     the device (the caller falls back to the reference path)."""
     from .gpu import ops
@@ -434,7 +435,8 @@ def _decode_tile(c: _Call, dtype, rows: int, stages: int = 2):
 def _tile_for(dtype: str, d: int, rows: int, forced, page_size: int, arch: str,
               smem_limit: int, stages: int = 2):
     """_decode_tile's rule (or the forced tile) for these facts; None where the tile does not fit
-    the device or its key tiles do not lie in whole pages (page_size % block_n; 0: contiguous).
+    the device or the rows one copy reads do not lie in whole pages (page_size % plan.page_rows:
+    a tile's block_n, a key-split warp's share of it; page_size 0: contiguous).
     Cached: checking a tile reads the kernel's shared-memory size (its source, hashed)."""
     from .gpu import plan
     from .tile import TileConfig, default_tile
@@ -444,9 +446,10 @@ def _tile_for(dtype: str, d: int, rows: int, forced, page_size: int, arch: str,
         elif dtype in ("float16", "bfloat16"):
             keys = min(64, page_size) if page_size else 64
             if rows <= 16:
-                # warps that split each tile's keys, 16 each: 4 warps read small steps up to
-                # 1.9x faster than one (NOTES v26, call 99); at d = 256 a warp of 32 keys spills
-                tile = TileConfig(16, keys, keys // 16, stages, "mma")
+                # 4 warps that split each tile's keys, 16 each: 4 warps read small steps up to
+                # 1.9x faster than one (NOTES v26, call 99); each warp stages its own 16 keys
+                # from its own page, so pages of 16 and 32 keep the 64-key tile (NOTES v101)
+                tile = TileConfig(16, 64, 4, stages, "mma")
             else:   # two warps of 16 rows, every key of a tile (32 at most at d = 256)
                 keys = min(keys, DECODE_WIDE_KEYS) if d > DECODE_WIDE_D else keys
                 tile = TileConfig(32, keys, 2, stages, "mma")
@@ -457,7 +460,7 @@ def _tile_for(dtype: str, d: int, rows: int, forced, page_size: int, arch: str,
         plan.check_tile(tile, d, dtype, smem_limit=smem_limit, arch=arch)
     except ValueError:
         return None
-    if page_size and page_size % tile.block_n:
+    if page_size and page_size % plan.page_rows(tile):
         return None
     return tile
 

@@ -19,6 +19,10 @@
 //       sum and O; the warps' results merge once at the end (merge_key_warps). A decode step's
 //       few query rows then keep warps·(one tile's work / warps) in flight instead of one warp
 //       working through each whole tile.
+//   v11 with the keys split, each warp stages its own keys of each K/V tile (KVTiles,
+//       KeySliceTiles) and waits for its own copies alone: no block barrier between tiles; a
+//       paged cache then needs only each warp's 16 keys in one page, so pages of 16 and 32
+//       keep the 64-key decode tile (NOTES v98, v101).
 //
 // Grid: (ceil(T / BLOCK_M), sequences·heads) (block.cuh, QueryBlock). Block: NT = 32·warps
 // threads. Rows split (BLOCK_M = 16·MT·warps): warp w owns rows 16·MT·w .. and every key of a
@@ -65,7 +69,8 @@ struct FwdMma : TileKernel<FwdMma<T, DP, BLOCK_M, BLOCK_N, NT, STAGES, V, Produc
         const int wkey = KW > 1 ? warp * WN : 0;        // and its first key
 
         // -- the key tiles this query tile visits; the Q tile resident
-        auto keys = key_tiles<BLOCK_N, Tiles, CpAsyncPipeline<STAGES>>(blk, p, sm.kv);
+        auto keys = key_tiles<BLOCK_N, typename Shape::KVTiles,
+                              CpAsyncPipeline<STAGES, STAGES - 1, false, (KW > 1)>>(blk, p, sm.kv);
         load_query_rows<BLOCK_M, Tiles>(sm.q, blk, p.q, p.q_stride, d);
         keys.prologue();
 

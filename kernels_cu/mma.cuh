@@ -214,13 +214,18 @@ struct HalfProducts {
 // chunk (8: 16-bit elements; 2: doubles, the dmma kernels). When NT is a multiple of the chunks
 // per row (STEPPED), a thread's column stays put and its row moves NT / CPR rows per chunk: one
 // source pointer, stepped (thread_src gives it for a tile at g), so that a loop of tile loads
-// holds no per-chunk offsets in registers.
-template <int ROWS, int DP, int NT, int EPC = 8>
+// holds no per-chunk offsets in registers. LANE: the NT = 32 threads are one warp's lanes, which
+// copy a tile of the warp's own (KeySliceTiles).
+template <int ROWS, int DP, int NT, int EPC = 8, bool LANE = false>
 struct Chunks {
+    static_assert(!LANE || NT == 32, "a warp's own tile: its 32 lanes");
     static constexpr int CPR = DP / EPC, N = ROWS * CPR;
     static constexpr bool STEPPED = NT % CPR == 0 && N % NT == 0;
-    static __device__ __forceinline__ int r0() { return threadIdx.x / CPR; }
-    static __device__ __forceinline__ int col() { return (threadIdx.x % CPR) * EPC; }
+    // (unsigned, as threadIdx.x: r0 and col divide by powers of two without a sign fix-up; an
+    // int here cost the sm_80 128 x 32 x 4 ALiBi split kernels 16 more spilled bytes)
+    static __device__ __forceinline__ unsigned tid() { return LANE ? threadIdx.x % 32 : threadIdx.x; }
+    static __device__ __forceinline__ int r0() { return tid() / CPR; }
+    static __device__ __forceinline__ int col() { return (tid() % CPR) * EPC; }
     template <typename T>
     static __device__ __forceinline__ const T* thread_src(const T* g, int ld) {
         return STEPPED ? g + size_t(r0()) * ld + col() : g;
@@ -244,18 +249,18 @@ struct Chunks {
         } else if constexpr (UNROLLED) {
 #pragma unroll
             for (int i = 0; i < (N + NT - 1) / NT; ++i) {
-                const int ch = threadIdx.x + i * NT;
+                const int ch = tid() + i * NT;
                 if (N % NT == 0 || ch < N) chunk(ch, src, any, rows_valid, d, ld, copy);
             }
         } else {
-            for (int ch = threadIdx.x; ch < N; ch += NT) chunk(ch, src, any, rows_valid, d, ld, copy);
+            for (int ch = tid(); ch < N; ch += NT) chunk(ch, src, any, rows_valid, d, ld, copy);
         }
     }
     // Each chunk with its row's own start, row_ptr(r) (rows that do not follow one stride)
     template <typename T, class RowPtr, class Copy>
     static __device__ __forceinline__ void each_row(RowPtr&& row_ptr, const T* any, int rows_valid,
                                                     int d, Copy&& copy) {
-        for (int ch = threadIdx.x; ch < N; ch += NT) {
+        for (int ch = tid(); ch < N; ch += NT) {
             const int r = ch / CPR, c = (ch % CPR) * EPC;
             const bool valid = r < rows_valid && c < d;
             copy(r, c, valid ? row_ptr(r) + c : any, valid);
@@ -309,6 +314,59 @@ struct CpAsyncTiles {
     }
 };
 
+// The key-split kernels' K/V loader (flash_fwd_mma.cu v11, MmaShape::KVTiles): of each ROWS-row
+// tile, warp w of the KW copies only its own ROWS / KW rows (the keys it computes on), by its 32
+// lanes, to where CpAsyncTiles would put them (Layout), so that no warp waits for another between
+// tiles (CpAsyncPipeline's WARP_LOCAL). The same calls as CpAsyncTiles: a source from
+// thread_src is this warp's, `rows` counts the whole tile's valid rows; and load_at, for tiles
+// whose rows follow one stride only within each warp's share (a paged cache's pages of 16 or 32
+// keys: pipeline.cuh KVStream), where each warp finds its own rows' start.
+template <int DP, int KW, class Layout, int EPC = 8>
+struct KeySliceTiles {
+    static constexpr bool kSliced = true;   // (pipeline.cuh, SlicedTiles)
+    template <int ROWS>
+    using Slice = Chunks<ROWS / KW, DP, 32, EPC, true>;
+    template <int ROWS>
+    static constexpr bool kStepped = Slice<ROWS>::STEPPED;
+    template <int ROWS>
+    static __device__ __forceinline__ int first_row() { return threadIdx.x / 32 * (ROWS / KW); }
+    template <int ROWS, typename T>
+    static __device__ __forceinline__ const T* thread_src(const T* g, int ld) {
+        return Slice<ROWS>::thread_src(g + size_t(first_row<ROWS>()) * ld, ld);
+    }
+    template <int ROWS, typename T>
+    static __device__ __forceinline__ void load_from(T* s, const T* src, const T* any, int rows,
+                                                     int d, int ld) {
+        static_assert(ROWS % (16 * KW) == 0 && sizeof(T) * EPC == 16, "16 rows a warp at least");
+        const int w0 = first_row<ROWS>();
+        Slice<ROWS>::template each<Layout::kUnrolled>(
+            src, any, rows - w0, d, ld, [&](int r, int c, const T* g, bool ok) {
+                cp_async16(s + Layout::template at<ROWS>(w0 + r, c), g, ok);
+            });
+    }
+    // This warp's rows from at(first row) on, at ld from each other (at(r): where row r of the
+    // tile starts; asked only for a row below `rows`, the tile's valid rows)
+    template <int ROWS, typename T, class At>
+    static __device__ __forceinline__ void load_at(T* s, At&& at, int rows, int d, int ld) {
+        const int w0 = first_row<ROWS>();
+        const T* g = at(w0 < rows ? w0 : 0);
+        Slice<ROWS>::template each<Layout::kUnrolled>(
+            Slice<ROWS>::thread_src(g, ld), g, rows - w0, d, ld,
+            [&](int r, int c, const T* src, bool ok) {
+                cp_async16(s + Layout::template at<ROWS>(w0 + r, c), src, ok);
+            });
+    }
+    template <int ROWS, typename T, class RowPtr>
+    static __device__ __forceinline__ void load_rows(T* s, RowPtr&& row_ptr, const T* any, int rows,
+                                                     int d) {
+        const int w0 = first_row<ROWS>();
+        Slice<ROWS>::each_row([&](int r) { return row_ptr(w0 + r); }, any, rows - w0, d,
+                              [&](int r, int c, const T* g, bool ok) {
+                                  cp_async16(s + Layout::template at<ROWS>(w0 + r, c), g, ok);
+                              });
+    }
+};
+
 // Rows of LDS elements (the mma kernels' tiles: padded or swizzled against bank conflicts,
 // tile_at)
 template <int LDS>
@@ -344,6 +402,8 @@ struct MmaShape {
                   "BLOCK_M must be 16·MT·warps, or 16·MT when the warps split the keys");
     static_assert(WN % 16 == 0 && DP % 16 == 0, "tiles must be multiples of 16 (per warp)");
     using Tiles = CpAsyncTiles<DP, NT, RowMajor<LDS>, 16 / sizeof(T)>;   // staging (pipeline.cuh)
+    // K and V: with the keys split, each warp stages its own keys of a tile
+    using KVTiles = Pick<(KW > 1), KeySliceTiles<DP, KW, RowMajor<LDS>, 16 / sizeof(T)>, Tiles>;
 };
 
 // cp.async of a ROWS × DP tile into rows of LDS elements (MmaTiles' load)

@@ -72,13 +72,24 @@ struct DkdvTiles {
     Acc D[STAGES][BLOCK_M];
 };
 
+// Whether a loader copies each warp's own rows of a tile (mma.cuh KeySliceTiles::kSliced)
+template <class Tiles, class = void>
+struct SlicedTiles {
+    static constexpr bool value = false;
+};
+template <class Tiles>
+struct SlicedTiles<Tiles, decltype(void(Tiles::kSliced))> {
+    static constexpr bool value = Tiles::kSliced;
+};
+
 // The K/V tiles of a TileIter, loaded in the order t = 0, 1, 2, ... (the pipelines' order).
 // IN_ORDER (every mask but a mask_mod's tile lists) and a loader whose chunks follow one stepped
 // pointer per thread: tile t + 1 starts ROWS rows after tile t, so each thread keeps its two
 // source pointers and steps them, and the loop holds no stride products (under a two-blocks-per-SM
 // register cap ptxas otherwise reloads and recomputes them each step). Otherwise (and for a paged
-// cache's rows, R = PagedRows: each tile within one page) each tile's address is computed when it
-// loads (two pointers held across the loop would only cost registers).
+// cache's rows, R = PagedRows: each tile within one page, or with a loader of each warp's own rows
+// (SlicedTiles) each warp's share within one page) each tile's address is computed when it loads
+// (two pointers held across the loop would only cost registers).
 template <int ROWS, class Tiles, bool IN_ORDER, class R>
 struct KVStream {
     using T = typename R::Elem;
@@ -124,6 +135,10 @@ struct KVStream {
             Tiles::template load_from<ROWS>(sv, v_next, v.base, rows, d, v.ld);
             k_next += size_t(ROWS) * k.ld;
             v_next += size_t(ROWS) * v.ld;
+        } else if constexpr (SlicedTiles<Tiles>::value) {   // each warp finds its own rows
+            Tiles::template load_at<ROWS>(sk, [&](int r) { return k.at(j0 + r); }, rows, d, k.ld);
+            between();
+            Tiles::template load_at<ROWS>(sv, [&](int r) { return v.at(j0 + r); }, rows, d, v.ld);
         } else {
             load_tile_at<ROWS, Tiles>(sk, k.at(j0), rows, d, k.ld);
             between();
@@ -245,9 +260,11 @@ __device__ __forceinline__ void stage_q(S* sq, S* sdo, Acc* lse2, Acc* D, const 
 // with its tile by its end (the default), STAGES - 2 when step t still reads tile t - 1 (the
 // wgmma forward's P_{t-1}·V_{t-1}); AHEAD = 0 is one buffer, loaded at the top of each step.
 // ASYNC_PROXY: the tiles are read by wgmma (the async proxy), so each thread fences its copies.
+// WARP_LOCAL: each warp copies only the part of a tile it reads (mma.cuh KeySliceTiles), so after
+// tile 0 (whose group also holds the block's resident tile) a warp waits for its own lanes alone.
 // load(tile, stage) issues one tile's copies; every step commits one group, empty or not, so
 // the wait counts stay exact.
-template <int STAGES, int AHEAD = STAGES - 1, bool ASYNC_PROXY = false>
+template <int STAGES, int AHEAD = STAGES - 1, bool ASYNC_PROXY = false, bool WARP_LOCAL = false>
 struct CpAsyncPipeline {
     static_assert(AHEAD >= 0 && AHEAD < STAGES, "0 <= AHEAD < STAGES");
     int n;   // tiles this block streams
@@ -275,7 +292,14 @@ struct CpAsyncPipeline {
             cp_async_wait<AHEAD - 1>();
         }
         if constexpr (ASYNC_PROXY) fence_proxy_async();
-        __syncthreads();
+        if constexpr (WARP_LOCAL) {
+            if (t > 0)
+                __syncwarp();
+            else
+                __syncthreads();
+        } else {
+            __syncthreads();
+        }
         if constexpr (AHEAD > 0) {
             if (t + AHEAD < n) load(t + AHEAD, (t + AHEAD) % STAGES);
             cp_async_commit();
@@ -285,7 +309,12 @@ struct CpAsyncPipeline {
 
     // End of a step: with one buffer, every thread is done with it before the next acquire.
     __device__ __forceinline__ void release() {
-        if constexpr (AHEAD == 0) __syncthreads();
+        if constexpr (AHEAD == 0) {
+            if constexpr (WARP_LOCAL)
+                __syncwarp();
+            else
+                __syncthreads();
+        }
     }
 
     // After the loop: every copy has landed (also the resident tile's when n = 0) and every

@@ -30,7 +30,8 @@ struct Rows {
 // The rows of one (sequence, kv head) of a paged KV cache: row r is row r mod 2^shift of page
 // table[r >> shift] (clamped to the pool's pages 0..pages - 1), pages page_stride elements apart
 // (params.cuh). Rows r .. r + n - 1 follow each other at ld when they share a page (the kernels'
-// key tiles do: the host keeps pages a multiple of block_n).
+// copies keep to one page: the host keeps pages a multiple of the rows one copy reads, a tile's
+// block_n or a key-split warp's share of it: cuflash/gpu/plan.py, page_rows).
 template <class X>
 struct PagedRows {
     using Elem = X;

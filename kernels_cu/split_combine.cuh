@@ -56,8 +56,11 @@ __device__ __forceinline__ void finish_split(const P& p, const Seq& seq, int i0,
     const long long step = p.split_rows;           // split s of an lse row: s · split_rows rows on
     const long long split_bytes = step * p.d * (long long)sizeof(Acc);   // ... of an O row
     // this warp's room: the splits' weights w_s, then two buffers of `half` splits × 32 lanes ×
-    // 16 bytes; lane l's chunks at 16·l of each 512-byte split (its own: no other lane reads them)
-    const int room = scratch_bytes / NW & ~15, wbytes = (splits * int(sizeof(Acc)) + 15) & ~15;
+    // 16 bytes; lane l's chunks at 16·l of each 512-byte split (its own: no other lane reads them).
+    // The warps that have a row share the block's memory: a tile of fewer rows than warps (one
+    // query per head, no GQA fold) stages more splits a round, so fewer L2 rounds (NOTES v99).
+    const int busy = rows < NW ? (rows > 1 ? rows : 1) : NW;
+    const int room = scratch_bytes / busy & ~15, wbytes = (splits * int(sizeof(Acc)) + 15) & ~15;
     const int half = (room - wbytes) / (2 * 32 * 16);
     // (the host caps num_splits at what this room holds: cuflash/gpu/ops.py, merge_split_cap,
     // the same arithmetic; small explicit tiles hold fewer than checks.MAX_SPLITS)

@@ -180,9 +180,9 @@ def kv_cache(cp, rng, dt):
     fold) and Tq = 3 with a window, automatic and forced splits (3, and 256: the merge's batches
     of staged splits, split_combine.cuh), and 4 and 8, which the 16-bit kernels on sm_90 merge in
     one thread-block cluster (finish_cluster_split). Two geometries: d = 64 over pages of 64 with
-    a fold of 4 heads (16-row tiles), and d = 256 over pages of 32 with a fold of 8 (16-row tiles
-    of two warps at Tq = 1; at Tq = 3, 24 rows: the 32-row tile of 32 keys, kvcache._tile_for),
-    where the kernels take those pages (not float32's tile)."""
+    a fold of 4 heads (16-row tiles), and d = 256 over pages of 32 with a fold of 8 (at Tq = 1 the
+    16-row tile of 64 keys, each warp's 16 from its own page; at Tq = 3, 24 rows: the 32-row tile
+    of 32 keys, kvcache._tile_for), where the kernels take those pages (not float32's tile)."""
     from cuflash import kvcache
     if DTYPES[dt] is None:
         return

@@ -1002,11 +1002,14 @@ def test_byte_helpers_refuse_what_they_would_miscount():
 
 
 def test_decode_tile_rule():
-    """kvcache._tile_for's 16-bit tiles: up to 16 query rows, warps of 16 keys each that split
-    a tile of 64 keys or of a page's 16 or 32; more rows, two warps of 16 rows over every key of
-    a tile: 64, or 32 above DECODE_WIDE_D (where each warp's 16 x 64 scores beside O's 256
-    columns spill: the compile gate's decode kernels, cuflash.gpu.precompile.decode_specs)."""
+    """kvcache._tile_for's 16-bit tiles: up to 16 query rows, 4 warps of 16 keys each that split
+    a tile of 64 keys, each staging its own keys, so that pages of 16 and 32 keep the tile (its
+    page_rows is 16); more rows, two warps of 16 rows over every key of a tile: 64 (a page's 16
+    or 32 when pages hold fewer), or 32 above DECODE_WIDE_D (where each warp's 16 x 64 scores
+    beside O's 256 columns spill: the compile gate's decode kernels,
+    cuflash.gpu.precompile.decode_specs)."""
     from cuflash import TileConfig
+    from cuflash.gpu import plan
     skip_without_nvrtc()   # the tile check reads the kernel's shared memory
 
     def tile(d, rows, page, stages=2, arch="sm_90", limit=232448):
@@ -1014,14 +1017,15 @@ def test_decode_tile_rule():
 
     assert tile(128, 1, 0) == TileConfig(16, 64, 4, 2, "mma")
     assert tile(128, 16, 256) == TileConfig(16, 64, 4, 2, "mma")
-    assert tile(128, 16, 32) == TileConfig(16, 32, 2, 2, "mma")
-    assert tile(64, 4, 16, 3) == TileConfig(16, 16, 1, 3, "mma")
+    assert tile(128, 16, 32) == TileConfig(16, 64, 4, 2, "mma")   # each warp's 16 keys in a page
+    assert tile(64, 4, 16, 3) == TileConfig(16, 64, 4, 3, "mma")
     assert tile(128, 17, 0) == TileConfig(32, 64, 2, 2, "mma")
     assert tile(kvcache.DECODE_WIDE_D, 32, 0) == TileConfig(32, 64, 2, 2, "mma")
     assert tile(kvcache.DECODE_WIDE_D + 1, 32, 0) == TileConfig(32, 32, 2, 2, "mma")
     assert tile(256, 32, 0, 3, "sm_80", 166912) == TileConfig(32, 32, 2, 3, "mma")
     assert tile(256, 32, 16) == TileConfig(32, 16, 2, 2, "mma")
-    assert tile(256, 1, 32) == TileConfig(16, 32, 2, 2, "mma")
+    assert tile(256, 1, 32) == TileConfig(16, 64, 4, 2, "mma")
+    assert plan.page_rows(tile(128, 1, 16)) == 16 and plan.page_rows(tile(128, 32, 16)) == 16
 
 
 def test_cluster_spec_needs_room_for_the_partials():
@@ -1075,8 +1079,9 @@ def test_decode_tile_keys_lie_in_whole_pages():
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_wide_head_decode(monkeypatch, dtype, layout, page_size):
     """Head dim 256 over the decode kernels against the oracle: 32 query rows a kv head (the GQA
-    fold of 32 heads: the 32-key tile of DECODE_WIDE_D) and one head per row with pages of 32
-    (two warps of 16 keys); automatic splits and 8 given (one cluster on sm_90). Then a forced
+    fold of 32 heads: the 32-key tile of DECODE_WIDE_D) and one head per row, also over pages of
+    32 (four warps of 16 keys, each warp's keys in one page: NOTES v101); automatic splits and 8
+    given (one cluster on sm_90). Then a forced
     32 x 64 tile of 3 stages, whose cluster would not fit in shared memory: its 8 splits merge
     through L2 (plan.cluster_spec), where the launch used to be refused."""
     cp = _gpu_or_skip()
@@ -1088,7 +1093,7 @@ def test_wide_head_decode(monkeypatch, dtype, layout, page_size):
     launches = _record_launches(monkeypatch)
     hopper = plan._sm(ops.device_arch()) >= 90
     cases = [("gqa32-fold", 32, 1, 1, (32, 32)),
-             ("mha-tq2", 2, 2, 2, (16, 32 if layout == "paged" else 64))]
+             ("mha-tq2", 2, 2, 2, (16, 64))]
     for name, Hq, Hkv, Tq, want in cases:
         sc = Scenario(cp, dt, layout, Hq=Hq, Hkv=Hkv, Tq=Tq, Tnew=0, d=256,
                       page_size=page_size, seqlens=(0, 1, 700, 33, 1500),

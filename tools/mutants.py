@@ -568,8 +568,8 @@ MUTANTS = [
       "decode grids between 1 and 4 blocks per SM split again (NOTES v27's sweep: 1.3-1.5 waves "
       "read up to 25% slower)"),
     M("decode_tile_across_pages", "cuflash/kvcache.py",
-      "    if page_size and page_size % tile.block_n:",
-      "    if False and page_size and page_size % tile.block_n:",
+      "    if page_size and page_size % plan.page_rows(tile):",
+      "    if False and page_size and page_size % plan.page_rows(tile):",
       "tests/test_kvcache.py::test_decode_tile_keys_lie_in_whole_pages",
       "a decode tile whose key tiles cross pages of a paged cache is launched (each copy reads "
       "one page: keys of the next page come from the wrong rows)"),

@@ -652,7 +652,7 @@ def _validate_tf32(spec: KernelSpec, where: str, arch: str | None) -> None:
 
 def _validate_mma(spec: KernelSpec, where: str) -> None:
     t = spec.tile
-    if spec.role == "fwd" and t.block_m < 16 * t.num_warps and t.block_m in (16, 32):
+    if spec.role == "fwd" and forward_key_warps(t) > 1:
         # Warps split each tile's keys (flash_fwd_mma.cu v10): every warp takes the 16 or 32
         # rows and block_n / num_warps keys, a multiple of 16.
         if t.block_n % (16 * t.num_warps):
@@ -675,6 +675,24 @@ def _validate_mma(spec: KernelSpec, where: str) -> None:
             raise ValueError(f"{where}: block_m must be a multiple of 16, at most 128")
     if t.num_stages > 2 and spec.role != "fwd":
         raise ValueError(f"{where}: the mma backward kernels use 1 or 2 stages")
+
+
+def forward_key_warps(tile: TileConfig) -> int:
+    """How many warps split each key tile of a forward tile: all of them where an mma-family
+    forward tile has 16 or 32 rows and more warps than its rows fill (flash_fwd_mma.cu v10,
+    mma.cuh MmaShape::KW; _validate_mma's rule), else 1."""
+    if (tile.kernel == "mma" or tile.kernel in PRODUCTS) and tile.block_m in (16, 32) and \
+            tile.block_m < 16 * tile.num_warps:
+        return tile.num_warps
+    return 1
+
+
+def page_rows(tile: TileConfig) -> int:
+    """The rows of a K/V tile that one copy reads from one page of a paged cache
+    (kernels_cu/seq.cuh, PagedRows): a key-split forward tile's warp's share (each warp stages its
+    own keys: mma.cuh KeySliceTiles), else the whole tile's block_n. A pool's pages must be a
+    multiple of it."""
+    return tile.block_n // forward_key_warps(tile)
 
 
 def dq_tile(tile: TileConfig, head_dim: int) -> TileConfig:
