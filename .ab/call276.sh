@@ -5,7 +5,7 @@
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 mkdir -p $OUT
 DEADLINE=${DEADLINE:-585}
-STEPS="env tests sanitize" LIMIT_TESTS=260 SANITIZE_ARGS=kv LIMIT_SANITIZE_WARM=60 LIMIT_SANITIZE=110 \
+STEPS="env tests sanitize" LIMIT_TESTS=260 SANITIZE_ARGS=kv LIMIT_SANITIZE_WARM=60 LIMIT_SANITIZE=200 \
   OUT=$OUT/gs TAIL=3 bash tests/gpu_session.sh > $OUT/gs.txt 2>&1; echo "suite+sanitize ${SECONDS}s"
 L=$((DEADLINE - SECONDS)); [ $L -lt 1 ] && L=1
 timeout $L python3 tools/bench_kvcache.py --grid 1x1,1x8,4x8,8x8,32x8,64x8 --S 1024,8192,32768,131072 \
