@@ -444,13 +444,13 @@ def _tile_for(dtype: str, d: int, rows: int, forced, page_size: int, arch: str,
         if forced is not None:
             tile = forced
         elif dtype in ("float16", "bfloat16"):
-            keys = min(64, page_size) if page_size else 64
             if rows <= 16:
                 # 4 warps that split each tile's keys, 16 each: 4 warps read small steps up to
                 # 1.9x faster than one (NOTES v26, call 99); each warp stages its own 16 keys
                 # from its own page, so pages of 16 and 32 keep the 64-key tile (NOTES v101)
                 tile = TileConfig(16, 64, 4, stages, "mma")
             else:   # two warps of 16 rows, every key of a tile (32 at most at d = 256)
+                keys = min(64, page_size) if page_size else 64
                 keys = min(keys, DECODE_WIDE_KEYS) if d > DECODE_WIDE_D else keys
                 tile = TileConfig(32, keys, 2, stages, "mma")
         else:

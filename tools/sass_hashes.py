@@ -5,8 +5,8 @@
     python tools/sass_hashes.py --compare BEFORE.json AFTER.json     (exit 1 when any differ)
 
 Compiles every kernel spec of `cuflash.gpu.precompile` (the defaults on that arch, their
-register-tight variants and the experiments' tiles; the same set `python -m cuflash compile`
-checks) with nvcc -cubin, disassembles with cuobjdump -sass and writes {kernel name: sha1 of
+register-tight variants, the experiments' tiles, the decode and the split-KV kernels; the same
+set `python -m cuflash compile` checks) with nvcc -cubin, disassembles with cuobjdump -sass and writes {kernel name: sha1 of
 the instruction lines} to OUT.json. Compare two such files with --compare A.json B.json.
 Needs nvcc and cuobjdump (CUOBJDUMP= or on PATH; pip's nvidia-cuda-cuobjdump has one) with
 nvdisasm beside it or on NVDISASM_PATH (pip's nvidia-cuda-nvdisasm); a kernel that gives no
@@ -69,7 +69,8 @@ def main(argv=None):
     repo, out = a.paths
     sys.path.insert(0, repo)
     from cuflash.gpu import build, precompile
-    specs = {s.name: s for s in precompile.default_specs(a.arch) + precompile.experiment_specs()}
+    specs = {s.name: s for s in precompile.default_specs(a.arch) + precompile.experiment_specs()
+             + precompile.decode_specs(a.arch) + precompile.split_specs(a.arch)}
     if a.arch != "sm_90":
         specs = {k: s for k, s in specs.items() if s.arch is None}   # wgmma kernels: sm_90a only
     pick = re.compile(a.match)

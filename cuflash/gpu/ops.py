@@ -787,8 +787,9 @@ def kvcache_launch(q, k, v, p, cache: CacheRows, *, tile, group: int, num_splits
                                           cache.page_size % plan.page_rows(tile)):
         raise ValueError(f"page_size={cache.page_size}: the KV-cache kernels read a paged cache "
                          f"in place only with pages of a power of two of tokens that hold whole "
-                         f"runs of {plan.page_rows(tile)} keys (TileConfig block_n={tile.block_n}"
-                         f"{' on ' + str(tile.num_warps) + ' key warps' if plan.forward_key_warps(tile) > 1 else ''})")
+                         f"runs of the {plan.page_rows(tile)} keys one copy reads "
+                         f"(TileConfig block_n={tile.block_n}, num_warps={tile.num_warps}: "
+                         f"plan.page_rows)")
     S = k.shape[2] if cache.block_table is None else cache.block_table.shape[1] * cache.page_size
     return ForwardLaunch(_Run(q, k, v, B, H, group, T, S), p, tile, D, num_splits, cache,
                          out_shape, lse_shape, auto_splits, max_cluster)

@@ -125,8 +125,9 @@ DECODE_HEAD_DIMS = (128, 256)
 def decode_specs(arch: str) -> list[plan.KernelSpec]:
     """The kernels attention_with_kvcache's defaults pick (kvcache._tile_for, causal, the
     library's own split rule) at DECODE_HEAD_DIMS, every dtype: over a contiguous cache and over
-    pages (of 64 tokens or more, and of 16 and 32, whose tiles take a page's keys); up to 16 and
-    more than 16 query rows a tile; rings of 2 and 3 stages; unsplit, split-KV merged through L2
+    pages (of 64 tokens or more, and of 16 and 32: the 16-row tile's key warps each read 16 keys
+    of one page, the 32-row tile takes a page's keys); up to 16 and more than 16 query rows a
+    tile; rings of 2 and 3 stages; unsplit, split-KV merged through L2
     and, where plan.cluster_spec takes one on this architecture, in a cluster of
     DECODE_CLUSTER blocks (its size is one template constant: 8 stands for 2 and 4). The 16-bit
     kernels (the decode benchmarks' path) fail ``--fail-on-spills``; float32's and float64's,
