@@ -179,6 +179,13 @@ __device__ __forceinline__ unsigned smem_addr(const void* p) {
     return static_cast<unsigned>(__cvta_generic_to_shared(p));
 }
 
+// Bytes of this launch's dynamic shared memory from p (inside it) to its end: a launch may give a
+// kernel more than its layout's kSmemBytes (cuflash/gpu/ops.py, merge_room_bytes)
+__device__ __forceinline__ unsigned dynamic_smem_from(const void* p) {
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    return dynamic_smem_bytes() - (smem_addr(p) - smem_addr(smem_raw));
+}
+
 // The dynamic shared memory a kernel asks for to hold its layout S at an ALIGN-byte boundary
 // (smem_as): sizeof(S), and past 16 bytes of alignment ALIGN more for the padding to the first
 // boundary (1024: the wgmma kernels' swizzled panels). A kernel's kSmemBytes, which the host

@@ -275,6 +275,21 @@ struct Chunks {
     }
 };
 
+// Chunks' copy(r, c, source, valid) of a ROWS-row tile by cp.async into s at Layout's place for
+// row r0 + r (r0: the first row a loader copies: 0, or a key warp's share, KeySliceTiles)
+template <int ROWS, class Layout, typename T>
+struct CpAsyncChunks {
+    T* s;
+    int r0;
+    __device__ __forceinline__ void operator()(int r, int c, const T* g, bool ok) const {
+        cp_async16(s + Layout::template at<ROWS>(r0 + r, c), g, ok);
+    }
+};
+template <int ROWS, class Layout, typename T>
+__device__ __forceinline__ CpAsyncChunks<ROWS, Layout, T> cp_async_chunks(T* s, int r0 = 0) {
+    return {s, r0};
+}
+
 // A tile loader by cp.async (pipeline.cuh: KVStream, stage_q, load_tile_at): each 16-byte chunk
 // of a ROWS × DP tile (global row stride ld elements, this thread's first source
 // thread_src(tile, ld)) to shared-memory element Layout::at<ROWS>(row, column); rows >= rows and
@@ -295,9 +310,7 @@ struct CpAsyncTiles {
                                                      int d, int ld) {
         static_assert(sizeof(T) * EPC == 16, "EPC elements of T make one 16-byte chunk");
         Chunks<ROWS, DP, NT, EPC>::template each<Layout::kUnrolled>(
-            src, any, rows, d, ld, [&](int r, int c, const T* g, bool ok) {
-                cp_async16(s + Layout::template at<ROWS>(r, c), g, ok);
-            });
+            src, any, rows, d, ld, cp_async_chunks<ROWS, Layout>(s));
     }
     template <int ROWS, typename T>
     static __device__ __forceinline__ void load(T* s, const T* g, int rows, int d, int ld) {
@@ -308,9 +321,7 @@ struct CpAsyncTiles {
     static __device__ __forceinline__ void load_rows(T* s, RowPtr&& row_ptr, const T* any, int rows,
                                                      int d) {
         Chunks<ROWS, DP, NT, EPC>::each_row(row_ptr, any, rows, d,
-                                            [&](int r, int c, const T* g, bool ok) {
-                                                cp_async16(s + Layout::template at<ROWS>(r, c), g, ok);
-                                            });
+                                            cp_async_chunks<ROWS, Layout>(s));
     }
 };
 
@@ -339,10 +350,8 @@ struct KeySliceTiles {
                                                      int d, int ld) {
         static_assert(ROWS % (16 * KW) == 0 && sizeof(T) * EPC == 16, "16 rows a warp at least");
         const int w0 = first_row<ROWS>();
-        Slice<ROWS>::template each<Layout::kUnrolled>(
-            src, any, rows - w0, d, ld, [&](int r, int c, const T* g, bool ok) {
-                cp_async16(s + Layout::template at<ROWS>(w0 + r, c), g, ok);
-            });
+        Slice<ROWS>::template each<Layout::kUnrolled>(src, any, rows - w0, d, ld,
+                                                      cp_async_chunks<ROWS, Layout>(s, w0));
     }
     // This warp's rows from at(first row) on, at ld from each other (at(r): where row r of the
     // tile starts; asked only for a row below `rows`, the tile's valid rows)
@@ -350,20 +359,15 @@ struct KeySliceTiles {
     static __device__ __forceinline__ void load_at(T* s, At&& at, int rows, int d, int ld) {
         const int w0 = first_row<ROWS>();
         const T* g = at(w0 < rows ? w0 : 0);
-        Slice<ROWS>::template each<Layout::kUnrolled>(
-            Slice<ROWS>::thread_src(g, ld), g, rows - w0, d, ld,
-            [&](int r, int c, const T* src, bool ok) {
-                cp_async16(s + Layout::template at<ROWS>(w0 + r, c), src, ok);
-            });
+        Slice<ROWS>::template each<Layout::kUnrolled>(Slice<ROWS>::thread_src(g, ld), g, rows - w0,
+                                                      d, ld, cp_async_chunks<ROWS, Layout>(s, w0));
     }
     template <int ROWS, typename T, class RowPtr>
     static __device__ __forceinline__ void load_rows(T* s, RowPtr&& row_ptr, const T* any, int rows,
                                                      int d) {
         const int w0 = first_row<ROWS>();
         Slice<ROWS>::each_row([&](int r) { return row_ptr(w0 + r); }, any, rows - w0, d,
-                              [&](int r, int c, const T* g, bool ok) {
-                                  cp_async16(s + Layout::template at<ROWS>(w0 + r, c), g, ok);
-                              });
+                              cp_async_chunks<ROWS, Layout>(s, w0));
     }
 };
 

@@ -61,7 +61,10 @@ __device__ __forceinline__ void finish_split(const P& p, const Seq& seq, int i0,
     // query per head, no GQA fold) stages more splits a round, so fewer L2 rounds (NOTES v99).
     const int busy = rows < NW ? (rows > 1 ? rows : 1) : NW;
     const int room = scratch_bytes / busy & ~15, wbytes = (splits * int(sizeof(Acc)) + 15) & ~15;
-    const int half = (room - wbytes) / (2 * 32 * 16);
+    // every split in one round where the room holds them all (one buffer; the second stays
+    // empty), else two buffers of `half` splits: one landing while the other is summed (NOTES v104)
+    const int fit = (room - wbytes) / (32 * 16);
+    const int half = fit >= splits ? splits : fit / 2;
     // (the host caps num_splits at what this room holds: cuflash/gpu/ops.py, merge_split_cap,
     // the same arithmetic; small explicit tiles hold fewer than checks.MAX_SPLITS)
     if (half < 1) __trap();
@@ -142,11 +145,13 @@ __device__ __forceinline__ void finish_split(const P& p, const Seq& seq, int i0,
     }
 }
 
-// The same for a QueryBlock (block.cuh) whose kernel's shared memory is sm
+// The same for a QueryBlock (block.cuh) whose kernel's shared memory is sm: the scratch is all of
+// the launch's dynamic shared memory from sm on, which a launch of at most one block an SM may
+// make larger than the layout (cuflash/gpu/ops.py, merge_room_bytes)
 template <int NT, int BLOCK_M, class P, class QB, class Smem>
 __device__ __forceinline__ void finish_split(const P& p, const QB& blk, Smem& sm) {
     finish_split<NT>(p, blk.seq, blk.i0, blk.rows, blk.i0 / BLOCK_M, QB::tiles_x(p), blk.at.row,
-                     reinterpret_cast<char*>(&sm), int(sizeof(Smem)));
+                     reinterpret_cast<char*>(&sm), int(dynamic_smem_from(&sm)));
 }
 
 // Split-KV in thread-block clusters (sm_90; V::CLUSTER = C = p.num_splits, block.cuh

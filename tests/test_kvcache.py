@@ -827,6 +827,39 @@ def _record_launches(monkeypatch) -> list:
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("Hq,Tq", [(4, 1), (8, 1), (1, 1), (2, 3)],
+                         ids=["gqa4", "gqa8", "mha", "mha-tq3"])
+def test_lone_split_merge_stages_every_split_at_once(monkeypatch, Hq, Tq):
+    """A step whose grid is at most one block an SM (one sequence, one kv head, 64 splits) launches
+    with the shared memory in which its merge stages all 64 splits in one round
+    (ops.merge_room_bytes, NOTES v104) where the kernel's layout holds less (four busy warps:
+    the GQA folds of 4 and 8 heads), and matches the oracle; a batch of more blocks than SMs
+    keeps the layout's."""
+    cp = _gpu_or_skip()
+    from cuflash.gpu import ops
+    launches = _record_launches(monkeypatch)
+    monkeypatch.setattr(kvcache, "_PLANS", {})
+    dt = np.float16
+    sc = Scenario(cp, dt, "contiguous", Hq=Hq, Hkv=1, Tq=Tq, Tnew=0, seqlens=(8192 - 5,),
+                  d=128, seed=case_seed("lone-merge", Hq, Tq))
+    out, lse = sc.call(return_lse=True, num_splits=64)
+    (run,) = launches
+    assert run.num_splits == 64 and run.cluster == 1, run.spec.name
+    rows = Hq if Tq == 1 else Tq   # the tile's rows: the fold's heads (Tq = 1), else one head's
+    want = ops.merge_room_bytes(64, rows, run.threads // 32, 4)
+    assert run.smem == max(want, run.spec.smem_bytes()), (run.smem, want)
+    if rows >= run.threads // 32:
+        assert run.smem > run.spec.smem_bytes(), (run.smem, run.spec.name)
+    sc.check(out, lse, f"Hq={Hq} Tq={Tq}", causal=True)
+    launches.clear()
+    many = Scenario(cp, dt, "contiguous", Hq=8 * Hq, Hkv=8, Tq=Tq, Tnew=0, seqlens=(2000,) * 32,
+                    d=128, seed=case_seed("many-blocks", Hq, Tq))
+    out, lse = many.call(return_lse=True, num_splits=16)   # no cluster: 2-8
+    assert launches[0].smem == launches[0].spec.smem_bytes()
+    many.check(out, lse, "many blocks", causal=True)
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("layout,page_size", [("contiguous", PAGE), ("paged", 64)],
                          ids=["contiguous", "paged64"])
 @pytest.mark.parametrize("validate", [True, False])

@@ -122,6 +122,26 @@ def test_merge_split_cap():
     assert ops.merge_split_cap(spec(1024 + 8 * 2048, 8), 8) == 128
 
 
+def test_merge_room_holds_every_split_in_one_round():
+    """ops.merge_room_bytes against split_combine.cuh's finish_split (room = scratch / busy & ~15;
+    fit = (room - weights) / 512 splits; one round where fit >= splits): the bytes it asks for
+    hold every split in one round even with 1023 of them lost to the layout's alignment, and
+    no more than that."""
+    from cuflash.gpu import ops
+    for splits in (2, 3, 17, 64, 128):
+        for rows, warps in ((1, 4), (3, 4), (4, 4), (16, 4), (2, 8), (0, 4)):
+            for acc in (4, 8):
+                nbytes = ops.merge_room_bytes(splits, rows, warps, acc)
+                busy = max(1, min(rows, warps))
+                weights = (splits * acc + 15) & ~15
+                room = (nbytes - 1023) // busy & ~15
+                assert (room - weights) // ops.MERGE_BYTES_PER_SPLIT >= splits, (splits, rows)
+                assert nbytes == busy * (weights + splits * 512) + 1024, (splits, rows)
+    # one row on four warps: one warp's share; four rows: four
+    assert ops.merge_room_bytes(64, 1, 4, 4) == 256 + 64 * 512 + 1024
+    assert ops.merge_room_bytes(64, 4, 4, 4) == 4 * (256 + 64 * 512) + 1024
+
+
 @pytest.mark.gpu
 def test_split_merge_room_of_small_tiles():
     """A 32 × 16 CUDA-core tile of 8 warps at d = 16 (run as the d = 32 kernel) holds the merge

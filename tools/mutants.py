@@ -573,6 +573,12 @@ MUTANTS = [
       "tests/test_kvcache.py::test_decode_tile_keys_lie_in_whole_pages",
       "a decode tile whose key tiles cross pages of a paged cache is launched (each copy reads "
       "one page: keys of the next page come from the wrong rows)"),
+    M("merge_room_half", "cuflash/gpu/ops.py",
+      "    return busy * (weights + splits * MERGE_BYTES_PER_SPLIT) + 1024",
+      "    return busy * (weights + splits * MERGE_BYTES_PER_SPLIT // 2) + 1024",
+      "tests/test_split_kv.py::test_merge_room_holds_every_split_in_one_round",
+      "the launch-sized merge room holds half the splits: the kernel falls back to two buffers "
+      "of a quarter each, a slower merge than the launch paid for, silently"),
     M("decode_stages_ignored", "cuflash/kvcache.py",
       "            if stages != tile.num_stages:",
       "            if False:",

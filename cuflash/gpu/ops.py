@@ -108,6 +108,14 @@ def _specs(dtype: str, d: int, tile, variant, backward: bool, deterministic: boo
     return plan.specs_for(dtype, d, tile, variant, backward, deterministic)
 
 
+@functools.lru_cache(maxsize=None)
+def _allow_smem(kern, device_id: int) -> None:
+    """Let a kernel launch with up to the device's opt-in shared memory per block (its layout's
+    own is what build.get_kernel allows)."""
+    with _cp().cuda.Device(device_id):
+        kern.max_dynamic_shared_size_bytes = smem_limit(device_id)
+
+
 def _grid(grid_x: int, batch: int):
     """(x, y, z) covering the batch: y up to 65535, z continues it (kernels: batch_index())."""
     y = min(batch, _MAX_GRID_Y)
@@ -240,6 +248,24 @@ def merge_split_cap(spec, acc_itemsize: int) -> int:
     bytes of alignment (mainloop.cuh, smem_budget)."""
     room = (spec.smem_bytes() - 1024) // (spec.threads() // 32) // 16 * 16
     return max(0, (room - 2 * 32 * 16) // acc_itemsize)
+
+
+#: Bytes one warp of split-KV's merge stages of each split in a round: its 32 lanes' 16-byte
+#: chunks (kernels_cu/split_combine.cuh, finish_split)
+MERGE_BYTES_PER_SPLIT = 32 * 16
+
+
+def merge_room_bytes(splits: int, rows: int, warps: int, acc_itemsize: int) -> int:
+    """The dynamic shared memory in which split-KV's merge (kernels_cu/split_combine.cuh,
+    finish_split) stages all `splits` splits of a row in one round, for a query tile of at most
+    `rows` rows on `warps` warps: each busy warp (one a row, at most `warps`) keeps the splits'
+    weights (acc_itemsize bytes each, the whole rounded up to 16) and one 512-byte row of its
+    lanes' chunks per split; plus 1024 bytes, of which the layout's alignment takes at most 1023
+    (common.cuh, smem_budget). A launch of at most one block an SM may give a kernel
+    this much (ForwardLaunch; NOTES v104)."""
+    busy = max(1, min(rows, warps))
+    weights = -(-splits * acc_itemsize // 16) * 16
+    return busy * (weights + splits * MERGE_BYTES_PER_SPLIT) + 1024
 
 
 @functools.lru_cache(maxsize=None)
@@ -448,6 +474,15 @@ class ForwardLaunch:
         self.cluster = self.spec.variant.cluster
         self.kern, self.smem, resident = _ready(self.spec, dev)
         self.threads = self.spec.threads()
+        if num_splits > 1 and self.cluster == 1 and \
+                self.q_tiles * num_splits * self.rows <= sm_count(dev):
+            # a grid of at most one block an SM: more shared memory takes no block's place, and
+            # the merging block stages every split in one round (merge_room_bytes, NOTES v104)
+            room = merge_room_bytes(num_splits, min(r.T, tile.block_m), self.threads // 32,
+                                    self.acc.itemsize)
+            if self.smem < room <= smem_limit(dev):
+                self.smem = room
+                _allow_smem(self.kern, dev)
         split_rows = math.prod(kernel_lse_shape)
         # one allocation per call: out, lse and (split-KV) the partials, each 256-byte aligned
         parts = [math.prod(self.out_shape) * self.dtype.itemsize,
