@@ -32,3 +32,20 @@ def test_step_inputs_cycle_past_the_footprint():
     assert all(b.shape == (2, B, Hkv, S, d) and b.dtype == np.float16 for b in bufs)
     assert np.isfinite(bufs[0]).all() and bufs[0].std() > 0.5   # filled, not left empty
     assert lens.dtype == np.int32 and lens.tolist() == [S, S]
+
+
+def test_paged_pool_read_through_block_table_is_the_cache():
+    """_paged scatters each sequence's pages (a sequence at a time, no second copy of the whole
+    cache): gathering pool[block_table[b]] back in order gives the cache exactly, and every page
+    of the pool is used once."""
+    cp, rng = _numpy_as_cupy(), np.random.default_rng(2)
+    B, Hkv, S, d, page = 3, 2, 64, 8, 16
+    k = rng.standard_normal((B, Hkv, S, d)).astype(np.float16)
+    v = rng.standard_normal((B, Hkv, S, d)).astype(np.float16)
+    pk, pv, table = bench_kvcache._paged(cp, k, v, page, rng)
+    per = S // page
+    assert pk.shape == (B * per, Hkv, page, d) and table.shape == (B, per)
+    assert sorted(table.reshape(-1).tolist()) == list(range(B * per))
+    for pool, x in ((pk, k), (pv, v)):
+        back = pool[table].transpose(0, 2, 1, 3, 4).reshape(B, Hkv, S, d)   # (B, per, Hkv, page, d)
+        assert np.array_equal(back, x)

@@ -129,8 +129,8 @@ def _paged(cp, k, v, page, rng):
     pools = []
     for x in (k, v):
         pool = cp.empty((B * per, Hkv, page, d), x.dtype)
-        pool[perm.reshape(-1)] = x.reshape(B, Hkv, per, page, d).transpose(0, 2, 1, 3, 4) \
-            .reshape(B * per, Hkv, page, d)
+        for b in range(B):   # a sequence at a time: no second copy of the whole cache
+            pool[perm[b]] = x[b].reshape(Hkv, per, page, d).transpose(1, 0, 2, 3)
         pools.append(pool)
     return pools[0], pools[1], perm
 
@@ -252,7 +252,16 @@ def main(argv=None):
                 else:
                     if S % page:
                         continue
-                    caches = [_paged(cp, b[0], b[1], page, rng) for b in bufs]
+                    try:
+                        caches = [_paged(cp, b[0], b[1], page, rng) for b in bufs]
+                    except cp.cuda.memory.OutOfMemoryError as exc:   # a result: the sweep goes on
+                        line = (f"{B:>3} {Hkv:>3} {S:>7} {copies:>6} {layout:>10} "
+                                f"out of memory beside the contiguous cache ({exc})")
+                        print(line, flush=True)
+                        rows.append(line)
+                        caches = None
+                        cp.get_default_memory_pool().free_all_blocks()
+                        continue
                 cols = []
                 for t, n, m, u in combos:
                     (kvcache.DECODE_TILE, kvcache.DECODE_FILL, kvcache.DECODE_MAX_SPLITS,
