@@ -3,7 +3,7 @@
 # cluster tests; cluster_ab with the new rule.
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 mkdir -p $OUT
-DEADLINE=${DEADLINE:-200}
+DEADLINE=${DEADLINE:-100}
 lim() { local l=$((DEADLINE - SECONDS)); [ $l -gt $1 ] && l=$1; [ $l -lt 1 ] && l=1; echo $l; }
 timeout $(lim 40) python3 -c "
 import dataclasses, cupy as cp
@@ -15,7 +15,7 @@ for c in (2, 4, 8):
     cs = dataclasses.replace(s, variant=dataclasses.replace(s.variant, cluster=c))
     print('clusters of', c, 'cover', ops._cluster_sms(cs, 0), 'of', ops.sm_count(), 'SMs')
 " > $OUT/cover.txt 2>&1; echo "cover rc=$? ${SECONDS}s"
-timeout $(lim 90) python3 -m pytest -q -m gpu tests/test_kvcache.py -k "stack_blocks or split_clusters or lone_split" -rfE -p no:cacheprovider -n 8 > $OUT/tests.txt 2>&1; echo "tests rc=$? ${SECONDS}s"
-timeout $(lim 60) python3 .ab/cluster_ab.py 4x8x32768,4x8x131072,2x8x32768,1x8x1024 > $OUT/cluster_ab.txt 2>&1; echo "cluster_ab rc=$? ${SECONDS}s"
+timeout $(lim 60) python3 -m pytest -q -m gpu tests/test_kvcache.py -k "stack_blocks or split_clusters" -rfE -p no:cacheprovider -n 8 > $OUT/tests.txt 2>&1; echo "tests rc=$? ${SECONDS}s"
+timeout $(lim 60) python3 .ab/cluster_ab.py 4x8x32768,1x8x1024 > $OUT/cluster_ab.txt 2>&1; echo "cluster_ab rc=$? ${SECONDS}s"
 echo "== results"; cat $OUT/cover.txt | tail -5; tail -1 $OUT/tests.txt; grep -E "^FAILED|^ERROR" $OUT/tests.txt | head -5 | cut -c1-200
 sed -n '/=== µs/,$p' $OUT/cluster_ab.txt | cut -c1-190; tail -3 $OUT/cluster_ab.txt | grep -i error
