@@ -6,7 +6,6 @@ sequence (cache tokens, then k_new), K/V repeated per query head of a GQA group,
 project's criterion (assert_matches_oracle against naive in the same precision). Caches hold NaN
 in every slot that is not a token of some sequence, so a read past a sequence's end shows.
 """
-import dataclasses
 import math
 
 import numpy as np
@@ -733,37 +732,6 @@ def test_split_clusters(monkeypatch, dtype, layout, page_size):
                                        err_msg=f"{layout} {name} splits={splits}: out")
             np.testing.assert_allclose(got[8][1], got[1][1], rtol=0, atol=1e-5,
                                        err_msg=f"{layout} {name} splits={splits}: lse")
-
-
-@pytest.mark.gpu
-def test_clusters_that_would_stack_blocks_merge_through_l2(monkeypatch):
-    """A grid of at most one block an SM whose clusters cannot each have their own SMs (a
-    cluster's blocks share a GPC: on an H100 clusters of 4 cover 120 of 132 SMs) merges through
-    L2 (ops._cluster_sms, NOTES v106): B = 4, Hkv = 8, the GQA fold of 4, 4 splits is 128 blocks;
-    a grid the clusters cover keeps them (B = 1, Hkv = 8, 8 splits: 64 blocks); both against
-    the oracle."""
-    cp = _gpu_or_skip()
-    from cuflash.gpu import ops, plan
-    if plan._sm(ops.device_arch()) < 90:
-        pytest.skip("clusters: sm_90 only")
-    launches = _record_launches(monkeypatch)
-    monkeypatch.setattr(kvcache, "_PLANS", {})
-    sms = ops.sm_count()
-    for B, splits in ((4, 4), (1, 8)):
-        sc = Scenario(cp, np.float16, "contiguous", Hq=32, Hkv=8, Tq=1, Tnew=0, d=128,
-                      seqlens=(3000,) * B, seed=case_seed("stacked-clusters", B))
-        launches.clear()
-        out, lse = sc.call(return_lse=True, num_splits=splits)
-        (run,) = launches
-        grid = run.q_tiles * run.num_splits * run.rows
-        assert run.num_splits == splits and grid == B * 8 * splits, (run.num_splits, grid)
-        covered = ops._cluster_sms(dataclasses.replace(
-            run.spec, variant=dataclasses.replace(run.spec.variant, cluster=splits)),
-            cp.cuda.Device().id)
-        assert 0 < covered <= sms and covered % splits == 0, covered
-        want = splits if grid <= covered or grid > sms else 1
-        assert run.cluster == want, (B, grid, covered, run.cluster)
-        sc.check(out, lse, f"B={B} splits={splits} clusters of {run.cluster}", causal=True)
 
 
 def test_split_cluster_rule():

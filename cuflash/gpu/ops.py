@@ -20,7 +20,7 @@ from .. import checks, device
 from .._xp import accum_dtype, dtype_name
 from ..mask import UNBOUNDED
 from ..tile import F16_SCALED, F16_SPLIT, section_rows
-from . import build, cluster_fit, f16_scaled, f16x3_stage, params, plan, tf32_stage, tma, views
+from . import build, f16_scaled, f16x3_stage, params, plan, tf32_stage, tma, views
 
 _LOG2E = 1.4426950408889634
 _MAX_GRID_Y = 65535
@@ -114,17 +114,6 @@ def _allow_smem(kern, device_id: int) -> None:
     own is what build.get_kernel allows)."""
     with _cp().cuda.Device(device_id):
         kern.max_dynamic_shared_size_bytes = smem_limit(device_id)
-
-
-@functools.lru_cache(maxsize=None)
-def _cluster_sms(spec, device_id: int) -> int:
-    """SMs that the clusters of a clustered spec's kernel cover at one block an SM
-    (cluster_fit.cluster_sms; asked once per spec and device)."""
-    kern = _ready(spec, device_id)[0]
-    _allow_smem(kern, device_id)
-    with _cp().cuda.Device(device_id):
-        return cluster_fit.cluster_sms(kern.kernel.ptr, spec.variant.cluster, spec.threads(),
-                                       smem_limit(device_id), sm_count(device_id))
 
 
 def _grid(grid_x: int, batch: int):
@@ -480,15 +469,8 @@ class ForwardLaunch:
         # merge through their shared memory where it holds their partials (plan.cluster_spec;
         # kernels_cu/split_combine.cuh)
         if num_splits > 1:
-            clustered = plan.cluster_spec(self.spec, num_splits, device_arch(dev), max_cluster,
+            self.spec = plan.cluster_spec(self.spec, num_splits, device_arch(dev), max_cluster,
                                           smem_limit(dev))
-            grid = self.q_tiles * num_splits * self.rows
-            # a grid of one block an SM whose clusters cannot each have their own SMs stacks
-            # blocks while SMs idle: it merges through L2 (NOTES v106)
-            if clustered is not self.spec and \
-                    _cluster_sms(clustered, dev) < grid <= sm_count(dev):
-                clustered = self.spec
-            self.spec = clustered
         self.cluster = self.spec.variant.cluster
         self.kern, self.smem, resident = _ready(self.spec, dev)
         self.threads = self.spec.threads()
