@@ -69,8 +69,10 @@ struct FwdMma : TileKernel<FwdMma<T, DP, BLOCK_M, BLOCK_N, NT, STAGES, V, Produc
         const int wkey = KW > 1 ? warp * WN : 0;        // and its first key
 
         // -- the key tiles this query tile visits; the Q tile resident
-        auto keys = key_tiles<BLOCK_N, typename Shape::KVTiles,
-                              CpAsyncPipeline<STAGES, STAGES - 1, false, (KW > 1)>>(blk, p, sm.kv);
+        // (each warp waits for its own copies alone where it stages its own keys: SlicedTiles)
+        using KVTiles = typename Shape::KVTiles;
+        using KVPipe = CpAsyncPipeline<STAGES, STAGES - 1, false, SlicedTiles<KVTiles>::value>;
+        auto keys = key_tiles<BLOCK_N, KVTiles, KVPipe>(blk, p, sm.kv);
         load_query_rows<BLOCK_M, Tiles>(sm.q, blk, p.q, p.q_stride, d);
         keys.prologue();
 

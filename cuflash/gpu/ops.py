@@ -247,11 +247,11 @@ def merge_split_cap(spec, acc_itemsize: int) -> int:
     share of the kernel's layout, of which the launch's kSmemBytes holds all but at most 1024
     bytes of alignment (mainloop.cuh, smem_budget)."""
     room = (spec.smem_bytes() - 1024) // (spec.threads() // 32) // 16 * 16
-    return max(0, (room - 2 * 32 * 16) // acc_itemsize)
+    return max(0, (room - 2 * MERGE_BYTES_PER_SPLIT) // acc_itemsize)
 
 
 #: Bytes one warp of split-KV's merge stages of each split in a round: its 32 lanes' 16-byte
-#: chunks (kernels_cu/split_combine.cuh, finish_split)
+#: chunks (kernels_cu/split_combine.cuh, finish_split; merge_split_cap, merge_room_bytes)
 MERGE_BYTES_PER_SPLIT = 32 * 16
 
 
